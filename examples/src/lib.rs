@@ -1,0 +1,1 @@
+//! Example models and the main job of stackscan.

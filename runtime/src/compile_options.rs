@@ -1,0 +1,162 @@
+//! `xla.CompileOptionsProto`, hand-written for the fields stackscan sets.
+//!
+//! Field numbers follow XLA's `compile_options.proto` and `xla_data.proto`; fields we never set
+//! are left out, which protobuf encodes exactly like their defaults.
+
+use prost::Message;
+
+/// Options for one compilation: how many replicas and partitions, and on which devices.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompileOptions {
+    proto: CompileOptionsProto,
+}
+
+impl Default for CompileOptions {
+    /// One replica, one partition, device chosen by the plugin.
+    fn default() -> Self {
+        CompileOptions::replicas(&[])
+    }
+}
+
+impl CompileOptions {
+    /// `num_replicas = device_ids.len()` (at least 1), one partition: the program runs once
+    /// per device and collectives name replicas. An empty list lets the plugin place a
+    /// single replica.
+    pub fn replicas(device_ids: &[i32]) -> Self {
+        let n = device_ids.len().max(1) as i64;
+        let assignment = (!device_ids.is_empty()).then(|| DeviceAssignmentProto {
+            replica_count: n as i32,
+            computation_count: 1,
+            computation_devices: vec![ComputationDevice {
+                replica_device_ids: device_ids.iter().map(|&d| i64::from(d)).collect(),
+            }],
+        });
+        CompileOptions {
+            proto: CompileOptionsProto {
+                executable_build_options: Some(ExecutableBuildOptionsProto {
+                    device_ordinal: -1,
+                    num_replicas: 1.max(n),
+                    num_partitions: 1,
+                    device_assignment: assignment,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        }
+    }
+
+    /// One replica, `num_partitions = device_ids.len()`, SPMD partitioning by Shardy: the form
+    /// JAX emits for `shard_map` (`sdy.manual_computation`), used on TPU pods.
+    pub fn partitions(device_ids: &[i32]) -> Self {
+        let n = device_ids.len() as i64;
+        CompileOptions {
+            proto: CompileOptionsProto {
+                executable_build_options: Some(ExecutableBuildOptionsProto {
+                    device_ordinal: -1,
+                    num_replicas: 1,
+                    num_partitions: n,
+                    use_spmd_partitioning: true,
+                    use_shardy_partitioner: true,
+                    device_assignment: Some(DeviceAssignmentProto {
+                        replica_count: 1,
+                        computation_count: n as i32,
+                        computation_devices: device_ids
+                            .iter()
+                            .map(|&d| ComputationDevice {
+                                replica_device_ids: vec![i64::from(d)],
+                            })
+                            .collect(),
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        }
+    }
+
+    /// The serialized `CompileOptionsProto` PJRT expects.
+    pub fn encode(&self) -> Vec<u8> {
+        self.proto.encode_to_vec()
+    }
+
+    /// Replicas and partitions this compilation asks for.
+    pub fn replicas_and_partitions(&self) -> (i64, i64) {
+        let b = self.proto.executable_build_options.as_ref();
+        (
+            b.map_or(1, |b| b.num_replicas),
+            b.map_or(1, |b| b.num_partitions),
+        )
+    }
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct CompileOptionsProto {
+    #[prost(message, optional, tag = "3")]
+    executable_build_options: Option<ExecutableBuildOptionsProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ExecutableBuildOptionsProto {
+    #[prost(int64, tag = "1")]
+    device_ordinal: i64,
+    #[prost(int64, tag = "4")]
+    num_replicas: i64,
+    #[prost(int64, tag = "5")]
+    num_partitions: i64,
+    #[prost(bool, tag = "6")]
+    use_spmd_partitioning: bool,
+    #[prost(message, optional, tag = "9")]
+    device_assignment: Option<DeviceAssignmentProto>,
+    #[prost(bool, tag = "19")]
+    use_shardy_partitioner: bool,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct DeviceAssignmentProto {
+    #[prost(int32, tag = "1")]
+    replica_count: i32,
+    #[prost(int32, tag = "2")]
+    computation_count: i32,
+    #[prost(message, repeated, tag = "3")]
+    computation_devices: Vec<ComputationDevice>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ComputationDevice {
+    #[prost(int64, repeated, tag = "1")]
+    replica_device_ids: Vec<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_encode_the_fields_xla_reads() {
+        let bytes = CompileOptions::partitions(&[0, 1]).encode();
+        let decoded = CompileOptionsProto::decode(bytes.as_slice()).unwrap();
+        let b = decoded.executable_build_options.unwrap();
+        assert_eq!((b.num_replicas, b.num_partitions), (1, 2));
+        assert!(b.use_spmd_partitioning && b.use_shardy_partitioner);
+        let a = b.device_assignment.unwrap();
+        assert_eq!((a.replica_count, a.computation_count), (1, 2));
+        assert_eq!(a.computation_devices[1].replica_device_ids, vec![1]);
+    }
+
+    #[test]
+    fn replicas_put_all_devices_in_one_computation() {
+        let options = CompileOptions::replicas(&[0, 1, 2, 3]);
+        assert_eq!(options.replicas_and_partitions(), (4, 1));
+        let decoded = CompileOptionsProto::decode(options.encode().as_slice()).unwrap();
+        let a = decoded
+            .executable_build_options
+            .unwrap()
+            .device_assignment
+            .unwrap();
+        assert_eq!(a.computation_devices.len(), 1);
+        assert_eq!(
+            a.computation_devices[0].replica_device_ids,
+            vec![0, 1, 2, 3]
+        );
+    }
+}

@@ -1,0 +1,304 @@
+//! The one error type of the runtime.
+//!
+//! Every failure a user can cause (a bad program, a wrong argument, a missing plugin, a corrupt
+//! download) is a variant here that carries what went wrong and where; nothing in the public
+//! API panics on user input.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use stackscan::DType;
+
+/// Result alias of the runtime.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A runtime error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A PJRT call returned an error.
+    #[error("`{call}` failed ({code}): {message}")]
+    Pjrt {
+        /// The C API function, e.g. `PJRT_Client_Compile`.
+        call: &'static str,
+        /// The status code the plugin reported.
+        code: ErrorCode,
+        /// The plugin's message.
+        message: String,
+    },
+    /// The plugin's function table does not reach, or leaves empty, the slot of this function.
+    #[error(
+        "`{call}` is not available in this plugin (PJRT API {major}.{minor}, function table of {table_size} bytes)"
+    )]
+    Unavailable {
+        /// The missing function.
+        call: &'static str,
+        /// The plugin's API major version.
+        major: i32,
+        /// The plugin's API minor version.
+        minor: i32,
+        /// `PJRT_Api.struct_size` as the plugin reports it.
+        table_size: usize,
+    },
+    /// No file at the plugin path.
+    #[error("no PJRT plugin at `{}`", path.display())]
+    PluginNotFound {
+        /// The path that was tried.
+        path: PathBuf,
+    },
+    /// The file exists but is not a loadable PJRT plugin.
+    #[error("`{}` is not a PJRT plugin: {reason}", path.display())]
+    NotAPlugin {
+        /// The file.
+        path: PathBuf,
+        /// Why it was rejected (load error, missing `GetPjrtApi`, null table).
+        reason: String,
+    },
+    /// The plugin speaks an API major version this binding does not.
+    #[error(
+        "PJRT plugin `{}` implements API {major}.{minor}; stackscan speaks major version {expected_major}",
+        path.display()
+    )]
+    IncompatibleApi {
+        /// The plugin.
+        path: PathBuf,
+        /// Its major version.
+        major: i32,
+        /// Its minor version.
+        minor: i32,
+        /// The major version this binding was written against.
+        expected_major: i32,
+    },
+    /// More devices were asked for than the client has.
+    #[error("{requested} devices requested but the client has {available}")]
+    DeviceCount {
+        /// Devices asked for.
+        requested: usize,
+        /// Devices the client exposes.
+        available: usize,
+    },
+    /// A mesh was described inconsistently.
+    #[error("invalid mesh: {0}")]
+    Mesh(String),
+    /// `execute` got a number of argument lists different from the executable's devices.
+    #[error("the executable runs on {expected} devices but {actual} argument lists were given")]
+    DeviceLists {
+        /// Devices of the executable.
+        expected: usize,
+        /// Argument lists given.
+        actual: usize,
+    },
+    /// An argument list has the wrong length.
+    #[error("device {device}: the program takes {expected} arguments but {actual} were given")]
+    ArgumentCount {
+        /// Index of the argument list.
+        device: usize,
+        /// Parameters of the program.
+        expected: usize,
+        /// Buffers given.
+        actual: usize,
+    },
+    /// An argument's shape or element type does not match the program's parameter.
+    #[error("device {device}, argument {index}: the program expects {expected} but got {actual}")]
+    ArgumentType {
+        /// Index of the argument list.
+        device: usize,
+        /// Index of the argument.
+        index: usize,
+        /// What the program declares (per device).
+        expected: TensorType,
+        /// What the buffer holds.
+        actual: TensorType,
+    },
+    /// A buffer handed to `execute` belongs to a different client.
+    #[error("device {device}, argument {index}: the buffer belongs to another client")]
+    ForeignBuffer {
+        /// Index of the argument list.
+        device: usize,
+        /// Index of the argument.
+        index: usize,
+    },
+    /// Host data does not fill the requested shape.
+    #[error("host data has {actual} elements but shape {dims:?} needs {expected}")]
+    HostDataLength {
+        /// The requested dimensions.
+        dims: Vec<i64>,
+        /// Elements the shape needs.
+        expected: usize,
+        /// Elements given.
+        actual: usize,
+    },
+    /// A dimension is negative or the element count overflows.
+    #[error("invalid dimensions {0:?}")]
+    InvalidDims(Vec<i64>),
+    /// A buffer was read back as a type it does not hold.
+    #[error("the buffer holds {actual} elements, not {expected}")]
+    ElementType {
+        /// The type asked for.
+        expected: DType,
+        /// The type the buffer holds.
+        actual: DType,
+    },
+    /// The plugin reported a buffer type stackscan has no mapping for.
+    #[error("PJRT buffer type {0} is not supported by stackscan")]
+    UnsupportedBufferType(i32),
+    /// The program text could not be understood.
+    #[error("invalid program: {0}")]
+    Program(String),
+    /// A file-system operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, with the path.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A downloaded wheel does not have the pinned hash.
+    #[error("sha256 of `{}` is {actual}, expected {expected}", path.display())]
+    HashMismatch {
+        /// The wheel.
+        path: PathBuf,
+        /// The pinned hash.
+        expected: String,
+        /// The hash of the file.
+        actual: String,
+    },
+    /// A wheel could not be unpacked.
+    #[error("cannot unpack `{}`: {message}", path.display())]
+    Wheel {
+        /// The wheel.
+        path: PathBuf,
+        /// What was wrong.
+        message: String,
+    },
+    /// A plugin package could not be fetched.
+    #[error(
+        "cannot fetch the `{package}` plugin package: {reason}\nto install it by hand, run:\n  {command}"
+    )]
+    Fetch {
+        /// The package, with its pinned version.
+        package: String,
+        /// Why the fetch failed.
+        reason: String,
+        /// The one command that does it by hand.
+        command: String,
+    },
+    /// A plugin name that is neither a known plugin nor a path.
+    #[error(
+        "unknown plugin `{0}`; expected one of `cpu`, `cpu-0.115`, `tpu`, `cuda`, or a path to a .so"
+    )]
+    UnknownPlugin(String),
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// `PJRT_Error_Code`: the status codes of XLA (absl's canonical codes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The operation was cancelled.
+    Cancelled,
+    /// Unknown error.
+    Unknown,
+    /// The caller passed something invalid (bad program, bad shape).
+    InvalidArgument,
+    /// A deadline expired.
+    DeadlineExceeded,
+    /// Something was not found.
+    NotFound,
+    /// Something already exists.
+    AlreadyExists,
+    /// Permission denied.
+    PermissionDenied,
+    /// Out of memory or another resource.
+    ResourceExhausted,
+    /// The system is not in a state that allows the operation.
+    FailedPrecondition,
+    /// Aborted.
+    Aborted,
+    /// Out of range.
+    OutOfRange,
+    /// Not implemented by this plugin.
+    Unimplemented,
+    /// Internal error of the plugin.
+    Internal,
+    /// Unavailable.
+    Unavailable,
+    /// Data loss.
+    DataLoss,
+    /// Unauthenticated.
+    Unauthenticated,
+    /// A code this binding does not know.
+    Other(i32),
+}
+
+impl ErrorCode {
+    pub(crate) fn from_raw(code: i32) -> Self {
+        use ErrorCode::*;
+        match code {
+            1 => Cancelled,
+            2 => Unknown,
+            3 => InvalidArgument,
+            4 => DeadlineExceeded,
+            5 => NotFound,
+            6 => AlreadyExists,
+            7 => PermissionDenied,
+            8 => ResourceExhausted,
+            9 => FailedPrecondition,
+            10 => Aborted,
+            11 => OutOfRange,
+            12 => Unimplemented,
+            13 => Internal,
+            14 => Unavailable,
+            15 => DataLoss,
+            16 => Unauthenticated,
+            other => Other(other),
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorCode::Other(c) => write!(f, "code {c}"),
+            named => write!(f, "{named:?}"),
+        }
+    }
+}
+
+/// The type of one array: element type and dimensions, written as MLIR writes it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions, major to minor.
+    pub dims: Vec<i64>,
+}
+
+impl TensorType {
+    /// A tensor type from its element type and dimensions.
+    pub fn new(dtype: DType, dims: impl Into<Vec<i64>>) -> Self {
+        TensorType {
+            dtype,
+            dims: dims.into(),
+        }
+    }
+}
+
+impl fmt::Display for TensorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("tensor<")?;
+        for d in &self.dims {
+            write!(f, "{d}x")?;
+        }
+        write!(f, "{}>", self.dtype)
+    }
+}

@@ -1,0 +1,331 @@
+//! A PJRT client: the plugin's view of a set of devices, and where buffers and programs live.
+
+use std::ffi::CString;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use stackscan::DType;
+
+use super::api::Api;
+use super::{Buffer, Executable, Plugin, args, buffer_type, pjrt_fn, plugin_slice, plugin_string};
+use crate::compile_options::CompileOptions;
+use crate::element::Element;
+use crate::error::{Error, Result, TensorType};
+use crate::ffi;
+
+/// Options passed to `PJRT_Client_Create` as named values.
+#[derive(Clone, Debug, Default)]
+pub struct ClientOptions {
+    values: Vec<(String, OptionValue)>,
+}
+
+#[derive(Clone, Debug)]
+enum OptionValue {
+    Int(i64),
+    Bool(bool),
+    Str(String),
+}
+
+impl ClientOptions {
+    /// Options for XLA's CPU plugins exposing `devices` virtual devices (`cpu_device_count`).
+    pub fn cpu(devices: usize) -> Self {
+        ClientOptions::default().int("cpu_device_count", devices as i64)
+    }
+
+    /// Adds an integer option.
+    pub fn int(mut self, name: &str, value: i64) -> Self {
+        self.values.push((name.to_owned(), OptionValue::Int(value)));
+        self
+    }
+
+    /// Adds a boolean option.
+    pub fn bool(mut self, name: &str, value: bool) -> Self {
+        self.values
+            .push((name.to_owned(), OptionValue::Bool(value)));
+        self
+    }
+
+    /// Adds a string option.
+    pub fn string(mut self, name: &str, value: &str) -> Self {
+        self.values
+            .push((name.to_owned(), OptionValue::Str(value.to_owned())));
+        self
+    }
+}
+
+/// One addressable device of a client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Device {
+    /// Position in [`Client::devices`].
+    pub index: usize,
+    /// The global device id (`PJRT_DeviceDescription_Id`), used in device assignments.
+    pub id: i32,
+    /// The device kind the plugin reports (e.g. `cpu`).
+    pub kind: String,
+}
+
+/// A PJRT client. Cheap to clone; the plugin client is destroyed when the last clone, buffer
+/// and executable made from it are gone.
+#[derive(Clone, Debug)]
+pub struct Client {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+pub(crate) struct ClientInner {
+    pub(crate) api: Arc<Api>,
+    pub(crate) raw: *mut ffi::PJRT_Client,
+    pub(crate) raw_devices: Vec<*mut ffi::PJRT_Device>,
+    pub(crate) devices: Vec<Device>,
+    pub(crate) platform: String,
+    /// Buffers made by this client and not yet dropped.
+    pub(crate) live_buffers: AtomicUsize,
+}
+
+// SAFETY: PJRT clients and device handles may be used from any thread (the C API is
+// thread-safe); the raw pointers are only passed back to the plugin.
+unsafe impl Send for ClientInner {}
+// SAFETY: as above; the only mutable state of our own is an atomic counter.
+unsafe impl Sync for ClientInner {}
+
+impl std::fmt::Debug for ClientInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("platform", &self.platform)
+            .field("devices", &self.devices.len())
+            .field("live_buffers", &self.live_buffers.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        if let Ok(f) = pjrt_fn!(self.api, PJRT_Client_Destroy) {
+            let mut a = args::<ffi::PJRT_Client_Destroy_Args>();
+            a.client = self.raw;
+            // SAFETY: `raw` is a live client; every buffer and executable made from it holds an
+            // `Arc` to this value, so none is alive now.
+            let err = unsafe { f(&mut a) };
+            // Drop cannot report; a failing destroy only leaks.
+            let _ = self.api.check("PJRT_Client_Destroy", err);
+        }
+    }
+}
+
+impl Client {
+    /// Creates a client of `plugin` with the given create options.
+    pub fn new(plugin: &Plugin, options: &ClientOptions) -> Result<Client> {
+        let api = Arc::clone(&plugin.api);
+        let names: Vec<CString> = options
+            .values
+            .iter()
+            .map(|(n, _)| CString::new(n.as_str()))
+            .collect::<Result<_, _>>()
+            .map_err(|_| Error::Program("client option names must not contain NUL".into()))?;
+        let mut named = Vec::with_capacity(options.values.len());
+        for ((name, value), cname) in options.values.iter().zip(&names) {
+            let mut nv = args::<ffi::PJRT_NamedValue>();
+            nv.name = cname.as_ptr();
+            nv.name_size = name.len();
+            nv.value_size = 1;
+            match value {
+                OptionValue::Int(v) => {
+                    nv.type_ = ffi::PJRT_NamedValue_kInt64;
+                    nv.value.int64_value = *v;
+                }
+                OptionValue::Bool(v) => {
+                    nv.type_ = ffi::PJRT_NamedValue_kBool;
+                    nv.value.bool_value = *v;
+                }
+                OptionValue::Str(v) => {
+                    nv.type_ = ffi::PJRT_NamedValue_kString;
+                    nv.value.string_value = v.as_ptr().cast();
+                    nv.value_size = v.len();
+                }
+            }
+            named.push(nv);
+        }
+        let create = pjrt_fn!(api, PJRT_Client_Create)?;
+        let mut a = args::<ffi::PJRT_Client_Create_Args>();
+        a.create_options = named.as_ptr();
+        a.num_options = named.len();
+        // SAFETY: `named`, the names and string values it points to outlive the call; no
+        // key-value callbacks are given (single process).
+        let err = unsafe { create(&mut a) };
+        api.check("PJRT_Client_Create", err)?;
+        let raw = a.client;
+        // From here on the client is owned, so an early return destroys it.
+        let mut inner = ClientInner {
+            api,
+            raw,
+            raw_devices: Vec::new(),
+            devices: Vec::new(),
+            platform: String::new(),
+            live_buffers: AtomicUsize::new(0),
+        };
+        inner.platform = inner.platform_name()?;
+        inner.raw_devices = inner.addressable_devices()?;
+        inner.devices = inner
+            .raw_devices
+            .iter()
+            .enumerate()
+            .map(|(index, &d)| inner.describe(index, d))
+            .collect::<Result<_>>()?;
+        Ok(Client {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The platform name the plugin reports (`cpu`, `tpu`, `cuda`).
+    pub fn platform(&self) -> &str {
+        &self.inner.platform
+    }
+
+    /// The devices this process can address, in the plugin's order.
+    pub fn devices(&self) -> &[Device] {
+        &self.inner.devices
+    }
+
+    /// Buffers created by this client (transfers and execution outputs) not yet dropped.
+    pub fn live_buffers(&self) -> usize {
+        self.inner.live_buffers.load(Ordering::SeqCst)
+    }
+
+    /// Copies `data` (dense, row-major) to `device` as an array of shape `dims`.
+    pub fn buffer<T: Element>(&self, data: &[T], dims: &[i64], device: &Device) -> Result<Buffer> {
+        let expected = element_count(dims)?;
+        if data.len() != expected {
+            return Err(Error::HostDataLength {
+                dims: dims.to_vec(),
+                expected,
+                actual: data.len(),
+            });
+        }
+        // SAFETY-relevant invariant for the raw call below: `data` holds exactly
+        // `expected` elements of `T::DTYPE`.
+        self.buffer_from_raw(data.as_ptr().cast(), T::DTYPE, dims, device)
+    }
+
+    /// Copies a dense host array of `dtype` (given as raw little-endian bytes) to `device`.
+    pub fn buffer_from_bytes(
+        &self,
+        bytes: &[u8],
+        dtype: DType,
+        dims: &[i64],
+        device: &Device,
+    ) -> Result<Buffer> {
+        let expected = element_count(dims)?;
+        if bytes.len() != expected * dtype.size_in_bytes() {
+            return Err(Error::HostDataLength {
+                dims: dims.to_vec(),
+                expected,
+                actual: bytes.len() / dtype.size_in_bytes(),
+            });
+        }
+        self.buffer_from_raw(bytes.as_ptr().cast(), dtype, dims, device)
+    }
+
+    /// Shared tail of the transfers; `data` must hold the dense array `dims` of `dtype`.
+    fn buffer_from_raw(
+        &self,
+        data: *const std::ffi::c_void,
+        dtype: DType,
+        dims: &[i64],
+        device: &Device,
+    ) -> Result<Buffer> {
+        let raw_device = self.raw_device(device)?;
+        let api = &self.inner.api;
+        let f = pjrt_fn!(api, PJRT_Client_BufferFromHostBuffer)?;
+        let mut a = args::<ffi::PJRT_Client_BufferFromHostBuffer_Args>();
+        a.client = self.inner.raw;
+        a.data = data;
+        a.type_ = buffer_type(dtype);
+        a.dims = dims.as_ptr();
+        a.num_dims = dims.len();
+        a.host_buffer_semantics = ffi::PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+        a.device = raw_device;
+        // SAFETY: both callers checked that `data` holds `product(dims)` elements of `dtype`
+        // in dense row-major order; it stays alive until the done event is awaited below, and
+        // `dims` outlives the call.
+        let err = unsafe { f(&mut a) };
+        api.check("PJRT_Client_BufferFromHostBuffer", err)?;
+        let buffer = Buffer::from_raw(&self.inner, a.buffer, TensorType::new(dtype, dims));
+        api.await_event(a.done_with_host_buffer)?;
+        Ok(buffer)
+    }
+
+    /// Compiles a StableHLO program (MLIR text) with the given options.
+    pub fn compile(&self, program: &str, options: &CompileOptions) -> Result<Executable> {
+        Executable::compile(self, program, options)
+    }
+
+    pub(crate) fn raw_device(&self, device: &Device) -> Result<*mut ffi::PJRT_Device> {
+        match self.inner.devices.get(device.index) {
+            Some(d) if d == device => Ok(self.inner.raw_devices[device.index]),
+            _ => Err(Error::DeviceCount {
+                requested: device.index + 1,
+                available: self.inner.devices.len(),
+            }),
+        }
+    }
+}
+
+impl ClientInner {
+    fn platform_name(&self) -> Result<String> {
+        let f = pjrt_fn!(self.api, PJRT_Client_PlatformName)?;
+        let mut a = args::<ffi::PJRT_Client_PlatformName_Args>();
+        a.client = self.raw;
+        // SAFETY: `raw` is a live client.
+        let err = unsafe { f(&mut a) };
+        self.api.check("PJRT_Client_PlatformName", err)?;
+        // SAFETY: the name is owned by the client, alive for this call.
+        Ok(unsafe { plugin_string(a.platform_name, a.platform_name_size) })
+    }
+
+    fn addressable_devices(&self) -> Result<Vec<*mut ffi::PJRT_Device>> {
+        let f = pjrt_fn!(self.api, PJRT_Client_AddressableDevices)?;
+        let mut a = args::<ffi::PJRT_Client_AddressableDevices_Args>();
+        a.client = self.raw;
+        // SAFETY: `raw` is a live client.
+        let err = unsafe { f(&mut a) };
+        self.api.check("PJRT_Client_AddressableDevices", err)?;
+        // SAFETY: the array is owned by the client and lives as long as it.
+        Ok(unsafe { plugin_slice(a.addressable_devices, a.num_addressable_devices) }.to_vec())
+    }
+
+    fn describe(&self, index: usize, device: *mut ffi::PJRT_Device) -> Result<Device> {
+        let f = pjrt_fn!(self.api, PJRT_Device_GetDescription)?;
+        let mut a = args::<ffi::PJRT_Device_GetDescription_Args>();
+        a.device = device;
+        // SAFETY: `device` comes from this live client's device list.
+        let err = unsafe { f(&mut a) };
+        self.api.check("PJRT_Device_GetDescription", err)?;
+        let description = a.device_description;
+
+        let f = pjrt_fn!(self.api, PJRT_DeviceDescription_Id)?;
+        let mut a = args::<ffi::PJRT_DeviceDescription_Id_Args>();
+        a.device_description = description;
+        // SAFETY: the description is owned by the live device.
+        let err = unsafe { f(&mut a) };
+        self.api.check("PJRT_DeviceDescription_Id", err)?;
+        let id = a.id;
+
+        let f = pjrt_fn!(self.api, PJRT_DeviceDescription_Kind)?;
+        let mut a = args::<ffi::PJRT_DeviceDescription_Kind_Args>();
+        a.device_description = description;
+        // SAFETY: as above.
+        let err = unsafe { f(&mut a) };
+        self.api.check("PJRT_DeviceDescription_Kind", err)?;
+        // SAFETY: the kind string is owned by the device, alive for this call.
+        let kind = unsafe { plugin_string(a.device_kind, a.device_kind_size) };
+        Ok(Device { index, id, kind })
+    }
+}
+
+/// Elements of an array of shape `dims`, or an error for negative or overflowing dimensions.
+pub(crate) fn element_count(dims: &[i64]) -> Result<usize> {
+    dims.iter()
+        .try_fold(1usize, |n, &d| {
+            usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
+        })
+        .ok_or_else(|| Error::InvalidDims(dims.to_vec()))
+}

@@ -1,0 +1,336 @@
+//! A compiled program, loaded on its devices.
+
+use std::sync::Arc;
+
+use super::client::ClientInner;
+use super::{Buffer, Client, Device, args, dtype_of, pjrt_fn, plugin_slice};
+use crate::compile_options::CompileOptions;
+use crate::error::{Error, Result, TensorType};
+use crate::ffi;
+use crate::signature::Signature;
+
+/// What XLA reports about the memory a compiled program needs, per device, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompiledMemoryStats {
+    /// Generated code.
+    pub generated_code: i64,
+    /// Arguments.
+    pub arguments: i64,
+    /// Outputs.
+    pub outputs: i64,
+    /// Bytes of arguments reused for outputs.
+    pub alias: i64,
+    /// Temporaries (activations, gathered weights, loop buffers).
+    pub temp: i64,
+    /// Peak device memory, where the plugin reports it (0 otherwise).
+    pub peak: i64,
+    /// Host-side temporaries.
+    pub host_temp: i64,
+}
+
+/// A program compiled for a set of devices.
+pub struct Executable {
+    client: Arc<ClientInner>,
+    loaded: *mut ffi::PJRT_LoadedExecutable,
+    executable: *mut ffi::PJRT_Executable,
+    devices: Vec<Device>,
+    num_outputs: usize,
+    signature: Option<Signature>,
+}
+
+// SAFETY: PJRT executables may be executed and destroyed from any thread.
+unsafe impl Send for Executable {}
+// SAFETY: `&Executable` only issues thread-safe PJRT calls and reads immutable metadata.
+unsafe impl Sync for Executable {}
+
+impl std::fmt::Debug for Executable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executable")
+            .field("devices", &self.devices.len())
+            .field("num_outputs", &self.num_outputs)
+            .finish()
+    }
+}
+
+impl Drop for Executable {
+    fn drop(&mut self) {
+        let api = &self.client.api;
+        if !self.executable.is_null()
+            && let Ok(f) = pjrt_fn!(api, PJRT_Executable_Destroy)
+        {
+            let mut a = args::<ffi::PJRT_Executable_Destroy_Args>();
+            a.executable = self.executable;
+            // SAFETY: the executable view is ours (from GetExecutable) and not used after this.
+            let err = unsafe { f(&mut a) };
+            let _ = api.check("PJRT_Executable_Destroy", err);
+        }
+        if let Ok(f) = pjrt_fn!(api, PJRT_LoadedExecutable_Destroy) {
+            let mut a = args::<ffi::PJRT_LoadedExecutable_Destroy_Args>();
+            a.executable = self.loaded;
+            // SAFETY: the loaded executable is ours and not used after this.
+            let err = unsafe { f(&mut a) };
+            let _ = api.check("PJRT_LoadedExecutable_Destroy", err);
+        }
+    }
+}
+
+impl Executable {
+    pub(crate) fn compile(
+        client: &Client,
+        program: &str,
+        options: &CompileOptions,
+    ) -> Result<Executable> {
+        let inner = &client.inner;
+        let api = &inner.api;
+        let options_bytes = options.encode();
+        let format = "mlir";
+        let mut code = program.as_bytes().to_vec();
+        let mut p = args::<ffi::PJRT_Program>();
+        p.code = code.as_mut_ptr().cast();
+        p.code_size = code.len();
+        p.format = format.as_ptr().cast();
+        p.format_size = format.len();
+        let f = pjrt_fn!(api, PJRT_Client_Compile)?;
+        let mut a = args::<ffi::PJRT_Client_Compile_Args>();
+        a.client = inner.raw;
+        a.program = &p;
+        a.compile_options = options_bytes.as_ptr().cast();
+        a.compile_options_size = options_bytes.len();
+        // SAFETY: the program, its code and format strings and the serialized options all
+        // outlive the call; `inner.raw` is a live client.
+        let err = unsafe { f(&mut a) };
+        api.check("PJRT_Client_Compile", err)?;
+        let mut exe = Executable {
+            client: Arc::clone(inner),
+            loaded: a.executable,
+            executable: std::ptr::null_mut(),
+            devices: Vec::new(),
+            num_outputs: 0,
+            signature: Signature::parse(program).ok(),
+        };
+
+        let f = pjrt_fn!(api, PJRT_LoadedExecutable_GetExecutable)?;
+        let mut a = args::<ffi::PJRT_LoadedExecutable_GetExecutable_Args>();
+        a.loaded_executable = exe.loaded;
+        // SAFETY: `loaded` is the live executable just compiled.
+        let err = unsafe { f(&mut a) };
+        api.check("PJRT_LoadedExecutable_GetExecutable", err)?;
+        exe.executable = a.executable;
+
+        let f = pjrt_fn!(api, PJRT_Executable_NumOutputs)?;
+        let mut a = args::<ffi::PJRT_Executable_NumOutputs_Args>();
+        a.executable = exe.executable;
+        // SAFETY: `executable` is live.
+        let err = unsafe { f(&mut a) };
+        api.check("PJRT_Executable_NumOutputs", err)?;
+        exe.num_outputs = a.num_outputs;
+
+        let f = pjrt_fn!(api, PJRT_LoadedExecutable_AddressableDevices)?;
+        let mut a = args::<ffi::PJRT_LoadedExecutable_AddressableDevices_Args>();
+        a.executable = exe.loaded;
+        // SAFETY: `loaded` is live.
+        let err = unsafe { f(&mut a) };
+        api.check("PJRT_LoadedExecutable_AddressableDevices", err)?;
+        // SAFETY: the device array is owned by the executable, alive for this call.
+        let raw = unsafe { plugin_slice(a.addressable_devices, a.num_addressable_devices) };
+        exe.devices = raw
+            .iter()
+            .map(|d| {
+                inner
+                    .raw_devices
+                    .iter()
+                    .position(|c| c == d)
+                    .map(|i| inner.devices[i].clone())
+                    .ok_or_else(|| {
+                        Error::Program("the executable runs on a device the client lacks".into())
+                    })
+            })
+            .collect::<Result<_>>()?;
+        Ok(exe)
+    }
+
+    /// The devices the program runs on; argument list `i` of [`execute`](Self::execute) goes to
+    /// `devices()[i]`, and so does output list `i`.
+    pub fn devices(&self) -> &[Device] {
+        &self.devices
+    }
+
+    /// Outputs per device.
+    pub fn num_outputs(&self) -> usize {
+        self.num_outputs
+    }
+
+    /// The per-device argument types, when the program text declared them in a form stackscan
+    /// reads (`func.func @main` with `tensor<…>` arguments).
+    pub fn parameter_types(&self) -> Option<Vec<TensorType>> {
+        let sig = self.signature.as_ref()?;
+        Some(sig.params.iter().map(|p| p.ty.clone()).collect())
+    }
+
+    /// Runs the program on all its devices: one argument list per device, one output list
+    /// per device back, in the order of [`devices`](Self::devices).
+    pub fn execute<'b, L: AsRef<[&'b Buffer]>>(
+        &self,
+        argument_lists: &[L],
+    ) -> Result<Vec<Vec<Buffer>>> {
+        self.check_arguments(argument_lists)?;
+        let api = &self.client.api;
+        let num_devices = self.devices.len();
+        let num_args = argument_lists.first().map_or(0, |l| l.as_ref().len());
+        let raw_args: Vec<Vec<*mut ffi::PJRT_Buffer>> = argument_lists
+            .iter()
+            .map(|l| l.as_ref().iter().map(|b| b.raw).collect())
+            .collect();
+        let arg_ptrs: Vec<*const *mut ffi::PJRT_Buffer> =
+            raw_args.iter().map(|l| l.as_ptr()).collect();
+        let mut outputs: Vec<Vec<*mut ffi::PJRT_Buffer>> =
+            vec![vec![std::ptr::null_mut(); self.num_outputs]; num_devices];
+        let output_ptrs: Vec<*mut *mut ffi::PJRT_Buffer> =
+            outputs.iter_mut().map(|l| l.as_mut_ptr()).collect();
+        let mut events: Vec<*mut ffi::PJRT_Event> = vec![std::ptr::null_mut(); num_devices];
+        let mut options = args::<ffi::PJRT_ExecuteOptions>();
+
+        let f = pjrt_fn!(api, PJRT_LoadedExecutable_Execute)?;
+        let mut a = args::<ffi::PJRT_LoadedExecutable_Execute_Args>();
+        a.executable = self.loaded;
+        a.options = &mut options;
+        a.argument_lists = arg_ptrs.as_ptr();
+        a.num_devices = num_devices;
+        a.num_args = num_args;
+        a.output_lists = output_ptrs.as_ptr();
+        a.device_complete_events = events.as_mut_ptr();
+        // SAFETY: `argument_lists` is `num_devices` lists of `num_args` live buffers of this
+        // client (checked above); `output_lists` is `num_devices` arrays of `num_outputs` slots
+        // the plugin fills; `events` has `num_devices` slots; all outlive the call.
+        let err = unsafe { f(&mut a) };
+        api.check("PJRT_LoadedExecutable_Execute", err)?;
+
+        // Own every output before anything can fail, so none leaks.
+        let mut owned: Vec<Vec<Result<Buffer>>> = outputs
+            .iter()
+            .map(|l| {
+                l.iter()
+                    .map(|&raw| {
+                        if raw.is_null() {
+                            Err(Error::Program("the plugin returned a null output".into()))
+                        } else {
+                            Buffer::from_output(&self.client, raw)
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut status = Ok(());
+        for event in events {
+            let r = api.await_event(event);
+            if status.is_ok() {
+                status = r;
+            }
+        }
+        status?;
+        owned
+            .drain(..)
+            .map(|l| l.into_iter().collect::<Result<Vec<_>>>())
+            .collect()
+    }
+
+    fn check_arguments<'b, L: AsRef<[&'b Buffer]>>(&self, lists: &[L]) -> Result<()> {
+        if lists.len() != self.devices.len() {
+            return Err(Error::DeviceLists {
+                expected: self.devices.len(),
+                actual: lists.len(),
+            });
+        }
+        for (device, list) in lists.iter().enumerate() {
+            let list = list.as_ref();
+            if let Some(sig) = &self.signature
+                && list.len() != sig.params.len()
+            {
+                return Err(Error::ArgumentCount {
+                    device,
+                    expected: sig.params.len(),
+                    actual: list.len(),
+                });
+            }
+            if list.len() != lists[0].as_ref().len() {
+                return Err(Error::ArgumentCount {
+                    device,
+                    expected: lists[0].as_ref().len(),
+                    actual: list.len(),
+                });
+            }
+            for (index, buffer) in list.iter().enumerate() {
+                if !Arc::ptr_eq(&buffer.client, &self.client) {
+                    return Err(Error::ForeignBuffer { device, index });
+                }
+                if let Some(expected) = self.signature.as_ref().map(|s| &s.params[index])
+                    && !expected.matches(buffer.tensor_type())
+                {
+                    return Err(Error::ArgumentType {
+                        device,
+                        index,
+                        expected: expected.ty.clone(),
+                        actual: buffer.tensor_type().clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The memory XLA planned for one device of this program.
+    pub fn memory_stats(&self) -> Result<CompiledMemoryStats> {
+        let api = &self.client.api;
+        let f = pjrt_fn!(api, PJRT_Executable_GetCompiledMemoryStats)?;
+        let mut a = args::<ffi::PJRT_Executable_GetCompiledMemoryStats_Args>();
+        a.executable = self.executable;
+        // SAFETY: `executable` is live.
+        let err = unsafe { f(&mut a) };
+        api.check("PJRT_Executable_GetCompiledMemoryStats", err)?;
+        Ok(CompiledMemoryStats {
+            generated_code: a.generated_code_size_in_bytes,
+            arguments: a.argument_size_in_bytes,
+            outputs: a.output_size_in_bytes,
+            alias: a.alias_size_in_bytes,
+            temp: a.temp_size_in_bytes,
+            peak: a.peak_memory_in_bytes,
+            host_temp: a.host_temp_size_in_bytes,
+        })
+    }
+
+    /// Element type and dimensions of each output (per device).
+    pub fn output_types(&self) -> Result<Vec<TensorType>> {
+        let api = &self.client.api;
+        let f = pjrt_fn!(api, PJRT_Executable_OutputElementTypes)?;
+        let mut a = args::<ffi::PJRT_Executable_OutputElementTypes_Args>();
+        a.executable = self.executable;
+        // SAFETY: `executable` is live.
+        let err = unsafe { f(&mut a) };
+        api.check("PJRT_Executable_OutputElementTypes", err)?;
+        // SAFETY: the types array is owned by the executable, alive for this call.
+        let types = unsafe { plugin_slice(a.output_types, a.num_output_types) }.to_vec();
+
+        let f = pjrt_fn!(api, PJRT_Executable_OutputDimensions)?;
+        let mut a = args::<ffi::PJRT_Executable_OutputDimensions_Args>();
+        a.executable = self.executable;
+        a.num_outputs = types.len();
+        // SAFETY: `executable` is live; `num_outputs` is the count the plugin reported.
+        let err = unsafe { f(&mut a) };
+        api.check("PJRT_Executable_OutputDimensions", err)?;
+        // SAFETY: `dim_sizes` has `num_outputs` entries, owned by the executable.
+        let ranks = unsafe { plugin_slice(a.dim_sizes, types.len()) };
+        let total = ranks.iter().sum();
+        // SAFETY: `dims` holds the concatenated dimensions, `sum(ranks)` values.
+        let dims = unsafe { plugin_slice(a.dims, total) };
+        let mut at = 0;
+        types
+            .iter()
+            .zip(ranks)
+            .map(|(&t, &rank)| {
+                let ty = TensorType::new(dtype_of(t)?, dims[at..at + rank].to_vec());
+                at += rank;
+                Ok(ty)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,48 @@
+//! One device: a matmul + add program returns exact values.
+
+mod common;
+
+use stackscan_runtime::{CompileOptions, DType, TensorType};
+
+const MATMUL_ADD: &str = r#"
+module @matmul_add {
+  func.func public @main(%a: tensor<2x3xf32>, %b: tensor<3x2xf32>, %c: tensor<2x2xf32>) -> tensor<2x2xf32> {
+    %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
+    %1 = stablehlo.add %0, %c : tensor<2x2xf32>
+    return %1 : tensor<2x2xf32>
+  }
+}
+"#;
+
+#[test]
+fn matmul_plus_add_is_exact() {
+    let client = common::cpu_client(1);
+    assert_eq!(client.platform(), "cpu");
+    let device = &client.devices()[0];
+    let exe = client
+        .compile(MATMUL_ADD, &CompileOptions::default())
+        .unwrap();
+    assert_eq!(exe.num_outputs(), 1);
+    assert_eq!(
+        exe.output_types().unwrap(),
+        vec![TensorType::new(DType::F32, vec![2, 2])]
+    );
+    let a = client
+        .buffer(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], device)
+        .unwrap();
+    let b = client
+        .buffer(&[7.0f32, 8.0, 9.0, 10.0, 11.0, 12.0], &[3, 2], device)
+        .unwrap();
+    let c = client
+        .buffer(&[0.5f32, -1.0, 100.0, 0.25], &[2, 2], device)
+        .unwrap();
+    let out = exe.execute(&[[&a, &b, &c]]).unwrap();
+    // [1 2 3; 4 5 6] · [7 8; 9 10; 11 12] = [58 64; 139 154], all exact in f32.
+    assert_eq!(
+        out[0][0].to_host::<f32>().unwrap(),
+        vec![58.5, 63.0, 239.0, 154.25]
+    );
+    let stats = exe.memory_stats().unwrap();
+    assert_eq!(stats.arguments, (6 + 6 + 4) * 4, "{stats:?}");
+    assert_eq!(stats.outputs, 4 * 4, "{stats:?}");
+}
