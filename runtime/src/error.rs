@@ -77,6 +77,14 @@ pub enum Error {
         /// Devices the client exposes.
         available: usize,
     },
+    /// A client option has a value the plugin cannot take.
+    #[error("client option `{name}`: {reason}")]
+    InvalidOption {
+        /// The option.
+        name: String,
+        /// What is wrong with its value.
+        reason: String,
+    },
     /// A mesh was described inconsistently.
     #[error("invalid mesh: {0}")]
     Mesh(String),

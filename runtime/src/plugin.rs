@@ -161,10 +161,10 @@ pub fn resolve(spec: &str) -> Result<PathBuf> {
     if looks_like_path(spec) {
         return Ok(PathBuf::from(spec));
     }
+    let package = PluginPackage::named(spec)?;
     if let Some(path) = std::env::var_os(PLUGIN_ENV).filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(path));
     }
-    let package = PluginPackage::named(spec)?;
     Ok(ensure_installed(&package, &cache_dir(), true)?.join(package.library))
 }
 

@@ -2,7 +2,7 @@
 
 mod common;
 
-use stackscan_runtime::{CompileOptions, DType, TensorType};
+use stackscan_runtime::{Client, ClientOptions, CompileOptions, DType, Plugin, TensorType};
 
 const MATMUL_ADD: &str = r#"
 module @matmul_add {
@@ -16,7 +16,18 @@ module @matmul_add {
 
 #[test]
 fn matmul_plus_add_is_exact() {
-    let client = common::cpu_client(1);
+    check_matmul_add(&common::cpu_plugin());
+}
+
+#[test]
+fn matmul_plus_add_is_exact_on_the_newer_plugin() {
+    if let Some(plugin) = common::newer_cpu_plugin() {
+        check_matmul_add(&plugin);
+    }
+}
+
+fn check_matmul_add(plugin: &Plugin) {
+    let client = Client::new(plugin, &ClientOptions::cpu(1)).unwrap();
     assert_eq!(client.platform(), "cpu");
     let device = &client.devices()[0];
     let exe = client

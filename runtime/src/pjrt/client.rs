@@ -32,6 +32,20 @@ impl ClientOptions {
         ClientOptions::default().int("cpu_device_count", devices as i64)
     }
 
+    /// Rejects values known to crash or cripple a plugin before they reach it (newer CPU
+    /// plugins abort the process on a negative `cpu_device_count`).
+    fn validate(&self) -> Result<()> {
+        for (name, value) in &self.values {
+            if name == "cpu_device_count" && !matches!(value, OptionValue::Int(n) if *n >= 1) {
+                return Err(Error::InvalidOption {
+                    name: name.clone(),
+                    reason: format!("expected an integer of at least 1, got {value:?}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Adds an integer option.
     pub fn int(mut self, name: &str, value: i64) -> Self {
         self.values.push((name.to_owned(), OptionValue::Int(value)));
@@ -114,6 +128,7 @@ impl Drop for ClientInner {
 impl Client {
     /// Creates a client of `plugin` with the given create options.
     pub fn new(plugin: &Plugin, options: &ClientOptions) -> Result<Client> {
+        options.validate()?;
         let api = Arc::clone(&plugin.api);
         let names: Vec<CString> = options
             .values
@@ -170,6 +185,12 @@ impl Client {
             .enumerate()
             .map(|(index, &d)| inner.describe(index, d))
             .collect::<Result<_>>()?;
+        if inner.devices.is_empty() {
+            return Err(Error::DeviceCount {
+                requested: 1,
+                available: 0,
+            });
+        }
         Ok(Client {
             inner: Arc::new(inner),
         })

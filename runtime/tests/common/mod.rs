@@ -20,3 +20,25 @@ pub fn cpu_plugin() -> Plugin {
 pub fn cpu_client(devices: usize) -> Client {
     Client::new(&cpu_plugin(), &ClientOptions::cpu(devices)).expect("create a cpu client")
 }
+
+/// The newer CPU plugin (PJRT API 0.115), when its wheel is already in the cache or
+/// `STACKSCAN_CPU_0115_PLUGIN` names its library; `None` (with the reason printed) otherwise.
+/// `.ci/run` fetches it, so CI always runs these tests.
+pub fn newer_cpu_plugin() -> Option<Plugin> {
+    let path = match std::env::var_os("STACKSCAN_CPU_0115_PLUGIN") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => {
+            let package = plugin::CPU_0115;
+            match plugin::ensure_installed(&package, &plugin::cache_dir(), false) {
+                Ok(dir) => dir.join(package.library),
+                Err(e) => {
+                    eprintln!("skipped: the cpu-0.115 plugin is not present ({e})");
+                    return None;
+                }
+            }
+        }
+    };
+    let plugin = Plugin::load(&path).expect("load the cpu-0.115 plugin");
+    assert_eq!(plugin.api_version(), (0, 115));
+    Some(plugin)
+}
