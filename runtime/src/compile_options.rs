@@ -40,7 +40,6 @@ impl CompileOptions {
                     device_assignment: assignment,
                     ..Default::default()
                 }),
-                ..Default::default()
             },
         }
     }
@@ -67,9 +66,7 @@ impl CompileOptions {
                             })
                             .collect(),
                     }),
-                    ..Default::default()
                 }),
-                ..Default::default()
             },
         }
     }

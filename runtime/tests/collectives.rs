@@ -8,6 +8,11 @@
 //! values stay small integers or exact binary fractions, so f32 results are exact whatever the
 //! summation order.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
 mod common;
 
 use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, ProgramForm};

@@ -1,6 +1,11 @@
 //! Bad input gives a typed error, never a crash: malformed programs, wrong arguments, device
 //! counts the plugin cannot provide, missing or foreign plugin files, corrupt wheels.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
 mod common;
 
 use std::path::PathBuf;

@@ -1,6 +1,11 @@
 //! 1000 execute + transfer round trips leave the live-buffer count where it started and do not
 //! grow the resident set by more than a few MB.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
 mod common;
 
 use stackscan_runtime::CompileOptions;

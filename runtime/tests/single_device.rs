@@ -1,5 +1,10 @@
 //! One device: a matmul + add program returns exact values.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
 mod common;
 
 use stackscan_runtime::{Client, ClientOptions, CompileOptions, DType, Plugin, TensorType};
