@@ -181,7 +181,7 @@ pub fn ensure_installed(package: &PluginPackage, cache: &Path, fetch: bool) -> R
     }
     let wheel = match find_wheel(package, cache) {
         Some(w) => w,
-        None if fetch => download(package, cache)?,
+        None if fetch => download(package, cache, "python3")?,
         None => {
             return Err(Error::Fetch {
                 package: package.requirement(),
@@ -212,8 +212,9 @@ fn find_wheel(package: &PluginPackage, cache: &Path) -> Option<PathBuf> {
         .max()
 }
 
-/// Downloads the wheel with `python3 -m pip download` into the cache.
-fn download(package: &PluginPackage, cache: &Path) -> Result<PathBuf> {
+/// Downloads the wheel with `<python> -m pip download` into the cache's wheel directory and
+/// returns its path. [`ensure_installed`] calls this with `python3`.
+pub fn download(package: &PluginPackage, cache: &Path, python: &str) -> Result<PathBuf> {
     let fetch_error = |reason: String| Error::Fetch {
         package: package.requirement(),
         reason,
@@ -236,14 +237,14 @@ fn download(package: &PluginPackage, cache: &Path) -> Result<PathBuf> {
             package.package
         );
     }
-    let output = Command::new("python3")
+    let output = Command::new(python)
         .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
         .args(["--disable-pip-version-check", "--quiet", "--dest"])
         .arg(&staging)
         .arg(package.requirement())
         .output();
     let result = match output {
-        Err(e) => Err(fetch_error(format!("cannot run python3: {e}"))),
+        Err(e) => Err(fetch_error(format!("cannot run `{python}`: {e}"))),
         Ok(out) if !out.status.success() => {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let tail: Vec<&str> = stderr.lines().rev().take(3).collect();

@@ -296,3 +296,24 @@ fn unknown_plugin_names_list_the_choices() {
     let err = plugin::resolve("gpu").unwrap_err();
     assert!(matches!(err, Error::UnknownPlugin(_)), "{err:?}");
 }
+
+#[test]
+fn a_missing_python_gives_the_command_to_run_by_hand() {
+    let cache = scratch_dir("nopython");
+    let err = plugin::download(&plugin::CPU, &cache, "/nonexistent/python3").unwrap_err();
+    match &err {
+        Error::Fetch {
+            reason, command, ..
+        } => {
+            assert!(reason.contains("/nonexistent/python3"), "{reason}");
+            assert!(command.contains("pip download") && command.contains("xla-cpu-pjrt==0.0.1"));
+        }
+        other => panic!("expected Fetch, got {other:?}"),
+    }
+    // Nothing half-downloaded is left behind.
+    let leftovers = std::fs::read_dir(plugin::PluginPackage::wheel_dir(&cache))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(leftovers, 0);
+    std::fs::remove_dir_all(cache).unwrap();
+}

@@ -62,3 +62,42 @@ fn check_matmul_add(plugin: &Plugin) {
     assert_eq!(stats.arguments, (6 + 6 + 4) * 4, "{stats:?}");
     assert_eq!(stats.outputs, 4 * 4, "{stats:?}");
 }
+
+/// Host → device → host for every element type the runtime transfers, through a program that
+/// negates (so the values really went through the device and back).
+#[test]
+fn every_element_type_round_trips() {
+    fn negate<T: stackscan_runtime::Element + PartialEq + std::fmt::Debug>(
+        client: &Client,
+        values: &[T],
+        expected: &[T],
+    ) {
+        let ty = T::DTYPE.mlir_name();
+        let program = format!(
+            "func.func @main(%x: tensor<3x{ty}>) -> tensor<3x{ty}> {{\n  %y = stablehlo.negate %x : tensor<3x{ty}>\n  return %y : tensor<3x{ty}>\n}}"
+        );
+        let exe = client
+            .compile(&program, &CompileOptions::default())
+            .unwrap();
+        let x = client.buffer(values, &[3], &client.devices()[0]).unwrap();
+        assert_eq!(
+            x.to_host::<T>().unwrap(),
+            values,
+            "{ty} host -> device -> host"
+        );
+        let out = exe.execute(&[[&x]]).unwrap();
+        assert_eq!(out[0][0].tensor_type(), &TensorType::new(T::DTYPE, vec![3]));
+        assert_eq!(out[0][0].to_host::<T>().unwrap(), expected, "{ty} negated");
+    }
+    let client = common::cpu_client(1);
+    negate(&client, &[1.5f32, -2.0, 0.25], &[-1.5, 2.0, -0.25]);
+    negate(&client, &[1.5f64, -2.0, 1e-300], &[-1.5, 2.0, -1e-300]);
+    negate(&client, &[7i32, -8, i32::MAX], &[-7, 8, -i32::MAX]);
+    negate(&client, &[7i64, -8, i64::MAX], &[-7, 8, -i64::MAX]);
+    let bf = |v: f32| half::bf16::from_f32(v);
+    negate(
+        &client,
+        &[bf(1.5), bf(-2.0), bf(0.25)],
+        &[bf(-1.5), bf(2.0), bf(-0.25)],
+    );
+}
