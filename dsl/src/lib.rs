@@ -1,17 +1,45 @@
 //! stackscan: declare a transformer's layer stack and build its FSDP training step as StableHLO.
 //!
-//! This crate is the pure-Rust half of stackscan (no FFI): element types now; the tensor graph
-//! builder, autodiff, the schedule planner and the StableHLO emitter grow here. The runtime
-//! crate, `stackscan-runtime`, compiles and runs what this crate emits through PJRT.
+//! This crate is the pure-Rust half of stackscan (no FFI): a tensor graph builder with shape
+//! and element-type checks ([`Scope`], [`Tensor`]), reverse-mode autodiff ([`vjp`]), a `scan`
+//! primitive, collectives on a named mesh axis, and a StableHLO text emitter ([`Program`]).
+//! The runtime crate, `stackscan-runtime`, compiles and runs what this crate emits through PJRT.
 //!
 //! ```
-//! use stackscan::DType;
+//! use stackscan::{DType, Program, Scope, TensorType, vjp};
 //!
-//! assert_eq!(DType::BF16.size_in_bytes(), 2);
-//! assert_eq!(DType::F32.mlir_name(), "f32");
-//! assert_eq!("i64".parse::<DType>(), Ok(DType::I64));
+//! // y = softmax(x · W), summed against a fixed weighting so the output is a scalar loss.
+//! let f = Scope::new("main");
+//! let x = f.param(TensorType::new(DType::F32, [2, 3]));
+//! let w = f.param(TensorType::new(DType::F32, [3, 4]));
+//! let y = stackscan::nn::softmax(&x.matmul(&w)?, 1)?;
+//! let forward = f.finish(&[y])?;
+//!
+//! // The vjp takes (x, W, dy) and returns (dx, dW).
+//! let backward = vjp(&forward)?;
+//! assert_eq!(backward.result_types().len(), 2);
+//! let mlir = Program::new(backward).emit()?;
+//! assert!(mlir.contains("stablehlo.dot_general"));
+//! println!("{mlir}");
+//! # Ok::<(), stackscan::Error>(())
 //! ```
 
+mod autodiff;
+mod builder;
 mod dtype;
+mod emit;
+mod error;
+mod infer;
+pub mod ir;
+pub mod nn;
+mod ops;
+mod types;
 
+pub use autodiff::{value_and_vjp, vjp, vjp_wrt};
+pub use builder::{Scope, Tensor};
 pub use dtype::{DType, UnknownDType};
+pub use emit::{Program, Sharding};
+pub use error::{Error, Result};
+pub use ir::{Axis, DotDims, Function, TriangularSolve};
+pub use ops::{concatenate, optimization_barrier};
+pub use types::TensorType;

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use stackscan::DType;
+use stackscan::{DType, TensorType};
 
 /// Result alias of the runtime.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -153,6 +153,9 @@ pub enum Error {
     /// The program text could not be understood.
     #[error("invalid program: {0}")]
     Program(String),
+    /// Building or emitting a program failed.
+    #[error(transparent)]
+    Graph(#[from] stackscan::Error),
     /// A file-system operation failed.
     #[error("{context}: {source}")]
     Io {
@@ -279,34 +282,5 @@ impl fmt::Display for ErrorCode {
             ErrorCode::Other(c) => write!(f, "code {c}"),
             named => write!(f, "{named:?}"),
         }
-    }
-}
-
-/// The type of one array: element type and dimensions, written as MLIR writes it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TensorType {
-    /// Element type.
-    pub dtype: DType,
-    /// Dimensions, major to minor.
-    pub dims: Vec<i64>,
-}
-
-impl TensorType {
-    /// A tensor type from its element type and dimensions.
-    pub fn new(dtype: DType, dims: impl Into<Vec<i64>>) -> Self {
-        TensorType {
-            dtype,
-            dims: dims.into(),
-        }
-    }
-}
-
-impl fmt::Display for TensorType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("tensor<")?;
-        for d in &self.dims {
-            write!(f, "{d}x")?;
-        }
-        write!(f, "{}>", self.dtype)
     }
 }

@@ -33,7 +33,7 @@ mod signature;
 
 pub use compile_options::CompileOptions;
 pub use element::Element;
-pub use error::{Error, ErrorCode, Result, TensorType};
+pub use error::{Error, ErrorCode, Result};
 pub use mesh::{Mesh, ProgramForm};
 pub use pjrt::{Buffer, Client, ClientOptions, CompiledMemoryStats, Device, Executable, Plugin};
-pub use stackscan::DType;
+pub use stackscan::{DType, TensorType};

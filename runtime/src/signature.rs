@@ -10,7 +10,8 @@ use std::collections::HashMap;
 
 use stackscan::DType;
 
-use crate::error::{Error, Result, TensorType};
+use crate::error::{Error, Result};
+use stackscan::TensorType;
 
 /// `main`'s parameters, as each device receives them.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,8 +6,9 @@ use std::sync::atomic::Ordering;
 use super::client::{ClientInner, element_count};
 use super::{args, dtype_of, pjrt_fn, plugin_slice};
 use crate::element::Element;
-use crate::error::{Error, Result, TensorType};
+use crate::error::{Error, Result};
 use crate::ffi;
+use stackscan::TensorType;
 
 /// An array on a device, owned: dropping it frees the device memory.
 pub struct Buffer {

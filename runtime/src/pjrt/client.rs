@@ -10,8 +10,9 @@ use super::api::Api;
 use super::{Buffer, Executable, Plugin, args, buffer_type, pjrt_fn, plugin_slice, plugin_string};
 use crate::compile_options::CompileOptions;
 use crate::element::Element;
-use crate::error::{Error, Result, TensorType};
+use crate::error::{Error, Result};
 use crate::ffi;
+use stackscan::TensorType;
 
 /// Options passed to `PJRT_Client_Create` as named values.
 #[derive(Clone, Debug, Default)]

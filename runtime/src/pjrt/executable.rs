@@ -5,9 +5,10 @@ use std::sync::Arc;
 use super::client::ClientInner;
 use super::{Buffer, Client, Device, args, dtype_of, pjrt_fn, plugin_slice};
 use crate::compile_options::CompileOptions;
-use crate::error::{Error, Result, TensorType};
+use crate::error::{Error, Result};
 use crate::ffi;
 use crate::signature::Signature;
+use stackscan::TensorType;
 
 /// What XLA reports about the memory a compiled program needs, per device, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,0 +1,156 @@
+//! Composites built from the op table: softmax, norms, activations, RoPE, masks, losses.
+//!
+//! None of these is a new op: each is a few primitive ops, so autodiff, emission and the
+//! shape checks apply unchanged.
+//!
+//! ```
+//! use stackscan::{DType, Scope, TensorType, nn};
+//! let s = Scope::new("f");
+//! let x = s.param(TensorType::new(DType::F32, [2, 5]));
+//! let p = nn::softmax(&x, 1)?;
+//! assert_eq!(p.dims(), &[2, 5]);
+//! # Ok::<(), stackscan::Error>(())
+//! ```
+
+use crate::builder::Tensor;
+use crate::error::{Error, Result};
+use crate::ops::concatenate;
+use crate::{DType, TensorType};
+
+/// Keeps all dimensions but `axis`: the mapping back after a reduction over `axis`.
+fn kept(rank: usize, axis: usize) -> Vec<usize> {
+    (0..rank).filter(|&i| i != axis).collect()
+}
+
+/// Reduces over `axis` with `f` and broadcasts back to `x`'s shape.
+fn reduce_keep(x: &Tensor, axis: usize, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+    x.check_axis("reduce", axis)?;
+    f(x)?.broadcast_in_dim(x.dims(), &kept(x.rank(), axis))
+}
+
+/// `softmax(x)` along `axis`, shifted by the (gradient-free) maximum for stability.
+pub fn softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
+    let m = reduce_keep(x, axis, |x| x.max_over(&[axis])?.stop_gradient())?;
+    let e = x.sub(&m)?.exp()?;
+    let z = reduce_keep(&e, axis, |e| e.sum(&[axis]))?;
+    e.div(&z)
+}
+
+/// `log softmax(x)` along `axis`.
+pub fn log_softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
+    let m = reduce_keep(x, axis, |x| x.max_over(&[axis])?.stop_gradient())?;
+    let shifted = x.sub(&m)?;
+    let lse = reduce_keep(&shifted, axis, |s| s.exp()?.sum(&[axis])?.log())?;
+    shifted.sub(&lse)
+}
+
+/// RMSNorm over the last dimension: `x / √(mean(x²) + eps) · weight`, `weight` of shape
+/// `[last]`.
+pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
+    let last = x
+        .rank()
+        .checked_sub(1)
+        .ok_or_else(|| Error::invalid("rms_norm", "needs rank ≥ 1"))?;
+    let ms = reduce_keep(&x.square()?, last, |s| s.mean(&[last]))?;
+    let normed = x.mul(&ms.add_scalar(eps)?.rsqrt()?)?;
+    normed.mul(&weight.broadcast_to(x.dims())?)
+}
+
+/// `x / √(Σ x² + eps)` along `axis`.
+pub fn l2_normalize(x: &Tensor, axis: usize, eps: f64) -> Result<Tensor> {
+    let ss = reduce_keep(&x.square()?, axis, |s| s.sum(&[axis]))?;
+    x.mul(&ss.add_scalar(eps)?.rsqrt()?)
+}
+
+/// `x · sigmoid(x)`
+pub fn silu(x: &Tensor) -> Result<Tensor> {
+    x.mul(&x.sigmoid()?)
+}
+
+/// `ln(1 + eˣ)`, computed as `max(x, 0) + ln(1 + e^-|x|)` so it never overflows.
+pub fn softplus(x: &Tensor) -> Result<Tensor> {
+    let pos = x.max(&x.zeros_like()?)?;
+    pos.add(&x.abs()?.neg()?.exp()?.log1p()?)
+}
+
+/// Rotary position embedding on `x: [.., T, H, D]` (sequence at `rank - 3`), rotating the
+/// first `rotary_dim` features of each head by position-dependent angles with base `theta`
+/// (rotate-half convention); the remaining features pass through (partial RoPE).
+pub fn rope(x: &Tensor, theta: f64, rotary_dim: usize) -> Result<Tensor> {
+    let r = x.rank();
+    if r < 3 {
+        return Err(Error::invalid(
+            "rope",
+            format!("needs [.., T, H, D], got {}", x.ty()),
+        ));
+    }
+    let (t, d) = (x.dims()[r - 3], x.dims()[r - 1]);
+    if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) || rotary_dim as i64 > d {
+        return Err(Error::invalid(
+            "rope",
+            format!("rotary_dim {rotary_dim} must be even and at most {d}"),
+        ));
+    }
+    let half = rotary_dim as i64 / 2;
+    let s = x.scope();
+    let dtype = x.dtype();
+    // angle[t, i] = t · θ^(-2i / rotary_dim)
+    let pos = s.iota(TensorType::new(dtype, [t, half]), 0)?;
+    let inv: Vec<f64> = (0..half)
+        .map(|i| theta.powf(-2.0 * i as f64 / rotary_dim as f64))
+        .collect();
+    let inv = s
+        .from_f64s(&inv, dtype, &[half])?
+        .broadcast_in_dim(&[t, half], &[1])?;
+    let angle = pos.mul(&inv)?;
+    let mut dims = x.dims().to_vec();
+    dims[r - 1] = half;
+    let spread = |a: Tensor| a.broadcast_in_dim(&dims, &[r - 3, r - 1]);
+    let (cos, sin) = (spread(angle.cos()?)?, spread(angle.sin()?)?);
+    let x1 = x.slice_axis(r - 1, 0, half)?;
+    let x2 = x.slice_axis(r - 1, half, 2 * half)?;
+    let y1 = x1.mul(&cos)?.sub(&x2.mul(&sin)?)?;
+    let y2 = x2.mul(&cos)?.add(&x1.mul(&sin)?)?;
+    if rotary_dim as i64 == d {
+        concatenate(&[&y1, &y2], r - 1)
+    } else {
+        let rest = x.slice_axis(r - 1, rotary_dim as i64, d)?;
+        concatenate(&[&y1, &y2, &rest], r - 1)
+    }
+}
+
+/// Keeps `scores[.., q, k]` where `k ≤ q` and replaces the rest by a large negative value, so
+/// a following softmax gives them zero weight.
+pub fn causal_mask(scores: &Tensor) -> Result<Tensor> {
+    let r = scores.rank();
+    if r < 2 {
+        return Err(Error::invalid(
+            "causal_mask",
+            format!("needs [.., Q, K], got {}", scores.ty()),
+        ));
+    }
+    let s = scores.scope();
+    let ty = TensorType::new(DType::I32, scores.dims());
+    let q = s.iota(ty.clone(), r - 2)?;
+    let k = s.iota(ty, r - 1)?;
+    let keep = k.le(&q)?;
+    keep.select(scores, &scores.full_like(-1e30)?)
+}
+
+/// Mean cross-entropy of `logits: [N, V]` against integer `labels: [N]`.
+pub fn cross_entropy(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    if logits.rank() != 2 || labels.dims() != [logits.dims()[0]] {
+        return Err(Error::invalid(
+            "cross_entropy",
+            format!(
+                "expected logits [N, V] and labels [N], got {} and {}",
+                logits.ty(),
+                labels.ty()
+            ),
+        ));
+    }
+    let v = logits.dims()[1] as usize;
+    let logp = log_softmax(logits, 1)?;
+    let hot = labels.one_hot(v, logits.dtype())?;
+    logp.mul(&hot)?.sum(&[1])?.mean(&[0])?.neg()
+}
