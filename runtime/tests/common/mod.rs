@@ -1,6 +1,8 @@
 //! Shared set-up of the runtime's integration tests: the default CPU plugin, loaded once.
 #![allow(dead_code, reason = "each test binary uses a different part")]
 
+pub mod graph;
+
 use std::sync::OnceLock;
 
 use stackscan_runtime::{Client, ClientOptions, Plugin, plugin};
