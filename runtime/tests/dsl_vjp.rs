@@ -14,23 +14,23 @@ use common::graph::{Rng, TOL, check_vjp, float_arg};
 fn unary_ops() {
     let client = common::cpu_client(1);
     let mut rng = Rng::new(1);
-    let any = float_arg(&mut rng, &[2, 3], -1.5, 1.5);
-    let pos = float_arg(&mut rng, &[2, 3], 0.3, 2.0);
-    check_vjp(&client, "negate", &[any.clone()], TOL, |p| p[0].neg());
-    check_vjp(&client, "exponential", &[any.clone()], TOL, |p| p[0].exp());
-    check_vjp(&client, "log", &[pos.clone()], TOL, |p| p[0].log());
-    check_vjp(&client, "log_plus_one", &[pos.clone()], TOL, |p| {
+    let any = [float_arg(&mut rng, &[2, 3], -1.5, 1.5)];
+    let pos = [float_arg(&mut rng, &[2, 3], 0.3, 2.0)];
+    check_vjp(&client, "negate", &any, TOL, |p| p[0].neg());
+    check_vjp(&client, "exponential", &any, TOL, |p| p[0].exp());
+    check_vjp(&client, "log", &pos, TOL, |p| p[0].log());
+    check_vjp(&client, "log_plus_one", &pos, TOL, |p| {
         p[0].log1p()
     });
-    check_vjp(&client, "tanh", &[any.clone()], TOL, |p| p[0].tanh());
-    check_vjp(&client, "logistic", &[any.clone()], TOL, |p| p[0].sigmoid());
-    check_vjp(&client, "sqrt", &[pos.clone()], TOL, |p| p[0].sqrt());
-    check_vjp(&client, "rsqrt", &[pos.clone()], TOL, |p| p[0].rsqrt());
-    check_vjp(&client, "abs", &[any.clone()], TOL, |p| p[0].abs());
-    check_vjp(&client, "sine", &[any.clone()], TOL, |p| p[0].sin());
-    check_vjp(&client, "cosine", &[any.clone()], TOL, |p| p[0].cos());
+    check_vjp(&client, "tanh", &any, TOL, |p| p[0].tanh());
+    check_vjp(&client, "logistic", &any, TOL, |p| p[0].sigmoid());
+    check_vjp(&client, "sqrt", &pos, TOL, |p| p[0].sqrt());
+    check_vjp(&client, "rsqrt", &pos, TOL, |p| p[0].rsqrt());
+    check_vjp(&client, "abs", &any, TOL, |p| p[0].abs());
+    check_vjp(&client, "sine", &any, TOL, |p| p[0].sin());
+    check_vjp(&client, "cosine", &any, TOL, |p| p[0].cos());
     // sign is flat almost everywhere: its VJP is zero, which the check confirms.
-    check_vjp(&client, "sign", &[any.clone()], TOL, |p| {
+    check_vjp(&client, "sign", &any, TOL, |p| {
         p[0].sign()?.add(&p[0])
     });
 }
