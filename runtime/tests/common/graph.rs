@@ -236,3 +236,91 @@ pub fn check_vjp(
         }
     }
 }
+
+/// [`check_vjp`] for a per-device function on an `n`-device mesh (axis `x`): every parameter
+/// and the result are sharded along dimension 0, `args[d]` are device `d`'s values, and the
+/// checked loss is `Σ_d Σ f_d · w_d`, perturbing one device's element at a time.
+pub fn check_vjp_mesh(
+    client: &Client,
+    name: &str,
+    n: usize,
+    args: &[Vec<Arg>],
+    tol: Tol,
+    build: impl FnOnce(&[Tensor], &stackscan::Axis) -> stackscan::Result<Tensor>,
+) {
+    use stackscan::Sharding;
+    let axis = stackscan::Axis {
+        name: "x".into(),
+        size: n,
+    };
+    let f = function(name, &args[0], |p| Ok(vec![build(p, &axis)?]));
+    let out_ty = f.result_types()[0].clone();
+    let shard = |k: usize| vec![Sharding::Dim(0); k];
+    let forward = CompiledOnMesh::new(
+        client,
+        &Program::on_mesh(f.clone(), axis.clone(), shard(f.params.len()), shard(1))
+            .expect("forward program"),
+        n,
+    );
+    let g = stackscan::vjp(&f).unwrap_or_else(|e| panic!("vjp `{name}`: {e}"));
+    let backward = CompiledOnMesh::new(
+        client,
+        &Program::on_mesh(
+            g.clone(),
+            axis,
+            shard(g.params.len()),
+            shard(g.results.len()),
+        )
+        .expect("vjp program"),
+        n,
+    );
+    let mut rng = Rng::new(name.len() as u64 * 31 + 5);
+    let w: Vec<Vec<f64>> = (0..n)
+        .map(|_| rng.uniform(-1.0, 1.0, out_ty.num_elements()))
+        .collect();
+    let with_w: Vec<Vec<Arg>> = args
+        .iter()
+        .zip(&w)
+        .map(|(a, wd)| {
+            let mut a = a.clone();
+            a.push(Arg {
+                ty: out_ty.clone(),
+                data: Data::F(wd.clone()),
+            });
+            a
+        })
+        .collect();
+    let grads = backward.run(&with_w);
+    let loss = |a: &[Vec<Arg>]| -> f64 {
+        forward
+            .run(a)
+            .iter()
+            .zip(&w)
+            .map(|(out, wd)| out[0].iter().zip(wd).map(|(y, w)| y * w).sum::<f64>())
+            .sum()
+    };
+    for d in 0..n {
+        let mut gi = grads[d].iter();
+        for (i, arg) in args[d].iter().enumerate() {
+            let Data::F(values) = &arg.data else { continue };
+            let grad = gi.next().expect("a gradient per float argument");
+            for j in 0..values.len() {
+                let mut plus = args.to_vec();
+                let mut minus = args.to_vec();
+                if let Data::F(v) = &mut plus[d][i].data {
+                    v[j] += tol.step;
+                }
+                if let Data::F(v) = &mut minus[d][i].data {
+                    v[j] -= tol.step;
+                }
+                let fd = (loss(&plus) - loss(&minus)) / (2.0 * tol.step);
+                let err = (grad[j] - fd).abs();
+                assert!(
+                    err <= tol.atol + tol.rtol * grad[j].abs().max(fd.abs()),
+                    "{name}: device {d}, d/d(arg {i})[{j}]: vjp {} vs finite difference {fd}",
+                    grad[j]
+                );
+            }
+        }
+    }
+}

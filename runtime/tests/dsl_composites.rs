@@ -1,0 +1,187 @@
+//! Composites (softmax, RMSNorm, cross-entropy, RoPE, …) against hand-derived values, and their
+//! gradients against finite differences.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+mod common;
+
+use common::graph::{Arg, Compiled, Data, Rng, TOL, check_vjp, float_arg, function, int_arg};
+use stackscan::{DType, TensorType, nn};
+
+fn f64_arg(dims: &[i64], v: Vec<f64>) -> Arg {
+    Arg {
+        ty: TensorType::new(DType::F64, dims),
+        data: Data::F(v),
+    }
+}
+
+fn run1(
+    args: &[Arg],
+    build: impl FnOnce(&[stackscan::Tensor]) -> stackscan::Result<stackscan::Tensor>,
+) -> Vec<f64> {
+    let client = common::cpu_client(1);
+    let f = function("composite", args, |p| Ok(vec![build(p)?]));
+    Compiled::new(&client, &f).run(args).remove(0)
+}
+
+fn close(a: &[f64], b: &[f64], tol: f64) {
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        assert!((x - y).abs() <= tol, "{a:?} vs {b:?}");
+    }
+}
+
+#[test]
+fn softmax_rows_sum_to_one_and_match_the_formula() {
+    let x = f64_arg(&[2, 3], vec![1.0, 2.0, 3.0, -5.0, 0.0, 100.0]);
+    let p = run1(&[x], |p| nn::softmax(&p[0], 1));
+    let z: f64 = [1.0f64, 2.0, 3.0].iter().map(|v| v.exp()).sum();
+    close(
+        &p[..3],
+        &[1f64.exp() / z, 2f64.exp() / z, 3f64.exp() / z],
+        1e-15,
+    );
+    assert!((p[..3].iter().sum::<f64>() - 1.0).abs() < 1e-15);
+    assert!(
+        (p[3..].iter().sum::<f64>() - 1.0).abs() < 1e-15,
+        "large logits stay finite: {p:?}"
+    );
+    let lp = run1(&[f64_arg(&[1, 3], vec![1.0, 2.0, 3.0])], |p| {
+        nn::log_softmax(&p[0], 1)
+    });
+    close(&lp, &[1.0 - z.ln(), 2.0 - z.ln(), 3.0 - z.ln()], 1e-14);
+}
+
+#[test]
+fn rms_norm_of_a_known_vector() {
+    // mean(3², 4²) = 12.5, so x / √12.5 · [1, 2].
+    let out = run1(
+        &[f64_arg(&[2], vec![3.0, 4.0]), f64_arg(&[2], vec![1.0, 2.0])],
+        |p| nn::rms_norm(&p[0], &p[1], 0.0),
+    );
+    let r = 12.5f64.sqrt();
+    close(&out, &[3.0 / r, 8.0 / r], 1e-15);
+}
+
+#[test]
+fn cross_entropy_of_one_hot_and_uniform_logits() {
+    // Uniform logits over 4 classes: ln 4 whatever the label.
+    let uniform = run1(
+        &[f64_arg(&[1, 4], vec![0.0; 4]), int_arg(&[1], vec![1])],
+        |p| nn::cross_entropy(&p[0], &p[1])?.reshape(&[1]),
+    );
+    close(&uniform, &[4f64.ln()], 1e-15);
+    // A confident one-hot logit: −log softmax = ln(1 + 2e^-10); averaged with a wrong row.
+    let ce = run1(
+        &[
+            f64_arg(&[2, 3], vec![10.0, 0.0, 0.0, 10.0, 0.0, 0.0]),
+            int_arg(&[2], vec![0, 1]),
+        ],
+        |p| nn::cross_entropy(&p[0], &p[1])?.reshape(&[1]),
+    );
+    let right = (1.0 + 2.0 * (-10f64).exp()).ln();
+    let wrong = 10.0 + (2.0 + (10f64).exp()).ln() - 10.0;
+    close(&ce, &[(right + wrong) / 2.0], 1e-12);
+}
+
+#[test]
+fn rope_rotates_a_unit_vector_by_position() {
+    // x: [T=3, H=1, D=2], the unit vector e₀ at every position; angle = position · θ⁰.
+    let out = run1(
+        &[f64_arg(&[3, 1, 2], vec![1.0, 0.0, 1.0, 0.0, 1.0, 0.0])],
+        |p| nn::rope(&p[0], 10000.0, 2),
+    );
+    close(
+        &out,
+        &[1.0, 0.0, 1f64.cos(), 1f64.sin(), 2f64.cos(), 2f64.sin()],
+        1e-12,
+    );
+    // Partial RoPE leaves the tail alone.
+    let out = run1(
+        &[f64_arg(
+            &[2, 1, 4],
+            vec![1.0, 0.0, 5.0, 6.0, 1.0, 0.0, 5.0, 6.0],
+        )],
+        |p| nn::rope(&p[0], 10000.0, 2),
+    );
+    close(
+        &out,
+        &[1.0, 0.0, 5.0, 6.0, 1f64.cos(), 1f64.sin(), 5.0, 6.0],
+        1e-12,
+    );
+}
+
+#[test]
+fn causal_mask_zeroes_future_positions() {
+    let p = run1(&[f64_arg(&[3, 3], vec![0.0; 9])], |p| {
+        nn::softmax(&nn::causal_mask(&p[0])?, 1)
+    });
+    close(
+        &p,
+        &[
+            1.0,
+            0.0,
+            0.0,
+            0.5,
+            0.5,
+            0.0,
+            1.0 / 3.0,
+            1.0 / 3.0,
+            1.0 / 3.0,
+        ],
+        1e-15,
+    );
+}
+
+#[test]
+fn one_hot_and_silu_values() {
+    let hot = run1(&[int_arg(&[2], vec![2, 0])], |p| {
+        p[0].one_hot(3, DType::F64)
+    });
+    close(&hot, &[0.0, 0.0, 1.0, 1.0, 0.0, 0.0], 0.0);
+    let s = run1(&[f64_arg(&[2], vec![0.0, 2.0])], |p| nn::silu(&p[0]));
+    close(&s, &[0.0, 2.0 / (1.0 + (-2f64).exp())], 1e-15);
+    let sp = run1(&[f64_arg(&[3], vec![0.0, 50.0, -50.0])], |p| {
+        nn::softplus(&p[0])
+    });
+    close(&sp, &[2f64.ln(), 50.0, (-50f64).exp()], 1e-15);
+}
+
+#[test]
+fn composite_gradients() {
+    let client = common::cpu_client(1);
+    let mut rng = Rng::new(12);
+    let x = [float_arg(&mut rng, &[2, 4], -2.0, 2.0)];
+    check_vjp(&client, "softmax", &x, TOL, |p| nn::softmax(&p[0], 1));
+    check_vjp(&client, "log_softmax", &x, TOL, |p| {
+        nn::log_softmax(&p[0], 0)
+    });
+    check_vjp(&client, "silu", &x, TOL, |p| nn::silu(&p[0]));
+    check_vjp(&client, "softplus", &x, TOL, |p| nn::softplus(&p[0]));
+    check_vjp(&client, "l2_normalize", &x, TOL, |p| {
+        nn::l2_normalize(&p[0], 1, 1e-6)
+    });
+    let xw = [x[0].clone(), float_arg(&mut rng, &[4], 0.5, 1.5)];
+    check_vjp(&client, "rms_norm", &xw, TOL, |p| {
+        nn::rms_norm(&p[0], &p[1], 1e-6)
+    });
+    let q = [float_arg(&mut rng, &[3, 2, 4], -1.0, 1.0)];
+    check_vjp(&client, "rope", &q, TOL, |p| nn::rope(&p[0], 500.0, 4));
+    check_vjp(&client, "rope_partial", &q, TOL, |p| {
+        nn::rope(&p[0], 500.0, 2)
+    });
+    let s = [float_arg(&mut rng, &[3, 3], -1.0, 1.0)];
+    check_vjp(&client, "causal_softmax", &s, TOL, |p| {
+        nn::softmax(&nn::causal_mask(&p[0])?, 1)
+    });
+    let ce = [
+        float_arg(&mut rng, &[3, 5], -2.0, 2.0),
+        int_arg(&[3], vec![4, 0, 2]),
+    ];
+    check_vjp(&client, "cross_entropy", &ce, TOL, |p| {
+        nn::cross_entropy(&p[0], &p[1])?.reshape(&[1])
+    });
+}
