@@ -185,3 +185,51 @@ fn composite_gradients() {
         nn::cross_entropy(&p[0], &p[1])?.reshape(&[1])
     });
 }
+
+#[test]
+fn while_loop_with_captures_in_condition_and_body() {
+    // Count up by `step` until above `limit`; both are outer values the regions capture.
+    let out = run1(&[f64_arg(&[], vec![0.75]), f64_arg(&[], vec![5.0])], |p| {
+        let s = p[0].scope();
+        let start = s.scalar(0.0, DType::F64)?;
+        let r = s.while_loop(
+            &[start],
+            |_, c| c[0].lt(&p[1]),
+            |_, c| Ok(vec![c[0].add(&p[0])?]),
+            &[("skip-simplify-while-loops_trip-count-one", "true")],
+        )?;
+        r[0].reshape(&[1])
+    });
+    close(&out, &[5.25], 0.0);
+}
+
+#[test]
+fn bf16_programs_run() {
+    // Values exactly representable in bf16.
+    let client = common::cpu_client(1);
+    let args = [Arg {
+        ty: TensorType::new(DType::BF16, [4]),
+        data: Data::F(vec![0.5, -1.0, 2.0, 0.25]),
+    }];
+    let f = function("bf16", &args, |p| {
+        Ok(vec![p[0].add(&p[0])?.convert(DType::F32)?])
+    });
+    let text = stackscan::Program::new(f).emit().unwrap();
+    let exe = client
+        .compile(&text, &stackscan_runtime::CompileOptions::default())
+        .unwrap();
+    let bf = |v: f32| half::bf16::from_f32(v);
+    let x = client
+        .buffer(
+            &[bf(0.5), bf(-1.0), bf(2.0), bf(0.25)],
+            &[4],
+            &client.devices()[0],
+        )
+        .unwrap();
+    let out = exe.execute(&[[&x]]).unwrap();
+    assert_eq!(
+        out[0][0].to_host::<f32>().unwrap(),
+        vec![1.0, -2.0, 4.0, 0.5]
+    );
+    assert_eq!(args[0].ty.dtype, DType::BF16);
+}
