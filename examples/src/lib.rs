@@ -1,1 +1,3 @@
 //! Example models and the main job of stackscan.
+
+pub mod gdn;

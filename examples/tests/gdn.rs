@@ -1,0 +1,374 @@
+//! The chunked Gated DeltaNet against its recurrent reference, executed on the CPU plugin:
+//! outputs (f32), gradients of `Σ o·w` (f64), and finiteness under strongly decaying gates.
+//!
+//! Agreement is measured as `max |a − b| / max |b|` over all elements, `b` the reference, so a
+//! tolerance reads as a fraction of the output's scale.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+use std::sync::OnceLock;
+
+use stackscan::{DType, Function, Program, Scope, Tensor, TensorType};
+use stackscan_examples::gdn::{gdn_chunked, gdn_recurrent};
+use stackscan_runtime::{Buffer, Client, ClientOptions, CompileOptions, Executable, Plugin};
+
+/// The tiny config's GDN head size and sequence; heads reduced to 2.
+const T: i64 = 64;
+const H: i64 = 2;
+const DK: i64 = 32;
+const DV: i64 = 32;
+const CHUNK: usize = 16;
+
+fn client() -> Client {
+    static PLUGIN: OnceLock<Plugin> = OnceLock::new();
+    let plugin = PLUGIN
+        .get_or_init(|| Plugin::load(stackscan_runtime::plugin::resolve("cpu").unwrap()).unwrap());
+    Client::new(plugin, &ClientOptions::cpu(1)).unwrap()
+}
+
+/// A small deterministic generator (xorshift), so failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn uniform(&mut self, lo: f64, hi: f64, n: usize) -> Vec<f64> {
+        (0..n)
+            .map(|_| {
+                self.0 ^= self.0 << 13;
+                self.0 ^= self.0 >> 7;
+                self.0 ^= self.0 << 17;
+                lo + (hi - lo) * ((self.0 >> 11) as f64 / (1u64 << 53) as f64)
+            })
+            .collect()
+    }
+}
+
+/// Host values of one argument, row-major, with its dimensions.
+#[derive(Clone, Debug)]
+struct Arg {
+    dims: Vec<i64>,
+    values: Vec<f64>,
+}
+
+/// `q, k, v, g, beta` for a GDN of the test's sizes, with log-gates uniform in `gate`.
+fn inputs(seed: u64, gate: (f64, f64)) -> Vec<Arg> {
+    let mut rng = Rng::new(seed);
+    let mut arg = |dims: &[i64], lo: f64, hi: f64| Arg {
+        dims: dims.to_vec(),
+        values: rng.uniform(lo, hi, dims.iter().product::<i64>() as usize),
+    };
+    vec![
+        arg(&[T, H, DK], -1.0, 1.0),
+        arg(&[T, H, DK], -1.0, 1.0),
+        arg(&[T, H, DV], -1.0, 1.0),
+        arg(&[T, H], gate.0, gate.1),
+        arg(&[T, H], 0.05, 0.95),
+    ]
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Form {
+    Recurrent,
+    Chunked(usize),
+}
+
+fn gdn(form: Form, p: &[Tensor]) -> stackscan::Result<Tensor> {
+    match form {
+        Form::Recurrent => gdn_recurrent(&p[0], &p[1], &p[2], &p[3], &p[4]),
+        Form::Chunked(c) => gdn_chunked(&p[0], &p[1], &p[2], &p[3], &p[4], c),
+    }
+}
+
+/// `o = gdn(q, k, v, g, beta)`.
+fn forward(form: Form, dtype: DType, args: &[Arg]) -> Function {
+    let s = Scope::new("gdn");
+    let p: Vec<Tensor> = args
+        .iter()
+        .map(|a| s.param(TensorType::new(dtype, a.dims.clone())))
+        .collect();
+    let o = gdn(form, &p).unwrap();
+    s.finish(&[o]).unwrap()
+}
+
+/// `Σ o·w`: parameters `q, k, v, g, beta, w`.
+fn loss(form: Form, dtype: DType, args: &[Arg]) -> Function {
+    let s = Scope::new("gdn_loss");
+    let p: Vec<Tensor> = args
+        .iter()
+        .map(|a| s.param(TensorType::new(dtype, a.dims.clone())))
+        .collect();
+    let w = s.param(TensorType::new(dtype, [T, H, DV]));
+    let loss = gdn(form, &p).unwrap().mul(&w).unwrap().sum_all().unwrap();
+    s.finish(&[loss]).unwrap()
+}
+
+/// The gradients of `Σ o·w` with respect to `q, k, v, g, beta`. Parameters: `q, k, v, g,
+/// beta, w` and the loss's cotangent (pass [`one`]).
+fn gradients(form: Form, dtype: DType, args: &[Arg]) -> Function {
+    let f = loss(form, dtype, args);
+    stackscan::vjp_wrt(&f, &[true, true, true, true, true, false]).unwrap()
+}
+
+/// The cotangent that seeds a scalar loss.
+fn one() -> Arg {
+    Arg {
+        dims: Vec::new(),
+        values: vec![1.0],
+    }
+}
+
+/// Compiles `f` for one device.
+fn compile(client: &Client, f: &Function) -> Executable {
+    let text = Program::new(f.clone()).emit().unwrap();
+    client.compile(&text, &CompileOptions::default()).unwrap()
+}
+
+/// Runs `exe` on `args` (converted to `dtype`); each result as f64 values.
+fn execute(client: &Client, exe: &Executable, dtype: DType, args: &[Arg]) -> Vec<Vec<f64>> {
+    let dev = &client.devices()[0];
+    let bufs: Vec<Buffer> = args
+        .iter()
+        .map(|a| match dtype {
+            DType::F32 => {
+                let v: Vec<f32> = a.values.iter().map(|&x| x as f32).collect();
+                client.buffer(&v, &a.dims, dev).unwrap()
+            }
+            _ => client.buffer(&a.values, &a.dims, dev).unwrap(),
+        })
+        .collect();
+    let refs: Vec<&Buffer> = bufs.iter().collect();
+    let out = exe.execute(&[refs]).unwrap();
+    out[0]
+        .iter()
+        .map(|b| match dtype {
+            DType::F32 => b
+                .to_host::<f32>()
+                .unwrap()
+                .into_iter()
+                .map(f64::from)
+                .collect(),
+            _ => b.to_host::<f64>().unwrap(),
+        })
+        .collect()
+}
+
+/// Compiles and runs `f` on `args` (converted to `dtype`); each result as f64 values.
+fn run(client: &Client, f: &Function, dtype: DType, args: &[Arg]) -> Vec<Vec<f64>> {
+    execute(client, &compile(client, f), dtype, args)
+}
+
+/// `max |a − b| / max |b|`.
+fn relative_error(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let scale = b.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let err = a
+        .iter()
+        .zip(b)
+        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+    err / scale
+}
+
+/// The recurrence on the host in f64, straight from its definition: an independent check
+/// of `gdn_recurrent` itself.
+fn host_reference(args: &[Arg]) -> Vec<f64> {
+    let (t, h, dk, dv) = (T as usize, H as usize, DK as usize, DV as usize);
+    let (q, k, v, g, beta) = (
+        &args[0].values,
+        &args[1].values,
+        &args[2].values,
+        &args[3].values,
+        &args[4].values,
+    );
+    let normalized = |x: &[f64], scale: f64| -> Vec<f64> {
+        let norm = (x.iter().map(|a| a * a).sum::<f64>() + 1e-6).sqrt();
+        x.iter().map(|a| a / norm * scale).collect()
+    };
+    let mut o = vec![0.0; t * h * dv];
+    for head in 0..h {
+        let mut s = vec![0.0; dv * dk];
+        for step in 0..t {
+            let at = (step * h + head) * dk;
+            let qt = normalized(&q[at..at + dk], 1.0 / (dk as f64).sqrt());
+            let kt = normalized(&k[at..at + dk], 1.0);
+            let vt = &v[(step * h + head) * dv..][..dv];
+            let alpha = g[step * h + head].exp();
+            let b = beta[step * h + head];
+            for r in 0..dv {
+                let row = &mut s[r * dk..][..dk];
+                let sk: f64 = row.iter().zip(&kt).map(|(a, b)| a * b).sum();
+                let u = b * (vt[r] - alpha * sk);
+                for (x, kc) in row.iter_mut().zip(&kt) {
+                    *x = alpha * *x + u * kc;
+                }
+                o[(step * h + head) * dv + r] = row.iter().zip(&qt).map(|(a, b)| a * b).sum();
+            }
+        }
+    }
+    o
+}
+
+#[test]
+fn chunked_output_matches_recurrent_f32() {
+    let client = client();
+    let args = inputs(1, (-0.3, 0.0));
+    let recurrent = &run(
+        &client,
+        &forward(Form::Recurrent, DType::F32, &args),
+        DType::F32,
+        &args,
+    )[0];
+    let chunked = &run(
+        &client,
+        &forward(Form::Chunked(CHUNK), DType::F32, &args),
+        DType::F32,
+        &args,
+    )[0];
+    let exact = host_reference(&args);
+    let vs_host = relative_error(recurrent, &exact);
+    let err = relative_error(chunked, recurrent);
+    eprintln!("f32: chunked vs recurrent {err:e}; recurrent vs host f64 {vs_host:e}");
+    assert!(vs_host <= 1e-5, "recurrent vs host reference: {vs_host:e}");
+    assert!(err <= 1e-5, "chunked vs recurrent: {err:e}");
+}
+
+#[test]
+fn every_chunk_size_matches_recurrent_f64() {
+    let client = client();
+    let args = inputs(2, (-0.3, 0.0));
+    let recurrent = &run(
+        &client,
+        &forward(Form::Recurrent, DType::F64, &args),
+        DType::F64,
+        &args,
+    )[0];
+    let vs_host = relative_error(recurrent, &host_reference(&args));
+    eprintln!("f64: recurrent vs host {vs_host:e}");
+    assert!(vs_host <= 1e-12, "recurrent vs host reference: {vs_host:e}");
+    for chunk in [1, 4, 64] {
+        let f = forward(Form::Chunked(chunk), DType::F64, &args);
+        let err = relative_error(&run(&client, &f, DType::F64, &args)[0], recurrent);
+        eprintln!("f64: chunk {chunk}: chunked vs recurrent {err:e}");
+        assert!(err <= 1e-12, "chunk {chunk}: chunked vs recurrent {err:e}");
+    }
+}
+
+#[test]
+fn chunked_gradients_match_recurrent_f64() {
+    let client = client();
+    let mut args = inputs(3, (-0.3, 0.0));
+    let mut rng = Rng::new(4);
+    args.push(Arg {
+        dims: vec![T, H, DV],
+        values: rng.uniform(-1.0, 1.0, (T * H * DV) as usize),
+    });
+    args.push(one());
+    let reference = run(
+        &client,
+        &gradients(Form::Recurrent, DType::F64, &args[..5]),
+        DType::F64,
+        &args,
+    );
+    let chunked = run(
+        &client,
+        &gradients(Form::Chunked(CHUNK), DType::F64, &args[..5]),
+        DType::F64,
+        &args,
+    );
+    assert_eq!(reference.len(), 5);
+    assert_eq!(chunked.len(), 5);
+    for (name, (a, b)) in ["q", "k", "v", "g", "beta"]
+        .iter()
+        .zip(chunked.iter().zip(&reference))
+    {
+        let err = relative_error(a, b);
+        eprintln!("f64: d/d{name}: chunked vs recurrent {err:e}");
+        assert!(err <= 1e-9, "d/d{name}: chunked vs recurrent {err:e}");
+    }
+    // Both could share a wrong rule; central differences of the loss pin a few elements of
+    // each gradient to the function itself.
+    let loss_exe = compile(&client, &loss(Form::Chunked(CHUNK), DType::F64, &args[..5]));
+    let at = |args: &[Arg]| execute(&client, &loss_exe, DType::F64, &args[..6])[0][0];
+    let step = 1e-5;
+    let mut worst = 0.0f64;
+    for (i, name) in ["q", "k", "v", "g", "beta"].iter().enumerate() {
+        let picks = rng.uniform(0.0, args[i].values.len() as f64, 4);
+        for j in picks.into_iter().map(|x| x as usize) {
+            let mut shifted = args.clone();
+            shifted[i].values[j] += step;
+            let plus = at(&shifted);
+            shifted[i].values[j] -= 2.0 * step;
+            let minus = at(&shifted);
+            let fd = (plus - minus) / (2.0 * step);
+            let err = (chunked[i][j] - fd).abs() / fd.abs().max(chunked[i][j].abs()).max(1e-3);
+            worst = worst.max(err);
+            assert!(
+                err <= 1e-6,
+                "d/d{name}[{j}]: vjp {} vs finite difference {fd}",
+                chunked[i][j]
+            );
+        }
+    }
+    eprintln!("f64: chunked vjp vs central differences (20 elements) {worst:e}");
+}
+
+/// Log-gates of −20 to −40 per step sum to about −500 within a chunk, so `exp(γ_i − γ_j)` above
+/// the diagonal would be `exp(+hundreds) = inf` in f32. Masking by a product after `exp` makes
+/// the output NaN; masking by a select after `exp` keeps the output finite but not the
+/// gradient, whose `exp` rule multiplies the zero cotangent by `inf`.
+#[test]
+fn strong_decay_gives_no_nan_f32() {
+    let client = client();
+    let mut args = inputs(5, (-40.0, -20.0));
+    let mut rng = Rng::new(6);
+    args.push(Arg {
+        dims: vec![T, H, DV],
+        values: rng.uniform(-1.0, 1.0, (T * H * DV) as usize),
+    });
+    args.push(one());
+    let fwd = forward(Form::Chunked(CHUNK), DType::F32, &args[..5]);
+    let chunked = &run(&client, &fwd, DType::F32, &args[..5])[0];
+    assert!(chunked.iter().all(|x| x.is_finite()), "non-finite output");
+    let recurrent = &run(
+        &client,
+        &forward(Form::Recurrent, DType::F32, &args[..5]),
+        DType::F32,
+        &args[..5],
+    )[0];
+    let err = relative_error(chunked, recurrent);
+    eprintln!("f32, g ≈ −30: chunked vs recurrent {err:e}");
+    assert!(err <= 1e-5, "chunked vs recurrent: {err:e}");
+    let grads = run(
+        &client,
+        &gradients(Form::Chunked(CHUNK), DType::F32, &args[..5]),
+        DType::F32,
+        &args,
+    );
+    for (name, grad) in ["q", "k", "v", "g", "beta"].iter().zip(&grads) {
+        assert!(grad.iter().all(|x| x.is_finite()), "non-finite d/d{name}");
+    }
+}
+
+#[test]
+fn bad_shapes_are_typed_errors() {
+    let s = Scope::new("bad");
+    let p = |dims: &[i64]| s.param(TensorType::new(DType::F32, dims));
+    let (q, k, v) = (p(&[8, 2, 4]), p(&[8, 2, 4]), p(&[8, 2, 3]));
+    let (g, beta) = (p(&[8, 2]), p(&[8, 2]));
+    let short = p(&[7, 2]);
+    let flat = p(&[8, 4]);
+    let ints = s.param(TensorType::new(DType::I32, [8, 2, 4]));
+    assert!(gdn_recurrent(&q, &k, &v, &g, &beta).is_ok());
+    assert!(gdn_chunked(&q, &k, &v, &g, &beta, 0).is_err());
+    assert!(gdn_chunked(&q, &k, &v, &g, &beta, 3).is_err());
+    assert!(gdn_chunked(&q, &k, &v, &short, &beta, 4).is_err());
+    assert!(gdn_recurrent(&q, &k, &v, &g, &short).is_err());
+    assert!(gdn_recurrent(&flat, &k, &v, &g, &beta).is_err());
+    assert!(gdn_recurrent(&q, &v, &v, &g, &beta).is_err());
+    assert!(gdn_recurrent(&ints, &ints, &v, &g, &beta).is_err());
+}
