@@ -32,6 +32,7 @@ mod error;
 mod infer;
 pub mod ir;
 pub mod nn;
+pub mod plan;
 mod ops;
 mod types;
 

@@ -1,0 +1,119 @@
+//! The schedule planner: which layers share a loop, what each step gathers, runs and
+//! reduce-scatters, for the forward and the backward pass.
+//!
+//! Every step has a *carry signature*: the kind it runs, the kind whose weights it prefetches
+//! for the next step, and (backward, deferred) the kind of the gradient it still has to
+//! reduce-scatter. Maximal runs of equal signatures share one loop: a run of two or more is a
+//! double-buffered ping-pong loop (`unroll = 2`, two layers per trip, an odd step peeled), a run
+//! of one is a single-trip loop (marked so XLA keeps it) because its carry holds another
+//! kind's buffers. A repeated block becomes an outer loop over blocks with identical inner
+//! structure. The expanded [`Step`]s say, for every layer, what is gathered, run,
+//! reduce-scattered and live; the lowering builds its program from the same plan.
+//!
+//! ```
+//! use stackscan::plan::{Plan, PlanOptions, Stack};
+//! let stack = Stack::blocks(&["GDN", "GDN", "GDN", "attention"], 1)?;
+//! let plan = Plan::new(&stack, PlanOptions::prefetch_deferred())?;
+//! assert_eq!(plan.forward.notation(&stack), "[GDN 0, GDN 1] → [GDN 2] → [attention]");
+//! assert_eq!(plan.backward.notation(&stack), "[attention] → [GDN 2] → [GDN 1] → [GDN 0]");
+//! # Ok::<(), stackscan::Error>(())
+//! ```
+
+mod print;
+mod schedule;
+mod stack;
+mod steps;
+
+pub use schedule::{Direction, Group, LoopForm, Pass, Plan, PlanOptions, Segment, signature};
+pub use stack::Stack;
+pub use steps::{Buffer, Step};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn notation(stack: &Stack, o: PlanOptions) -> (String, String) {
+        let p = Plan::new(stack, o).unwrap();
+        (p.forward.notation(stack), p.backward.notation(stack))
+    }
+
+    #[test]
+    fn qwen_block_matches_maxtext() {
+        let s = Stack::blocks(&["GDN", "GDN", "GDN", "attention"], 1).unwrap();
+        let (f, b) = notation(&s, PlanOptions::prefetch_deferred());
+        assert_eq!(f, "[GDN 0, GDN 1] → [GDN 2] → [attention]");
+        assert_eq!(b, "[attention] → [GDN 2] → [GDN 1] → [GDN 0]");
+    }
+
+    #[test]
+    fn deepseek_prefix_then_run() {
+        let s = Stack::with_prefix(&["D", "D", "D"], &["M"], 58).unwrap();
+        let p = Plan::new(&s, PlanOptions::prefetch_deferred()).unwrap();
+        assert_eq!(
+            p.forward.notation(&s),
+            "[D0, D1] → [D2] → [M3 … M59] → [M60]"
+        );
+        assert_eq!(
+            p.forward.detailed(&s),
+            "[D0, D1] (1×2) → [D2] (peeled) → [M3 … M59] (1 + 28×2) → [M60] (peeled)"
+        );
+        assert_eq!(
+            p.backward.notation(&s),
+            "[M60] → [M59 … M4] → [M3] → [D2] → [D1] → [D0]"
+        );
+    }
+
+    #[test]
+    fn homogeneous_odd_count_and_single_layer() {
+        let s = Stack::homogeneous("L", 5).unwrap();
+        let p = Plan::new(&s, PlanOptions::prefetch()).unwrap();
+        assert_eq!(p.forward.detailed(&s), "[L0 … L3] (2×2) → [L4] (peeled)");
+        assert_eq!(p.backward.detailed(&s), "[L4 … L1] (2×2) → [L0] (peeled)");
+        let one = Stack::homogeneous("layer", 1).unwrap();
+        let p = Plan::new(&one, PlanOptions::prefetch_deferred()).unwrap();
+        assert_eq!(p.forward.notation(&one), "[layer]");
+        assert_eq!(p.backward.notation(&one), "[layer]");
+    }
+
+    #[test]
+    fn attention_need_not_be_last() {
+        let s = Stack::blocks(&["attention", "GDN", "GDN", "GDN"], 1).unwrap();
+        let (f, b) = notation(&s, PlanOptions::prefetch_deferred());
+        assert_eq!(f, "[attention] → [GDN 1, GDN 2] → [GDN 3]");
+        assert_eq!(b, "[GDN 3] → [GDN 2] → [GDN 1] → [attention]");
+    }
+
+    #[test]
+    fn repeated_blocks_form_an_outer_loop_with_the_last_block_peeled() {
+        let s = Stack::blocks(&["GDN", "GDN", "GDN", "attention"], 10).unwrap();
+        let (f, b) = notation(&s, PlanOptions::prefetch_deferred());
+        assert_eq!(
+            f,
+            "{[GDN 0, GDN 1] → [GDN 2] → [attention]} × 9 → [GDN 0, GDN 1] → [GDN 2] → [attention]"
+        );
+        assert_eq!(
+            b,
+            "[attention] → [GDN 2] → [GDN 1] → [GDN 0] → {[attention] → [GDN 2] → [GDN 1] → [GDN 0]} × 8 → [attention] → [GDN 2] → [GDN 1] → [GDN 0]"
+        );
+    }
+
+    #[test]
+    fn without_prefetch_runs_are_kinds() {
+        let s = Stack::blocks(&["GDN", "GDN", "GDN", "attention"], 1).unwrap();
+        let (f, b) = notation(&s, PlanOptions::baseline());
+        assert_eq!(f, "[GDN 0, GDN 1, GDN 2] → [attention]");
+        assert_eq!(b, "[attention] → [GDN 2, GDN 1, GDN 0]");
+    }
+
+    #[test]
+    fn invalid_options_are_rejected() {
+        let s = Stack::homogeneous("L", 2).unwrap();
+        let bad = PlanOptions {
+            prefetch_fsdp_weights: false,
+            defer_grad_reduce_scatter: true,
+            unroll: 2,
+        };
+        assert!(Plan::new(&s, bad).is_err());
+        assert!(Plan::new(&s, PlanOptions::prefetch().with_unroll(3)).is_err());
+    }
+}

@@ -1,0 +1,326 @@
+//! Grouping steps into loops by carry signature.
+
+use super::stack::Stack;
+use crate::error::{Error, Result};
+
+/// The options of MaxText's FSDP prefetch work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PlanOptions {
+    /// All-gather each layer's weights one step ahead, carried in the scan carry.
+    pub prefetch_fsdp_weights: bool,
+    /// Carry each unreduced weight gradient one step and reduce-scatter it at the start of
+    /// the next backward step.
+    pub defer_grad_reduce_scatter: bool,
+    /// Layers per loop trip: 2 double-buffers the gathered weights (ping-pong), 1 carries one.
+    pub unroll: usize,
+}
+
+impl PlanOptions {
+    /// No prefetch: gather right before use, reduce-scatter right after.
+    pub const fn baseline() -> Self {
+        PlanOptions {
+            prefetch_fsdp_weights: false,
+            defer_grad_reduce_scatter: false,
+            unroll: 2,
+        }
+    }
+
+    /// Prefetch, immediate reduce-scatter.
+    pub const fn prefetch() -> Self {
+        PlanOptions {
+            prefetch_fsdp_weights: true,
+            defer_grad_reduce_scatter: false,
+            unroll: 2,
+        }
+    }
+
+    /// Prefetch and deferred reduce-scatter.
+    pub const fn prefetch_deferred() -> Self {
+        PlanOptions {
+            prefetch_fsdp_weights: true,
+            defer_grad_reduce_scatter: true,
+            unroll: 2,
+        }
+    }
+
+    /// The same options with another unroll.
+    pub const fn with_unroll(self, unroll: usize) -> Self {
+        PlanOptions { unroll, ..self }
+    }
+
+    /// Checks the combination; `const` so a macro can turn a violation into a compile error.
+    pub const fn validate(&self) -> Result<(), &'static str> {
+        if self.unroll != 1 && self.unroll != 2 {
+            return Err("`unroll` must be 1 or 2");
+        }
+        if self.defer_grad_reduce_scatter && !self.prefetch_fsdp_weights {
+            return Err("`defer_grad_reduce_scatter` needs `prefetch_fsdp_weights`");
+        }
+        Ok(())
+    }
+}
+
+/// Forward (ascending layers) or backward (descending).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Layers 0, 1, …
+    Forward,
+    /// Layers L−1, L−2, …
+    Backward,
+}
+
+/// How a group's steps become a loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LoopForm {
+    /// One step in a single-trip loop (its carry differs from its neighbours').
+    Peeled,
+    /// Two steps per trip on alternating buffers; an odd first step runs before the loop.
+    PingPong {
+        /// Trips of two steps.
+        trips: usize,
+        /// Whether one step runs before the loop (odd length).
+        peel_first: bool,
+    },
+    /// One step per trip.
+    Simple {
+        /// Trips.
+        trips: usize,
+    },
+}
+
+/// Consecutive steps that share a carry signature, and so one loop.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Group {
+    /// The kind every step runs.
+    pub kind: usize,
+    /// Layers in execution order.
+    pub layers: Vec<usize>,
+    /// The loop shape.
+    pub form: LoopForm,
+    /// The shared signature: (kind prefetched for the next step, kind of the pending
+    /// deferred gradient).
+    pub signature: (Option<usize>, Option<usize>),
+}
+
+/// A part of a pass: one group, or an outer loop over repeated blocks.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Segment {
+    /// A group of steps.
+    Group(Group),
+    /// `trips` consecutive blocks with identical groups. `groups` are those of the first
+    /// block of the loop; trip `t` runs the same groups shifted by `t · stride` layers.
+    Blocks {
+        /// Blocks the loop covers.
+        trips: usize,
+        /// Layer offset between trips: `+block_len` forward, `−block_len` backward.
+        stride: isize,
+        /// Groups of the first block.
+        groups: Vec<Group>,
+    },
+}
+
+/// One pass: its segments in execution order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Pass {
+    /// Which pass.
+    pub direction: Direction,
+    /// Segments in execution order.
+    pub segments: Vec<Segment>,
+}
+
+/// The forward and backward schedules of a stack.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Plan {
+    /// The options planned for.
+    pub options: PlanOptions,
+    /// Number of layers.
+    pub layers: usize,
+    /// Forward pass.
+    pub forward: Pass,
+    /// Backward pass.
+    pub backward: Pass,
+}
+
+impl Plan {
+    /// Plans `stack` under `options`.
+    pub fn new(stack: &Stack, options: PlanOptions) -> Result<Plan> {
+        options.validate().map_err(|m| Error::invalid("plan", m))?;
+        Ok(Plan {
+            options,
+            layers: stack.len(),
+            forward: plan_pass(stack, options, Direction::Forward),
+            backward: plan_pass(stack, options, Direction::Backward),
+        })
+    }
+}
+
+/// (kind run, kind prefetched, kind of the pending gradient).
+pub type Signature = (usize, Option<usize>, Option<usize>);
+
+/// A block's groups relative to its first layer: what two blocks must share to share a loop.
+type BlockShape = Vec<(usize, Vec<isize>, LoopForm, (Option<usize>, Option<usize>))>;
+
+/// The carry signature of the step running `layer`: (kind run, kind prefetched for the next
+/// step, kind of the pending deferred gradient). Steps share a loop only if these are equal.
+pub fn signature(stack: &Stack, o: PlanOptions, dir: Direction, layer: usize) -> Signature {
+    let kind = |l: Option<usize>| l.filter(|&l| l < stack.len()).map(|l| stack.kind_of(l));
+    let (next, prev) = (Some(layer + 1), layer.checked_sub(1));
+    match dir {
+        Direction::Forward => (
+            stack.kind_of(layer),
+            if o.prefetch_fsdp_weights {
+                kind(next)
+            } else {
+                None
+            },
+            None,
+        ),
+        Direction::Backward => (
+            stack.kind_of(layer),
+            if o.prefetch_fsdp_weights {
+                kind(prev)
+            } else {
+                None
+            },
+            if o.defer_grad_reduce_scatter {
+                kind(next)
+            } else {
+                None
+            },
+        ),
+    }
+}
+
+/// Maximal runs of equal signature within `layers` (in execution order).
+fn groups(stack: &Stack, o: PlanOptions, dir: Direction, layers: &[usize]) -> Vec<Group> {
+    let mut out: Vec<Group> = Vec::new();
+    let mut current: Option<(Signature, Vec<usize>)> = None;
+    for &l in layers {
+        let sig = signature(stack, o, dir, l);
+        match &mut current {
+            Some((s, ls)) if *s == sig => ls.push(l),
+            _ => {
+                if let Some((s, ls)) = current.take() {
+                    out.push(make_group(s, ls, o));
+                }
+                current = Some((sig, vec![l]));
+            }
+        }
+    }
+    if let Some((s, ls)) = current {
+        out.push(make_group(s, ls, o));
+    }
+    out
+}
+
+fn make_group(
+    sig: (usize, Option<usize>, Option<usize>),
+    layers: Vec<usize>,
+    o: PlanOptions,
+) -> Group {
+    let n = layers.len();
+    let form = match (n, o.unroll) {
+        (1, _) => LoopForm::Peeled,
+        (_, 2) => LoopForm::PingPong {
+            trips: n / 2,
+            peel_first: n % 2 == 1,
+        },
+        _ => LoopForm::Simple { trips: n },
+    };
+    Group {
+        kind: sig.0,
+        layers,
+        form,
+        signature: (sig.1, sig.2),
+    }
+}
+
+/// Groups of a block, with layers relative to the block's first layer (for comparing blocks).
+fn relative(groups: &[Group], base: usize) -> BlockShape {
+    groups
+        .iter()
+        .map(|g| {
+            (
+                g.kind,
+                g.layers
+                    .iter()
+                    .map(|&l| l as isize - base as isize)
+                    .collect(),
+                g.form,
+                g.signature,
+            )
+        })
+        .collect()
+}
+
+fn plan_pass(stack: &Stack, o: PlanOptions, dir: Direction) -> Pass {
+    let n = stack.len();
+    let ordered = |range: std::ops::Range<usize>| -> Vec<usize> {
+        match dir {
+            Direction::Forward => range.collect(),
+            Direction::Backward => range.rev().collect(),
+        }
+    };
+    let mut segments: Vec<Segment> = Vec::new();
+    if stack.block_is_uniform() || stack.repeat() == 1 {
+        segments.extend(
+            groups(stack, o, dir, &ordered(0..n))
+                .into_iter()
+                .map(Segment::Group),
+        );
+        return Pass {
+            direction: dir,
+            segments,
+        };
+    }
+    let p = stack.prefix_len();
+    let b = stack.block_len();
+    let prefix = groups(stack, o, dir, &ordered(0..p));
+    let blocks: Vec<usize> = ordered(0..stack.repeat());
+    let block_groups: Vec<(usize, Vec<Group>)> = blocks
+        .iter()
+        .map(|&r| {
+            (
+                r,
+                groups(stack, o, dir, &ordered(p + r * b..p + (r + 1) * b)),
+            )
+        })
+        .collect();
+    if dir == Direction::Forward {
+        segments.extend(prefix.iter().cloned().map(Segment::Group));
+    }
+    let stride = match dir {
+        Direction::Forward => b as isize,
+        Direction::Backward => -(b as isize),
+    };
+    let mut i = 0;
+    while i < block_groups.len() {
+        let (r0, first) = &block_groups[i];
+        let shape = relative(first, p + r0 * b);
+        let mut j = i + 1;
+        while j < block_groups.len() {
+            let (r, g) = &block_groups[j];
+            if relative(g, p + r * b) != shape {
+                break;
+            }
+            j += 1;
+        }
+        if j - i >= 2 {
+            segments.push(Segment::Blocks {
+                trips: j - i,
+                stride,
+                groups: first.clone(),
+            });
+        } else {
+            segments.extend(first.iter().cloned().map(Segment::Group));
+        }
+        i = j;
+    }
+    if dir == Direction::Backward {
+        segments.extend(prefix.into_iter().map(Segment::Group));
+    }
+    Pass {
+        direction: dir,
+        segments,
+    }
+}

@@ -1,0 +1,135 @@
+//! The layer stack a plan schedules: kinds of sub-layer and their order.
+
+use crate::error::{Error, Result};
+
+/// The ordered sub-layer kinds of a model: an optional prefix, then a block repeated.
+///
+/// ```
+/// use stackscan::plan::Stack;
+/// let qwen = Stack::blocks(&["GDN", "GDN", "GDN", "attention"], 10)?;
+/// assert_eq!(qwen.len(), 40);
+/// let deepseek = Stack::with_prefix(&["D", "D", "D"], &["M"], 58)?;
+/// assert_eq!(deepseek.kind_name(deepseek.kind_of(60)), "M");
+/// assert_eq!(deepseek.index_in_kind(60), 57);
+/// # Ok::<(), stackscan::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stack {
+    names: Vec<String>,
+    layers: Vec<usize>,
+    prefix_len: usize,
+    block_len: usize,
+    repeat: usize,
+}
+
+impl Stack {
+    /// `layers` layers of one kind.
+    pub fn homogeneous(kind: &str, layers: usize) -> Result<Stack> {
+        Stack::with_prefix(&[], &[kind], layers)
+    }
+
+    /// `block` repeated `repeat` times.
+    pub fn blocks(block: &[&str], repeat: usize) -> Result<Stack> {
+        Stack::with_prefix(&[], block, repeat)
+    }
+
+    /// `prefix`, then `block` repeated `repeat` times (DeepSeek-V3: 3 dense, then MoE).
+    pub fn with_prefix(prefix: &[&str], block: &[&str], repeat: usize) -> Result<Stack> {
+        if block.is_empty() {
+            return Err(Error::invalid("stack", "the block is empty"));
+        }
+        if repeat == 0 {
+            return Err(Error::invalid(
+                "stack",
+                "the block must repeat at least once",
+            ));
+        }
+        let mut names: Vec<String> = Vec::new();
+        let mut id = |k: &str| -> Result<usize> {
+            if k.is_empty() {
+                return Err(Error::invalid(
+                    "stack",
+                    "a sub-layer kind has an empty name",
+                ));
+            }
+            Ok(match names.iter().position(|n| n == k) {
+                Some(i) => i,
+                None => {
+                    names.push(k.to_owned());
+                    names.len() - 1
+                }
+            })
+        };
+        let prefix: Vec<usize> = prefix.iter().map(|k| id(k)).collect::<Result<_>>()?;
+        let block: Vec<usize> = block.iter().map(|k| id(k)).collect::<Result<_>>()?;
+        let mut layers = prefix.clone();
+        for _ in 0..repeat {
+            layers.extend(&block);
+        }
+        Ok(Stack {
+            names,
+            layers,
+            prefix_len: prefix.len(),
+            block_len: block.len(),
+            repeat,
+        })
+    }
+
+    /// Number of layers.
+    pub fn len(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Whether there are no layers (never: a stack has at least one block).
+    pub fn is_empty(&self) -> bool {
+        self.layers.is_empty()
+    }
+
+    /// Number of distinct kinds.
+    pub fn num_kinds(&self) -> usize {
+        self.names.len()
+    }
+
+    /// The kind of layer `layer`.
+    pub fn kind_of(&self, layer: usize) -> usize {
+        self.layers[layer]
+    }
+
+    /// The display name of a kind.
+    pub fn kind_name(&self, kind: usize) -> &str {
+        &self.names[kind]
+    }
+
+    /// Position of `layer` among the layers of its kind: its row in that kind's stacked
+    /// weights.
+    pub fn index_in_kind(&self, layer: usize) -> usize {
+        let k = self.layers[layer];
+        self.layers[..layer].iter().filter(|&&x| x == k).count()
+    }
+
+    /// Layers of kind `kind`.
+    pub fn layers_of_kind(&self, kind: usize) -> usize {
+        self.layers.iter().filter(|&&x| x == kind).count()
+    }
+
+    /// Layers before the repeated block.
+    pub fn prefix_len(&self) -> usize {
+        self.prefix_len
+    }
+
+    /// Length of the repeated block.
+    pub fn block_len(&self) -> usize {
+        self.block_len
+    }
+
+    /// How often the block repeats.
+    pub fn repeat(&self) -> usize {
+        self.repeat
+    }
+
+    /// Whether the block holds a single kind (then its layers form one run, no block loop).
+    pub fn block_is_uniform(&self) -> bool {
+        let b = &self.layers[self.prefix_len..self.prefix_len + self.block_len];
+        b.iter().all(|&k| k == b[0])
+    }
+}
