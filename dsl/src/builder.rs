@@ -183,7 +183,10 @@ impl Scope {
 
     /// The innermost scope among the operands' scopes (they must lie on one chain).
     fn deepest<'a>(op: &'static str, operands: &[&'a Tensor]) -> Result<&'a Scope> {
-        let mut best: &Scope = &operands.first().ok_or(Error::ForeignTensor { op })?.scope;
+        let mut best: &Scope = &operands
+            .first()
+            .ok_or_else(|| Error::invalid(op, "needs at least one operand"))?
+            .scope;
         for t in &operands[1..] {
             let s = &t.scope;
             if s.same(best) || s.is_ancestor_of(best) {

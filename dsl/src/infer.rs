@@ -499,7 +499,7 @@ pub(crate) fn infer(
             arity(1)?;
             let x = &args[0];
             check_axis(name, *dim, x)?;
-            if x.dims[*dim] % axis.size as i64 != 0 {
+            if x.dims[*dim].checked_rem(axis.size as i64) != Some(0) {
                 return Err(Error::invalid(
                     name,
                     format!(
@@ -525,7 +525,7 @@ pub(crate) fn infer(
             let x = &args[0];
             check_axis(name, *split_dim, x)?;
             check_axis(name, *concat_dim, x)?;
-            if x.dims[*split_dim] % axis.size as i64 != 0 {
+            if x.dims[*split_dim].checked_rem(axis.size as i64) != Some(0) {
                 return Err(Error::invalid(
                     name,
                     format!(

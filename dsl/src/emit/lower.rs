@@ -104,6 +104,16 @@ fn lower_scan(
     let (carry, rest) = operands.split_at(num_carry);
     let (xs, consts) = rest.split_at(num_xs);
     let ys_types: Vec<_> = body.result_types()[num_carry..].to_vec();
+    if length == 0 {
+        // No step runs: the carry passes through and every stacked output is empty.
+        let mut out = carry.to_vec();
+        for y in &ys_types {
+            let mut dims = vec![0];
+            dims.extend(&y.dims);
+            out.push(s.full(0.0, y.with_dims(dims))?);
+        }
+        return Ok(out);
+    }
     let mut init = vec![s.scalar(0.0, DType::I32)?];
     init.extend(carry.iter().cloned());
     for y in &ys_types {

@@ -466,12 +466,12 @@ impl Writer {
         Ok(region)
     }
 
-    fn channel_props(&mut self, axis: &Axis) -> Result<String> {
+    fn channel_props(&mut self, op: &'static str, axis: &Axis) -> Result<String> {
         match &self.mesh {
             Some(m) if m == axis => {}
             Some(m) => {
                 return Err(Error::invalid(
-                    "program",
+                    op,
                     format!(
                         "collective on axis `{}` in a program on axis `{}`",
                         axis.name, m.name
@@ -480,7 +480,7 @@ impl Writer {
             }
             None => {
                 return Err(Error::invalid(
-                    "program",
+                    op,
                     format!(
                         "collective on axis `{}` in a single-device program; use Program::on_mesh",
                         axis.name
@@ -796,7 +796,7 @@ impl Writer {
                 ));
             }
             Op::AllGather { dim, axis } => {
-                let ch = self.channel_props(axis)?;
+                let ch = self.channel_props(node.op.name(), axis)?;
                 simple(
                     self,
                     names,
@@ -805,7 +805,7 @@ impl Writer {
                 );
             }
             Op::ReduceScatter { dim, axis } => {
-                let ch = self.channel_props(axis)?;
+                let ch = self.channel_props(node.op.name(), axis)?;
                 let region = self.scalar_region(x0.dtype, "add", depth);
                 let lhs = self.bind(node, names);
                 self.generic(
@@ -820,7 +820,7 @@ impl Writer {
                 );
             }
             Op::AllReduce { axis } => {
-                let ch = self.channel_props(axis)?;
+                let ch = self.channel_props(node.op.name(), axis)?;
                 let region = self.scalar_region(x0.dtype, "add", depth);
                 let lhs = self.bind(node, names);
                 self.generic(
@@ -839,7 +839,7 @@ impl Writer {
                 concat_dim,
                 axis,
             } => {
-                let ch = self.channel_props(axis)?;
+                let ch = self.channel_props(node.op.name(), axis)?;
                 simple(
                     self,
                     names,
