@@ -24,16 +24,17 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
-mod autodiff;
+pub(crate) mod autodiff;
 mod builder;
 mod dtype;
 mod emit;
 mod error;
+pub mod fsdp;
 mod infer;
 pub mod ir;
 pub mod nn;
-pub mod plan;
 mod ops;
+pub mod plan;
 mod types;
 
 pub use autodiff::{value_and_vjp, vjp, vjp_wrt};

@@ -21,6 +21,9 @@ pub(crate) fn write_program(main: &Function, mesh: Option<MeshView<'_>>) -> Resu
     let mut w = Writer::new(mesh.map(|m| m.0.clone()));
     match mesh {
         None => w.write_single(main)?,
+        // One device: every collective is the identity, and XLA leaves Shardy's
+        // manual-computation markers unlowered when there is nothing to partition.
+        Some((axis, _, _)) if axis.size == 1 => w.write_single(main)?,
         Some((axis, params, results)) => w.write_sharded(main, axis, params, results)?,
     }
     Ok(w.out)
@@ -505,6 +508,21 @@ impl Writer {
         names: &mut Names,
         depth: usize,
     ) -> Result<()> {
+        if let Some(axis) = collective_axis(&node.op) {
+            let trivial = matches!(&self.mesh, Some(m) if m.size == 1 && m == axis);
+            if trivial && !matches!(node.op, Op::AxisIndex { .. }) {
+                names.0[node.results[0]] = names.of(node.operands[0]).to_owned();
+                return Ok(());
+            }
+            if trivial {
+                let lhs = self.bind(node, names);
+                self.line(
+                    depth,
+                    &format!("{lhs} = \"stablehlo.constant\"() <{{value = dense<0> : tensor<i32>}}> : () -> tensor<i32>"),
+                );
+                return Ok(());
+            }
+        }
         let operand_types: Vec<TensorType> =
             node.operands.iter().map(|&v| f.values[v].clone()).collect();
         let result_types: Vec<TensorType> =
@@ -946,6 +964,18 @@ impl Writer {
                 &[src_ty.with_dims(limit.clone())],
             );
         }
+    }
+}
+
+/// The mesh axis of a collective op.
+fn collective_axis(op: &Op) -> Option<&Axis> {
+    match op {
+        Op::AllGather { axis, .. }
+        | Op::ReduceScatter { axis, .. }
+        | Op::AllReduce { axis }
+        | Op::AllToAll { axis, .. }
+        | Op::AxisIndex { axis } => Some(axis),
+        _ => None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Shared set-up of the runtime's integration tests: the default CPU plugin, loaded once.
 #![allow(dead_code, reason = "each test binary uses a different part")]
 
+pub mod fsdp;
 pub mod graph;
 
 use std::sync::OnceLock;

@@ -1,0 +1,11 @@
+//! FSDP training steps: a stack model lowered through a [`Plan`](crate::plan::Plan) into one
+//! program on a mesh, with weight prefetch and deferred gradient reduce-scatter; and the
+//! unsharded single-device reference it must agree with.
+
+mod model;
+mod reference;
+mod step;
+
+pub use model::{InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
+pub use reference::reference_step;
+pub use step::{GradientReduction, TrainStep, train_step, train_step_with};

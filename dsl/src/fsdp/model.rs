@@ -1,0 +1,248 @@
+//! A model as the lowering sees it: parameter specs, per-kind layer functions, and the parts
+//! outside the scanned stack.
+
+use std::fmt;
+use std::rc::Rc;
+
+use crate::builder::Tensor;
+use crate::error::{Error, Result};
+use crate::plan::Stack;
+use crate::{DType, TensorType};
+
+/// One parameter of a layer (or of the model outside the stack).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamSpec {
+    /// Name, used in checkpoints.
+    pub name: String,
+    /// Full (unsharded) shape of one layer's parameter.
+    pub shape: Vec<i64>,
+    /// Element type.
+    pub dtype: DType,
+    /// The dimension sharded over the FSDP axis, or `None` for a replicated parameter.
+    pub shard_dim: Option<usize>,
+}
+
+impl ParamSpec {
+    /// A parameter sharded along `shard_dim`.
+    pub fn sharded(name: &str, shape: &[i64], dtype: DType, shard_dim: usize) -> ParamSpec {
+        ParamSpec {
+            name: name.to_owned(),
+            shape: shape.to_vec(),
+            dtype,
+            shard_dim: Some(shard_dim),
+        }
+    }
+
+    /// A parameter every device holds whole (small vectors such as norm scales).
+    pub fn replicated(name: &str, shape: &[i64], dtype: DType) -> ParamSpec {
+        ParamSpec {
+            name: name.to_owned(),
+            shape: shape.to_vec(),
+            dtype,
+            shard_dim: None,
+        }
+    }
+
+    /// The full parameter's type.
+    pub fn full_type(&self) -> TensorType {
+        TensorType::new(self.dtype, self.shape.clone())
+    }
+
+    /// Dimensions in shard-major order: the sharded dimension first, the others in order.
+    /// Shards are stored this way so each is one contiguous slab, and the reduce-scatter of a
+    /// gradient needs no relayout.
+    pub fn shard_major_dims(&self) -> Vec<i64> {
+        match self.shard_dim {
+            None => self.shape.clone(),
+            Some(d) => {
+                let mut dims = vec![self.shape[d]];
+                dims.extend(
+                    self.shape
+                        .iter()
+                        .enumerate()
+                        .filter(|&(i, _)| i != d)
+                        .map(|(_, &s)| s),
+                );
+                dims
+            }
+        }
+    }
+
+    /// The permutation from natural to shard-major order.
+    pub(crate) fn natural_to_shard_major(&self) -> Vec<usize> {
+        match self.shard_dim {
+            None => (0..self.shape.len()).collect(),
+            Some(d) => std::iter::once(d)
+                .chain((0..self.shape.len()).filter(|&i| i != d))
+                .collect(),
+        }
+    }
+
+    /// The permutation from shard-major back to natural order.
+    pub(crate) fn shard_major_to_natural(&self) -> Vec<usize> {
+        let to = self.natural_to_shard_major();
+        let mut inv = vec![0; to.len()];
+        for (i, &p) in to.iter().enumerate() {
+            inv[p] = i;
+        }
+        inv
+    }
+
+    /// One device's slab: shard-major dimensions with the first divided by `devices`.
+    pub fn local_dims(&self, devices: usize) -> Vec<i64> {
+        let mut dims = self.shard_major_dims();
+        if self.shard_dim.is_some() {
+            dims[0] /= devices as i64;
+        }
+        dims
+    }
+
+    pub(crate) fn check(&self, owner: &str, devices: usize) -> Result<()> {
+        if self.shape.iter().any(|&d| d <= 0) {
+            return Err(Error::invalid(
+                "fsdp",
+                format!(
+                    "parameter `{}` of `{owner}` has a non-positive dimension: {:?}",
+                    self.name, self.shape
+                ),
+            ));
+        }
+        if let Some(d) = self.shard_dim {
+            if d >= self.shape.len() {
+                return Err(Error::invalid(
+                    "fsdp",
+                    format!(
+                        "parameter `{}` of `{owner}`: shard dimension {d} is out of its rank {}",
+                        self.name,
+                        self.shape.len()
+                    ),
+                ));
+            }
+            if self.shape[d] % devices as i64 != 0 {
+                return Err(Error::invalid(
+                    "fsdp",
+                    format!(
+                        "parameter `{}` of `{owner}`: dimension {d} ({}) does not split over {devices} devices",
+                        self.name, self.shape[d]
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A layer's forward function: `(activation, weights in declaration order) → activation`.
+pub type LayerFn = Rc<dyn Fn(&Tensor, &[Tensor]) -> Result<Tensor>>;
+
+/// The part before the stack: `(inputs, outer weights) → activation`.
+pub type PreFn = Rc<dyn Fn(&[Tensor], &[Tensor]) -> Result<Tensor>>;
+
+/// The part after the stack: `(activation, inputs, outer weights) → scalar local loss`.
+pub type PostFn = Rc<dyn Fn(&Tensor, &[Tensor], &[Tensor]) -> Result<Tensor>>;
+
+/// One kind of sub-layer: its parameters and forward function.
+#[derive(Clone)]
+pub struct LayerKind {
+    /// Name; must match the stack's kind name.
+    pub name: String,
+    /// Parameters of one layer.
+    pub params: Vec<ParamSpec>,
+    /// The forward function.
+    pub forward: LayerFn,
+}
+
+impl fmt::Debug for LayerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LayerKind")
+            .field("name", &self.name)
+            .field("params", &self.params)
+            .finish()
+    }
+}
+
+/// A model input (tokens, labels): its per-device type, sharded along the batch dimension 0.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputSpec {
+    /// Name.
+    pub name: String,
+    /// Per-device type.
+    pub ty: TensorType,
+}
+
+/// A stack model: inputs, the stack of sub-layers, and what runs before and after it.
+#[derive(Clone)]
+pub struct StackModel {
+    /// The order of sub-layer kinds.
+    pub stack: Stack,
+    /// One entry per kind of the stack, in the stack's kind order.
+    pub kinds: Vec<LayerKind>,
+    /// The activation passed between layers (per device).
+    pub activation: TensorType,
+    /// Inputs (per device).
+    pub inputs: Vec<InputSpec>,
+    /// Parameters outside the stack (embedding, final norm, head).
+    pub outer_params: Vec<ParamSpec>,
+    /// Before the stack.
+    pub pre: PreFn,
+    /// After the stack: the local mean loss.
+    pub post: PostFn,
+}
+
+impl fmt::Debug for StackModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StackModel")
+            .field("stack", &self.stack)
+            .field("kinds", &self.kinds)
+            .field("activation", &self.activation)
+            .field("inputs", &self.inputs)
+            .field("outer_params", &self.outer_params)
+            .finish()
+    }
+}
+
+impl StackModel {
+    /// Checks the kinds against the stack and every parameter against the device count.
+    pub fn validate(&self, devices: usize) -> Result<()> {
+        if devices == 0 {
+            return Err(Error::invalid("fsdp", "the mesh has no devices"));
+        }
+        if self.kinds.len() != self.stack.num_kinds() {
+            return Err(Error::invalid(
+                "fsdp",
+                format!(
+                    "{} layer kinds for a stack of {}",
+                    self.kinds.len(),
+                    self.stack.num_kinds()
+                ),
+            ));
+        }
+        for (k, kind) in self.kinds.iter().enumerate() {
+            if kind.name != self.stack.kind_name(k) {
+                return Err(Error::invalid(
+                    "fsdp",
+                    format!(
+                        "kind {k} is `{}` but the stack calls it `{}`",
+                        kind.name,
+                        self.stack.kind_name(k)
+                    ),
+                ));
+            }
+            for p in &kind.params {
+                p.check(&kind.name, devices)?;
+            }
+        }
+        for p in &self.outer_params {
+            p.check("model", devices)?;
+        }
+        Ok(())
+    }
+
+    /// The stacked type of kind `k`'s parameter `p` on one device: `[layers of k, slab…]`.
+    pub fn stacked_local_type(&self, k: usize, p: usize, devices: usize) -> TensorType {
+        let spec = &self.kinds[k].params[p];
+        let mut dims = vec![self.stack.layers_of_kind(k) as i64];
+        dims.extend(spec.local_dims(devices));
+        TensorType::new(spec.dtype, dims)
+    }
+}

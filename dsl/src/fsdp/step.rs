@@ -1,0 +1,975 @@
+//! Lowering a plan and a stack model into one training-step program on an FSDP mesh.
+//!
+//! Per device the program takes its batch shard, its slab of every parameter (stacked per
+//! kind: `[layers of the kind, slab…]`, slabs in shard-major order) and returns the global
+//! mean loss and its slab of every gradient. The forward pass walks the plan's segments:
+//! each group is a loop whose carry holds the activation, the already-gathered weights of the
+//! layer about to run and the saved layer inputs; each step all-gathers the next layer's
+//! weights before running its own. Peeled groups are single-trip loops whose prefetched
+//! weights leave as a scanned output, since they have another kind's shape. The backward pass
+//! recomputes each layer from its saved input with the layer's VJP while the next (lower)
+//! layer's gather is in flight, and reduce-scatters each unreduced weight gradient in the same
+//! step or, deferred, at the start of the next. Without prefetch every step gathers its own
+//! weights right before use. All variants compute the same function.
+
+use crate::autodiff::{vjp, vjp_wrt};
+use crate::builder::{Scope, Tensor};
+use crate::emit::{Program, Sharding};
+use crate::error::{Error, Result};
+use crate::ir::{Axis, Function};
+use crate::ops::optimization_barrier;
+use crate::plan::{Group, LoopForm, Plan, PlanOptions, Segment};
+use crate::{DType, TensorType};
+
+use super::model::{ParamSpec, StackModel};
+
+/// Keeps XLA from folding a peeled single-trip loop into its surroundings.
+const KEEP_LOOP: (&str, &str) = ("skip-simplify-while-loops_trip-count-one", "true");
+
+/// A lowered training step and the order of its parameters and results.
+#[derive(Clone, Debug)]
+pub struct TrainStep {
+    /// The program: parameters `[inputs…, outer slabs…, stacked slabs (kind-major)…]`,
+    /// results `[loss, outer gradient slabs…, stacked gradient slabs…]`.
+    pub program: Program,
+    /// The plan it was lowered from.
+    pub plan: Plan,
+    /// Devices on the FSDP axis.
+    pub devices: usize,
+}
+
+/// How a per-device weight gradient becomes this device's slab.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[expect(
+    clippy::manual_non_exhaustive,
+    reason = "the hidden variant is a deliberate bug for tests, not a placeholder"
+)]
+pub enum GradientReduction {
+    /// Reduce-scatter: sum over devices, keep this device's slab. The correct reduction.
+    ReduceScatter,
+    /// Keep this device's slab of its own unreduced gradient, as a plain reshard would: off
+    /// by the FSDP size and the other devices' contributions. Exists only so tests can prove
+    /// they catch this bug.
+    #[doc(hidden)]
+    SliceUnreduced,
+}
+
+/// Builds the training step of `model` under `options` on `axis`.
+pub fn train_step(model: &StackModel, options: PlanOptions, axis: &Axis) -> Result<TrainStep> {
+    train_step_with(model, options, axis, GradientReduction::ReduceScatter)
+}
+
+/// [`train_step`] with an explicit gradient reduction.
+pub fn train_step_with(
+    model: &StackModel,
+    options: PlanOptions,
+    axis: &Axis,
+    reduction: GradientReduction,
+) -> Result<TrainStep> {
+    let n = axis.size;
+    model.validate(n)?;
+    let plan = Plan::new(&model.stack, options)?;
+    let lowering = Lowering::new(model, &plan, axis, reduction)?;
+    let main = lowering.build()?;
+    let mut params = vec![Sharding::Dim(0); model.inputs.len()];
+    let shard = |p: &ParamSpec, stacked: bool| match (p.shard_dim, stacked) {
+        (None, _) => Sharding::Replicated,
+        (Some(_), false) => Sharding::Dim(0),
+        (Some(_), true) => Sharding::Dim(1),
+    };
+    let outer: Vec<Sharding> = model.outer_params.iter().map(|p| shard(p, false)).collect();
+    let stacked: Vec<Sharding> = model
+        .kinds
+        .iter()
+        .flat_map(|k| k.params.iter().map(|p| shard(p, true)))
+        .collect();
+    params.extend(&outer);
+    params.extend(&stacked);
+    let mut results = vec![Sharding::Replicated];
+    results.extend(&outer);
+    results.extend(&stacked);
+    Ok(TrainStep {
+        program: Program::on_mesh(main, axis.clone(), params, results)?,
+        plan,
+        devices: n,
+    })
+}
+
+/// `base + per_step · q + per_trip · t`: a layer's row in its kind's stacked weights, as a
+/// function of the step's position `q` in its group and the block loop's trip `t`.
+#[derive(Clone, Copy, Debug)]
+struct Index {
+    base: i64,
+    per_step: i64,
+    per_trip: i64,
+}
+
+impl Index {
+    fn eval(self, s: &Scope, q: &Tensor, t: Option<&Tensor>) -> Result<Tensor> {
+        let mut v = s.scalar(self.base as f64, DType::I32)?;
+        if self.per_step != 0 {
+            v = v.add(&q.mul(&s.scalar(self.per_step as f64, DType::I32)?)?)?;
+        }
+        if let (Some(t), true) = (t, self.per_trip != 0) {
+            v = v.add(&t.mul(&s.scalar(self.per_trip as f64, DType::I32)?)?)?;
+        }
+        Ok(v)
+    }
+}
+
+/// The trip counter of the enclosing block loop, if any, and the layer offset per trip.
+#[derive(Clone)]
+struct Trip {
+    t: Tensor,
+    stride: isize,
+}
+
+struct Lowering<'a> {
+    model: &'a StackModel,
+    plan: &'a Plan,
+    axis: Axis,
+    n: usize,
+    /// Per kind: `(activation, weights…) → activation`.
+    layers: Vec<Function>,
+    /// Per kind: `(activation, weights…, d activation) → (d activation, d weights…)`.
+    layer_vjps: Vec<Function>,
+    reduction: GradientReduction,
+}
+
+impl<'a> Lowering<'a> {
+    fn new(
+        model: &'a StackModel,
+        plan: &'a Plan,
+        axis: &Axis,
+        reduction: GradientReduction,
+    ) -> Result<Self> {
+        let mut layers = Vec::new();
+        let mut layer_vjps = Vec::new();
+        for kind in &model.kinds {
+            let s = Scope::new(&kind.name);
+            let h = s.param(model.activation.clone());
+            let w: Vec<Tensor> = kind.params.iter().map(|p| s.param(p.full_type())).collect();
+            let out = (kind.forward)(&h, &w)?;
+            if out.ty() != &model.activation {
+                return Err(Error::invalid(
+                    "fsdp",
+                    format!(
+                        "layer `{}` maps the activation {} to {}; layers must keep its type",
+                        kind.name,
+                        model.activation,
+                        out.ty()
+                    ),
+                ));
+            }
+            let f = s.finish(&[out])?;
+            layer_vjps.push(vjp(&f)?);
+            layers.push(f);
+        }
+        Ok(Lowering {
+            model,
+            plan,
+            axis: axis.clone(),
+            n: axis.size,
+            layers,
+            layer_vjps,
+            reduction,
+        })
+    }
+
+    fn kinds(&self) -> usize {
+        self.model.kinds.len()
+    }
+
+    fn stack(&self) -> &crate::plan::Stack {
+        &self.model.stack
+    }
+
+    /// Layers of `kind` in one block (the row offset between two block-loop trips).
+    fn per_block(&self, kind: usize) -> i64 {
+        let st = self.stack();
+        let p = st.prefix_len();
+        (0..st.block_len())
+            .filter(|&i| st.kind_of(p + i) == kind)
+            .count() as i64
+    }
+
+    /// The row of `layer + step_dir · q` (shifted by the trip) in its kind's stack.
+    fn index(&self, layer: usize, step_dir: i64, trip: Option<&Trip>) -> Index {
+        let kind = self.stack().kind_of(layer);
+        let per_trip = trip.map_or(0, |tr| tr.stride.signum() as i64 * self.per_block(kind));
+        Index {
+            base: self.stack().index_in_kind(layer) as i64,
+            per_step: step_dir,
+            per_trip,
+        }
+    }
+
+    /// All-gathers one layer's weights (natural layout) from the stacked slabs.
+    fn gather(&self, kind: usize, row: &Tensor, shards: &[Tensor]) -> Result<Vec<Tensor>> {
+        let s = row.scope().clone();
+        let zero = s.scalar(0.0, DType::I32)?;
+        self.model.kinds[kind]
+            .params
+            .iter()
+            .zip(shards)
+            .map(|(spec, stacked)| {
+                let local = spec.local_dims(self.n);
+                let mut starts = vec![row];
+                starts.extend(std::iter::repeat_n(&zero, local.len()));
+                let mut sizes = vec![1];
+                sizes.extend(&local);
+                let slab = stacked.dynamic_slice(&starts, &sizes)?.reshape(&local)?;
+                match spec.shard_dim {
+                    None => Ok(slab),
+                    Some(_) => slab
+                        .all_gather(0, &self.axis)?
+                        .transpose(&spec.shard_major_to_natural()),
+                }
+            })
+            .collect()
+    }
+
+    /// Reduces a per-device gradient to this device's slab: a reduce-scatter along the
+    /// shard-major dimension 0 (summing, never slicing), or a psum for a replicated parameter.
+    fn reduce(&self, spec: &ParamSpec, grad: &Tensor) -> Result<Tensor> {
+        match (spec.shard_dim, self.reduction) {
+            (None, _) => grad.psum(&self.axis),
+            (Some(_), GradientReduction::ReduceScatter) => grad
+                .transpose(&spec.natural_to_shard_major())?
+                .reduce_scatter(0, &self.axis),
+            (Some(_), GradientReduction::SliceUnreduced) => {
+                let major = grad.transpose(&spec.natural_to_shard_major())?;
+                let s = grad.scope().clone();
+                let slab = major.dims()[0] / self.n as i64;
+                let start = s
+                    .axis_index(&self.axis)?
+                    .mul(&s.scalar(slab as f64, DType::I32)?)?;
+                let zero = s.scalar(0.0, DType::I32)?;
+                let mut starts = vec![&start];
+                starts.extend(std::iter::repeat_n(&zero, major.rank() - 1));
+                let mut sizes = major.dims().to_vec();
+                sizes[0] = slab;
+                major.dynamic_slice(&starts, &sizes)
+            }
+        }
+    }
+
+    /// Writes one layer's reduced gradient slabs into the kind's stacked gradients.
+    fn store(&self, kind: usize, row: &Tensor, grads: &[Tensor], acc: &mut [Tensor]) -> Result<()> {
+        let s = row.scope().clone();
+        let zero = s.scalar(0.0, DType::I32)?;
+        for ((spec, g), a) in self.model.kinds[kind]
+            .params
+            .iter()
+            .zip(grads)
+            .zip(acc.iter_mut())
+        {
+            let slab = self.reduce(spec, g)?;
+            let mut starts = vec![row];
+            starts.extend(std::iter::repeat_n(&zero, slab.rank()));
+            *a = a.dynamic_update_slice(&slab.expand_dims(0)?, &starts)?;
+        }
+        Ok(())
+    }
+
+    /// Ties `values` to `anchor` so that nothing reading them starts before `anchor` exists.
+    fn tie(&self, anchor: &Tensor, values: &[Tensor]) -> Result<(Tensor, Vec<Tensor>)> {
+        let mut all = vec![anchor];
+        all.extend(values.iter());
+        let mut out = optimization_barrier(&all)?;
+        let rest = out.split_off(1);
+        Ok((out.remove(0), rest))
+    }
+
+    fn build(&self) -> Result<Function> {
+        let m = self.model;
+        let s = Scope::new("train_step");
+        let inputs: Vec<Tensor> = m.inputs.iter().map(|i| s.param(i.ty.clone())).collect();
+        let outer_slabs: Vec<Tensor> = m
+            .outer_params
+            .iter()
+            .map(|p| s.param(TensorType::new(p.dtype, p.local_dims(self.n))))
+            .collect();
+        let stacked: Vec<Vec<Tensor>> = (0..self.kinds())
+            .map(|k| {
+                (0..m.kinds[k].params.len())
+                    .map(|p| s.param(m.stacked_local_type(k, p, self.n)))
+                    .collect()
+            })
+            .collect();
+
+        // Outside the stack: gather once, differentiate the pre and post parts as functions.
+        let outer_full: Vec<Tensor> = m
+            .outer_params
+            .iter()
+            .zip(&outer_slabs)
+            .map(|(spec, slab)| match spec.shard_dim {
+                None => Ok(slab.clone()),
+                Some(_) => slab
+                    .all_gather(0, &self.axis)?
+                    .transpose(&spec.shard_major_to_natural()),
+            })
+            .collect::<Result<_>>()?;
+        let pre = trace_pre(m)?;
+        let post = trace_post(m)?;
+        let mut args: Vec<Tensor> = inputs.clone();
+        args.extend(outer_full.iter().cloned());
+        let h0 = s.inline(&pre, &args)?.remove(0);
+
+        let (h_last, saved) = self.forward(&s, &h0, &stacked)?;
+
+        let mut post_args = vec![h_last.clone()];
+        post_args.extend(inputs.iter().cloned());
+        post_args.extend(outer_full.iter().cloned());
+        let loss_local = s.inline(&post, &post_args)?.remove(0);
+        let mut wrt = vec![true];
+        wrt.extend(m.inputs.iter().map(|_| false));
+        wrt.extend(m.outer_params.iter().map(|p| p.dtype.is_float()));
+        let post_vjp = vjp_wrt(&post, &wrt)?;
+        let mut vjp_args = post_args.clone();
+        // The global loss is the mean of the devices' losses.
+        vjp_args.push(s.scalar(1.0 / self.n as f64, loss_local.dtype())?);
+        let mut d_post = s.inline(&post_vjp, &vjp_args)?;
+        let dh_last = d_post.remove(0);
+
+        let (dh0, stacked_grads) = self.backward(&s, &dh_last, &stacked, &saved)?;
+
+        let mut pre_wrt: Vec<bool> = m.inputs.iter().map(|_| false).collect();
+        pre_wrt.extend(m.outer_params.iter().map(|p| p.dtype.is_float()));
+        let pre_vjp = vjp_wrt(&pre, &pre_wrt)?;
+        let mut pre_args = args.clone();
+        pre_args.push(dh0);
+        let d_pre = s.inline(&pre_vjp, &pre_args)?;
+
+        let mut results = vec![loss_local.psum(&self.axis)?.scale(1.0 / self.n as f64)?];
+        for (i, spec) in m.outer_params.iter().enumerate() {
+            let g = d_pre[i].add(&d_post[i])?;
+            results.push(self.reduce(spec, &g)?);
+        }
+        results.extend(stacked_grads.into_iter().flatten());
+        s.finish(&results)
+    }
+
+    // ---------------------------------------------------------------- forward
+
+    /// Runs the stack forward; returns the last activation and the saved layer inputs per
+    /// kind (`[layers of kind, activation…]`).
+    fn forward(
+        &self,
+        s: &Scope,
+        h0: &Tensor,
+        stacked: &[Vec<Tensor>],
+    ) -> Result<(Tensor, Vec<Tensor>)> {
+        let mut saved: Vec<Tensor> = (0..self.kinds())
+            .map(|k| {
+                let mut dims = vec![self.stack().layers_of_kind(k) as i64];
+                dims.extend(&self.model.activation.dims);
+                s.full(0.0, self.model.activation.with_dims(dims))
+            })
+            .collect::<Result<_>>()?;
+        let prefetch = self.plan.options.prefetch_fsdp_weights;
+        let mut w = if prefetch {
+            let first = 0;
+            let row = s.scalar(self.stack().index_in_kind(first) as f64, DType::I32)?;
+            self.gather(
+                self.stack().kind_of(first),
+                &row,
+                &stacked[self.stack().kind_of(first)],
+            )?
+        } else {
+            Vec::new()
+        };
+        let mut h = h0.clone();
+        for seg in &self.plan.forward.segments {
+            (h, w, saved) = self.forward_segment(s, seg, h, w, saved, stacked)?;
+        }
+        Ok((h, saved))
+    }
+
+    fn forward_segment(
+        &self,
+        s: &Scope,
+        seg: &Segment,
+        h: Tensor,
+        w: Vec<Tensor>,
+        saved: Vec<Tensor>,
+        stacked: &[Vec<Tensor>],
+    ) -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
+        match seg {
+            Segment::Group(g) => self.forward_group(s, g, None, h, w, saved, stacked),
+            Segment::Blocks {
+                trips,
+                stride,
+                groups,
+            } => {
+                let nw = w.len();
+                let mut carry = vec![s.scalar(0.0, DType::I32)?, h];
+                carry.extend(w);
+                carry.extend(saved);
+                let (out, _) = s.scan(&carry, &[], *trips, false, |bs, c, _| {
+                    let trip = Trip {
+                        t: c[0].clone(),
+                        stride: *stride,
+                    };
+                    let mut h = c[1].clone();
+                    let mut w: Vec<Tensor> = c[2..2 + nw].to_vec();
+                    let mut saved: Vec<Tensor> = c[2 + nw..].to_vec();
+                    for g in groups {
+                        (h, w, saved) =
+                            self.forward_group(bs, g, Some(&trip), h, w, saved, stacked)?;
+                    }
+                    let mut next = vec![c[0].add(&bs.scalar(1.0, DType::I32)?)?, h];
+                    next.extend(w);
+                    next.extend(saved);
+                    Ok((next, vec![]))
+                })?;
+                let w_out = out[2..2 + nw].to_vec();
+                Ok((out[1].clone(), w_out, out[2 + nw..].to_vec()))
+            }
+        }
+    }
+
+    /// One forward step at position `q` of group `g`: save the input, gather the next
+    /// layer's weights (prefetch) or this layer's (baseline), run the layer.
+    #[expect(clippy::too_many_arguments, reason = "the state of one step")]
+    fn forward_step(
+        &self,
+        g: &Group,
+        q: &Tensor,
+        trip: Option<&Trip>,
+        h: &Tensor,
+        w: &[Tensor],
+        saved: &mut [Tensor],
+        stacked: &[Vec<Tensor>],
+    ) -> Result<(Tensor, Vec<Tensor>)> {
+        let s = q.scope().clone();
+        let t = trip.map(|tr| &tr.t);
+        let base = g.layers[0];
+        let k = g.kind;
+        let row = self.index(base, 1, trip).eval(&s, q, t)?;
+        let zero = s.scalar(0.0, DType::I32)?;
+        let mut starts = vec![&row];
+        starts.extend(std::iter::repeat_n(&zero, h.rank()));
+        saved[k] = saved[k].dynamic_update_slice(&h.expand_dims(0)?, &starts)?;
+        if !self.plan.options.prefetch_fsdp_weights {
+            let w_now = self.gather(k, &row, &stacked[k])?;
+            return Ok((self.run_layer(k, h, &w_now)?, Vec::new()));
+        }
+        let next_weights = match g.signature.0 {
+            None => Vec::new(),
+            Some(kn) => {
+                // Tie the gather to this step's input: it may not start before the previous
+                // layer's last read of the buffer it replaces.
+                let (_, shards) = self.tie(h, &stacked[kn])?;
+                let next_row = self.index(base + 1, 1, trip).eval(&s, q, t)?;
+                self.gather(kn, &next_row, &shards)?
+            }
+        };
+        Ok((self.run_layer(k, h, w)?, next_weights))
+    }
+
+    fn run_layer(&self, k: usize, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
+        let mut args = vec![h.clone()];
+        args.extend(w.iter().cloned());
+        Ok(h.scope().inline(&self.layers[k], &args)?.remove(0))
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "the state of one loop")]
+    fn forward_group(
+        &self,
+        s: &Scope,
+        g: &Group,
+        trip: Option<&Trip>,
+        h: Tensor,
+        w: Vec<Tensor>,
+        saved: Vec<Tensor>,
+        stacked: &[Vec<Tensor>],
+    ) -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
+        let nw = w.len();
+        let ns = saved.len();
+        match g.form {
+            LoopForm::Peeled => {
+                // The prefetched weights have another kind's shape: they leave as a scanned
+                // output of the single-trip loop instead of through the carry.
+                let mut carry = vec![h];
+                carry.extend(saved);
+                let (out, ys) =
+                    s.scan_with_attributes(&carry, &[], 1, false, &[KEEP_LOOP], |bs, c, _| {
+                        let q = bs.scalar(0.0, DType::I32)?;
+                        let mut saved: Vec<Tensor> = c[1..].to_vec();
+                        let (h2, w2) =
+                            self.forward_step(g, &q, trip, &c[0], &w, &mut saved, stacked)?;
+                        let mut next = vec![h2];
+                        next.extend(saved);
+                        Ok((next, w2))
+                    })?;
+                let w_out = ys
+                    .iter()
+                    .map(|y| y.reshape(&y.dims()[1..]))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok((out[0].clone(), w_out, out[1..].to_vec()))
+            }
+            LoopForm::Simple { trips } | LoopForm::PingPong { trips, .. } => {
+                let per_trip = if matches!(g.form, LoopForm::Simple { .. }) {
+                    1
+                } else {
+                    2
+                };
+                let mut h = h;
+                let mut w = w;
+                let mut saved = saved;
+                let mut first = 0i64;
+                if let LoopForm::PingPong {
+                    peel_first: true, ..
+                } = g.form
+                {
+                    // The odd step runs in its own single-trip loop before the ping-pong loop.
+                    let mut carry = vec![h];
+                    carry.extend(w.iter().cloned());
+                    carry.extend(saved);
+                    let (out, _) =
+                        s.scan_with_attributes(&carry, &[], 1, false, &[KEEP_LOOP], |bs, c, _| {
+                            let q = bs.scalar(0.0, DType::I32)?;
+                            let mut saved: Vec<Tensor> = c[1 + nw..].to_vec();
+                            let (h2, w2) = self.forward_step(
+                                g,
+                                &q,
+                                trip,
+                                &c[0],
+                                &c[1..1 + nw],
+                                &mut saved,
+                                stacked,
+                            )?;
+                            let mut next = vec![h2];
+                            next.extend(w2);
+                            next.extend(saved);
+                            Ok((next, vec![]))
+                        })?;
+                    h = out[0].clone();
+                    w = out[1..1 + nw].to_vec();
+                    saved = out[1 + nw..].to_vec();
+                    first = 1;
+                }
+                let mut carry = vec![s.scalar(0.0, DType::I32)?, h];
+                carry.extend(w);
+                carry.extend(saved);
+                let (out, _) = s.scan(&carry, &[], trips, false, |bs, c, _| {
+                    let i = &c[0];
+                    let mut h = c[1].clone();
+                    let mut w: Vec<Tensor> = c[2..2 + nw].to_vec();
+                    let mut saved: Vec<Tensor> = c[2 + nw..].to_vec();
+                    for j in 0..per_trip {
+                        let q = i
+                            .mul(&bs.scalar(per_trip as f64, DType::I32)?)?
+                            .add(&bs.scalar((first + j) as f64, DType::I32)?)?;
+                        let (h2, w2) =
+                            self.forward_step(g, &q, trip, &h, &w, &mut saved, stacked)?;
+                        h = h2;
+                        if self.plan.options.prefetch_fsdp_weights {
+                            w = w2;
+                        }
+                    }
+                    let mut next = vec![i.add(&bs.scalar(1.0, DType::I32)?)?, h];
+                    next.extend(w);
+                    next.extend(saved);
+                    Ok((next, vec![]))
+                })?;
+                debug_assert_eq!(out.len(), 2 + nw + ns);
+                Ok((
+                    out[1].clone(),
+                    out[2..2 + nw].to_vec(),
+                    out[2 + nw..].to_vec(),
+                ))
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- backward
+
+    /// Runs the stack backward from `dh`; returns the activation cotangent at the stack's
+    /// input and the stacked gradient slabs per kind.
+    fn backward(
+        &self,
+        s: &Scope,
+        dh: &Tensor,
+        stacked: &[Vec<Tensor>],
+        saved: &[Tensor],
+    ) -> Result<(Tensor, Vec<Vec<Tensor>>)> {
+        // Tie the parameters to the incoming cotangent: the first backward gathers cannot be
+        // hoisted into the forward pass.
+        let flat: Vec<Tensor> = stacked.iter().flatten().cloned().collect();
+        let (dh, tied) = self.tie(dh, &flat)?;
+        let mut it = tied.into_iter();
+        let stacked: Vec<Vec<Tensor>> = stacked
+            .iter()
+            .map(|k| {
+                k.iter()
+                    .map(|_| it.next().expect("one tied value per slab"))
+                    .collect()
+            })
+            .collect();
+        let mut grads: Vec<Vec<Tensor>> = stacked
+            .iter()
+            .map(|k| k.iter().map(Tensor::zeros_like).collect::<Result<Vec<_>>>())
+            .collect::<Result<_>>()?;
+        let o = self.plan.options;
+        let top = self.stack().len() - 1;
+        let mut w = if o.prefetch_fsdp_weights {
+            let row = s.scalar(self.stack().index_in_kind(top) as f64, DType::I32)?;
+            self.gather(
+                self.stack().kind_of(top),
+                &row,
+                &stacked[self.stack().kind_of(top)],
+            )?
+        } else {
+            Vec::new()
+        };
+        let mut pending: Vec<Tensor> = Vec::new();
+        let mut dh = dh;
+        for seg in &self.plan.backward.segments {
+            let mut st = BwdState {
+                dh,
+                w,
+                pending,
+                grads,
+            };
+            st = self.backward_segment(s, seg, st, &stacked, saved)?;
+            BwdState {
+                dh,
+                w,
+                pending,
+                grads,
+            } = st;
+        }
+        if o.defer_grad_reduce_scatter {
+            // The epilogue: layer 0's gradient was carried out of the last step.
+            let row = s.scalar(self.stack().index_in_kind(0) as f64, DType::I32)?;
+            let k0 = self.stack().kind_of(0);
+            self.store(k0, &row, &pending, &mut grads[k0])?;
+        }
+        Ok((dh, grads))
+    }
+
+    fn backward_segment(
+        &self,
+        s: &Scope,
+        seg: &Segment,
+        st: BwdState,
+        stacked: &[Vec<Tensor>],
+        saved: &[Tensor],
+    ) -> Result<BwdState> {
+        match seg {
+            Segment::Group(g) => self.backward_group(s, g, None, st, stacked, saved),
+            Segment::Blocks {
+                trips,
+                stride,
+                groups,
+            } => {
+                let layout = st.layout();
+                let mut carry = vec![s.scalar(0.0, DType::I32)?];
+                carry.extend(st.flatten());
+                let (out, _) = s.scan(&carry, &[], *trips, false, |bs, c, _| {
+                    let trip = Trip {
+                        t: c[0].clone(),
+                        stride: *stride,
+                    };
+                    let mut st = BwdState::unflatten(&c[1..], &layout);
+                    for g in groups {
+                        st = self.backward_group(bs, g, Some(&trip), st, stacked, saved)?;
+                    }
+                    let mut next = vec![c[0].add(&bs.scalar(1.0, DType::I32)?)?];
+                    next.extend(st.flatten());
+                    Ok((next, vec![]))
+                })?;
+                Ok(BwdState::unflatten(&out[1..], &layout))
+            }
+        }
+    }
+
+    /// One backward step at position `q` of group `g` (layers descending).
+    fn backward_step(
+        &self,
+        g: &Group,
+        q: &Tensor,
+        trip: Option<&Trip>,
+        st: BwdState,
+        stacked: &[Vec<Tensor>],
+        saved: &[Tensor],
+    ) -> Result<BwdState> {
+        let s = q.scope().clone();
+        let t = trip.map(|tr| &tr.t);
+        let o = self.plan.options;
+        let base = g.layers[0];
+        let k = g.kind;
+        let BwdState {
+            dh,
+            w,
+            pending,
+            mut grads,
+        } = st;
+        // Deferred: first scatter the gradient the previous (upper) step carried in.
+        if let Some(kp) = g.signature.1 {
+            let row = self.index(base + 1, -1, trip).eval(&s, q, t)?;
+            self.store(kp, &row, &pending, &mut grads[kp])?;
+        }
+        let row = self.index(base, -1, trip).eval(&s, q, t)?;
+        let (w_now, w_next) = if o.prefetch_fsdp_weights {
+            let next = match g.signature.0 {
+                None => Vec::new(),
+                Some(kn) => {
+                    let (_, shards) = self.tie(&dh, &stacked[kn])?;
+                    let next_row = self.index(base - 1, -1, trip).eval(&s, q, t)?;
+                    self.gather(kn, &next_row, &shards)?
+                }
+            };
+            (w, next)
+        } else {
+            (self.gather(k, &row, &stacked[k])?, Vec::new())
+        };
+        let zero = s.scalar(0.0, DType::I32)?;
+        let act = &self.model.activation;
+        let mut starts = vec![&row];
+        starts.extend(std::iter::repeat_n(&zero, act.rank()));
+        let mut sizes = vec![1];
+        sizes.extend(&act.dims);
+        let x = saved[k]
+            .dynamic_slice(&starts, &sizes)?
+            .reshape(&act.dims)?;
+        let mut args = vec![x];
+        args.extend(w_now);
+        args.push(dh);
+        let mut d = s.inline(&self.layer_vjps[k], &args)?;
+        let dx = d.remove(0);
+        let pending = if o.defer_grad_reduce_scatter {
+            d
+        } else {
+            self.store(k, &row, &d, &mut grads[k])?;
+            Vec::new()
+        };
+        Ok(BwdState {
+            dh: dx,
+            w: w_next,
+            pending,
+            grads,
+        })
+    }
+
+    fn backward_group(
+        &self,
+        s: &Scope,
+        g: &Group,
+        trip: Option<&Trip>,
+        st: BwdState,
+        stacked: &[Vec<Tensor>],
+        saved: &[Tensor],
+    ) -> Result<BwdState> {
+        match g.form {
+            LoopForm::Peeled => {
+                // Weights and pending gradient change kind here: they enter as captured
+                // values and leave as scanned outputs.
+                let BwdState {
+                    dh,
+                    w,
+                    pending,
+                    grads,
+                } = st;
+                let ng: Vec<usize> = grads.iter().map(Vec::len).collect();
+                let mut carry = vec![dh];
+                carry.extend(grads.into_iter().flatten());
+                let (out, ys) =
+                    s.scan_with_attributes(&carry, &[], 1, false, &[KEEP_LOOP], |bs, c, _| {
+                        let q = bs.scalar(0.0, DType::I32)?;
+                        let grads = regroup(&c[1..], &ng);
+                        let st = BwdState {
+                            dh: c[0].clone(),
+                            w: w.clone(),
+                            pending: pending.clone(),
+                            grads,
+                        };
+                        let st = self.backward_step(g, &q, trip, st, stacked, saved)?;
+                        let nw = st.w.len();
+                        let mut next = vec![st.dh];
+                        next.extend(st.grads.into_iter().flatten());
+                        let mut ys = st.w;
+                        ys.extend(st.pending);
+                        let _ = nw;
+                        Ok((next, ys))
+                    })?;
+                let ys: Vec<Tensor> = ys
+                    .iter()
+                    .map(|y| y.reshape(&y.dims()[1..]))
+                    .collect::<Result<_>>()?;
+                let nw = match g.signature.0 {
+                    Some(kn) if self.plan.options.prefetch_fsdp_weights => {
+                        self.model.kinds[kn].params.len()
+                    }
+                    _ => 0,
+                };
+                Ok(BwdState {
+                    dh: out[0].clone(),
+                    w: ys[..nw].to_vec(),
+                    pending: ys[nw..].to_vec(),
+                    grads: regroup(&out[1..], &ng),
+                })
+            }
+            LoopForm::Simple { trips } | LoopForm::PingPong { trips, .. } => {
+                let per_trip = if matches!(g.form, LoopForm::Simple { .. }) {
+                    1
+                } else {
+                    2
+                };
+                let mut st = st;
+                let mut first = 0i64;
+                if let LoopForm::PingPong {
+                    peel_first: true, ..
+                } = g.form
+                {
+                    let layout = st.layout();
+                    let (out, _) = s.scan_with_attributes(
+                        &st.flatten(),
+                        &[],
+                        1,
+                        false,
+                        &[KEEP_LOOP],
+                        |bs, c, _| {
+                            let q = bs.scalar(0.0, DType::I32)?;
+                            let st = self.backward_step(
+                                g,
+                                &q,
+                                trip,
+                                BwdState::unflatten(c, &layout),
+                                stacked,
+                                saved,
+                            )?;
+                            Ok((st.flatten(), vec![]))
+                        },
+                    )?;
+                    st = BwdState::unflatten(&out, &layout);
+                    first = 1;
+                }
+                let layout = st.layout();
+                let mut carry = vec![s.scalar(0.0, DType::I32)?];
+                carry.extend(st.flatten());
+                let (out, _) = s.scan(&carry, &[], trips, false, |bs, c, _| {
+                    let i = &c[0];
+                    let mut st = BwdState::unflatten(&c[1..], &layout);
+                    for j in 0..per_trip {
+                        let q = i
+                            .mul(&bs.scalar(per_trip as f64, DType::I32)?)?
+                            .add(&bs.scalar((first + j) as f64, DType::I32)?)?;
+                        st = self.backward_step(g, &q, trip, st, stacked, saved)?;
+                    }
+                    let mut next = vec![i.add(&bs.scalar(1.0, DType::I32)?)?];
+                    next.extend(st.flatten());
+                    Ok((next, vec![]))
+                })?;
+                Ok(BwdState::unflatten(&out[1..], &layout))
+            }
+        }
+    }
+}
+
+/// The backward carry: activation cotangent, gathered weights of the layer about to run,
+/// the pending deferred gradient, and the stacked gradient slabs per kind.
+#[derive(Clone)]
+struct BwdState {
+    dh: Tensor,
+    w: Vec<Tensor>,
+    pending: Vec<Tensor>,
+    grads: Vec<Vec<Tensor>>,
+}
+
+/// Lengths of a flattened [`BwdState`].
+#[derive(Clone)]
+struct BwdLayout {
+    w: usize,
+    pending: usize,
+    grads: Vec<usize>,
+}
+
+impl BwdState {
+    fn layout(&self) -> BwdLayout {
+        BwdLayout {
+            w: self.w.len(),
+            pending: self.pending.len(),
+            grads: self.grads.iter().map(Vec::len).collect(),
+        }
+    }
+
+    fn flatten(&self) -> Vec<Tensor> {
+        let mut v = vec![self.dh.clone()];
+        v.extend(self.w.iter().cloned());
+        v.extend(self.pending.iter().cloned());
+        v.extend(self.grads.iter().flatten().cloned());
+        v
+    }
+
+    fn unflatten(v: &[Tensor], l: &BwdLayout) -> BwdState {
+        let w = v[1..1 + l.w].to_vec();
+        let pending = v[1 + l.w..1 + l.w + l.pending].to_vec();
+        BwdState {
+            dh: v[0].clone(),
+            w,
+            pending,
+            grads: regroup(&v[1 + l.w + l.pending..], &l.grads),
+        }
+    }
+}
+
+fn regroup(flat: &[Tensor], sizes: &[usize]) -> Vec<Vec<Tensor>> {
+    let mut at = 0;
+    sizes
+        .iter()
+        .map(|&n| {
+            let g = flat[at..at + n].to_vec();
+            at += n;
+            g
+        })
+        .collect()
+}
+
+/// `pre` as a function of `(inputs…, outer weights…)`.
+fn trace_pre(m: &StackModel) -> Result<Function> {
+    let s = Scope::new("pre");
+    let inputs: Vec<Tensor> = m.inputs.iter().map(|i| s.param(i.ty.clone())).collect();
+    let outer: Vec<Tensor> = m
+        .outer_params
+        .iter()
+        .map(|p| s.param(p.full_type()))
+        .collect();
+    let h = (m.pre)(&inputs, &outer)?;
+    if h.ty() != &m.activation {
+        return Err(Error::invalid(
+            "fsdp",
+            format!(
+                "the pre-stack part returns {} but the activation is {}",
+                h.ty(),
+                m.activation
+            ),
+        ));
+    }
+    s.finish(&[h])
+}
+
+/// `post` as a function of `(activation, inputs…, outer weights…)` to the scalar local loss.
+fn trace_post(m: &StackModel) -> Result<Function> {
+    let s = Scope::new("post");
+    let h = s.param(m.activation.clone());
+    let inputs: Vec<Tensor> = m.inputs.iter().map(|i| s.param(i.ty.clone())).collect();
+    let outer: Vec<Tensor> = m
+        .outer_params
+        .iter()
+        .map(|p| s.param(p.full_type()))
+        .collect();
+    let loss = (m.post)(&h, &inputs, &outer)?;
+    if loss.rank() != 0 || !loss.dtype().is_float() {
+        return Err(Error::invalid(
+            "fsdp",
+            format!(
+                "the post-stack part must return a float scalar loss, got {}",
+                loss.ty()
+            ),
+        ));
+    }
+    s.finish(&[loss])
+}

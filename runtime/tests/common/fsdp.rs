@@ -1,0 +1,254 @@
+//! Host-side helpers for FSDP tests: random full weights, per-device slabs, reassembling
+//! gradient slabs, and running a training step against the unsharded reference.
+
+use stackscan::fsdp::{ParamSpec, StackModel, reference_step, train_step};
+use stackscan::plan::PlanOptions;
+use stackscan::{Axis, Program};
+use stackscan_runtime::Client;
+
+use super::graph::{Arg, Compiled, CompiledOnMesh, Data, Rng};
+
+/// Row-major strides of `dims`.
+fn strides(dims: &[i64]) -> Vec<usize> {
+    let mut s = vec![1usize; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * dims[i + 1] as usize;
+    }
+    s
+}
+
+/// Permutes the dimensions of a row-major array: result dimension `i` is input `perm[i]`.
+pub fn permute(data: &[f64], dims: &[i64], perm: &[usize]) -> Vec<f64> {
+    let out_dims: Vec<i64> = perm.iter().map(|&p| dims[p]).collect();
+    let in_strides = strides(dims);
+    let out_strides = strides(&out_dims);
+    let mut out = vec![0.0; data.len()];
+    for (o, slot) in out.iter_mut().enumerate() {
+        let mut src = 0;
+        for (i, &p) in perm.iter().enumerate() {
+            let idx = (o / out_strides[i]) % out_dims[i] as usize;
+            src += idx * in_strides[p];
+        }
+        *slot = data[src];
+    }
+    out
+}
+
+fn inverse(perm: &[usize]) -> Vec<usize> {
+    let mut inv = vec![0; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        inv[p] = i;
+    }
+    inv
+}
+
+/// `natural → shard-major` permutation of a parameter.
+fn to_major(spec: &ParamSpec) -> Vec<usize> {
+    match spec.shard_dim {
+        None => (0..spec.shape.len()).collect(),
+        Some(d) => std::iter::once(d)
+            .chain((0..spec.shape.len()).filter(|&i| i != d))
+            .collect(),
+    }
+}
+
+/// Splits `layers` stacked copies of a parameter (natural layout) into per-device slabs.
+pub fn shard(spec: &ParamSpec, layers: usize, full: &[f64], n: usize) -> Vec<Vec<f64>> {
+    let per = spec.shape.iter().product::<i64>() as usize;
+    let mut out = vec![Vec::new(); n];
+    for l in 0..layers {
+        let m = permute(&full[l * per..(l + 1) * per], &spec.shape, &to_major(spec));
+        match spec.shard_dim {
+            None => out.iter_mut().for_each(|o| o.extend_from_slice(&m)),
+            Some(_) => {
+                let slab = m.len() / n;
+                for (d, o) in out.iter_mut().enumerate() {
+                    o.extend_from_slice(&m[d * slab..(d + 1) * slab]);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Reassembles per-device gradient slabs into the full (natural) stacked gradient. A
+/// replicated parameter's gradient is the same on every device; device 0's is taken.
+pub fn unshard(spec: &ParamSpec, layers: usize, slabs: &[Vec<f64>]) -> Vec<f64> {
+    let n = slabs.len();
+    let per = spec.shape.iter().product::<i64>() as usize;
+    let major = spec.shard_major_dims();
+    let mut out = Vec::with_capacity(layers * per);
+    for l in 0..layers {
+        let m: Vec<f64> = match spec.shard_dim {
+            None => slabs[0][l * per..(l + 1) * per].to_vec(),
+            Some(_) => {
+                let slab = per / n;
+                slabs
+                    .iter()
+                    .flat_map(|s| s[l * slab..(l + 1) * slab].iter().copied())
+                    .collect()
+            }
+        };
+        out.extend(permute(&m, &major, &inverse(&to_major(spec))));
+    }
+    out
+}
+
+/// Full weights and global inputs for a model, and the reference's loss and gradients.
+pub struct Fixture {
+    pub outer: Vec<Vec<f64>>,
+    pub stacked: Vec<Vec<Vec<f64>>>,
+    /// Global inputs (batch of `devices_max` shards).
+    pub inputs: Vec<Arg>,
+    pub loss: f64,
+    /// Reference gradients: outer…, then stacked (kind-major).
+    pub grads: Vec<Vec<f64>>,
+}
+
+/// Builds the fixture: random weights, the given global inputs, the reference on one device.
+pub fn fixture(
+    client: &Client,
+    model: &StackModel,
+    inputs: Vec<Arg>,
+    batch_scale: usize,
+    seed: u64,
+) -> Fixture {
+    let mut rng = Rng::new(seed);
+    let outer: Vec<Vec<f64>> = model
+        .outer_params
+        .iter()
+        .map(|p| rng.uniform(-0.5, 0.5, p.shape.iter().product::<i64>() as usize))
+        .collect();
+    let stacked: Vec<Vec<Vec<f64>>> = model
+        .kinds
+        .iter()
+        .enumerate()
+        .map(|(k, kind)| {
+            kind.params
+                .iter()
+                .map(|p| {
+                    rng.uniform(
+                        -0.5,
+                        0.5,
+                        model.stack.layers_of_kind(k) * p.shape.iter().product::<i64>() as usize,
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    let reference = reference_step(model, batch_scale).expect("reference");
+    let mut args = inputs.clone();
+    let types = reference.param_types();
+    let mut ti = types[inputs.len()..].iter();
+    for v in outer.iter().chain(stacked.iter().flatten()) {
+        args.push(Arg {
+            ty: ti.next().expect("type").clone(),
+            data: Data::F(v.clone()),
+        });
+    }
+    let loss_ty = reference.param_types().last().expect("seed").clone();
+    args.push(Arg {
+        ty: loss_ty,
+        data: Data::F(vec![1.0]),
+    });
+    let mut out = Compiled::new(client, &reference).run(&args);
+    let loss = out.remove(0)[0];
+    Fixture {
+        outer,
+        stacked,
+        inputs,
+        loss,
+        grads: out,
+    }
+}
+
+/// Runs the FSDP step on `n` devices and returns (loss per device, reassembled gradients).
+pub fn run_step(
+    client: &Client,
+    model: &StackModel,
+    fx: &Fixture,
+    options: PlanOptions,
+    n: usize,
+) -> (Vec<f64>, Vec<Vec<f64>>) {
+    let axis = Axis {
+        name: "fsdp".into(),
+        size: n,
+    };
+    let step = train_step(model, options, &axis).expect("lower the training step");
+    run_program(client, model, fx, &step.program, n)
+}
+
+/// Runs a lowered step program (see [`run_step`]).
+pub fn run_program(
+    client: &Client,
+    model: &StackModel,
+    fx: &Fixture,
+    program: &Program,
+    n: usize,
+) -> (Vec<f64>, Vec<Vec<f64>>) {
+    let exe = CompiledOnMesh::new(client, program, n);
+    let params = program.main().param_types();
+    let mut per_device: Vec<Vec<Arg>> = vec![Vec::new(); n];
+    // Inputs: split the global batch (dimension 0) evenly.
+    for (i, input) in fx.inputs.iter().enumerate() {
+        let ty = params[i].clone();
+        let chunk = ty.num_elements();
+        for (d, args) in per_device.iter_mut().enumerate() {
+            let data = match &input.data {
+                Data::F(v) => Data::F(v[d * chunk..(d + 1) * chunk].to_vec()),
+                Data::I(v) => Data::I(v[d * chunk..(d + 1) * chunk].to_vec()),
+            };
+            args.push(Arg {
+                ty: ty.clone(),
+                data,
+            });
+        }
+    }
+    let specs: Vec<(&ParamSpec, usize)> = model
+        .outer_params
+        .iter()
+        .map(|p| (p, 1))
+        .chain(model.kinds.iter().enumerate().flat_map(|(k, kind)| {
+            kind.params
+                .iter()
+                .map(move |p| (p, model.stack.layers_of_kind(k)))
+        }))
+        .collect();
+    let values: Vec<&Vec<f64>> = fx.outer.iter().chain(fx.stacked.iter().flatten()).collect();
+    for (at, ((spec, layers), full)) in (fx.inputs.len()..).zip(specs.iter().zip(&values)) {
+        let slabs = shard(spec, *layers, full, n);
+        for (d, args) in per_device.iter_mut().enumerate() {
+            args.push(Arg {
+                ty: params[at].clone(),
+                data: Data::F(slabs[d].clone()),
+            });
+        }
+    }
+    let out = exe.run(&per_device);
+    let losses: Vec<f64> = out.iter().map(|o| o[0][0]).collect();
+    let grads: Vec<Vec<f64>> = specs
+        .iter()
+        .enumerate()
+        .map(|(j, (spec, layers))| {
+            let slabs: Vec<Vec<f64>> = out.iter().map(|o| o[1 + j].clone()).collect();
+            unshard(spec, *layers, &slabs)
+        })
+        .collect();
+    (losses, grads)
+}
+
+/// Asserts `actual` is within `rtol` of `expected`, relative to the largest magnitude of the
+/// expected array (per-element relative error explodes near zero in f32).
+pub fn assert_close(what: &str, actual: &[f64], expected: &[f64], rtol: f64) {
+    assert_eq!(actual.len(), expected.len(), "{what}: length");
+    let scale = expected
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()))
+        .max(1e-30);
+    for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
+        assert!(
+            (a - e).abs() <= rtol * scale + rtol * e.abs(),
+            "{what}[{i}]: {a} vs reference {e} (scale {scale})"
+        );
+    }
+}
