@@ -1,3 +1,4 @@
 //! Example models and the main job of stackscan.
 
 pub mod gdn;
+pub mod llama;

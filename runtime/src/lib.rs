@@ -29,7 +29,9 @@ pub mod mesh;
 )]
 mod pjrt;
 pub mod plugin;
+pub mod shard;
 mod signature;
+pub mod train;
 
 pub use compile_options::CompileOptions;
 pub use element::Element;

@@ -106,6 +106,21 @@ impl Program {
         &self.main
     }
 
+    /// The mesh axis, for a program on a mesh.
+    pub fn axis(&self) -> Option<&Axis> {
+        self.mesh.as_ref().map(|m| &m.axis)
+    }
+
+    /// How each parameter is laid out, for a program on a mesh.
+    pub fn param_shardings(&self) -> Option<&[Sharding]> {
+        self.mesh.as_ref().map(|m| m.params.as_slice())
+    }
+
+    /// How each result is laid out, for a program on a mesh.
+    pub fn result_shardings(&self) -> Option<&[Sharding]> {
+        self.mesh.as_ref().map(|m| m.results.as_slice())
+    }
+
     /// The global type of a per-device value laid out by `sharding`.
     pub fn global_type(&self, local: &TensorType, sharding: Sharding) -> TensorType {
         match (&self.mesh, sharding) {

@@ -3,9 +3,11 @@
 //! unsharded single-device reference it must agree with.
 
 mod model;
+mod optimizer;
 mod reference;
 mod step;
 
-pub use model::{InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
+pub use model::{Init, InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
+pub use optimizer::{Adam, with_adam};
 pub use reference::reference_step;
 pub use step::{GradientReduction, TrainStep, train_step, train_step_with};

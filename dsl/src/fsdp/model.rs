@@ -9,8 +9,19 @@ use crate::error::{Error, Result};
 use crate::plan::Stack;
 use crate::{DType, TensorType};
 
+/// How a parameter is initialised.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Init {
+    /// Normal with mean 0 and this standard deviation.
+    Normal(f64),
+    /// All ones (norm scales).
+    Ones,
+    /// All zeros.
+    Zeros,
+}
+
 /// One parameter of a layer (or of the model outside the stack).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ParamSpec {
     /// Name, used in checkpoints.
     pub name: String,
@@ -20,6 +31,8 @@ pub struct ParamSpec {
     pub dtype: DType,
     /// The dimension sharded over the FSDP axis, or `None` for a replicated parameter.
     pub shard_dim: Option<usize>,
+    /// The initialiser.
+    pub init: Init,
 }
 
 impl ParamSpec {
@@ -30,6 +43,7 @@ impl ParamSpec {
             shape: shape.to_vec(),
             dtype,
             shard_dim: Some(shard_dim),
+            init: Init::Normal(0.02),
         }
     }
 
@@ -40,7 +54,14 @@ impl ParamSpec {
             shape: shape.to_vec(),
             dtype,
             shard_dim: None,
+            init: Init::Ones,
         }
+    }
+
+    /// The same parameter with another initialiser.
+    pub fn with_init(mut self, init: Init) -> ParamSpec {
+        self.init = init;
+        self
     }
 
     /// The full parameter's type.

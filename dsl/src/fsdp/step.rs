@@ -36,6 +36,8 @@ pub struct TrainStep {
     pub plan: Plan,
     /// Devices on the FSDP axis.
     pub devices: usize,
+    /// Leading parameters that are model inputs (the rest are weight slabs).
+    pub inputs: usize,
 }
 
 /// How a per-device weight gradient becomes this device's slab.
@@ -92,6 +94,7 @@ pub fn train_step_with(
         program: Program::on_mesh(main, axis.clone(), params, results)?,
         plan,
         devices: n,
+        inputs: model.inputs.len(),
     })
 }
 

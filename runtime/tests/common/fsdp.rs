@@ -5,94 +5,9 @@ use stackscan::fsdp::{ParamSpec, StackModel, reference_step, train_step};
 use stackscan::plan::PlanOptions;
 use stackscan::{Axis, Program};
 use stackscan_runtime::Client;
+use stackscan_runtime::shard::{shard, unshard};
 
 use super::graph::{Arg, Compiled, CompiledOnMesh, Data, Rng};
-
-/// Row-major strides of `dims`.
-fn strides(dims: &[i64]) -> Vec<usize> {
-    let mut s = vec![1usize; dims.len()];
-    for i in (0..dims.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * dims[i + 1] as usize;
-    }
-    s
-}
-
-/// Permutes the dimensions of a row-major array: result dimension `i` is input `perm[i]`.
-pub fn permute(data: &[f64], dims: &[i64], perm: &[usize]) -> Vec<f64> {
-    let out_dims: Vec<i64> = perm.iter().map(|&p| dims[p]).collect();
-    let in_strides = strides(dims);
-    let out_strides = strides(&out_dims);
-    let mut out = vec![0.0; data.len()];
-    for (o, slot) in out.iter_mut().enumerate() {
-        let mut src = 0;
-        for (i, &p) in perm.iter().enumerate() {
-            let idx = (o / out_strides[i]) % out_dims[i] as usize;
-            src += idx * in_strides[p];
-        }
-        *slot = data[src];
-    }
-    out
-}
-
-fn inverse(perm: &[usize]) -> Vec<usize> {
-    let mut inv = vec![0; perm.len()];
-    for (i, &p) in perm.iter().enumerate() {
-        inv[p] = i;
-    }
-    inv
-}
-
-/// `natural → shard-major` permutation of a parameter.
-fn to_major(spec: &ParamSpec) -> Vec<usize> {
-    match spec.shard_dim {
-        None => (0..spec.shape.len()).collect(),
-        Some(d) => std::iter::once(d)
-            .chain((0..spec.shape.len()).filter(|&i| i != d))
-            .collect(),
-    }
-}
-
-/// Splits `layers` stacked copies of a parameter (natural layout) into per-device slabs.
-pub fn shard(spec: &ParamSpec, layers: usize, full: &[f64], n: usize) -> Vec<Vec<f64>> {
-    let per = spec.shape.iter().product::<i64>() as usize;
-    let mut out = vec![Vec::new(); n];
-    for l in 0..layers {
-        let m = permute(&full[l * per..(l + 1) * per], &spec.shape, &to_major(spec));
-        match spec.shard_dim {
-            None => out.iter_mut().for_each(|o| o.extend_from_slice(&m)),
-            Some(_) => {
-                let slab = m.len() / n;
-                for (d, o) in out.iter_mut().enumerate() {
-                    o.extend_from_slice(&m[d * slab..(d + 1) * slab]);
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Reassembles per-device gradient slabs into the full (natural) stacked gradient. A
-/// replicated parameter's gradient is the same on every device; device 0's is taken.
-pub fn unshard(spec: &ParamSpec, layers: usize, slabs: &[Vec<f64>]) -> Vec<f64> {
-    let n = slabs.len();
-    let per = spec.shape.iter().product::<i64>() as usize;
-    let major = spec.shard_major_dims();
-    let mut out = Vec::with_capacity(layers * per);
-    for l in 0..layers {
-        let m: Vec<f64> = match spec.shard_dim {
-            None => slabs[0][l * per..(l + 1) * per].to_vec(),
-            Some(_) => {
-                let slab = per / n;
-                slabs
-                    .iter()
-                    .flat_map(|s| s[l * slab..(l + 1) * slab].iter().copied())
-                    .collect()
-            }
-        };
-        out.extend(permute(&m, &major, &inverse(&to_major(spec))));
-    }
-    out
-}
 
 /// Full weights and global inputs for a model, and the reference's loss and gradients.
 pub struct Fixture {

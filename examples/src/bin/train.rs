@@ -1,0 +1,164 @@
+//! The main job: train the tiny Llama-style model on N CPU devices with FSDP weight prefetch,
+//! printing the loss per step, step times and the compiled memory statistics.
+//!
+//! ```text
+//! cargo run --release -p stackscan-examples --bin train -- [--devices 4] [--steps 30]
+//!     [--plugin cpu|cpu-0.115|PATH] [--no-prefetch] [--no-defer] [--unroll 1|2] [--lr 0.01]
+//! ```
+
+use std::process::ExitCode;
+
+use stackscan::fsdp::Adam;
+use stackscan::plan::PlanOptions;
+use stackscan_examples::llama::{LlamaConfig, model, synthetic_batch};
+use stackscan_runtime::train::{HostInput, Trainer};
+use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
+
+struct Args {
+    devices: usize,
+    steps: usize,
+    plugin: String,
+    options: PlanOptions,
+    lr: f64,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        devices: 4,
+        steps: 30,
+        plugin: "cpu".into(),
+        options: PlanOptions::prefetch_deferred(),
+        lr: 1e-2,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = |what: &str| it.next().ok_or_else(|| format!("`{flag}` needs {what}"));
+        match flag.as_str() {
+            "--devices" => {
+                a.devices = value("a count")?
+                    .parse()
+                    .map_err(|_| "`--devices` expects a positive integer")?
+            }
+            "--steps" => {
+                a.steps = value("a count")?
+                    .parse()
+                    .map_err(|_| "`--steps` expects a positive integer")?
+            }
+            "--plugin" => a.plugin = value("a plugin name or path")?,
+            "--lr" => {
+                a.lr = value("a number")?
+                    .parse()
+                    .map_err(|_| "`--lr` expects a number")?
+            }
+            "--unroll" => {
+                a.options.unroll = value("1 or 2")?
+                    .parse()
+                    .map_err(|_| "`--unroll` expects 1 or 2")?
+            }
+            "--no-prefetch" => {
+                a.options.prefetch_fsdp_weights = false;
+                a.options.defer_grad_reduce_scatter = false;
+            }
+            "--no-defer" => a.options.defer_grad_reduce_scatter = false,
+            other => {
+                return Err(format!(
+                    "unknown argument `{other}`; expected `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch` or `--no-defer`"
+                ));
+            }
+        }
+    }
+    if a.devices == 0 || a.steps == 0 {
+        return Err("`--devices` and `--steps` must be at least 1".into());
+    }
+    Ok(a)
+}
+
+fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
+    let cfg = LlamaConfig::tiny();
+    let plugin = Plugin::load(plugin::resolve(&a.plugin)?)?;
+    let client = Client::new(&plugin, &ClientOptions::cpu(a.devices))?;
+    let mesh = Mesh::new(&client, "fsdp", a.devices)?;
+    let m = model(&cfg)?;
+    println!(
+        "tiny Llama: {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device on {} {} devices",
+        cfg.layers,
+        cfg.d_model,
+        cfg.heads,
+        cfg.kv_heads,
+        cfg.head_dim,
+        cfg.ffn,
+        cfg.vocab,
+        cfg.batch_per_device,
+        cfg.seq,
+        a.devices,
+        client.platform()
+    );
+    let o = a.options;
+    println!(
+        "prefetch_fsdp_weights={} defer_grad_reduce_scatter={} unroll={}",
+        o.prefetch_fsdp_weights, o.defer_grad_reduce_scatter, o.unroll
+    );
+    let adam = Adam {
+        lr: a.lr,
+        ..Adam::default()
+    };
+    let mut trainer = Trainer::new(&client, &mesh, &m, o, adam, 17)?;
+    println!("plan:\n{}", trainer.plan().describe(&m.stack));
+    println!("compiled in {:.2} s", trainer.compile_seconds());
+    let mut losses = Vec::new();
+    let mut times = Vec::new();
+    for step in 0..a.steps {
+        let inputs: Vec<Vec<HostInput>> = (0..a.devices)
+            .map(|d| {
+                let (t, l) =
+                    synthetic_batch(&cfg, cfg.batch_per_device, (step * a.devices + d) as u64);
+                vec![HostInput::I32(t), HostInput::I32(l)]
+            })
+            .collect();
+        let r = trainer.step(&inputs)?;
+        println!(
+            "step {:>3}  loss {:.4}  {:.3} s",
+            step + 1,
+            r.loss,
+            r.seconds
+        );
+        losses.push(r.loss);
+        times.push(r.seconds);
+    }
+    let steady: Vec<f64> = times.iter().skip(1).copied().collect();
+    let mean = if steady.is_empty() {
+        times[0]
+    } else {
+        steady.iter().sum::<f64>() / steady.len() as f64
+    };
+    let s = trainer.memory_stats()?;
+    println!("mean step time (after the first): {mean:.3} s");
+    println!(
+        "compiled memory per device: arguments {} B, outputs {} B, temp {} B, generated code {} B",
+        s.arguments, s.outputs, s.temp, s.generated_code
+    );
+    let (first, last) = (losses[0], *losses.last().unwrap_or(&losses[0]));
+    println!("loss {first:.4} -> {last:.4}");
+    Ok(last < first)
+}
+
+fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("error: the loss did not fall");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

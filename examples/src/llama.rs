@@ -1,0 +1,221 @@
+//! A Llama-style decoder, stacked homogeneously: RMSNorm, RoPE, grouped-query causal
+//! attention and a SwiGLU MLP per layer; embedding, final norm, LM head and cross-entropy
+//! outside the scanned stack.
+//!
+//! ```
+//! use stackscan_examples::llama::{LlamaConfig, model};
+//! let m = model(&LlamaConfig::tiny())?;
+//! assert_eq!(m.stack.len(), 4);
+//! # Ok::<(), stackscan::Error>(())
+//! ```
+
+use std::rc::Rc;
+
+use stackscan::fsdp::{Init, InputSpec, LayerKind, ParamSpec, StackModel};
+use stackscan::plan::Stack;
+use stackscan::{DType, DotDims, Error, Result, Tensor, TensorType, nn};
+
+/// Sizes of a Llama-style model.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LlamaConfig {
+    /// Vocabulary.
+    pub vocab: i64,
+    /// Model width.
+    pub d_model: i64,
+    /// Decoder layers.
+    pub layers: usize,
+    /// Query heads.
+    pub heads: i64,
+    /// Key/value heads (grouped-query attention).
+    pub kv_heads: i64,
+    /// Width of one head.
+    pub head_dim: i64,
+    /// MLP hidden width.
+    pub ffn: i64,
+    /// RoPE base.
+    pub rope_theta: f64,
+    /// Sequence length.
+    pub seq: i64,
+    /// Sequences per device.
+    pub batch_per_device: i64,
+}
+
+impl LlamaConfig {
+    /// The tiny config of the design (Llama-3-8B's structure at d 256, 4 layers).
+    pub const fn tiny() -> Self {
+        LlamaConfig {
+            vocab: 512,
+            d_model: 256,
+            layers: 4,
+            heads: 8,
+            kv_heads: 2,
+            head_dim: 32,
+            ffn: 896,
+            rope_theta: 500_000.0,
+            seq: 64,
+            batch_per_device: 2,
+        }
+    }
+
+    /// Llama-3-8B's published sizes (for plans and cost models; far too big to run here).
+    pub const fn llama3_8b() -> Self {
+        LlamaConfig {
+            vocab: 128_256,
+            d_model: 4096,
+            layers: 32,
+            heads: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            ffn: 14336,
+            rope_theta: 500_000.0,
+            seq: 8192,
+            batch_per_device: 1,
+        }
+    }
+}
+
+/// One decoder layer on `h: [B, T, d]` with weights in the order of [`layer_params`].
+fn decoder_layer(c: LlamaConfig, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
+    let (b, t) = (h.dims()[0], h.dims()[1]);
+    let (nh, nkv, hd) = (c.heads, c.kv_heads, c.head_dim);
+    let x = nn::rms_norm(h, &w[0], 1e-5)?;
+    let q = nn::rope(
+        &x.matmul(&w[1])?.reshape(&[b, t, nh, hd])?,
+        c.rope_theta,
+        hd as usize,
+    )?;
+    let k = nn::rope(
+        &x.matmul(&w[2])?.reshape(&[b, t, nkv, hd])?,
+        c.rope_theta,
+        hd as usize,
+    )?;
+    let v = x.matmul(&w[3])?.reshape(&[b, t, nkv, hd])?;
+    // Grouped-query attention: each key/value head serves heads/kv_heads query heads.
+    let group = nh / nkv;
+    let expand = |z: &Tensor| -> Result<Tensor> {
+        z.broadcast_in_dim(&[b, t, nkv, group, hd], &[0, 1, 2, 4])?
+            .reshape(&[b, t, nh, hd])
+    };
+    let (k, v) = (expand(&k)?, expand(&v)?);
+    let scores = q
+        .dot_general(
+            &k,
+            DotDims {
+                lhs_batch: vec![0, 2],
+                rhs_batch: vec![0, 2],
+                lhs_contract: vec![3],
+                rhs_contract: vec![3],
+            },
+        )?
+        .scale(1.0 / (hd as f64).sqrt())?; // [B, H, T, S]
+    let probs = nn::softmax(&nn::causal_mask(&scores)?, 3)?;
+    let attn = probs
+        .dot_general(
+            &v,
+            DotDims {
+                lhs_batch: vec![0, 1],
+                rhs_batch: vec![0, 2],
+                lhs_contract: vec![3],
+                rhs_contract: vec![1],
+            },
+        )? // [B, H, T, hd]
+        .transpose(&[0, 2, 1, 3])?
+        .reshape(&[b, t, nh * hd])?;
+    let h = h.add(&attn.matmul(&w[4])?)?;
+    let y = nn::rms_norm(&h, &w[5], 1e-5)?;
+    let mlp = nn::silu(&y.matmul(&w[6])?)?
+        .mul(&y.matmul(&w[7])?)?
+        .matmul(&w[8])?;
+    h.add(&mlp)
+}
+
+/// Parameters of one decoder layer, in the order the layer reads them.
+pub fn layer_params(c: &LlamaConfig) -> Vec<ParamSpec> {
+    let f32 = DType::F32;
+    let (d, hd) = (c.d_model, c.head_dim);
+    let out_std = 0.02 / (2.0 * c.layers as f64).sqrt();
+    vec![
+        ParamSpec::replicated("attn_norm", &[d], f32),
+        ParamSpec::sharded("wq", &[d, c.heads * hd], f32, 0),
+        ParamSpec::sharded("wk", &[d, c.kv_heads * hd], f32, 0),
+        ParamSpec::sharded("wv", &[d, c.kv_heads * hd], f32, 0),
+        ParamSpec::sharded("wo", &[c.heads * hd, d], f32, 0).with_init(Init::Normal(out_std)),
+        ParamSpec::replicated("mlp_norm", &[d], f32),
+        ParamSpec::sharded("w_gate", &[d, c.ffn], f32, 0),
+        ParamSpec::sharded("w_up", &[d, c.ffn], f32, 0),
+        ParamSpec::sharded("w_down", &[c.ffn, d], f32, 0).with_init(Init::Normal(out_std)),
+    ]
+}
+
+/// The model: tokens and next-token labels `[batch_per_device, seq]` per device.
+pub fn model(c: &LlamaConfig) -> Result<StackModel> {
+    if c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0 {
+        return Err(Error::InvalidOp {
+            op: "llama",
+            message: format!(
+                "heads ({}) must be a multiple of kv_heads ({}) and head_dim ({}) even",
+                c.heads, c.kv_heads, c.head_dim
+            ),
+        });
+    }
+    let cfg = *c;
+    let f32 = DType::F32;
+    let tokens = TensorType::new(DType::I32, [c.batch_per_device, c.seq]);
+    Ok(StackModel {
+        stack: Stack::homogeneous("layer", c.layers)?,
+        kinds: vec![LayerKind {
+            name: "layer".into(),
+            params: layer_params(c),
+            forward: Rc::new(move |h, w| decoder_layer(cfg, h, w)),
+        }],
+        activation: TensorType::new(f32, [c.batch_per_device, c.seq, c.d_model]),
+        inputs: vec![
+            InputSpec {
+                name: "tokens".into(),
+                ty: tokens.clone(),
+            },
+            InputSpec {
+                name: "labels".into(),
+                ty: tokens,
+            },
+        ],
+        outer_params: vec![
+            ParamSpec::sharded("embed", &[c.vocab, c.d_model], f32, 0),
+            ParamSpec::replicated("final_norm", &[c.d_model], f32),
+            ParamSpec::sharded("lm_head", &[c.d_model, c.vocab], f32, 0),
+        ],
+        pre: Rc::new(|inputs, w| w[0].take(&inputs[0], 0)),
+        post: Rc::new(move |h, inputs, w| {
+            let (b, t) = (h.dims()[0], h.dims()[1]);
+            let logits = nn::rms_norm(h, &w[1], 1e-5)?.matmul(&w[2])?;
+            let logits = logits.reshape(&[b * t, cfg.vocab])?;
+            nn::cross_entropy(&logits, &inputs[1].reshape(&[b * t])?)
+        }),
+    })
+}
+
+/// Synthetic sequences with learnable structure: each row counts up from a random start by a
+/// row-specific stride (mod vocab), so the next token follows from the previous two. Returns
+/// `(tokens, labels)` for `rows` rows, labels being tokens shifted by one.
+pub fn synthetic_batch(c: &LlamaConfig, rows: i64, seed: u64) -> (Vec<i32>, Vec<i32>) {
+    let mut state = seed
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    let mut next = || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as i64
+    };
+    let mut tokens = Vec::new();
+    let mut labels = Vec::new();
+    for _ in 0..rows {
+        let start = next() % c.vocab;
+        let stride = 1 + next() % 3;
+        for i in 0..c.seq {
+            tokens.push(((start + stride * i) % c.vocab) as i32);
+            labels.push(((start + stride * (i + 1)) % c.vocab) as i32);
+        }
+    }
+    (tokens, labels)
+}
