@@ -26,6 +26,11 @@ use super::model::{ParamSpec, StackModel};
 /// Keeps XLA from folding a peeled single-trip loop into its surroundings.
 const KEEP_LOOP: (&str, &str) = ("skip-simplify-while-loops_trip-count-one", "true");
 
+/// Loops of one trip keep their loop (and so the same structure at every depth).
+fn keep_if_single(trips: usize) -> &'static [(&'static str, &'static str)] {
+    if trips == 1 { &[KEEP_LOOP] } else { &[] }
+}
+
 /// A lowered training step and the order of its parameters and results.
 #[derive(Clone, Debug)]
 pub struct TrainStep {
@@ -556,27 +561,34 @@ impl<'a> Lowering<'a> {
                 let mut carry = vec![s.scalar(0.0, DType::I32)?, h];
                 carry.extend(w);
                 carry.extend(saved);
-                let (out, _) = s.scan(&carry, &[], trips, false, |bs, c, _| {
-                    let i = &c[0];
-                    let mut h = c[1].clone();
-                    let mut w: Vec<Tensor> = c[2..2 + nw].to_vec();
-                    let mut saved: Vec<Tensor> = c[2 + nw..].to_vec();
-                    for j in 0..per_trip {
-                        let q = i
-                            .mul(&bs.scalar(per_trip as f64, DType::I32)?)?
-                            .add(&bs.scalar((first + j) as f64, DType::I32)?)?;
-                        let (h2, w2) =
-                            self.forward_step(g, &q, trip, &h, &w, &mut saved, stacked)?;
-                        h = h2;
-                        if self.plan.options.prefetch_fsdp_weights {
-                            w = w2;
+                let (out, _) = s.scan_with_attributes(
+                    &carry,
+                    &[],
+                    trips,
+                    false,
+                    keep_if_single(trips),
+                    |bs, c, _| {
+                        let i = &c[0];
+                        let mut h = c[1].clone();
+                        let mut w: Vec<Tensor> = c[2..2 + nw].to_vec();
+                        let mut saved: Vec<Tensor> = c[2 + nw..].to_vec();
+                        for j in 0..per_trip {
+                            let q = i
+                                .mul(&bs.scalar(per_trip as f64, DType::I32)?)?
+                                .add(&bs.scalar((first + j) as f64, DType::I32)?)?;
+                            let (h2, w2) =
+                                self.forward_step(g, &q, trip, &h, &w, &mut saved, stacked)?;
+                            h = h2;
+                            if self.plan.options.prefetch_fsdp_weights {
+                                w = w2;
+                            }
                         }
-                    }
-                    let mut next = vec![i.add(&bs.scalar(1.0, DType::I32)?)?, h];
-                    next.extend(w);
-                    next.extend(saved);
-                    Ok((next, vec![]))
-                })?;
+                        let mut next = vec![i.add(&bs.scalar(1.0, DType::I32)?)?, h];
+                        next.extend(w);
+                        next.extend(saved);
+                        Ok((next, vec![]))
+                    },
+                )?;
                 debug_assert_eq!(out.len(), 2 + nw + ns);
                 Ok((
                     out[1].clone(),
@@ -853,19 +865,26 @@ impl<'a> Lowering<'a> {
                 let layout = st.layout();
                 let mut carry = vec![s.scalar(0.0, DType::I32)?];
                 carry.extend(st.flatten());
-                let (out, _) = s.scan(&carry, &[], trips, false, |bs, c, _| {
-                    let i = &c[0];
-                    let mut st = BwdState::unflatten(&c[1..], &layout);
-                    for j in 0..per_trip {
-                        let q = i
-                            .mul(&bs.scalar(per_trip as f64, DType::I32)?)?
-                            .add(&bs.scalar((first + j) as f64, DType::I32)?)?;
-                        st = self.backward_step(g, &q, trip, st, stacked, saved)?;
-                    }
-                    let mut next = vec![i.add(&bs.scalar(1.0, DType::I32)?)?];
-                    next.extend(st.flatten());
-                    Ok((next, vec![]))
-                })?;
+                let (out, _) = s.scan_with_attributes(
+                    &carry,
+                    &[],
+                    trips,
+                    false,
+                    keep_if_single(trips),
+                    |bs, c, _| {
+                        let i = &c[0];
+                        let mut st = BwdState::unflatten(&c[1..], &layout);
+                        for j in 0..per_trip {
+                            let q = i
+                                .mul(&bs.scalar(per_trip as f64, DType::I32)?)?
+                                .add(&bs.scalar((first + j) as f64, DType::I32)?)?;
+                            st = self.backward_step(g, &q, trip, st, stacked, saved)?;
+                        }
+                        let mut next = vec![i.add(&bs.scalar(1.0, DType::I32)?)?];
+                        next.extend(st.flatten());
+                        Ok((next, vec![]))
+                    },
+                )?;
                 Ok(BwdState::unflatten(&out[1..], &layout))
             }
         }
