@@ -135,7 +135,7 @@ impl Trainer {
             let count = layers * spec.shape.iter().product::<i64>() as usize;
             let full = init_values(spec, count, &mut rng);
             let dims = &types[first_weight + j].dims;
-            for (d, slab) in shard(spec, *layers, &full, n).into_iter().enumerate() {
+            for (d, slab) in shard(spec, *layers, &full, n)?.into_iter().enumerate() {
                 state[d].push(client.buffer(&slab, dims, &mesh.devices()[d])?);
             }
             moments.push(vec![

@@ -122,14 +122,21 @@ impl Program {
     }
 
     /// The global type of a per-device value laid out by `sharding`.
-    pub fn global_type(&self, local: &TensorType, sharding: Sharding) -> TensorType {
+    pub fn global_type(&self, local: &TensorType, sharding: Sharding) -> Result<TensorType> {
         match (&self.mesh, sharding) {
             (Some(m), Sharding::Dim(d)) => {
+                if d >= local.rank() {
+                    return Err(Error::AxisOutOfRange {
+                        op: "program",
+                        axis: d as i64,
+                        operand: local.clone(),
+                    });
+                }
                 let mut dims = local.dims.clone();
                 dims[d] *= m.axis.size as i64;
-                local.with_dims(dims)
+                Ok(local.with_dims(dims))
             }
-            _ => local.clone(),
+            _ => Ok(local.clone()),
         }
     }
 

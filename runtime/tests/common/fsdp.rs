@@ -131,7 +131,7 @@ pub fn run_program(
         .collect();
     let values: Vec<&Vec<f64>> = fx.outer.iter().chain(fx.stacked.iter().flatten()).collect();
     for (at, ((spec, layers), full)) in (fx.inputs.len()..).zip(specs.iter().zip(&values)) {
-        let slabs = shard(spec, *layers, full, n);
+        let slabs = shard(spec, *layers, full, n).expect("shard");
         for (d, args) in per_device.iter_mut().enumerate() {
             args.push(Arg {
                 ty: params[at].clone(),
@@ -146,7 +146,7 @@ pub fn run_program(
         .enumerate()
         .map(|(j, (spec, layers))| {
             let slabs: Vec<Vec<f64>> = out.iter().map(|o| o[1 + j].clone()).collect();
-            unshard(spec, *layers, &slabs)
+            unshard(spec, *layers, &slabs).expect("unshard")
         })
         .collect();
     (losses, grads)
