@@ -10,9 +10,8 @@
 #[path = "../../runtime/tests/common/mod.rs"]
 mod common;
 
-use common::fsdp::{assert_close, fixture, run_step};
+use common::fsdp::{check_every_option_set, fixture};
 use common::graph::{Arg, Data};
-use stackscan::plan::PlanOptions;
 use stackscan::{DType, TensorType};
 use stackscan_examples::llama::{LlamaConfig, model, synthetic_batch};
 
@@ -51,22 +50,6 @@ fn llama_step_equals_reference_for_every_option_set_and_device_count() {
     for n in [1, 2, 4, 8] {
         let m = model(&config((max / n) as i64)).unwrap();
         let fx = fixture(&client, &m, inputs.clone(), n, 11);
-        for base in [
-            PlanOptions::baseline(),
-            PlanOptions::prefetch(),
-            PlanOptions::prefetch_deferred(),
-        ] {
-            for unroll in [1, 2] {
-                let o = base.with_unroll(unroll);
-                let what = format!("{n} devices, {o:?}");
-                let (losses, grads) = run_step(&client, &m, &fx, o, n);
-                for l in &losses {
-                    assert_close(&format!("{what}: loss"), &[*l], &[fx.loss], 1e-5);
-                }
-                for (j, (g, r)) in grads.iter().zip(&fx.grads).enumerate() {
-                    assert_close(&format!("{what}: gradient {j}"), g, r, 1e-5);
-                }
-            }
-        }
+        check_every_option_set(&client, &m, &fx, n);
     }
 }

@@ -12,7 +12,7 @@ mod common;
 
 use std::rc::Rc;
 
-use common::fsdp::{assert_close, fixture, run_step};
+use common::fsdp::{assert_close, check_every_option_set, fixture, run_step};
 use common::graph::{Arg, Data, Rng};
 use stackscan::fsdp::{InputSpec, LayerKind, ParamSpec, StackModel};
 use stackscan::plan::{PlanOptions, Stack};
@@ -98,23 +98,7 @@ fn check_all(model: &StackModel, devices: &[usize]) {
             i.ty = TensorType::new(DType::F32, [per, D]);
         }
         let fx = fixture(&client, &m, global_inputs(max), n, 5);
-        for base in [
-            PlanOptions::baseline(),
-            PlanOptions::prefetch(),
-            PlanOptions::prefetch_deferred(),
-        ] {
-            for unroll in [1, 2] {
-                let o = base.with_unroll(unroll);
-                let what = format!("{n} devices, {o:?}");
-                let (losses, grads) = run_step(&client, &m, &fx, o, n);
-                for l in &losses {
-                    assert_close(&format!("{what}: loss"), &[*l], &[fx.loss], 1e-5);
-                }
-                for (j, (g, r)) in grads.iter().zip(&fx.grads).enumerate() {
-                    assert_close(&format!("{what}: gradient {j}"), g, r, 1e-5);
-                }
-            }
-        }
+        check_every_option_set(&client, &m, &fx, n);
     }
 }
 

@@ -167,3 +167,26 @@ pub fn assert_close(what: &str, actual: &[f64], expected: &[f64], rtol: f64) {
         );
     }
 }
+
+/// Runs the step under every option set ({prefetch off, on, on + deferred} × {unroll 1, 2}) on
+/// `n` devices and asserts loss and every gradient equal the reference (f32, rtol 1e-5).
+pub fn check_every_option_set(client: &Client, model: &StackModel, fx: &Fixture, n: usize) {
+    let bases = [
+        PlanOptions::baseline(),
+        PlanOptions::prefetch(),
+        PlanOptions::prefetch_deferred(),
+    ];
+    for base in bases {
+        for unroll in [1, 2] {
+            let o = base.with_unroll(unroll);
+            let what = format!("{n} devices, {o:?}");
+            let (losses, grads) = run_step(client, model, fx, o, n);
+            for l in &losses {
+                assert_close(&format!("{what}: loss"), &[*l], &[fx.loss], 1e-5);
+            }
+            for (j, (g, r)) in grads.iter().zip(&fx.grads).enumerate() {
+                assert_close(&format!("{what}: gradient {j}"), g, r, 1e-5);
+            }
+        }
+    }
+}
