@@ -125,6 +125,13 @@ impl Index {
     }
 }
 
+/// Start indices `[row, 0, 0, …]` addressing one row of a stacked tensor of rank `1 + rest`.
+fn row_starts<'t>(row: &'t Tensor, zero: &'t Tensor, rest: usize) -> Vec<&'t Tensor> {
+    let mut starts = vec![row];
+    starts.extend(std::iter::repeat_n(zero, rest));
+    starts
+}
+
 /// The trip counter of the enclosing block loop, if any, and the layer offset per trip.
 #[derive(Clone)]
 struct Trip {
@@ -222,8 +229,7 @@ impl<'a> Lowering<'a> {
             .zip(shards)
             .map(|(spec, stacked)| {
                 let local = spec.local_dims(self.n);
-                let mut starts = vec![row];
-                starts.extend(std::iter::repeat_n(&zero, local.len()));
+                let starts = row_starts(row, &zero, local.len());
                 let mut sizes = vec![1];
                 sizes.extend(&local);
                 let slab = stacked.dynamic_slice(&starts, &sizes)?.reshape(&local)?;
@@ -235,6 +241,18 @@ impl<'a> Lowering<'a> {
                 }
             })
             .collect()
+    }
+
+    /// All-gathers the weights of a fixed layer (the prologue of a pass).
+    fn gather_layer(
+        &self,
+        s: &Scope,
+        layer: usize,
+        stacked: &[Vec<Tensor>],
+    ) -> Result<Vec<Tensor>> {
+        let kind = self.stack().kind_of(layer);
+        let row = s.scalar(self.stack().index_in_kind(layer) as f64, DType::I32)?;
+        self.gather(kind, &row, &stacked[kind])
     }
 
     /// Reduces a per-device gradient to this device's slab: a reduce-scatter along the
@@ -253,8 +271,7 @@ impl<'a> Lowering<'a> {
                     .axis_index(&self.axis)?
                     .mul(&s.scalar(slab as f64, DType::I32)?)?;
                 let zero = s.scalar(0.0, DType::I32)?;
-                let mut starts = vec![&start];
-                starts.extend(std::iter::repeat_n(&zero, major.rank() - 1));
+                let starts = row_starts(&start, &zero, major.rank() - 1);
                 let mut sizes = major.dims().to_vec();
                 sizes[0] = slab;
                 major.dynamic_slice(&starts, &sizes)
@@ -273,8 +290,7 @@ impl<'a> Lowering<'a> {
             .zip(acc.iter_mut())
         {
             let slab = self.reduce(spec, g)?;
-            let mut starts = vec![row];
-            starts.extend(std::iter::repeat_n(&zero, slab.rank()));
+            let starts = row_starts(row, &zero, slab.rank());
             *a = a.dynamic_update_slice(&slab.expand_dims(0)?, &starts)?;
         }
         Ok(())
@@ -377,13 +393,7 @@ impl<'a> Lowering<'a> {
             .collect::<Result<_>>()?;
         let prefetch = self.plan.options.prefetch_fsdp_weights;
         let mut w = if prefetch {
-            let first = 0;
-            let row = s.scalar(self.stack().index_in_kind(first) as f64, DType::I32)?;
-            self.gather(
-                self.stack().kind_of(first),
-                &row,
-                &stacked[self.stack().kind_of(first)],
-            )?
+            self.gather_layer(s, 0, stacked)?
         } else {
             Vec::new()
         };
@@ -456,8 +466,7 @@ impl<'a> Lowering<'a> {
         let k = g.kind;
         let row = self.index(base, 1, trip).eval(&s, q, t)?;
         let zero = s.scalar(0.0, DType::I32)?;
-        let mut starts = vec![&row];
-        starts.extend(std::iter::repeat_n(&zero, h.rank()));
+        let starts = row_starts(&row, &zero, h.rank());
         saved[k] = saved[k].dynamic_update_slice(&h.expand_dims(0)?, &starts)?;
         if !self.plan.options.prefetch_fsdp_weights {
             let w_now = self.gather(k, &row, &stacked[k])?;
@@ -630,12 +639,7 @@ impl<'a> Lowering<'a> {
         let o = self.plan.options;
         let top = self.stack().len() - 1;
         let mut w = if o.prefetch_fsdp_weights {
-            let row = s.scalar(self.stack().index_in_kind(top) as f64, DType::I32)?;
-            self.gather(
-                self.stack().kind_of(top),
-                &row,
-                &stacked[self.stack().kind_of(top)],
-            )?
+            self.gather_layer(s, top, &stacked)?
         } else {
             Vec::new()
         };
@@ -743,8 +747,7 @@ impl<'a> Lowering<'a> {
         };
         let zero = s.scalar(0.0, DType::I32)?;
         let act = &self.model.activation;
-        let mut starts = vec![&row];
-        starts.extend(std::iter::repeat_n(&zero, act.rank()));
+        let starts = row_starts(&row, &zero, act.rank());
         let mut sizes = vec![1];
         sizes.extend(&act.dims);
         let x = saved[k]
