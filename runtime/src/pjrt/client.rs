@@ -222,8 +222,8 @@ impl Client {
                 actual: data.len(),
             });
         }
-        // SAFETY-relevant invariant for the raw call below: `data` holds exactly
-        // `expected` elements of `T::DTYPE`.
+        // `buffer_from_raw` relies on this: `data` holds exactly `expected` elements of
+        // `T::DTYPE`.
         self.buffer_from_raw(data.as_ptr().cast(), T::DTYPE, dims, device)
     }
 
