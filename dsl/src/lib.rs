@@ -32,6 +32,7 @@ mod error;
 pub mod fsdp;
 mod infer;
 pub mod ir;
+pub mod layer;
 pub mod nn;
 mod ops;
 pub mod plan;
@@ -43,5 +44,9 @@ pub use dtype::{DType, UnknownDType};
 pub use emit::{Program, Sharding};
 pub use error::{Error, Result};
 pub use ir::{Axis, DotDims, Function, TriangularSolve};
+#[doc(hidden)]
+pub use layer::__private;
+pub use layer::{Forward, LayerStack, SubLayer};
 pub use ops::{concatenate, optimization_barrier};
+pub use stackscan_macros::{SubLayer, layer_stack};
 pub use types::TensorType;

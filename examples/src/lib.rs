@@ -2,3 +2,5 @@
 
 pub mod gdn;
 pub mod llama;
+pub mod llama_macro;
+pub mod toy;

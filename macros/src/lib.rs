@@ -1,5 +1,95 @@
-//! Procedural macros of stackscan, re-exported by the `stackscan` crate.
+//! Procedural macros of stackscan, re-exported by the `stackscan` crate: use them as
+//! `stackscan::SubLayer` and `stackscan::layer_stack`.
 //!
-//! Empty for now: `#[derive(SubLayer)]` and `#[layer_stack(...)]` are built on top of the
-//! planner in dsl and land with it. The crate exists so the dependency direction
-//! (dsl → macros, never the reverse) is fixed from the start.
+//! Each macro parses its input into a model that keeps the user's syntax for spans, checks the
+//! whole model (collecting every error), and expands a validated model; the planner itself
+//! lives once, in `stackscan::plan`, and the generated code calls it. What cannot be checked
+//! syntactically fails through trait bounds and `const` evaluation spanned on the user's
+//! tokens. Generated code names the DSL through `::stackscan::__private`.
+
+mod args;
+mod errors;
+mod stack;
+mod sublayer;
+#[cfg(test)]
+mod tests;
+
+use proc_macro::TokenStream;
+
+/// Derives `stackscan::layer::SubLayer` (on `S<Tensor>`) and `stackscan::layer::Params`
+/// (on `S<T>` for every `T`) for a struct with one type parameter and one field per parameter.
+///
+/// ```ignore
+/// #[derive(SubLayer)]
+/// #[sublayer(config = ToyConfig, carry = Hidden, name = "A")]
+/// pub struct Mlp<T> {
+///     #[param(shape = [cfg.d, cfg.f], shard = 0)]
+///     w1: T,
+///     #[param(shape = [cfg.f, cfg.d], shard = 1, init = normal(0.02 / 2.0))]
+///     w2: T,
+///     #[param(shape = [cfg.d], replicated)]
+///     gain: T,
+/// }
+/// ```
+///
+/// Struct attribute `#[sublayer(...)]`:
+/// - `config = Type` (required): the config the shapes are computed from;
+/// - `carry = Type` (required): an `ActivationMarker` naming the activation the layer reads
+///   and writes; every sub-layer of a stack has the same carry;
+/// - `name = "kind"`: the kind name in plans (default: the struct's name).
+///
+/// Field attribute `#[param(...)]`, one per field:
+/// - `shape = [e0, e1, …]` (required): `i64` expressions; the config is bound to `cfg`
+///   (a `&Config`), so `shape = [cfg.d_model, cfg.ffn]`;
+/// - `shard = d` or `replicated` (one of them): the dimension sharded over the FSDP axis,
+///   a literal below the shape's rank, or a parameter every device holds whole;
+/// - `init = normal(std) | ones | zeros`: default `normal(0.02)` when sharded, `ones` when
+///   replicated; `std` is an `f64` expression that may read `cfg`;
+/// - `dtype = f32 | bf16 | f64`: default `f32`;
+/// - `name = "checkpoint_name"`: default the field's name; names are unique per sub-layer.
+///
+/// Frozen (untrained) parameters are not supported: every parameter is differentiated.
+#[proc_macro_derive(SubLayer, attributes(sublayer, param))]
+pub fn derive_sublayer(input: TokenStream) -> TokenStream {
+    sublayer::derive(input.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Declares a model's layer stack on a struct and implements `stackscan::layer::LayerStack`
+/// for it: the `Stack`, the `PlanOptions` (checked at compile time), the plan from the one
+/// planner, and the `LayerKind`s that make a `StackModel`.
+///
+/// ```ignore
+/// #[layer_stack(
+///     block = [Gdn, Gdn, Gdn, Attention],
+///     layers = 40,
+///     prefetch_fsdp_weights,
+///     defer_grad_reduce_scatter,
+/// )]
+/// pub struct Qwen35;
+/// ```
+///
+/// Options:
+/// - `block = [A, B, …]` (required): sub-layer types (`#[derive(SubLayer)]` structs, named
+///   without their type parameter);
+/// - `repeat = n` or `layers = n` (one of them): how often the block repeats, or the total
+///   number of layers (prefix included, so the prefix plus a whole number of blocks); a
+///   literal or a `const` expression;
+/// - `prefix = [A, …]`: layers before the repeated block (DeepSeek-V3's dense layers);
+/// - `prefetch_fsdp_weights`, `defer_grad_reduce_scatter` (which needs the former): flags;
+/// - `unroll = 1 | 2`: layers per loop trip (default 2).
+///
+/// Every sub-layer must have the same config and carry as the first; distinct sub-layer types
+/// must have distinct kind names. Errors point at the offending entry or option.
+#[proc_macro_attribute]
+pub fn layer_stack(attr: TokenStream, item: TokenStream) -> TokenStream {
+    stack::layer_stack(attr.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// The path generated code reaches the DSL by.
+fn private() -> proc_macro2::TokenStream {
+    quote::quote!(::stackscan::__private)
+}

@@ -1,0 +1,193 @@
+//! The Llama-style decoder of [`llama`](crate::llama) declared with the macros: one
+//! `#[derive(SubLayer)]` struct whose fields are the layer's weights (read by name in the
+//! forward instead of by position), and `#[layer_stack]` models for the tiny config and for
+//! Llama-3-8B's depth. The resulting [`StackModel`] is the hand-built one: same parameters, same
+//! program text.
+//!
+//! ```
+//! use stackscan::LayerStack;
+//! use stackscan_examples::llama::LlamaConfig;
+//! use stackscan_examples::llama_macro::{Llama3_8b, TinyLlama, model};
+//!
+//! let m = model::<TinyLlama>(&LlamaConfig::tiny())?;
+//! assert_eq!(m.kinds[0].params[1].name, "wq");
+//! assert_eq!(Llama3_8b::plan_notation()?.0, "[layer 0 … layer 30] → [layer 31]");
+//! // The config's depth must be the declared one.
+//! assert!(model::<Llama3_8b>(&LlamaConfig::tiny()).is_err());
+//! # Ok::<(), stackscan::Error>(())
+//! ```
+
+use std::rc::Rc;
+
+use stackscan::fsdp::{InputSpec, ParamSpec, StackModel};
+use stackscan::layer::{ActivationMarker, Forward};
+use stackscan::{
+    DType, DotDims, Error, LayerStack, Result, SubLayer, Tensor, TensorType, layer_stack, nn,
+};
+
+use crate::llama::LlamaConfig;
+
+/// The residual stream `[batch, seq, d_model]`.
+#[derive(Debug)]
+pub enum Residual {}
+
+impl ActivationMarker for Residual {}
+
+/// One decoder layer: attention and SwiGLU MLP, each behind an RMSNorm, with residuals.
+/// Output projections start smaller (`0.02 / √(2·layers)`), as in the hand-built model.
+#[derive(Debug, SubLayer)]
+#[sublayer(config = LlamaConfig, carry = Residual, name = "layer")]
+pub struct Decoder<T> {
+    /// RMSNorm scale before attention.
+    #[param(shape = [cfg.d_model], replicated)]
+    pub attn_norm: T,
+    /// Query projection.
+    #[param(shape = [cfg.d_model, cfg.heads * cfg.head_dim], shard = 0)]
+    pub wq: T,
+    /// Key projection.
+    #[param(shape = [cfg.d_model, cfg.kv_heads * cfg.head_dim], shard = 0)]
+    pub wk: T,
+    /// Value projection.
+    #[param(shape = [cfg.d_model, cfg.kv_heads * cfg.head_dim], shard = 0)]
+    pub wv: T,
+    /// Attention output projection.
+    #[param(
+        shape = [cfg.heads * cfg.head_dim, cfg.d_model],
+        shard = 0,
+        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
+    )]
+    pub wo: T,
+    /// RMSNorm scale before the MLP.
+    #[param(shape = [cfg.d_model], replicated)]
+    pub mlp_norm: T,
+    /// MLP gate.
+    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
+    pub w_gate: T,
+    /// MLP up projection.
+    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
+    pub w_up: T,
+    /// MLP down projection.
+    #[param(
+        shape = [cfg.ffn, cfg.d_model],
+        shard = 0,
+        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
+    )]
+    pub w_down: T,
+}
+
+impl Forward for Decoder<Tensor> {
+    fn forward(&self, c: &LlamaConfig, h: &Tensor) -> Result<Tensor> {
+        let (b, t) = (h.dims()[0], h.dims()[1]);
+        let (nh, nkv, hd) = (c.heads, c.kv_heads, c.head_dim);
+        let x = nn::rms_norm(h, &self.attn_norm, 1e-5)?;
+        let q = x.matmul(&self.wq)?.reshape(&[b, t, nh, hd])?;
+        let q = nn::rope(&q, c.rope_theta, hd as usize)?;
+        let k = x.matmul(&self.wk)?.reshape(&[b, t, nkv, hd])?;
+        let k = nn::rope(&k, c.rope_theta, hd as usize)?;
+        let v = x.matmul(&self.wv)?.reshape(&[b, t, nkv, hd])?;
+        // Grouped-query attention: each key/value head serves heads/kv_heads query heads.
+        let group = nh / nkv;
+        let expand = |z: &Tensor| -> Result<Tensor> {
+            z.broadcast_in_dim(&[b, t, nkv, group, hd], &[0, 1, 2, 4])?
+                .reshape(&[b, t, nh, hd])
+        };
+        let (k, v) = (expand(&k)?, expand(&v)?);
+        let scores = q
+            .dot_general(
+                &k,
+                DotDims {
+                    lhs_batch: vec![0, 2],
+                    rhs_batch: vec![0, 2],
+                    lhs_contract: vec![3],
+                    rhs_contract: vec![3],
+                },
+            )?
+            .scale(1.0 / (hd as f64).sqrt())?; // [B, H, T, S]
+        let probs = nn::softmax(&nn::causal_mask(&scores)?, 3)?;
+        let attn = probs
+            .dot_general(
+                &v,
+                DotDims {
+                    lhs_batch: vec![0, 1],
+                    rhs_batch: vec![0, 2],
+                    lhs_contract: vec![3],
+                    rhs_contract: vec![1],
+                },
+            )? // [B, H, T, hd]
+            .transpose(&[0, 2, 1, 3])?
+            .reshape(&[b, t, nh * hd])?;
+        let h = h.add(&attn.matmul(&self.wo)?)?;
+        let y = nn::rms_norm(&h, &self.mlp_norm, 1e-5)?;
+        let mlp = nn::silu(&y.matmul(&self.w_gate)?)?
+            .mul(&y.matmul(&self.w_up)?)?
+            .matmul(&self.w_down)?;
+        h.add(&mlp)
+    }
+}
+
+/// The tiny config's stack: 4 decoder layers, prefetch and deferred reduce-scatter.
+#[layer_stack(
+    block = [Decoder],
+    layers = 4,
+    prefetch_fsdp_weights,
+    defer_grad_reduce_scatter,
+)]
+#[derive(Debug)]
+pub struct TinyLlama;
+
+/// Llama-3-8B's stack: 32 decoder layers.
+#[layer_stack(
+    block = [Decoder],
+    layers = 32,
+    prefetch_fsdp_weights,
+    defer_grad_reduce_scatter,
+)]
+#[derive(Debug)]
+pub struct Llama3_8b;
+
+/// The model with stack `S`: tokens and next-token labels `[batch_per_device, seq]` per
+/// device, embedding before the stack, final norm, LM head and cross-entropy after it.
+pub fn model<S: LayerStack<Config = LlamaConfig>>(c: &LlamaConfig) -> Result<StackModel> {
+    if c.layers != S::LAYERS || c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0 {
+        return Err(Error::InvalidOp {
+            op: "llama",
+            message: format!(
+                "the config has {} layers for a stack of {}; heads ({}) must be a multiple of kv_heads ({}) and head_dim ({}) even",
+                c.layers,
+                S::LAYERS,
+                c.heads,
+                c.kv_heads,
+                c.head_dim
+            ),
+        });
+    }
+    let cfg = *c;
+    let f32 = DType::F32;
+    let tokens = TensorType::new(DType::I32, [c.batch_per_device, c.seq]);
+    S::stack_model(
+        c,
+        TensorType::new(f32, [c.batch_per_device, c.seq, c.d_model]),
+        vec![
+            InputSpec {
+                name: "tokens".into(),
+                ty: tokens.clone(),
+            },
+            InputSpec {
+                name: "labels".into(),
+                ty: tokens,
+            },
+        ],
+        vec![
+            ParamSpec::sharded("embed", &[c.vocab, c.d_model], f32, 0),
+            ParamSpec::replicated("final_norm", &[c.d_model], f32),
+            ParamSpec::sharded("lm_head", &[c.d_model, c.vocab], f32, 0),
+        ],
+        Rc::new(|inputs, w| w[0].take(&inputs[0], 0)),
+        Rc::new(move |h, inputs, w| {
+            let (b, t) = (h.dims()[0], h.dims()[1]);
+            let logits = nn::rms_norm(h, &w[1], 1e-5)?.matmul(&w[2])?;
+            let logits = logits.reshape(&[b * t, cfg.vocab])?;
+            nn::cross_entropy(&logits, &inputs[1].reshape(&[b * t])?)
+        }),
+    )
+}

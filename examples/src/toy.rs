@@ -1,0 +1,139 @@
+//! The toy block `[A, A, A, B]` of the FSDP equivalence tests, declared with the macros: A is
+//! a gated MLP (`w1 [d, f]` sharded on 0, `w2 [f, d]` sharded on its minor dimension 1, a
+//! replicated gain), B a residual sine layer (`u [d, d]`). Kinds with different weight shapes
+//! make the planner peel and group, so the block exercises everything the schedule does.
+//!
+//! ```
+//! use stackscan::LayerStack;
+//! use stackscan_examples::toy::{Toy, ToyConfig, ToyRepeated, model};
+//!
+//! let (forward, backward) = Toy::plan_notation()?;
+//! assert_eq!(forward, "[A0, A1] → [A2] → [B]");
+//! assert_eq!(backward, "[B] → [A2] → [A1] → [A0]");
+//! assert_eq!(ToyRepeated::LAYERS, 12);
+//! let m = model::<ToyRepeated>(&ToyConfig::small())?;
+//! assert_eq!(m.kinds[0].params[1].shard_dim, Some(1));
+//! # Ok::<(), stackscan::Error>(())
+//! ```
+
+use std::rc::Rc;
+
+use stackscan::fsdp::{InputSpec, ParamSpec, StackModel};
+use stackscan::layer::{ActivationMarker, Forward};
+use stackscan::{DType, LayerStack, Result, SubLayer, Tensor, TensorType, layer_stack};
+
+/// Sizes of the toy model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ToyConfig {
+    /// Width of the activation.
+    pub d: i64,
+    /// Hidden width of A.
+    pub f: i64,
+    /// Rows per device.
+    pub batch: i64,
+}
+
+impl ToyConfig {
+    /// The sizes of the runtime's equivalence tests.
+    pub const fn small() -> Self {
+        ToyConfig {
+            d: 8,
+            f: 16,
+            batch: 2,
+        }
+    }
+}
+
+/// The activation `[batch, d]` passed between the toy's layers.
+#[derive(Debug)]
+pub enum Hidden {}
+
+impl ActivationMarker for Hidden {}
+
+/// Kind A: `h + (tanh(h·w1)·w2) ⊙ gain`.
+#[derive(Debug, SubLayer)]
+#[sublayer(config = ToyConfig, carry = Hidden, name = "A")]
+pub struct GatedMlp<T> {
+    /// Up projection.
+    #[param(shape = [cfg.d, cfg.f], shard = 0)]
+    pub w1: T,
+    /// Down projection, sharded on its minor dimension.
+    #[param(shape = [cfg.f, cfg.d], shard = 1)]
+    pub w2: T,
+    /// Output gain.
+    #[param(shape = [cfg.d], replicated)]
+    pub gain: T,
+}
+
+impl Forward for GatedMlp<Tensor> {
+    fn forward(&self, _cfg: &ToyConfig, h: &Tensor) -> Result<Tensor> {
+        let inner = h.matmul(&self.w1)?.tanh()?.matmul(&self.w2)?;
+        h.add(&inner.mul(&self.gain.broadcast_to(h.dims())?)?)
+    }
+}
+
+/// Kind B: `h + sin(h·u)`.
+#[derive(Debug, SubLayer)]
+#[sublayer(config = ToyConfig, carry = Hidden, name = "B")]
+pub struct SineResidual<T> {
+    /// The square weight.
+    #[param(shape = [cfg.d, cfg.d], shard = 0)]
+    pub u: T,
+}
+
+impl Forward for SineResidual<Tensor> {
+    fn forward(&self, _cfg: &ToyConfig, h: &Tensor) -> Result<Tensor> {
+        h.add(&h.matmul(&self.u)?.sin()?)
+    }
+}
+
+/// One toy block with prefetch and deferred reduce-scatter.
+#[layer_stack(
+    block = [GatedMlp, GatedMlp, GatedMlp, SineResidual],
+    repeat = 1,
+    prefetch_fsdp_weights,
+    defer_grad_reduce_scatter,
+)]
+#[derive(Debug)]
+pub struct Toy;
+
+/// Three toy blocks (12 layers): the outer loop over blocks.
+#[layer_stack(
+    block = [GatedMlp, GatedMlp, GatedMlp, SineResidual],
+    layers = 12,
+    prefetch_fsdp_weights,
+    defer_grad_reduce_scatter,
+)]
+#[derive(Debug)]
+pub struct ToyRepeated;
+
+/// The toy stack `S` with its outer parts: inputs `x`, `y: [batch, d]`, `embed` before the
+/// stack, `head` and `bias` after it, and a mean squared error.
+pub fn model<S: LayerStack<Config = ToyConfig>>(cfg: &ToyConfig) -> Result<StackModel> {
+    let (f32, d) = (DType::F32, cfg.d);
+    let row = TensorType::new(f32, [cfg.batch, d]);
+    S::stack_model(
+        cfg,
+        row.clone(),
+        vec![
+            InputSpec {
+                name: "x".into(),
+                ty: row.clone(),
+            },
+            InputSpec {
+                name: "y".into(),
+                ty: row,
+            },
+        ],
+        vec![
+            ParamSpec::sharded("embed", &[d, d], f32, 0),
+            ParamSpec::sharded("head", &[d, d], f32, 1),
+            ParamSpec::replicated("bias", &[d], f32),
+        ],
+        Rc::new(|inp, w| inp[0].matmul(&w[0])),
+        Rc::new(|h, inp, w| {
+            let out = h.matmul(&w[1])?.add(&w[2].broadcast_to(h.dims())?)?;
+            out.sub(&inp[1])?.square()?.mean(&[0, 1])
+        }),
+    )
+}

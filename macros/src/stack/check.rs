@@ -1,0 +1,243 @@
+//! Rules over a whole `#[layer_stack]` declaration → the [`Model`] `expand` reads.
+//!
+//! What is known syntactically (literal counts, the block length, the option set) is checked
+//! here with a span on the culprit; what is not (a count given as a `const` expression, the
+//! sub-layers' carries and kind names) is left to `const` evaluation and trait bounds in the
+//! expansion, which carry the same spans.
+
+use proc_macro2::Span;
+use syn::{Expr, Ident, Type};
+
+use super::parse::{Count, Input, List};
+use crate::errors::Errors;
+use crate::private;
+
+/// A validated stack. When the declaration has errors, [`check`] still returns one built from
+/// its valid parts (defaults in place of invalid options) so the impl exists and uses of the
+/// model type-check: the `compile_error!`s are then the only errors.
+pub(crate) struct Model {
+    pub(crate) ident: Ident,
+    pub(crate) prefix: Vec<Entry>,
+    pub(crate) block: Vec<Entry>,
+    pub(crate) repeat: Repeat,
+    pub(crate) prefetch: bool,
+    pub(crate) defer: bool,
+    pub(crate) unroll: Value,
+}
+
+/// A block or prefix entry.
+pub(crate) struct Entry {
+    /// The type as written.
+    pub(crate) written: Type,
+    /// The sub-layer type: a bare generic name `Mlp` becomes `Mlp<Tensor>`.
+    pub(crate) ty: Type,
+}
+
+/// How many times the block repeats.
+pub(crate) enum Repeat {
+    /// `repeat = n`.
+    Repeat(Value),
+    /// `layers = n`: prefix plus a whole number of blocks.
+    Layers(Value),
+}
+
+/// A count: a literal already checked, or an expression checked by `const` evaluation.
+pub(crate) enum Value {
+    Literal(u64),
+    Expr(Expr),
+}
+
+pub(crate) fn check(input: Input, errors: &mut Errors) -> (syn::Item, Option<Model>) {
+    let ident = match &input.item {
+        syn::Item::Struct(s) => {
+            if !s.generics.params.is_empty() {
+                errors.error_spanned_by(
+                    &s.generics,
+                    "`#[layer_stack]` does not support generic structs; the stack is fixed at compile time",
+                );
+            }
+            // An impl on a generic struct would add errors of its own.
+            s.generics.params.is_empty().then(|| s.ident.clone())
+        }
+        other => {
+            errors.error_at(
+                first_token_span(other),
+                "`#[layer_stack]` goes on a struct naming the model (`pub struct Qwen;`)",
+            );
+            None
+        }
+    };
+    let block = match &input.block {
+        None => {
+            errors.error_at(
+                input.anchor,
+                "missing `block = [SubLayer, ...]`: the sub-layers of the repeated block",
+            );
+            None
+        }
+        Some(List { bracket, entries }) if entries.is_empty() => {
+            errors.error_at(
+                *bracket,
+                "the block is empty; expected at least one sub-layer: `block = [SubLayer, ...]`",
+            );
+            None
+        }
+        Some(list) => Some(entries(list)),
+    };
+    let prefix = input.prefix.as_ref().map(entries).unwrap_or_default();
+    let block_len = block.as_ref().map(Vec::len);
+    let repeat = match (input.repeat, input.layers) {
+        (Some(_), Some(layers)) => {
+            errors.error_spanned_by(
+                &layers.key,
+                "`layers` conflicts with `repeat`; give one of them",
+            );
+            None
+        }
+        (None, None) => {
+            errors.error_at(
+                input.anchor,
+                "missing `repeat = <count>` or `layers = <count>`",
+            );
+            None
+        }
+        (Some(r), None) => check_repeat(r, errors).map(Repeat::Repeat),
+        (None, Some(l)) => check_layers(l, prefix.len(), block_len, errors).map(Repeat::Layers),
+    };
+    let prefetch = input.prefetch.as_ref().is_some_and(|f| f.on);
+    let defer = match &input.defer {
+        Some(f) if f.on && !prefetch => {
+            errors.error_spanned_by(
+                &f.key,
+                "`defer_grad_reduce_scatter` needs `prefetch_fsdp_weights`; add it or remove this option",
+            );
+            false
+        }
+        Some(f) => f.on,
+        None => false,
+    };
+    let unroll = match input.unroll {
+        None => Some(Value::Literal(2)),
+        Some(Count {
+            literal: Some(n @ (1 | 2)),
+            ..
+        }) => Some(Value::Literal(n)),
+        Some(Count {
+            literal: Some(n),
+            expr,
+            ..
+        }) => {
+            errors.error_spanned_by(expr, format!("`unroll` must be 1 or 2, got {n}"));
+            None
+        }
+        Some(Count { expr, .. }) => Some(Value::Expr(expr)),
+    };
+    let model = match (ident, block) {
+        (Some(ident), Some(block)) => Some(Model {
+            ident,
+            prefix,
+            block,
+            repeat: repeat.unwrap_or(Repeat::Repeat(Value::Literal(1))),
+            prefetch,
+            defer,
+            unroll: unroll.unwrap_or(Value::Literal(2)),
+        }),
+        _ => None,
+    };
+    (input.item, model)
+}
+
+fn entries(list: &List) -> Vec<Entry> {
+    list.entries
+        .iter()
+        .map(|written| Entry {
+            written: written.clone(),
+            ty: with_value_type(written),
+        })
+        .collect()
+}
+
+/// `Mlp` → `Mlp<Tensor>`: the sub-layer impl is on the struct over traced tensors. The added
+/// tokens carry the entry's span, so a failed bound points at the entry.
+fn with_value_type(ty: &Type) -> Type {
+    let mut ty = ty.clone();
+    if let Type::Path(p) = &mut ty
+        && p.qself.is_none()
+        && let Some(last) = p.path.segments.last_mut()
+        && last.arguments.is_none()
+    {
+        let span = last.ident.span();
+        let private = private();
+        last.arguments = syn::PathArguments::AngleBracketed(
+            syn::parse_quote_spanned!(span=> <#private::Tensor>),
+        );
+    }
+    ty
+}
+
+fn check_repeat(count: Count, errors: &mut Errors) -> Option<Value> {
+    match count.literal {
+        Some(0) => {
+            errors.error_spanned_by(&count.expr, "`repeat` must be at least 1");
+            None
+        }
+        Some(n) => Some(Value::Literal(n)),
+        None => Some(Value::Expr(count.expr)),
+    }
+}
+
+fn check_layers(
+    count: Count,
+    prefix: usize,
+    block: Option<usize>,
+    errors: &mut Errors,
+) -> Option<Value> {
+    let (Some(n), Some(b)) = (count.literal, block) else {
+        return match count.literal {
+            Some(n) => Some(Value::Literal(n)),
+            None => Some(Value::Expr(count.expr)),
+        };
+    };
+    let (p, b) = (prefix as u64, b as u64);
+    if n == 0 {
+        errors.error_spanned_by(
+            &count.expr,
+            format!(
+                "`layers` must be at least 1; the smallest stack has {} layers",
+                p + b
+            ),
+        );
+        return None;
+    }
+    if n <= p || (n - p) % b != 0 {
+        let min = p + b;
+        let choices = if n < min {
+            format!("{min}")
+        } else {
+            let below = p + (n - p) / b * b;
+            format!("{below} or {}", below + b)
+        };
+        let what = if p == 0 {
+            format!("`layers = {n}` is not a multiple of the block length {b}")
+        } else {
+            format!(
+                "`layers = {n}` is not the prefix length {p} plus a positive multiple of the block length {b}"
+            )
+        };
+        errors.error_spanned_by(&count.expr, format!("{what}; expected {choices}"));
+        return None;
+    }
+    Some(Value::Literal(n))
+}
+
+fn first_token_span(item: &syn::Item) -> Span {
+    use syn::spanned::Spanned;
+    match item {
+        syn::Item::Enum(e) => e.enum_token.span,
+        syn::Item::Union(u) => u.union_token.span,
+        syn::Item::Fn(f) => f.sig.fn_token.span,
+        syn::Item::Type(t) => t.type_token.span,
+        syn::Item::Impl(i) => i.impl_token.span,
+        other => other.span(),
+    }
+}

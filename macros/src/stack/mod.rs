@@ -1,0 +1,22 @@
+//! `#[layer_stack(...)]`: parse → check → expand.
+
+mod check;
+pub(crate) mod expand;
+mod parse;
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::errors::Errors;
+
+/// The attribute's output: the item as written, the impl of its model (built from the valid
+/// parts when there are errors), and the errors.
+pub(crate) fn layer_stack(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let item: syn::Item = syn::parse2(item)?;
+    let mut errors = Errors::new();
+    let input = parse::parse(attr, item, &mut errors);
+    let (item, model) = check::check(input, &mut errors);
+    let expanded = model.as_ref().map(expand::expand);
+    let compile_errors = errors.into_compile_errors();
+    Ok(quote!(#item #expanded #compile_errors))
+}

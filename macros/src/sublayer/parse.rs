@@ -1,0 +1,318 @@
+//! `#[derive(SubLayer)]` input → a model that keeps the user's syntax nodes for spans.
+//!
+//! Parsing records what is written and reports only what cannot be read (an enum, an unknown
+//! or repeated key, a malformed value); rules over the whole declaration live in `check`.
+
+use proc_macro2::Span;
+use syn::punctuated::Punctuated;
+use syn::{Data, DeriveInput, Expr, Fields, GenericParam, Ident, LitInt, LitStr, Token, Type};
+
+use crate::args::{self, Arg};
+use crate::errors::Errors;
+
+/// Keys of the struct-level `#[sublayer(...)]`.
+pub(crate) const STRUCT_KEYS: &[&str] = &["config", "carry", "name"];
+/// Keys of a field's `#[param(...)]`.
+pub(crate) const PARAM_KEYS: &[&str] = &["shape", "shard", "replicated", "init", "dtype", "name"];
+/// Initialisers.
+pub(crate) const INITS: &[&str] = &["normal(<std>)", "ones", "zeros"];
+/// Element types a parameter may have (parameters are differentiated).
+pub(crate) const DTYPES: &[&str] = &["f32", "bf16", "f64"];
+
+/// The derive input.
+pub(crate) struct Input {
+    pub(crate) ident: Ident,
+    /// The one type parameter: the value type of the parameters.
+    pub(crate) value_ty: Option<Ident>,
+    pub(crate) config: Option<Type>,
+    pub(crate) carry: Option<Type>,
+    pub(crate) name: Option<LitStr>,
+    /// Whether `#[sublayer(...)]` was written at all.
+    pub(crate) has_sublayer_attr: bool,
+    /// Whether reading `#[sublayer(...)]` failed somewhere (then a missing key is not
+    /// reported: it is likely the misspelt one).
+    pub(crate) sublayer_attr_malformed: bool,
+    /// `None` for an enum, union or a struct without named fields.
+    pub(crate) fields: Option<Vec<Field>>,
+}
+
+/// One field: a parameter.
+pub(crate) struct Field {
+    pub(crate) ident: Ident,
+    pub(crate) ty: Type,
+    /// The `param` of the field's `#[param(...)]`, `None` if it has none.
+    pub(crate) attr: Option<syn::Path>,
+    pub(crate) name: Option<LitStr>,
+    pub(crate) shape: Option<Shape>,
+    pub(crate) shard: Option<LitInt>,
+    pub(crate) replicated: Option<Ident>,
+    pub(crate) init: Option<InitSpec>,
+    pub(crate) dtype: Option<Ident>,
+    /// Whether reading `#[param(...)]` failed somewhere (then a missing key is not reported).
+    pub(crate) malformed: bool,
+}
+
+/// `shape = [d0, d1, …]`: dimensions as expressions over the config.
+pub(crate) struct Shape {
+    pub(crate) dims: Vec<Expr>,
+}
+
+/// `init = …` as written.
+pub(crate) enum InitSpec {
+    Normal(Expr),
+    Ones,
+    Zeros,
+}
+
+pub(crate) fn parse(input: &DeriveInput, errors: &mut Errors) -> Input {
+    let mut out = Input {
+        ident: input.ident.clone(),
+        value_ty: value_type(input, errors),
+        config: None,
+        carry: None,
+        name: None,
+        has_sublayer_attr: false,
+        sublayer_attr_malformed: false,
+        fields: None,
+    };
+    let before = errors.len();
+    for attr in input.attrs.iter().filter(|a| a.path().is_ident("sublayer")) {
+        out.has_sublayer_attr = true;
+        let Some(tokens) = list_tokens(attr, errors) else {
+            continue;
+        };
+        for arg in args::split(tokens, errors) {
+            match arg.key.to_string().as_str() {
+                "config" => set(&mut out.config, &arg, "a type", errors, Arg::parse),
+                "carry" => set(&mut out.carry, &arg, "a type", errors, Arg::parse),
+                "name" => set(&mut out.name, &arg, "\"kind name\"", errors, Arg::parse),
+                other => errors.error_spanned_by(
+                    &arg.key,
+                    format!(
+                        "unknown sublayer option `{other}`; expected {}",
+                        args::one_of(STRUCT_KEYS)
+                    ),
+                ),
+            }
+        }
+    }
+    out.sublayer_attr_malformed = errors.len() > before;
+    match &input.data {
+        Data::Struct(s) => match &s.fields {
+            Fields::Named(named) => {
+                out.fields = Some(named.named.iter().map(|f| field(f, errors)).collect());
+            }
+            Fields::Unnamed(unnamed) => errors.error_at(
+                unnamed.paren_token.span.join(),
+                "`#[derive(SubLayer)]` needs named fields, one per parameter; tuple structs are not supported",
+            ),
+            Fields::Unit => errors.error_spanned_by(
+                &input.ident,
+                "`#[derive(SubLayer)]` needs named fields, one per parameter; a unit struct has none",
+            ),
+        },
+        Data::Enum(e) => errors.error_spanned_by(
+            e.enum_token,
+            "`#[derive(SubLayer)]` goes on a struct with one named field per parameter, not on an enum",
+        ),
+        Data::Union(u) => errors.error_spanned_by(
+            u.union_token,
+            "`#[derive(SubLayer)]` goes on a struct with one named field per parameter, not on a union",
+        ),
+    }
+    out
+}
+
+/// The one type parameter, without bounds.
+fn value_type(input: &DeriveInput, errors: &mut Errors) -> Option<Ident> {
+    let g = &input.generics;
+    let hint = "a sub-layer has exactly one type parameter, the value type of its parameters (`struct Mlp<T> { w: T }`)";
+    if g.params.is_empty() {
+        errors.error_spanned_by(&input.ident, format!("missing type parameter: {hint}"));
+        return None;
+    }
+    let mut value_ty = None;
+    for p in &g.params {
+        match p {
+            GenericParam::Type(t) if value_ty.is_none() => {
+                if !t.bounds.is_empty() {
+                    errors.error_spanned_by(
+                        &t.bounds,
+                        "the value type parameter of a sub-layer takes no bounds",
+                    );
+                }
+                value_ty = Some(t.ident.clone());
+            }
+            other => {
+                errors.error_spanned_by(other, format!("unexpected generic parameter: {hint}"))
+            }
+        }
+    }
+    if let Some(w) = &g.where_clause {
+        errors.error_spanned_by(w, "a sub-layer takes no `where` clause");
+    }
+    value_ty
+}
+
+fn field(f: &syn::Field, errors: &mut Errors) -> Field {
+    let mut out = Field {
+        // Named fields always have an ident; the span fallback only keeps this total.
+        ident: f
+            .ident
+            .clone()
+            .unwrap_or_else(|| Ident::new("field", Span::call_site())),
+        ty: f.ty.clone(),
+        attr: None,
+        name: None,
+        shape: None,
+        shard: None,
+        replicated: None,
+        init: None,
+        dtype: None,
+        malformed: false,
+    };
+    let before = errors.len();
+    for attr in f.attrs.iter().filter(|a| a.path().is_ident("param")) {
+        if out.attr.is_some() {
+            errors.error_spanned_by(
+                attr.path(),
+                format!(
+                    "duplicate `#[param]` on `{}`; merge them into one",
+                    out.ident
+                ),
+            );
+            continue;
+        }
+        out.attr = Some(attr.path().clone());
+        let Some(tokens) = list_tokens(attr, errors) else {
+            continue;
+        };
+        for arg in args::split(tokens, errors) {
+            match arg.key.to_string().as_str() {
+                "shape" => {
+                    let shape = shape(&arg, errors);
+                    set(&mut out.shape, &arg, "", errors, |_, _, _| shape);
+                }
+                "shard" => set(&mut out.shard, &arg, "<dimension>", errors, Arg::parse),
+                "replicated" => {
+                    let flag = arg.flag(errors);
+                    let key = arg.key.clone();
+                    set(&mut out.replicated, &arg, "", errors, |_, _, _| {
+                        flag.and_then(|on| on.then_some(key))
+                    });
+                }
+                "init" => {
+                    let init = init(&arg, errors);
+                    set(&mut out.init, &arg, "", errors, |_, _, _| init);
+                }
+                "dtype" => set(&mut out.dtype, &arg, "f32", errors, Arg::parse),
+                "name" => set(&mut out.name, &arg, "\"name\"", errors, Arg::parse),
+                "frozen" | "trainable" | "no_grad" => errors.error_spanned_by(
+                    &arg.key,
+                    format!(
+                        "`{}` is not supported: every parameter of a sub-layer is trained",
+                        arg.key
+                    ),
+                ),
+                other => errors.error_spanned_by(
+                    &arg.key,
+                    format!(
+                        "unknown param option `{other}`; expected {}",
+                        args::one_of(PARAM_KEYS)
+                    ),
+                ),
+            }
+        }
+    }
+    out.malformed = errors.len() > before;
+    out
+}
+
+/// Stores the value of `arg` in `slot`, reporting a repeated key at its second occurrence.
+fn set<T>(
+    slot: &mut Option<T>,
+    arg: &Arg,
+    what: &str,
+    errors: &mut Errors,
+    parse: impl FnOnce(&Arg, &str, &mut Errors) -> Option<T>,
+) {
+    let value = parse(arg, what, errors);
+    if slot.is_some() {
+        errors.error_spanned_by(&arg.key, format!("duplicate option `{}`", arg.key));
+    } else {
+        *slot = value;
+    }
+}
+
+/// The tokens inside `#[attr(...)]`.
+fn list_tokens(attr: &syn::Attribute, errors: &mut Errors) -> Option<proc_macro2::TokenStream> {
+    match &attr.meta {
+        syn::Meta::List(list) => Some(list.tokens.clone()),
+        other => {
+            let name = attr
+                .path()
+                .get_ident()
+                .map(Ident::to_string)
+                .unwrap_or_default();
+            errors.error_spanned_by(other, format!("expected `#[{name}(...)]`"));
+            None
+        }
+    }
+}
+
+fn shape(arg: &Arg, errors: &mut Errors) -> Option<Shape> {
+    let (_, tokens) = args::bracketed(arg, "<dim>, ...", errors)?;
+    let parser = Punctuated::<Expr, Token![,]>::parse_terminated;
+    match syn::parse::Parser::parse2(parser, tokens) {
+        Ok(dims) => Some(Shape {
+            dims: dims.into_iter().collect(),
+        }),
+        Err(e) => {
+            errors.push(e);
+            None
+        }
+    }
+}
+
+fn init(arg: &Arg, errors: &mut Errors) -> Option<InitSpec> {
+    let expected = args::one_of(INITS);
+    let expr: Expr = arg.parse(&expected, errors)?;
+    let unknown = |errors: &mut Errors, what: &Expr| {
+        let name = match what {
+            Expr::Path(p) => p.path.get_ident().map(|i| format!(" `{i}`")),
+            _ => None,
+        };
+        errors.error_spanned_by(
+            what,
+            format!(
+                "unknown initializer{}; expected {expected}",
+                name.unwrap_or_default()
+            ),
+        );
+    };
+    match &expr {
+        Expr::Path(p) if p.path.is_ident("ones") => Some(InitSpec::Ones),
+        Expr::Path(p) if p.path.is_ident("zeros") => Some(InitSpec::Zeros),
+        Expr::Call(call) => match &*call.func {
+            Expr::Path(p) if p.path.is_ident("normal") => {
+                if call.args.len() == 1 {
+                    call.args.first().cloned().map(InitSpec::Normal)
+                } else {
+                    errors.error_at(
+                        call.paren_token.span.join(),
+                        "`normal` takes one argument, the standard deviation: `normal(0.02)`",
+                    );
+                    None
+                }
+            }
+            other => {
+                unknown(errors, other);
+                None
+            }
+        },
+        other => {
+            unknown(errors, other);
+            None
+        }
+    }
+}

@@ -1,0 +1,481 @@
+//! Expansion tests: `quote!{}` input through the expanders, the output re-parsed as a
+//! `syn::File`, pretty-printed, and asserted on. Two expansions are also kept as golden files
+//! in `tests/expanded/` (`STACKSCAN_BLESS=1` rewrites them) so a change to the generated code
+//! shows in review.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::stack::layer_stack;
+use crate::sublayer::derive;
+
+fn file(tokens: TokenStream) -> syn::File {
+    match syn::parse2::<syn::File>(tokens.clone()) {
+        Ok(f) => f,
+        Err(e) => panic!("the expansion is not a Rust file ({e}):\n{tokens}"),
+    }
+}
+
+fn pretty(tokens: TokenStream) -> String {
+    prettyplease::unparse(&file(tokens))
+}
+
+/// Without whitespace, for assertions that do not depend on line breaks.
+fn compact(s: &str) -> String {
+    s.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// Asserts the expansion contains each snippet (whitespace ignored).
+fn assert_contains(tokens: &TokenStream, snippets: &[&str]) {
+    let flat = compact(&tokens.to_string());
+    for s in snippets {
+        assert!(
+            flat.contains(&compact(s)),
+            "missing `{s}` in\n{}",
+            pretty(tokens.clone())
+        );
+    }
+}
+
+/// The `compile_error!` messages in an expansion, in order.
+fn compile_errors(tokens: &TokenStream) -> Vec<String> {
+    fn walk(tokens: TokenStream, out: &mut Vec<String>) {
+        let trees: Vec<_> = tokens.into_iter().collect();
+        for (i, tt) in trees.iter().enumerate() {
+            match tt {
+                proc_macro2::TokenTree::Ident(id) if id == "compile_error" => {
+                    if let Some(proc_macro2::TokenTree::Group(g)) = trees.get(i + 2) {
+                        let lit: syn::LitStr = syn::parse2(g.stream()).unwrap();
+                        out.push(lit.value());
+                    }
+                }
+                proc_macro2::TokenTree::Group(g) => walk(g.stream(), out),
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(tokens.clone(), &mut out);
+    out
+}
+
+/// The items inside the expansion's `const _: () = { … };` blocks.
+fn const_block_items(f: &syn::File) -> Vec<syn::Item> {
+    let mut items = Vec::new();
+    for item in &f.items {
+        if let syn::Item::Const(c) = item
+            && let syn::Expr::Block(b) = &*c.expr
+        {
+            for stmt in &b.block.stmts {
+                if let syn::Stmt::Item(i) = stmt {
+                    items.push(i.clone());
+                }
+            }
+        }
+    }
+    items
+}
+
+fn impl_of<'a>(items: &'a [syn::Item], trait_name: &str) -> &'a syn::ItemImpl {
+    items
+        .iter()
+        .find_map(|i| match i {
+            syn::Item::Impl(imp)
+                if imp.trait_.as_ref().is_some_and(|(_, path, _)| {
+                    path.segments.last().is_some_and(|s| s.ident == trait_name)
+                }) =>
+            {
+                Some(imp)
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no impl of `{trait_name}`"))
+}
+
+fn golden(name: &str, actual: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/expanded")
+        .join(name);
+    if std::env::var_os("STACKSCAN_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{} ({e}); run with STACKSCAN_BLESS=1", path.display()));
+    assert_eq!(
+        actual,
+        expected,
+        "{} changed; review and rerun with STACKSCAN_BLESS=1",
+        path.display()
+    );
+}
+
+fn toy_a() -> TokenStream {
+    quote! {
+        #[sublayer(config = ToyConfig, carry = Hidden, name = "A")]
+        pub struct GatedMlp<T> {
+            #[param(shape = [cfg.d, cfg.f], shard = 0)]
+            pub w1: T,
+            #[param(shape = [cfg.f, cfg.d], shard = 1, init = normal(0.01))]
+            pub w2: T,
+            #[param(shape = [cfg.d], replicated)]
+            pub gain: T,
+            #[param(shape = [cfg.d], replicated, init = zeros, dtype = bf16, name = "b")]
+            pub bias: T,
+        }
+    }
+}
+
+#[test]
+fn sublayer_expands_to_both_impls_in_a_const_block() {
+    let out = derive(toy_a()).unwrap();
+    golden("sublayer.rs", &pretty(out.clone()));
+    assert!(compile_errors(&out).is_empty());
+    let f = file(out.clone());
+    assert_eq!(f.items.len(), 1, "one `const _` item");
+    let items = const_block_items(&f);
+    let sublayer = impl_of(&items, "SubLayer");
+    let self_ty = &sublayer.self_ty;
+    assert_eq!(
+        quote!(#self_ty).to_string(),
+        quote!(GatedMlp<::stackscan::__private::Tensor>).to_string()
+    );
+    assert!(
+        sublayer
+            .attrs
+            .iter()
+            .any(|a| a.path().is_ident("automatically_derived"))
+    );
+    let assoc: Vec<String> = sublayer
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            syn::ImplItem::Type(t) => {
+                let ty = &t.ty;
+                Some(format!("{} = {}", t.ident, quote!(#ty)))
+            }
+            syn::ImplItem::Const(c) => {
+                let e = &c.expr;
+                Some(format!("{} = {}", c.ident, quote!(#e)))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        assoc,
+        [
+            "Config = ToyConfig",
+            "Carry = Hidden",
+            "Of = GatedMlp < T >",
+            "NAME = \"A\""
+        ]
+    );
+    let params = impl_of(&items, "Params");
+    assert_eq!(params.generics.params.len(), 1);
+    assert_contains(
+        &out,
+        &[
+            "ParamSpec::sharded(\"w1\", &[cfg.d, cfg.f], ::stackscan::__private::DType::F32, 0usize)",
+            ".with_init(::stackscan::__private::Init::Normal(0.01))",
+            // Defaults: normal(0.02) when sharded, ones when replicated.
+            ".with_init(::stackscan::__private::Init::Normal(0.02))",
+            "ParamSpec::replicated(\"gain\", &[cfg.d], ::stackscan::__private::DType::F32)",
+            ".with_init(::stackscan::__private::Init::Ones)",
+            "ParamSpec::replicated(\"b\", &[cfg.d], ::stackscan::__private::DType::BF16)",
+            ".with_init(::stackscan::__private::Init::Zeros)",
+            "const LEN: usize = 4usize;",
+            "list([self.w1, self.w2, self.gain, self.bias])",
+        ],
+    );
+}
+
+#[test]
+fn generic_config_types_keep_their_commas() {
+    let out = derive(quote! {
+        #[sublayer(config = Sizes<f32, 4>, carry = Hidden)]
+        struct S<T> {
+            #[param(shape = [cfg.d], shard = 0)]
+            w: T,
+        }
+    })
+    .unwrap();
+    assert!(compile_errors(&out).is_empty());
+    assert_contains(&out, &["type Config = Sizes<f32, 4>;"]);
+}
+
+#[test]
+fn sublayer_mistakes_are_all_reported_and_stub_impls_keep_the_type_usable() {
+    let out = derive(quote! {
+        #[sublayer(config = Cfg, carry = Hidden, colour = "red")]
+        struct Bad<T> {
+            #[param(shape = [1, 2], shard = 2)]
+            a: T,
+            #[param(shard = 0)]
+            b: T,
+            #[param(shape = [1], replicated, frozen)]
+            c: T,
+            d: T,
+        }
+    })
+    .unwrap();
+    let errors = compile_errors(&out);
+    assert_eq!(errors.len(), 5, "{errors:#?}");
+    assert!(errors[0].starts_with("unknown sublayer option `colour`; expected one of"));
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("shard dimension 2 is out of range"))
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("parameter `b` has no shape"))
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("`frozen` is not supported"))
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("field `d` has no `#[param"))
+    );
+    let items = const_block_items(&file(out));
+    impl_of(&items, "SubLayer");
+    impl_of(&items, "Params");
+}
+
+#[test]
+fn sublayer_on_an_enum_or_tuple_struct_is_an_error_without_impls() {
+    for input in [
+        quote!(
+            enum E<T> {
+                A(T),
+            }
+        ),
+        quote!(
+            #[sublayer(config = C)]
+            struct S<T>(T);
+        ),
+    ] {
+        let out = derive(input).unwrap();
+        assert!(!compile_errors(&out).is_empty());
+        assert!(const_block_items(&file(out)).is_empty());
+    }
+}
+
+fn toy_stack(args: TokenStream) -> TokenStream {
+    layer_stack(
+        args,
+        quote!(
+            pub struct Toy;
+        ),
+    )
+    .unwrap()
+}
+
+#[test]
+fn layer_stack_expands_to_the_item_an_impl_and_const_checks() {
+    let out = toy_stack(quote! {
+        block = [GatedMlp, GatedMlp, GatedMlp, SineResidual],
+        layers = 12,
+        prefetch_fsdp_weights,
+        defer_grad_reduce_scatter,
+    });
+    golden("layer_stack.rs", &pretty(out.clone()));
+    assert!(compile_errors(&out).is_empty());
+    let f = file(out.clone());
+    assert!(matches!(&f.items[0], syn::Item::Struct(s) if s.ident == "Toy"));
+    let items = const_block_items(&f);
+    let imp = impl_of(&items, "LayerStack");
+    let self_ty = &imp.self_ty;
+    assert_eq!(quote!(#self_ty).to_string(), "Toy");
+    // LAYERS, REPEAT, the impl, the options check and one distinct-name check (A vs B).
+    // The impl, the options check and one distinct-name check (`A` vs `B`).
+    let consts = items
+        .iter()
+        .filter(|i| matches!(i, syn::Item::Const(_)))
+        .count();
+    assert_eq!(consts, 2);
+    let this = "<Toy as ::stackscan::__private::LayerStack>";
+    assert_contains(
+        &out,
+        &[
+            "const LAYERS: usize = 12usize;",
+            &format!("const REPEAT: usize = {this}::LAYERS.saturating_sub(0usize) / 4usize;"),
+            "prefetch_fsdp_weights: true",
+            "defer_grad_reduce_scatter: true",
+            "unroll: 2usize",
+            &format!("{this}::OPTIONS.validate()"),
+            "::stackscan::__private::str_eq(",
+        ],
+    );
+    let flat = compact(&out.to_string());
+    // One kind per distinct sub-layer, in order of first appearance.
+    assert_eq!(flat.matches("__private::kind::<").count(), 2);
+    // Every entry names its kind in the stack; the distinct-name check names two more.
+    assert_eq!(
+        flat.matches("as::stackscan::__private::SubLayer>::NAME")
+            .count(),
+        4 + 2
+    );
+}
+
+#[test]
+fn layer_stack_with_a_prefix_and_const_counts_checks_them_in_const_context() {
+    let out = toy_stack(quote! {
+        prefix = [Dense, Dense, Dense],
+        block = [Moe],
+        layers = LAYERS,
+        prefetch_fsdp_weights = true,
+        unroll = UNROLL,
+    });
+    assert!(compile_errors(&out).is_empty());
+    let this = "<Toy as ::stackscan::__private::LayerStack>";
+    assert_contains(
+        &out,
+        &[
+            // The user's `LAYERS` is not shadowed by anything the expansion defines.
+            "const LAYERS: usize = (LAYERS);",
+            &format!("const REPEAT: usize = {this}::LAYERS.saturating_sub(3usize) / 1usize;"),
+            &format!("{this}::LAYERS > 3usize && ({this}::LAYERS - 3usize) % 1usize == 0"),
+            "`layers` must be the prefix length 3 plus a positive multiple of the block length 1",
+            "unroll: (UNROLL)",
+            "defer_grad_reduce_scatter: false",
+        ],
+    );
+    // Two distinct kinds, `Dense` and `Moe`; the prefix is passed to the planner first.
+    let flat = compact(&out.to_string());
+    assert_eq!(flat.matches("__private::kind::<").count(), 2);
+    assert!(flat.contains("with_prefix(&[<Dense<"));
+}
+
+#[test]
+fn layer_stack_mistakes_are_all_reported_and_the_item_is_kept() {
+    let out = toy_stack(quote! {
+        block = [],
+        repeat = 0,
+        unroll = 3,
+        prefech_fsdp_weights,
+        defer_grad_reduce_scatter,
+        unroll = 2,
+    });
+    let errors = compile_errors(&out);
+    assert_eq!(
+        errors,
+        [
+            "unknown layer_stack option `prefech_fsdp_weights`; expected one of `block`, `prefix`, `repeat`, `layers`, `prefetch_fsdp_weights`, `defer_grad_reduce_scatter` or `unroll`",
+            "duplicate layer_stack option `unroll`",
+            "the block is empty; expected at least one sub-layer: `block = [SubLayer, ...]`",
+            "`repeat` must be at least 1",
+            "`defer_grad_reduce_scatter` needs `prefetch_fsdp_weights`; add it or remove this option",
+            "`unroll` must be 1 or 2, got 3",
+        ]
+    );
+    let f = file(out);
+    assert!(matches!(&f.items[0], syn::Item::Struct(s) if s.ident == "Toy"));
+}
+
+#[test]
+fn layer_stack_with_an_invalid_option_still_implements_the_trait() {
+    let out = toy_stack(quote!(block = [A, B], repeat = 2, unroll = 4));
+    assert_eq!(compile_errors(&out).len(), 1);
+    let items = const_block_items(&file(out.clone()));
+    impl_of(&items, "LayerStack");
+    assert!(
+        pretty(out).contains("unroll: 2usize"),
+        "the default stands in"
+    );
+}
+
+#[test]
+fn layers_not_a_multiple_of_the_block_names_the_nearest_valid_counts() {
+    let errors = compile_errors(&toy_stack(quote!(block = [A, A, A, B], layers = 10)));
+    assert_eq!(
+        errors,
+        ["`layers = 10` is not a multiple of the block length 4; expected 8 or 12"]
+    );
+    let errors = compile_errors(&toy_stack(quote!(
+        prefix = [D, D, D],
+        block = [M, M],
+        layers = 2
+    )));
+    assert_eq!(
+        errors,
+        [
+            "`layers = 2` is not the prefix length 3 plus a positive multiple of the block length 2; expected 5"
+        ]
+    );
+}
+
+/// Malformed input of every kind gives `compile_error!`s, never a panic of the macro.
+#[test]
+fn malformed_arguments_never_panic() {
+    let attrs = [
+        quote!(),
+        quote!(,,,),
+        quote!(= 3),
+        quote!(block),
+        quote!(block =),
+        quote!(block = A),
+        quote!(block = [A,, B]),
+        quote!(block = [1 + 2]),
+        quote!(block = [A] repeat = 2),
+        quote!(repeat = "two", block = [A]),
+        quote!(repeat = 99999999999999999999999, block = [A]),
+        quote!(unroll, block = [A], repeat = 1),
+        quote!(prefetch_fsdp_weights = 1, block = [A], repeat = 1),
+        quote!(block = [A], repeat = 1, layers = 1),
+        quote!(42, block = [A], repeat = 1),
+    ];
+    for attr in attrs {
+        let out = toy_stack(attr.clone());
+        assert!(!compile_errors(&out).is_empty(), "no error for `{attr}`");
+        file(out);
+    }
+    for item in [
+        quote!(
+            enum E {}
+        ),
+        quote!(
+            fn f() {}
+        ),
+        quote!(
+            struct S<T>(T);
+        ),
+    ] {
+        let out = layer_stack(quote!(block = [A], repeat = 1), item.clone()).unwrap();
+        assert!(!compile_errors(&out).is_empty(), "no error for `{item}`");
+    }
+    let fields = [
+        quote!(#[param] a: T,),
+        quote!(#[param = 1] a: T,),
+        quote!(#[param(shape)] a: T,),
+        quote!(#[param(shape = 3, shard = 0)] a: T,),
+        quote!(#[param(shape = [1], shard = x)] a: T,),
+        quote!(#[param(shape = [1], shard = 0, init = normal)] a: T,),
+        quote!(#[param(shape = [1], shard = 0, init = normal(1, 2))] a: T,),
+        quote!(#[param(shape = [1], shard = 0, init = uniform(1))] a: T,),
+        quote!(#[param(shape = [1], shard = 0, dtype = i32)] a: T,),
+        quote!(#[param(shape = [1], shard = 0, shard = 0)] a: T,),
+        quote!(#[param(shape = [1], shard = 0)] #[param(shape = [1], shard = 0)] a: T,),
+        quote!(#[param(shape = [], shard = 0)] a: T,),
+        quote!(#[param(shape = [1], shard = 0)] a: Vec<T>,),
+    ];
+    for field in fields {
+        let out = derive(quote! {
+            #[sublayer(config = C, carry = H)]
+            struct S<T> { #field }
+        })
+        .unwrap();
+        assert!(!compile_errors(&out).is_empty(), "no error for `{field}`");
+        file(out);
+    }
+}

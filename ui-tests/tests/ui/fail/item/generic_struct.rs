@@ -1,0 +1,6 @@
+use stackscan::layer_stack;
+
+#[layer_stack(block = [stackscan_ui_tests::Mlp], repeat = 2)]
+struct Model<T>(T);
+
+fn main() {}

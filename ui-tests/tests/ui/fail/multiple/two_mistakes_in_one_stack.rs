@@ -1,0 +1,7 @@
+use stackscan::layer_stack;
+use stackscan_ui_tests::{Attn, Mlp};
+
+#[layer_stack(block = [Mlp, Attn], repeat = 0, unroll = 3)]
+struct Model;
+
+fn main() {}

@@ -1,0 +1,6 @@
+use stackscan::layer_stack;
+
+#[layer_stack(repeat = 2)]
+struct Model;
+
+fn main() {}

@@ -1,0 +1,13 @@
+use stackscan::SubLayer;
+use stackscan_ui_tests::{Cfg, Hidden};
+
+#[derive(SubLayer)]
+#[sublayer(config = Cfg, carry = Hidden)]
+struct Mlp<T> {
+    #[param(shape = [4, 8], shard = 0)]
+    up: T,
+    #[param(shape = [8, 4], shard = 0, name = "up")]
+    down: T,
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use stackscan::SubLayer;
+use stackscan_ui_tests::{Cfg, Hidden};
+
+#[derive(SubLayer)]
+#[sublayer(config = Cfg, carry = Hidden)]
+struct Mlp<T> {}
+
+fn main() {}

@@ -1,0 +1,22 @@
+// The toy block `[A, A, A, B]`: plan notation and kinds in order of first appearance.
+use stackscan::LayerStack;
+use stackscan::layer_stack;
+use stackscan_ui_tests::{Attn, Cfg, Mlp};
+
+#[layer_stack(
+    block = [Mlp, Mlp, Mlp, Attn],
+    repeat = 1,
+    prefetch_fsdp_weights,
+    defer_grad_reduce_scatter,
+)]
+struct Toy;
+
+fn main() {
+    let (forward, backward) = Toy::plan_notation().unwrap();
+    assert_eq!(forward, "[Mlp 0, Mlp 1] → [Mlp 2] → [attention]");
+    assert_eq!(backward, "[attention] → [Mlp 2] → [Mlp 1] → [Mlp 0]");
+    let kinds = Toy::kinds(&Cfg { d: 4 });
+    let names: Vec<&str> = kinds.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["Mlp", "attention"]);
+    assert_eq!(Toy::LAYERS, 4);
+}
