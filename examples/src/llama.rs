@@ -75,7 +75,7 @@ impl LlamaConfig {
 }
 
 /// One decoder layer on `h: [B, T, d]` with weights in the order of [`layer_params`].
-fn decoder_layer(c: LlamaConfig, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
+pub fn decoder_layer(c: LlamaConfig, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
     let (b, t) = (h.dims()[0], h.dims()[1]);
     let (nh, nkv, hd) = (c.heads, c.kv_heads, c.head_dim);
     let x = nn::rms_norm(h, &w[0], 1e-5)?;

@@ -1,6 +1,6 @@
 //! The Llama-style decoder of [`llama`](crate::llama) declared with the macros: one
-//! `#[derive(SubLayer)]` struct whose fields are the layer's weights (read by name in the
-//! forward instead of by position), and `#[layer_stack]` models for the tiny config and for
+//! `#[derive(SubLayer)]` struct whose fields are the layer's weights (the forward is the
+//! hand-built model's layer function, fed the fields in declaration order), and `#[layer_stack]` models for the tiny config and for
 //! Llama-3-8B's depth. The resulting [`StackModel`] is the hand-built one: same parameters, same
 //! program text.
 //!
@@ -20,10 +20,8 @@
 use std::rc::Rc;
 
 use stackscan::fsdp::{InputSpec, ParamSpec, StackModel};
-use stackscan::layer::{ActivationMarker, Forward};
-use stackscan::{
-    DType, DotDims, Error, LayerStack, Result, SubLayer, Tensor, TensorType, layer_stack, nn,
-};
+use stackscan::layer::{ActivationMarker, Forward, Params};
+use stackscan::{DType, Error, LayerStack, Result, SubLayer, Tensor, TensorType, layer_stack, nn};
 
 use crate::llama::LlamaConfig;
 
@@ -76,52 +74,10 @@ pub struct Decoder<T> {
 }
 
 impl Forward for Decoder<Tensor> {
+    /// The same layer function as the hand-built model, on the fields in declaration order.
     fn forward(&self, c: &LlamaConfig, h: &Tensor) -> Result<Tensor> {
-        let (b, t) = (h.dims()[0], h.dims()[1]);
-        let (nh, nkv, hd) = (c.heads, c.kv_heads, c.head_dim);
-        let x = nn::rms_norm(h, &self.attn_norm, 1e-5)?;
-        let q = x.matmul(&self.wq)?.reshape(&[b, t, nh, hd])?;
-        let q = nn::rope(&q, c.rope_theta, hd as usize)?;
-        let k = x.matmul(&self.wk)?.reshape(&[b, t, nkv, hd])?;
-        let k = nn::rope(&k, c.rope_theta, hd as usize)?;
-        let v = x.matmul(&self.wv)?.reshape(&[b, t, nkv, hd])?;
-        // Grouped-query attention: each key/value head serves heads/kv_heads query heads.
-        let group = nh / nkv;
-        let expand = |z: &Tensor| -> Result<Tensor> {
-            z.broadcast_in_dim(&[b, t, nkv, group, hd], &[0, 1, 2, 4])?
-                .reshape(&[b, t, nh, hd])
-        };
-        let (k, v) = (expand(&k)?, expand(&v)?);
-        let scores = q
-            .dot_general(
-                &k,
-                DotDims {
-                    lhs_batch: vec![0, 2],
-                    rhs_batch: vec![0, 2],
-                    lhs_contract: vec![3],
-                    rhs_contract: vec![3],
-                },
-            )?
-            .scale(1.0 / (hd as f64).sqrt())?; // [B, H, T, S]
-        let probs = nn::softmax(&nn::causal_mask(&scores)?, 3)?;
-        let attn = probs
-            .dot_general(
-                &v,
-                DotDims {
-                    lhs_batch: vec![0, 1],
-                    rhs_batch: vec![0, 2],
-                    lhs_contract: vec![3],
-                    rhs_contract: vec![1],
-                },
-            )? // [B, H, T, hd]
-            .transpose(&[0, 2, 1, 3])?
-            .reshape(&[b, t, nh * hd])?;
-        let h = h.add(&attn.matmul(&self.wo)?)?;
-        let y = nn::rms_norm(&h, &self.mlp_norm, 1e-5)?;
-        let mlp = nn::silu(&y.matmul(&self.w_gate)?)?
-            .mul(&y.matmul(&self.w_up)?)?
-            .matmul(&self.w_down)?;
-        h.add(&mlp)
+        let weights: Vec<Tensor> = self.values().into_iter().cloned().collect();
+        crate::llama::decoder_layer(*c, h, &weights)
     }
 }
 

@@ -18,8 +18,9 @@
 
 use std::rc::Rc;
 
-use stackscan::fsdp::{InputSpec, ParamSpec, StackModel};
+use stackscan::fsdp::{InputSpec, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
 use stackscan::layer::{ActivationMarker, Forward};
+use stackscan::plan::Stack;
 use stackscan::{DType, LayerStack, Result, SubLayer, Tensor, TensorType, layer_stack};
 
 /// Sizes of the toy model.
@@ -67,9 +68,13 @@ pub struct GatedMlp<T> {
 
 impl Forward for GatedMlp<Tensor> {
     fn forward(&self, _cfg: &ToyConfig, h: &Tensor) -> Result<Tensor> {
-        let inner = h.matmul(&self.w1)?.tanh()?.matmul(&self.w2)?;
-        h.add(&inner.mul(&self.gain.broadcast_to(h.dims())?)?)
+        gated_mlp(h, &self.w1, &self.w2, &self.gain)
     }
+}
+
+fn gated_mlp(h: &Tensor, w1: &Tensor, w2: &Tensor, gain: &Tensor) -> Result<Tensor> {
+    let inner = h.matmul(w1)?.tanh()?.matmul(w2)?;
+    h.add(&inner.mul(&gain.broadcast_to(h.dims())?)?)
 }
 
 /// Kind B: `h + sin(h·u)`.
@@ -83,8 +88,12 @@ pub struct SineResidual<T> {
 
 impl Forward for SineResidual<Tensor> {
     fn forward(&self, _cfg: &ToyConfig, h: &Tensor) -> Result<Tensor> {
-        h.add(&h.matmul(&self.u)?.sin()?)
+        sine_residual(h, &self.u)
     }
+}
+
+fn sine_residual(h: &Tensor, u: &Tensor) -> Result<Tensor> {
+    h.add(&h.matmul(u)?.sin()?)
 }
 
 /// One toy block with prefetch and deferred reduce-scatter.
@@ -107,33 +116,71 @@ pub struct Toy;
 #[derive(Debug)]
 pub struct ToyRepeated;
 
-/// The toy stack `S` with its outer parts: inputs `x`, `y: [batch, d]`, `embed` before the
-/// stack, `head` and `bias` after it, and a mean squared error.
-pub fn model<S: LayerStack<Config = ToyConfig>>(cfg: &ToyConfig) -> Result<StackModel> {
+/// What runs outside the toy's stack: inputs `x`, `y: [batch, d]`, `embed` before the stack,
+/// `head` and `bias` after it, and a mean squared error.
+struct Outer {
+    activation: TensorType,
+    inputs: Vec<InputSpec>,
+    params: Vec<ParamSpec>,
+    pre: PreFn,
+    post: PostFn,
+}
+
+fn outer(cfg: &ToyConfig) -> Outer {
     let (f32, d) = (DType::F32, cfg.d);
     let row = TensorType::new(f32, [cfg.batch, d]);
-    S::stack_model(
-        cfg,
-        row.clone(),
-        vec![
-            InputSpec {
-                name: "x".into(),
-                ty: row.clone(),
-            },
-            InputSpec {
-                name: "y".into(),
-                ty: row,
-            },
-        ],
-        vec![
+    let input = |name: &str| InputSpec {
+        name: name.into(),
+        ty: row.clone(),
+    };
+    Outer {
+        inputs: vec![input("x"), input("y")],
+        activation: row,
+        params: vec![
             ParamSpec::sharded("embed", &[d, d], f32, 0),
             ParamSpec::sharded("head", &[d, d], f32, 1),
             ParamSpec::replicated("bias", &[d], f32),
         ],
-        Rc::new(|inp, w| inp[0].matmul(&w[0])),
-        Rc::new(|h, inp, w| {
+        pre: Rc::new(|inp, w| inp[0].matmul(&w[0])),
+        post: Rc::new(|h, inp, w| {
             let out = h.matmul(&w[1])?.add(&w[2].broadcast_to(h.dims())?)?;
             out.sub(&inp[1])?.square()?.mean(&[0, 1])
         }),
-    )
+    }
+}
+
+/// The toy stack `S` (declared with the macros) with its outer parts.
+pub fn model<S: LayerStack<Config = ToyConfig>>(cfg: &ToyConfig) -> Result<StackModel> {
+    let o = outer(cfg);
+    S::stack_model(cfg, o.activation, o.inputs, o.params, o.pre, o.post)
+}
+
+/// The same model built with the run-time API alone: `[A, A, A, B] × repeat`, prefetch options
+/// left to the caller. Proof that the macros add nothing the API cannot express.
+pub fn hand_built(cfg: &ToyConfig, repeat: usize) -> Result<StackModel> {
+    let (f32, d, f) = (DType::F32, cfg.d, cfg.f);
+    let a = LayerKind {
+        name: "A".into(),
+        params: vec![
+            ParamSpec::sharded("w1", &[d, f], f32, 0),
+            ParamSpec::sharded("w2", &[f, d], f32, 1),
+            ParamSpec::replicated("gain", &[d], f32),
+        ],
+        forward: Rc::new(|h, w| gated_mlp(h, &w[0], &w[1], &w[2])),
+    };
+    let b = LayerKind {
+        name: "B".into(),
+        params: vec![ParamSpec::sharded("u", &[d, d], f32, 0)],
+        forward: Rc::new(|h, w| sine_residual(h, &w[0])),
+    };
+    let o = outer(cfg);
+    Ok(StackModel {
+        stack: Stack::blocks(&["A", "A", "A", "B"], repeat)?,
+        kinds: vec![a, b],
+        activation: o.activation,
+        inputs: o.inputs,
+        outer_params: o.params,
+        pre: o.pre,
+        post: o.post,
+    })
 }

@@ -1,6 +1,5 @@
 //! The toy `[A, A, A, B]` declared with `#[derive(SubLayer)]` / `#[layer_stack]` is the same
-//! model as the one built by hand with the run-time API (the runtime's equivalence test's
-//! `toy`, copied here): the same stack, parameters and plan, the same lowered programs (the
+//! model as the one built by hand with the run-time API (`toy::hand_built`): the same stack, parameters and plan, the same lowered programs (the
 //! emitted StableHLO text is identical for every option set), and the same loss and gradients
 //! when run on 2 and 4 CPU devices, both equal to the unsharded reference.
 
@@ -12,17 +11,14 @@
 #[path = "../../runtime/tests/common/mod.rs"]
 mod common;
 
-use std::rc::Rc;
-
 use common::fsdp::{assert_close, fixture, run_step};
 use common::graph::{Arg, Data, Rng};
-use stackscan::fsdp::{InputSpec, LayerKind, ParamSpec, StackModel, reference_step, train_step};
+use stackscan::fsdp::{StackModel, reference_step, train_step};
 use stackscan::plan::{Plan, PlanOptions, Stack};
 use stackscan::{Axis, DType, LayerStack, Program, TensorType, layer_stack};
 use stackscan_examples::toy::{self, GatedMlp, SineResidual, Toy, ToyConfig, ToyRepeated};
 
 const D: i64 = 8;
-const F: i64 = 16;
 const B: i64 = 2;
 
 /// Three blocks, no prefetch, one layer per loop trip.
@@ -33,51 +29,16 @@ struct ToyBaselineUnroll1;
 #[layer_stack(block = [GatedMlp, GatedMlp, GatedMlp, SineResidual], repeat = 1, prefetch_fsdp_weights)]
 struct ToyPrefetch;
 
-/// The runtime test's hand-built `toy`, with the batch per device as a parameter.
+/// The hand-built toy with `batch` rows per device.
 fn hand_toy(repeat: usize, batch: i64) -> StackModel {
-    let f32 = DType::F32;
-    let a = LayerKind {
-        name: "A".into(),
-        params: vec![
-            ParamSpec::sharded("w1", &[D, F], f32, 0),
-            ParamSpec::sharded("w2", &[F, D], f32, 1),
-            ParamSpec::replicated("gain", &[D], f32),
-        ],
-        forward: Rc::new(|h, w| {
-            let inner = h.matmul(&w[0])?.tanh()?.matmul(&w[1])?;
-            h.add(&inner.mul(&w[2].broadcast_to(h.dims())?)?)
-        }),
-    };
-    let b = LayerKind {
-        name: "B".into(),
-        params: vec![ParamSpec::sharded("u", &[D, D], f32, 0)],
-        forward: Rc::new(|h, w| h.add(&h.matmul(&w[0])?.sin()?)),
-    };
-    StackModel {
-        stack: Stack::blocks(&["A", "A", "A", "B"], repeat).unwrap(),
-        kinds: vec![a, b],
-        activation: TensorType::new(f32, [batch, D]),
-        inputs: vec![
-            InputSpec {
-                name: "x".into(),
-                ty: TensorType::new(f32, [batch, D]),
-            },
-            InputSpec {
-                name: "y".into(),
-                ty: TensorType::new(f32, [batch, D]),
-            },
-        ],
-        outer_params: vec![
-            ParamSpec::sharded("embed", &[D, D], f32, 0),
-            ParamSpec::sharded("head", &[D, D], f32, 1),
-            ParamSpec::replicated("bias", &[D], f32),
-        ],
-        pre: Rc::new(|inp, w| inp[0].matmul(&w[0])),
-        post: Rc::new(|h, inp, w| {
-            let out = h.matmul(&w[1])?.add(&w[2].broadcast_to(h.dims())?)?;
-            out.sub(&inp[1])?.square()?.mean(&[0, 1])
-        }),
-    }
+    toy::hand_built(
+        &ToyConfig {
+            batch,
+            ..ToyConfig::small()
+        },
+        repeat,
+    )
+    .unwrap()
 }
 
 fn macro_toy<S: LayerStack<Config = ToyConfig>>(batch: i64) -> StackModel {

@@ -2,16 +2,21 @@
 //! shards the weights, keeps weights and optimizer state on the devices, and runs steps.
 //!
 //! ```no_run
-//! # fn model() -> stackscan::fsdp::StackModel { unimplemented!() }
-//! use stackscan::fsdp::Adam;
+//! use stackscan::fsdp::{Adam, StackModel};
 //! use stackscan::plan::PlanOptions;
-//! use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin, train::Trainer};
+//! use stackscan_runtime::train::{HostInput, Trainer};
+//! use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
 //!
-//! let plugin = Plugin::load(plugin::resolve("cpu")?)?;
-//! let client = Client::new(&plugin, &ClientOptions::cpu(4))?;
-//! let mesh = Mesh::new(&client, "fsdp", 4)?;
-//! let mut trainer = Trainer::new(&client, &mesh, &model(), PlanOptions::prefetch_deferred(), Adam::default(), 0)?;
-//! # Ok::<(), stackscan_runtime::Error>(())
+//! /// Trains `model` for one step on 4 CPU devices, `batch(d)` being device `d`'s inputs.
+//! fn one_step(model: &StackModel, batch: impl Fn(usize) -> Vec<HostInput>) -> stackscan_runtime::Result<f32> {
+//!     let plugin = Plugin::load(plugin::resolve("cpu")?)?;
+//!     let client = Client::new(&plugin, &ClientOptions::cpu(4))?;
+//!     let mesh = Mesh::new(&client, "fsdp", 4)?;
+//!     let options = PlanOptions::prefetch_deferred();
+//!     let mut trainer = Trainer::new(&client, &mesh, model, options, Adam::default(), 0)?;
+//!     let inputs: Vec<Vec<HostInput>> = (0..4).map(batch).collect();
+//!     Ok(trainer.step(&inputs)?.loss)
+//! }
 //! ```
 
 use std::time::Instant;

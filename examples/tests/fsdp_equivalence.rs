@@ -8,66 +8,22 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
+#[path = "../../runtime/tests/common/mod.rs"]
 mod common;
-
-use std::rc::Rc;
 
 use common::fsdp::{assert_close, check_every_option_set, fixture, run_step};
 use common::graph::{Arg, Data, Rng};
-use stackscan::fsdp::{InputSpec, LayerKind, ParamSpec, StackModel};
-use stackscan::plan::{PlanOptions, Stack};
+use stackscan::fsdp::StackModel;
+use stackscan::plan::PlanOptions;
 use stackscan::{DType, TensorType};
+use stackscan_examples::toy::{self, ToyConfig};
 
 const D: i64 = 8;
-const F: i64 = 16;
 const B: i64 = 2;
 
-/// `[A, A, A, B] × repeat`: A is a gated MLP (`W1 [D, F]` sharded on 0, `W2 [F, D]` sharded on
-/// its minor dimension 1, a replicated gain), B a residual sine layer (`U [D, D]`).
+/// `[A, A, A, B] × repeat` built with the run-time API (see `stackscan_examples::toy`).
 fn toy(repeat: usize) -> StackModel {
-    let f32 = DType::F32;
-    let a = LayerKind {
-        name: "A".into(),
-        params: vec![
-            ParamSpec::sharded("w1", &[D, F], f32, 0),
-            ParamSpec::sharded("w2", &[F, D], f32, 1),
-            ParamSpec::replicated("gain", &[D], f32),
-        ],
-        forward: Rc::new(|h, w| {
-            let inner = h.matmul(&w[0])?.tanh()?.matmul(&w[1])?;
-            h.add(&inner.mul(&w[2].broadcast_to(h.dims())?)?)
-        }),
-    };
-    let b = LayerKind {
-        name: "B".into(),
-        params: vec![ParamSpec::sharded("u", &[D, D], f32, 0)],
-        forward: Rc::new(|h, w| h.add(&h.matmul(&w[0])?.sin()?)),
-    };
-    StackModel {
-        stack: Stack::blocks(&["A", "A", "A", "B"], repeat).unwrap(),
-        kinds: vec![a, b],
-        activation: TensorType::new(f32, [B, D]),
-        inputs: vec![
-            InputSpec {
-                name: "x".into(),
-                ty: TensorType::new(f32, [B, D]),
-            },
-            InputSpec {
-                name: "y".into(),
-                ty: TensorType::new(f32, [B, D]),
-            },
-        ],
-        outer_params: vec![
-            ParamSpec::sharded("embed", &[D, D], f32, 0),
-            ParamSpec::sharded("head", &[D, D], f32, 1),
-            ParamSpec::replicated("bias", &[D], f32),
-        ],
-        pre: Rc::new(|inp, w| inp[0].matmul(&w[0])),
-        post: Rc::new(|h, inp, w| {
-            let out = h.matmul(&w[1])?.add(&w[2].broadcast_to(h.dims())?)?;
-            out.sub(&inp[1])?.square()?.mean(&[0, 1])
-        }),
-    }
+    toy::hand_built(&ToyConfig::small(), repeat).unwrap()
 }
 
 fn global_inputs(max_devices: usize) -> Vec<Arg> {
