@@ -237,20 +237,27 @@ impl Writer {
         }
     }
 
-    fn write_single(&mut self, f: &Function) -> Result<()> {
-        let module = Writer::module_name(f);
-        self.line(0, &format!("module @{module} {{"));
+    /// Names `f`'s parameters with fresh `%{prefix}N` names; returns the names table and the
+    /// `name: type` declarations, in order.
+    fn name_params(&mut self, f: &Function, prefix: &str) -> (Names, Vec<String>) {
         let mut names = Names(vec![String::new(); f.values.len()]);
-        let args: Vec<String> = f
+        let decls = f
             .params
             .iter()
             .map(|&p| {
-                let n = self.fresh("arg");
-                let text = format!("{n}: {}", f.values[p]);
+                let n = self.fresh(prefix);
+                let decl = format!("{n}: {}", f.values[p]);
                 names.0[p] = n;
-                text
+                decl
             })
             .collect();
+        (names, decls)
+    }
+
+    fn write_single(&mut self, f: &Function) -> Result<()> {
+        let module = Writer::module_name(f);
+        self.line(0, &format!("module @{module} {{"));
+        let (mut names, args) = self.name_params(f, "arg");
         self.line(
             1,
             &format!(
@@ -331,17 +338,7 @@ impl Writer {
         } else {
             format!("{mc}:{}", gr.len())
         };
-        let mut names = Names(vec![String::new(); f.values.len()]);
-        let local_args: Vec<String> = f
-            .params
-            .iter()
-            .map(|&p| {
-                let a = self.fresh("local");
-                let text = format!("{a}: {}", f.values[p]);
-                names.0[p] = a;
-                text
-            })
-            .collect();
+        let (mut names, local_args) = self.name_params(f, "local");
         let in_sh: Vec<String> = gp.iter().zip(params).map(|(t, &s)| sh(t, s)).collect();
         let out_sh: Vec<String> = gr.iter().zip(results).map(|(t, &s)| sh(t, s)).collect();
         self.line(
@@ -439,17 +436,7 @@ impl Writer {
     /// A region holding a nested function (loop condition or body).
     fn function_region(&mut self, f: &Function, depth: usize) -> Result<String> {
         let saved = std::mem::take(&mut self.out);
-        let mut names = Names(vec![String::new(); f.values.len()]);
-        let args: Vec<String> = f
-            .params
-            .iter()
-            .map(|&p| {
-                let a = self.fresh("a");
-                let text = format!("{a}: {}", f.values[p]);
-                names.0[p] = a;
-                text
-            })
-            .collect();
+        let (mut names, args) = self.name_params(f, "a");
         self.line(
             0,
             &format!("{{\n{}^bb0({}):", indent(depth + 1), args.join(", ")),
