@@ -175,6 +175,10 @@ fn looks_like_path(spec: &str) -> bool {
 /// The unpacked wheel of `package` under `cache`, installing it from a downloaded wheel or,
 /// when `fetch` is true, downloading it first. Returns the install directory.
 pub fn ensure_installed(package: &PluginPackage, cache: &Path, fetch: bool) -> Result<PathBuf> {
+    // One fetch at a time in this process (threads of a test binary all resolving `cpu` on a
+    // fresh machine); other processes are handled by the atomic renames below.
+    static FETCHING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = FETCHING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = package.install_dir(cache);
     if dir.join(package.library).is_file() {
         return Ok(dir);
