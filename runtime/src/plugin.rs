@@ -178,7 +178,9 @@ pub fn ensure_installed(package: &PluginPackage, cache: &Path, fetch: bool) -> R
     // One fetch at a time in this process (threads of a test binary all resolving `cpu` on a
     // fresh machine); other processes are handled by the atomic renames below.
     static FETCHING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = FETCHING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _guard = FETCHING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = package.install_dir(cache);
     if dir.join(package.library).is_file() {
         return Ok(dir);
