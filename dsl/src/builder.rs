@@ -218,6 +218,18 @@ impl Scope {
         if let Some(bad) = result_types.iter().find(|t| t.dims.iter().any(|&d| d < 0)) {
             return Err(Error::invalid(name, format!("negative dimension in {bad}")));
         }
+        let fits = |t: &TensorType| {
+            t.dims
+                .iter()
+                .try_fold(t.dtype.size_in_bytes() as i64, |n, &d| n.checked_mul(d))
+                .is_some()
+        };
+        if let Some(bad) = result_types.iter().find(|t| !fits(t)) {
+            return Err(Error::invalid(
+                name,
+                format!("{bad} is too large to address"),
+            ));
+        }
         let results: Vec<ValueId> = result_types
             .into_iter()
             .map(|t| self.new_value(t))

@@ -269,9 +269,15 @@ pub(crate) fn infer(
             let dims: Vec<i64> = (0..x.rank())
                 .map(|i| {
                     let d = x.dims[i];
-                    low[i] + high[i] + d + (d - 1).max(0) * interior[i]
+                    (d - 1)
+                        .max(0)
+                        .checked_mul(interior[i])
+                        .and_then(|v| v.checked_add(d))
+                        .and_then(|v| v.checked_add(low[i]))
+                        .and_then(|v| v.checked_add(high[i]))
+                        .ok_or_else(|| Error::invalid(name, format!("padding {x} overflows")))
                 })
-                .collect();
+                .collect::<Result<_>>()?;
             if dims.iter().any(|&d| d < 0) {
                 return Err(Error::invalid(
                     name,
@@ -436,13 +442,23 @@ pub(crate) fn infer(
             {
                 return Err(Error::invalid(
                     name,
-                    "the condition must map the carry to bool[]",
+                    format!(
+                        "the condition must map the carry ({}) to tensor<i1>, not ({}) to ({})",
+                        list_types(&carry),
+                        list_types(&cond.param_types()),
+                        list_types(&cond.result_types())
+                    ),
                 ));
             }
             if body.param_types() != carry || body.result_types() != carry {
                 return Err(Error::invalid(
                     name,
-                    "the body must map the carry to itself",
+                    format!(
+                        "the body must map the carry ({}) to itself, not ({}) to ({})",
+                        list_types(&carry),
+                        list_types(&body.param_types()),
+                        list_types(&body.result_types())
+                    ),
                 ));
             }
             Ok(carry)
@@ -470,14 +486,22 @@ pub(crate) fn infer(
             if body.param_types() != expected {
                 return Err(Error::invalid(
                     name,
-                    "the body's parameters must be [carry…, x…, consts…]",
+                    format!(
+                        "the body's parameters must be [carry…, x…, consts…] = ({}), not ({})",
+                        list_types(&expected),
+                        list_types(&body.param_types())
+                    ),
                 ));
             }
             let results = body.result_types();
             if results.len() < *num_carry || results[..*num_carry] != *carry {
                 return Err(Error::invalid(
                     name,
-                    "the body must return the carry first, with unchanged types",
+                    format!(
+                        "the body must return the carry ({}) first, with unchanged types; it returns ({})",
+                        list_types(carry),
+                        list_types(&results)
+                    ),
                 ));
             }
             let mut out = carry.to_vec();
@@ -492,7 +516,9 @@ pub(crate) fn infer(
             arity(1)?;
             check_axis(name, *dim, &args[0])?;
             let mut dims = args[0].dims.clone();
-            dims[*dim] *= axis.size as i64;
+            dims[*dim] = dims[*dim].checked_mul(axis.size as i64).ok_or_else(|| {
+                Error::invalid(name, format!("gathering {} is too large", args[0]))
+            })?;
             Ok(vec![args[0].with_dims(dims)])
         }
         Op::ReduceScatter { dim, axis } => {
@@ -536,7 +562,9 @@ pub(crate) fn infer(
             }
             let mut dims = x.dims.clone();
             dims[*split_dim] /= axis.size as i64;
-            dims[*concat_dim] *= axis.size as i64;
+            dims[*concat_dim] = dims[*concat_dim]
+                .checked_mul(axis.size as i64)
+                .ok_or_else(|| Error::invalid(name, format!("exchanging {x} is too large")))?;
             Ok(vec![x.with_dims(dims)])
         }
         Op::AxisIndex { .. } => {
@@ -544,6 +572,13 @@ pub(crate) fn infer(
             Ok(vec![TensorType::scalar(DType::I32)])
         }
     }
+}
+
+fn list_types(ts: &[TensorType]) -> String {
+    ts.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub(crate) fn check_axis(op: &'static str, axis: usize, t: &TensorType) -> Result<()> {

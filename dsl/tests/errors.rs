@@ -913,3 +913,17 @@ fn no_panics() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[test]
+fn absurd_sizes_are_errors_not_overflows() {
+    let s = Scope::new("f");
+    let huge = s.param(f32s(&[i64::MAX / 2]));
+    let e = err_naming(huge.all_gather(0, &axis(4)), "all_gather");
+    assert!(matches!(e, Error::InvalidOp { .. }), "{e:?}");
+    let e = err_naming(s.iota(f32s(&[1 << 40, 1 << 40]), 0), "iota");
+    assert!(e.to_string().contains("too large"), "{e}");
+    let x = s.param(f32s(&[3]));
+    let zero = s.scalar(0.0, DType::F32).unwrap();
+    let e = err_naming(x.pad(&zero, &[i64::MAX], &[i64::MAX], &[0]), "pad");
+    assert!(e.to_string().contains("overflows"), "{e}");
+}
