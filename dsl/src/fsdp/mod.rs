@@ -1,6 +1,38 @@
 //! FSDP training steps: a stack model lowered through a [`Plan`](crate::plan::Plan) into one
 //! program on a mesh, with weight prefetch and deferred gradient reduce-scatter; and the
 //! unsharded single-device reference it must agree with.
+//!
+//! ```
+//! use std::rc::Rc;
+//! use stackscan::fsdp::{InputSpec, LayerKind, ParamSpec, StackModel, train_step};
+//! use stackscan::plan::{PlanOptions, Stack};
+//! use stackscan::{Axis, DType, TensorType};
+//!
+//! // Six residual tanh layers of width 8 on rows of 2, squared loss against a target.
+//! let row = TensorType::new(DType::F32, [2, 8]);
+//! let model = StackModel {
+//!     stack: Stack::homogeneous("mlp", 6)?,
+//!     kinds: vec![LayerKind {
+//!         name: "mlp".into(),
+//!         params: vec![ParamSpec::sharded("w", &[8, 8], DType::F32, 0)],
+//!         forward: Rc::new(|h, w| h.add(&h.matmul(&w[0])?.tanh()?)),
+//!     }],
+//!     activation: row.clone(),
+//!     inputs: vec![
+//!         InputSpec { name: "x".into(), ty: row.clone() },
+//!         InputSpec { name: "y".into(), ty: row },
+//!     ],
+//!     outer_params: vec![],
+//!     pre: Rc::new(|inputs, _| Ok(inputs[0].clone())),
+//!     post: Rc::new(|h, inputs, _| h.sub(&inputs[1])?.square()?.mean(&[0, 1])),
+//! };
+//! let axis = Axis { name: "fsdp".into(), size: 4 };
+//! let step = train_step(&model, PlanOptions::prefetch_deferred(), &axis)?;
+//! assert_eq!(step.plan.forward.notation(&model.stack), "[mlp 0 … mlp 4] → [mlp 5]");
+//! let text = step.program.emit()?;
+//! assert!(text.contains("\"stablehlo.all_gather\"") && text.contains("\"stablehlo.reduce_scatter\""));
+//! # Ok::<(), stackscan::Error>(())
+//! ```
 
 mod model;
 mod optimizer;
