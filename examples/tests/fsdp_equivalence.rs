@@ -68,6 +68,23 @@ fn repeated_toy_blocks_use_the_block_loop_and_still_agree() {
     check_all(&toy(3), &[2, 4]);
 }
 
+/// A prefix before a repeated inhomogeneous block (DeepSeek's dense prefix, Qwen's mixed
+/// block): `[B] + [A, A, B] × 3`, so the prefix's groups, the block loop and the peeled last
+/// block (forward) and first block (backward) all appear in one plan.
+#[test]
+fn prefix_then_repeated_mixed_blocks_agree() {
+    let mut m = toy(1);
+    // Kinds are numbered in order of first appearance: B (in the prefix), then A.
+    m.stack = stackscan::plan::Stack::with_prefix(&["B"], &["A", "A", "B"], 3).unwrap();
+    m.kinds.reverse();
+    let plan = stackscan::plan::Plan::new(&m.stack, PlanOptions::prefetch_deferred()).unwrap();
+    assert_eq!(
+        plan.forward.notation(&m.stack),
+        "[B0] → {[A0] → [A1] → [B]} × 2 → [A0] → [A1] → [B]"
+    );
+    check_all(&m, &[2, 4]);
+}
+
 /// A reduce-scatter replaced by a slice of the unreduced gradient (what a plain reshard does)
 /// must fail the comparison: the check above is sensitive to the "off by the FSDP size" bug.
 #[test]
