@@ -50,6 +50,11 @@ pub(crate) fn infer(
                     ),
                 ));
             }
+            if let (Literal::Int(v), DType::I32) = (lit, t.dtype)
+                && let Some(bad) = v.iter().find(|&&x| i32::try_from(x).is_err())
+            {
+                return Err(Error::invalid(name, format!("{bad} does not fit {t}")));
+            }
             Ok(vec![t])
         }
         Op::Iota { dim } => {
@@ -653,6 +658,7 @@ fn scalar_indices(op: &'static str, idx: &[TensorType]) -> Result<()> {
 /// Whether a literal kind fits a type (used by the builder for scalar constants).
 pub(crate) fn literal_for(dtype: DType, value: f64) -> Literal {
     match dtype {
+        // Saturates outside i64; the constant's range check then names the value.
         DType::I32 | DType::I64 => Literal::Int(vec![value as i64]),
         DType::Bool => Literal::Bool(vec![value != 0.0]),
         _ => Literal::Float(vec![value]),

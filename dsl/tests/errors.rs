@@ -927,3 +927,24 @@ fn absurd_sizes_are_errors_not_overflows() {
     let e = err_naming(x.pad(&zero, &[i64::MAX], &[i64::MAX], &[0]), "pad");
     assert!(e.to_string().contains("overflows"), "{e}");
 }
+
+#[test]
+fn integer_constants_must_fit_their_type() {
+    let s = Scope::new("f");
+    let e = err_naming(s.from_i64s(&[3_000_000_000], DType::I32, &[1]), "constant");
+    assert!(e.to_string().contains("3000000000"), "{e}");
+    let e = err_naming(s.scalar(1e30, DType::I32), "constant");
+    assert!(matches!(e, Error::InvalidOp { .. }), "{e:?}");
+    assert!(s.from_i64s(&[3_000_000_000], DType::I64, &[1]).is_ok());
+}
+
+#[test]
+fn pad_of_an_empty_dimension_differentiates_to_the_right_shape() {
+    let s = Scope::new("f");
+    let x = s.param(f32s(&[0, 2]));
+    let zero = s.scalar(0.0, DType::F32).unwrap();
+    let y = x.pad(&zero, &[1, 0], &[2, 0], &[0, 0]).unwrap();
+    let f = s.finish(&[y]).unwrap();
+    let g = vjp(&f).unwrap();
+    assert_eq!(g.result_types(), vec![f32s(&[0, 2])]);
+}

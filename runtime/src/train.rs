@@ -182,7 +182,9 @@ impl Trainer {
             });
         }
         let started = Instant::now();
-        self.steps += 1;
+        // Adam's 1-based step; counted only once the step has run, so a rejected call does
+        // not shift the bias correction of every later update.
+        let step = self.steps + 1;
         let mut uploaded: Vec<Vec<Buffer>> = Vec::with_capacity(n);
         for (d, device_inputs) in inputs.iter().enumerate() {
             let dev = &self.mesh.devices()[d];
@@ -200,7 +202,7 @@ impl Trainer {
                     HostInput::I32(v) => self.client.buffer(v, dims, dev)?,
                 });
             }
-            bufs.push(self.client.buffer(&[self.steps as f32], &[], dev)?);
+            bufs.push(self.client.buffer(&[step as f32], &[], dev)?);
             uploaded.push(bufs);
         }
         let lists: Vec<Vec<&Buffer>> = (0..n)
@@ -217,6 +219,7 @@ impl Trainer {
         for (d, mut o) in out.drain(..).enumerate() {
             self.state[d] = o.split_off(1);
         }
+        self.steps = step;
         Ok(StepReport {
             loss,
             seconds: started.elapsed().as_secs_f64(),

@@ -233,3 +233,16 @@ fn bf16_programs_run() {
     );
     assert_eq!(args[0].ty.dtype, DType::BF16);
 }
+
+#[test]
+fn constants_beyond_f32_range_become_infinities() {
+    // -1e39 is finite in f64 but −∞ in f32, as a splat and inside a dense constant alike.
+    let client = common::cpu_client(1);
+    let s = stackscan::Scope::new("neg_inf");
+    let splat = s.full(-1e39, TensorType::new(DType::F32, [2])).unwrap();
+    let dense = s.from_f64s(&[-1e39, 5.0], DType::F32, &[2]).unwrap();
+    let f = s.finish(&[splat, dense]).unwrap();
+    let out = Compiled::new(&client, &f).run(&[]);
+    assert_eq!(out[0], vec![f64::NEG_INFINITY; 2]);
+    assert_eq!(out[1], vec![f64::NEG_INFINITY, 5.0]);
+}

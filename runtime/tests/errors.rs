@@ -317,3 +317,12 @@ fn a_missing_python_gives_the_command_to_run_by_hand() {
     assert_eq!(leftovers, 0);
     std::fs::remove_dir_all(cache).unwrap();
 }
+
+#[test]
+fn byte_sizes_that_overflow_are_invalid_dims() {
+    let client = common::cpu_client(1);
+    let err = client
+        .buffer_from_bytes(&[], DType::F32, &[1 << 61, 2], &client.devices()[0])
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidDims(_)), "{err:?}");
+}

@@ -153,8 +153,12 @@ pub(super) fn vjp_rule(
             let g = g0()?;
             let xd = x[0].dims();
             let stride: Vec<i64> = interior.iter().map(|i| i + 1).collect();
+            // One past the last padded-in element; just `low` for an empty dimension.
             let limit: Vec<i64> = (0..xd.len())
-                .map(|i| low[i] + (xd[i] - 1).max(0) * stride[i] + 1)
+                .map(|i| match xd[i] {
+                    0 => low[i],
+                    d => low[i] + (d - 1) * stride[i] + 1,
+                })
                 .collect();
             let dx = g.slice(low, &limit, &stride)?;
             let dv = g.sum_all()?.sub(&dx.sum_all()?)?;

@@ -102,7 +102,13 @@ fn shardy_dims(axis: &Axis, rank: usize, s: Sharding) -> String {
 
 /// MLIR text of a float constant: decimal when it round-trips, else the bit pattern.
 fn float_text(v: f64, dtype: DType) -> String {
-    if !v.is_finite() {
+    // Whether the value is finite in the target type: 1e39 is an f64 but infinite in f32.
+    let narrowed = match dtype {
+        DType::F64 => v,
+        DType::BF16 => f64::from(bf16_value(v as f32)),
+        _ => f64::from(v as f32),
+    };
+    if !narrowed.is_finite() {
         return match dtype {
             DType::F64 => format!("0x{:016X}", v.to_bits()),
             DType::BF16 => format!("0x{:04X}", bf16_bits(v as f32)),
@@ -121,6 +127,11 @@ fn float_text(v: f64, dtype: DType) -> String {
         }
     }
     s
+}
+
+/// The f32 value of the bfloat16 nearest to `f`.
+fn bf16_value(f: f32) -> f32 {
+    f32::from_bits(u32::from(bf16_bits(f)) << 16)
 }
 
 /// bfloat16 bits of an f32, rounded to nearest even.
@@ -651,6 +662,10 @@ impl Writer {
                     &result_types,
                 );
             }
+            // Nothing to sum along an empty axis (and a window of 0 would pad by −1).
+            Op::Cumsum { axis, .. } if x0.dims[*axis] == 0 => {
+                names.0[node.results[0]] = names.of(node.operands[0]).to_owned();
+            }
             Op::Cumsum { axis, reverse } => {
                 let init = self.fresh("v");
                 let st = TensorType::scalar(x0.dtype);
@@ -995,6 +1010,10 @@ mod tests {
         assert_eq!(float_text(-2.5, DType::F64), "-2.5");
         assert_eq!(float_text(f64::NEG_INFINITY, DType::F32), "0xFF800000");
         assert_eq!(float_text(f64::INFINITY, DType::BF16), "0x7F80");
+        // Finite in f64, infinite once narrowed.
+        assert_eq!(float_text(-1e39, DType::F32), "0xFF800000");
+        assert_eq!(float_text(3.4e38, DType::BF16), "0x7F80");
+        assert_eq!(float_text(3.0e38, DType::F32), "3.0e38");
     }
 
     #[test]

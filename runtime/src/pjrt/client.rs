@@ -236,7 +236,10 @@ impl Client {
         device: &Device,
     ) -> Result<Buffer> {
         let expected = element_count(dims)?;
-        if bytes.len() != expected * dtype.size_in_bytes() {
+        let expected_bytes = expected
+            .checked_mul(dtype.size_in_bytes())
+            .ok_or_else(|| Error::InvalidDims(dims.to_vec()))?;
+        if bytes.len() != expected_bytes {
             return Err(Error::HostDataLength {
                 dims: dims.to_vec(),
                 expected,
