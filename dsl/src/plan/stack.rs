@@ -91,17 +91,26 @@ impl Stack {
     }
 
     /// The kind of layer `layer`.
+    ///
+    /// # Panics
+    /// If `layer >= self.len()`, like slice indexing.
     pub fn kind_of(&self, layer: usize) -> usize {
         self.layers[layer]
     }
 
     /// The display name of a kind.
+    ///
+    /// # Panics
+    /// If `kind >= self.num_kinds()`, like slice indexing.
     pub fn kind_name(&self, kind: usize) -> &str {
         &self.names[kind]
     }
 
     /// Position of `layer` among the layers of its kind: its row in that kind's stacked
     /// weights.
+    ///
+    /// # Panics
+    /// If `layer >= self.len()`, like slice indexing.
     pub fn index_in_kind(&self, layer: usize) -> usize {
         let k = self.layers[layer];
         self.layers[..layer].iter().filter(|&&x| x == k).count()
