@@ -17,6 +17,8 @@ use crate::error::{Error, Result};
 pub struct Stack {
     names: Vec<String>,
     layers: Vec<usize>,
+    /// Each layer's row in its kind's stacked weights.
+    rows: Vec<usize>,
     prefix_len: usize,
     block_len: usize,
     repeat: usize,
@@ -66,9 +68,18 @@ impl Stack {
         for _ in 0..repeat {
             layers.extend(&block);
         }
+        let mut seen = vec![0usize; names.len()];
+        let rows = layers
+            .iter()
+            .map(|&k| {
+                seen[k] += 1;
+                seen[k] - 1
+            })
+            .collect();
         Ok(Stack {
             names,
             layers,
+            rows,
             prefix_len: prefix.len(),
             block_len: block.len(),
             repeat,
@@ -112,8 +123,7 @@ impl Stack {
     /// # Panics
     /// If `layer >= self.len()`, like slice indexing.
     pub fn index_in_kind(&self, layer: usize) -> usize {
-        let k = self.layers[layer];
-        self.layers[..layer].iter().filter(|&&x| x == k).count()
+        self.rows[layer]
     }
 
     /// Layers of kind `kind`.
