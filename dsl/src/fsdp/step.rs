@@ -805,12 +805,10 @@ impl<'a> Lowering<'a> {
                             grads,
                         };
                         let st = self.backward_step(g, &q, trip, st, stacked, saved)?;
-                        let nw = st.w.len();
                         let mut next = vec![st.dh];
                         next.extend(st.grads.into_iter().flatten());
                         let mut ys = st.w;
                         ys.extend(st.pending);
-                        let _ = nw;
                         Ok((next, ys))
                     })?;
                 let ys: Vec<Tensor> = ys
