@@ -212,6 +212,19 @@ pub mod __private {
         layer_kind::<L>(cfg)
     }
 
+    /// Implemented exactly when `Self` and `B` are one type.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` names another type than the earlier block entry `{B}` of the same name",
+        label = "another type with the same struct name",
+        note = "two different sub-layer structs need different names in one stack"
+    )]
+    pub trait SameType<B: ?Sized> {}
+
+    impl<T: ?Sized> SameType<T> for T {}
+
+    /// Compiles only when `A` and `B` are one type.
+    pub fn same_type<A: ?Sized + SameType<B>, B: ?Sized>() {}
+
     /// The array as a `Vec`, without naming `From` (the caller's scope may lack the prelude).
     pub fn list<T, const N: usize>(items: [T; N]) -> Vec<T> {
         Vec::from(items)

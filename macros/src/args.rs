@@ -76,14 +76,22 @@ fn lowercase_first(s: &str) -> String {
 }
 
 /// Splits `tokens` into items; malformed items are reported and skipped.
+/// Options whose value is a type, so `<` and `>` around commas are generic brackets.
+const TYPE_VALUED: [&str; 2] = ["config", "carry"];
+
 pub(crate) fn split(tokens: TokenStream, errors: &mut Errors) -> Vec<Arg> {
     let mut items: Vec<Vec<TokenTree>> = vec![Vec::new()];
     // Commas inside `<…>` belong to a type (`config = Sizes<f32, 4>`); `->` and `=>` are not
-    // brackets.
+    // brackets. Only the type-valued options count angle brackets: in a count such as
+    // `repeat = 1 << 3` or `if a < b { … }` a `<` is an operator.
     let mut angle_depth = 0usize;
     let mut prev_joint: Option<char> = None;
+    let mut typed = false;
     for tt in tokens {
         let mut joint = None;
+        if items.last().is_some_and(Vec::is_empty) {
+            typed = matches!(&tt, TokenTree::Ident(i) if TYPE_VALUED.iter().any(|k| i == k));
+        }
         if let TokenTree::Punct(p) = &tt {
             match p.as_char() {
                 ',' if angle_depth == 0 => {
@@ -91,8 +99,8 @@ pub(crate) fn split(tokens: TokenStream, errors: &mut Errors) -> Vec<Arg> {
                     prev_joint = None;
                     continue;
                 }
-                '<' => angle_depth += 1,
-                '>' if !matches!(prev_joint, Some('-' | '=')) => {
+                '<' if typed => angle_depth += 1,
+                '>' if typed && !matches!(prev_joint, Some('-' | '=')) => {
                     angle_depth = angle_depth.saturating_sub(1);
                 }
                 _ => {}

@@ -106,6 +106,16 @@ mod tests {
     }
 
     #[test]
+    fn absurd_depths_are_errors() {
+        assert!(Stack::blocks(&["A", "B"], usize::MAX).is_err());
+        assert!(Stack::blocks(&["A"], Stack::MAX_LAYERS + 1).is_err());
+        assert_eq!(
+            Stack::blocks(&["A"], Stack::MAX_LAYERS).unwrap().len(),
+            Stack::MAX_LAYERS
+        );
+    }
+
+    #[test]
     fn invalid_options_are_rejected() {
         let s = Stack::homogeneous("L", 2).unwrap();
         let bad = PlanOptions {

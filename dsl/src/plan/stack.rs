@@ -35,6 +35,9 @@ impl Stack {
         Stack::with_prefix(&[], block, repeat)
     }
 
+    /// The deepest stack planned: far beyond any model, small enough to hold in memory.
+    pub const MAX_LAYERS: usize = 1 << 20;
+
     /// `prefix`, then `block` repeated `repeat` times (DeepSeek-V3: 3 dense, then MoE).
     pub fn with_prefix(prefix: &[&str], block: &[&str], repeat: usize) -> Result<Stack> {
         if block.is_empty() {

@@ -175,10 +175,21 @@ fn with_value_type(ty: &Type) -> Type {
     ty
 }
 
+/// `stackscan::plan::Stack::MAX_LAYERS`: deeper literal counts are rejected here, on the
+/// literal, rather than by the planner at run time.
+const MAX_LAYERS: u64 = 1 << 20;
+
 fn check_repeat(count: Count, errors: &mut Errors) -> Option<Value> {
     match count.literal {
         Some(0) => {
             errors.error_spanned_by(&count.expr, "`repeat` must be at least 1");
+            None
+        }
+        Some(n) if n > MAX_LAYERS => {
+            errors.error_spanned_by(
+                &count.expr,
+                format!("`repeat = {n}` is too large; a stack has at most {MAX_LAYERS} layers"),
+            );
             None
         }
         Some(n) => Some(Value::Literal(n)),
@@ -199,6 +210,13 @@ fn check_layers(
         };
     };
     let (p, b) = (prefix as u64, b as u64);
+    if n > MAX_LAYERS {
+        errors.error_spanned_by(
+            &count.expr,
+            format!("`layers = {n}` is too large; a stack has at most {MAX_LAYERS} layers"),
+        );
+        return None;
+    }
     if n == 0 {
         errors.error_spanned_by(
             &count.expr,

@@ -25,14 +25,24 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
     let prefix_names = model.prefix.iter().map(name_of);
     let block_names = model.block.iter().map(name_of);
 
+    // Entries naming the same struct (`Mlp`, `crate::Mlp`, `Mlp<Tensor>`) are one kind. The
+    // name alone cannot prove two paths are one type, so each later spelling must be the same
+    // type as the first (a bound spanned on it); differently named structs are distinct kinds.
     let mut distinct: Vec<&Entry> = Vec::new();
+    let mut same_types = Vec::new();
     for e in &all {
-        let key = e.ty.to_token_stream().to_string();
-        if !distinct
+        match distinct
             .iter()
-            .any(|d| d.ty.to_token_stream().to_string() == key)
+            .find(|d| struct_name(&d.ty) == struct_name(&e.ty))
         {
-            distinct.push(e);
+            None => distinct.push(e),
+            Some(d) if d.ty.to_token_stream().to_string() != e.ty.to_token_stream().to_string() => {
+                let (a, b) = (&d.ty, &e.ty);
+                same_types.push(quote_spanned! {e.written.span()=>
+                    const _: fn() = #p::same_type::<#b, #a>;
+                });
+            }
+            Some(_) => {}
         }
     }
     let cfg = syn::Ident::new("__stackscan_cfg", Span::mixed_site());
@@ -152,7 +162,20 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
             #options_check
             #count_check
             #(#distinct_names)*
+            #(#same_types)*
         };
+    }
+}
+
+/// The struct a block entry names: the last segment of its path, without generic arguments.
+fn struct_name(ty: &syn::Type) -> String {
+    match ty {
+        syn::Type::Path(p) if p.qself.is_none() => p
+            .path
+            .segments
+            .last()
+            .map_or_else(String::new, |s| s.ident.to_string()),
+        other => other.to_token_stream().to_string(),
     }
 }
 
