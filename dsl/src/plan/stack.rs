@@ -49,6 +49,21 @@ impl Stack {
                 "the block must repeat at least once",
             ));
         }
+        let total = repeat
+            .checked_mul(block.len())
+            .and_then(|n| n.checked_add(prefix.len()))
+            .filter(|&n| n <= Stack::MAX_LAYERS);
+        if total.is_none() {
+            return Err(Error::invalid(
+                "stack",
+                format!(
+                    "{} prefix layers and {repeat} × {} block layers exceed {} layers",
+                    prefix.len(),
+                    block.len(),
+                    Stack::MAX_LAYERS
+                ),
+            ));
+        }
         let mut names: Vec<String> = Vec::new();
         let mut id = |k: &str| -> Result<usize> {
             if k.is_empty() {
