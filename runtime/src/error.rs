@@ -166,7 +166,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A downloaded wheel does not have the pinned hash.
-    #[error("sha256 of `{}` is {actual}, expected {expected}", path.display())]
+    #[error("sha256 of `{}` is {actual}, expected {expected}; delete the file to fetch it again", path.display())]
     HashMismatch {
         /// The wheel.
         path: PathBuf,

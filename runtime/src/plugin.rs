@@ -182,12 +182,22 @@ pub fn ensure_installed(package: &PluginPackage, cache: &Path, fetch: bool) -> R
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = package.install_dir(cache);
-    if dir.join(package.library).is_file() {
+    if installed_intact(package, &dir) {
         return Ok(dir);
     }
-    let wheel = match find_wheel(package, cache) {
-        Some(w) => w,
-        None if fetch => download(package, cache, "python3")?,
+    if dir.exists() {
+        // A damaged or foreign install (a truncated library crashes the process that loads
+        // it): replace it rather than trust it.
+        eprintln!(
+            "stackscan: the plugin in {} is incomplete or damaged; reinstalling it",
+            dir.display()
+        );
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| Error::io(format!("removing the damaged `{}`", dir.display()), e))?;
+    }
+    let (wheel, cached) = match find_wheel(package, cache) {
+        Some(w) => (w, true),
+        None if fetch => (download(package, cache, "python3")?, false),
         None => {
             return Err(Error::Fetch {
                 package: package.requirement(),
@@ -196,7 +206,37 @@ pub fn ensure_installed(package: &PluginPackage, cache: &Path, fetch: bool) -> R
             });
         }
     };
-    install_wheel(package, &wheel, cache)
+    match install_wheel(package, &wheel, cache) {
+        // A corrupt wheel left in the cache: fetch a fresh one once.
+        Err(Error::HashMismatch { .. }) if cached && fetch => {
+            eprintln!(
+                "stackscan: the cached wheel {} does not match its pinned hash; fetching it again",
+                wheel.display()
+            );
+            std::fs::remove_file(&wheel)
+                .map_err(|e| Error::io(format!("removing `{}`", wheel.display()), e))?;
+            let fresh = download(package, cache, "python3")?;
+            install_wheel(package, &fresh, cache)
+        }
+        other => other,
+    }
+}
+
+/// The file recording an install's library size, written last before the install is renamed
+/// into place.
+const MARKER: &str = ".stackscan-installed";
+
+/// Whether `dir` holds a complete install: the library exists with the size recorded when it
+/// was unpacked.
+fn installed_intact(package: &PluginPackage, dir: &Path) -> bool {
+    let recorded = std::fs::read_to_string(dir.join(MARKER))
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    let actual = std::fs::metadata(dir.join(package.library))
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    recorded.is_some() && recorded == actual
 }
 
 /// A wheel of `package` already downloaded into the cache.
@@ -301,14 +341,15 @@ pub fn install_wheel(package: &PluginPackage, wheel: &Path, cache: &Path) -> Res
         .map_err(|e| Error::io(format!("creating `{}`", parent.display()), e))?;
     let staging = parent.join(unique_name(".unpack"));
     let unpacked = unpack(wheel, &staging).and_then(|()| {
-        if staging.join(package.library).is_file() {
-            Ok(())
-        } else {
-            Err(Error::Wheel {
+        let library = std::fs::metadata(staging.join(package.library))
+            .ok()
+            .filter(|m| m.is_file())
+            .ok_or_else(|| Error::Wheel {
                 path: wheel.to_path_buf(),
                 message: format!("it holds no `{}`", package.library),
-            })
-        }
+            })?;
+        std::fs::write(staging.join(MARKER), library.len().to_string())
+            .map_err(|e| Error::io(format!("writing `{}`", staging.join(MARKER).display()), e))
     });
     if let Err(e) = unpacked {
         let _ = std::fs::remove_dir_all(&staging);
@@ -317,7 +358,7 @@ pub fn install_wheel(package: &PluginPackage, wheel: &Path, cache: &Path) -> Res
     match std::fs::rename(&staging, &dir) {
         Ok(()) => {}
         // Another process installed it first; theirs is as good as ours.
-        Err(_) if dir.join(package.library).is_file() => {
+        Err(_) if installed_intact(package, &dir) => {
             let _ = std::fs::remove_dir_all(&staging);
         }
         Err(e) => {
@@ -394,6 +435,29 @@ mod tests {
     #[test]
     fn paths_are_taken_as_given() {
         assert_eq!(resolve("./x.so").unwrap(), PathBuf::from("./x.so"));
+    }
+
+    #[test]
+    fn damaged_installs_are_not_trusted() {
+        let cache = std::env::temp_dir().join(unique_name("stackscan-damaged"));
+        let dir = CPU_0115.install_dir(&cache);
+        let lib = dir.join(CPU_0115.library);
+        std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+        std::fs::write(&lib, b"truncated").unwrap();
+        // No marker: not trusted.
+        assert!(!installed_intact(&CPU_0115, &dir));
+        // A marker recording another size: not trusted.
+        std::fs::write(dir.join(MARKER), "100000").unwrap();
+        assert!(!installed_intact(&CPU_0115, &dir));
+        std::fs::write(dir.join(MARKER), "9").unwrap();
+        assert!(installed_intact(&CPU_0115, &dir));
+        // Without a wheel and without fetching, the damaged install is removed and the error
+        // says how to get the plugin.
+        std::fs::write(dir.join(MARKER), "1").unwrap();
+        let err = ensure_installed(&CPU_0115, &cache, false).unwrap_err();
+        assert!(matches!(err, Error::Fetch { .. }), "{err:?}");
+        assert!(!dir.exists());
+        std::fs::remove_dir_all(cache).unwrap();
     }
 
     #[test]
