@@ -291,24 +291,25 @@ fn dot_vjp(g: &Tensor, l: &Tensor, r: &Tensor, d: &DotDims) -> Result<(Tensor, T
     }));
     let dl = p.transpose(&inverse_positions(&src))?;
 
-    // dR: contract g's left-free dims with l's free dims.
-    let q = g.dot_general(
-        l,
+    // dR: contract l's free dims with g's left-free dims, l first, so that for `x · W` the
+    // product already has W's layout (`xᵀ g`) and needs no transpose.
+    let q = l.dot_general(
+        g,
         DotDims {
-            lhs_batch: g_batch,
-            rhs_batch: d.lhs_batch.clone(),
-            lhs_contract: g_lf,
-            rhs_contract: lf,
+            lhs_batch: d.lhs_batch.clone(),
+            rhs_batch: g_batch,
+            lhs_contract: lf,
+            rhs_contract: g_lf,
         },
     )?;
     let mut l_left: Vec<usize> = d.lhs_contract.clone();
     l_left.sort_unstable();
     let mut src: Vec<usize> = d.rhs_batch.clone();
-    src.extend(&rf);
     src.extend(l_left.iter().map(|lc| {
         let k = d.lhs_contract.iter().position(|c| c == lc).unwrap_or(0);
         d.rhs_contract[k]
     }));
+    src.extend(&rf);
     let dr = q.transpose(&inverse_positions(&src))?;
     Ok((dl, dr))
 }

@@ -27,7 +27,7 @@ module @rnn_vjp {
     %v35 = "stablehlo.constant"() <{value = dense<0.0> : tensor<4x4xf32>}> : () -> tensor<4x4xf32>
     %v36 = "stablehlo.constant"() <{value = dense<0> : tensor<i32>}> : () -> tensor<i32>
     %v37 = "stablehlo.constant"() <{value = dense<0.0> : tensor<3x4xf32>}> : () -> tensor<3x4xf32>
-    %v82:8 = "stablehlo.while"(%v36, %arg3, %v35, %v37, %v34#3, %arg1, %arg4, %arg2) ({
+    %v81:8 = "stablehlo.while"(%v36, %arg3, %v35, %v37, %v34#3, %arg1, %arg4, %arg2) ({
       ^bb0(%a38: tensor<i32>, %a39: tensor<4xf32>, %a40: tensor<4x4xf32>, %a41: tensor<3x4xf32>, %a42: tensor<3x4xf32>, %a43: tensor<3x4xf32>, %a44: tensor<3x4xf32>, %a45: tensor<4x4xf32>):
         %v46 = "stablehlo.constant"() <{value = dense<3> : tensor<i32>}> : () -> tensor<i32>
         %v47 = "stablehlo.compare"(%a38, %v46) <{comparison_direction = #stablehlo<comparison_direction LT>, compare_type = #stablehlo<comparison_type SIGNED>}> : (tensor<i32>, tensor<i32>) -> tensor<i1>
@@ -53,15 +53,14 @@ module @rnn_vjp {
         %v72 = "stablehlo.add"(%v70, %v71) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
         %v73 = "stablehlo.multiply"(%v68, %v72) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
         %v74 = "stablehlo.dot_general"(%v73, %a55) <{dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [1]>}> : (tensor<4xf32>, tensor<4x4xf32>) -> tensor<4xf32>
-        %v75 = "stablehlo.dot_general"(%v73, %v60) <{dot_dimension_numbers = #stablehlo.dot<>}> : (tensor<4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
-        %v76 = "stablehlo.transpose"(%v75) <{permutation = array<i64: 1, 0>}> : (tensor<4x4xf32>) -> tensor<4x4xf32>
-        %v77 = "stablehlo.add"(%a50, %v76) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
-        %v78 = "stablehlo.constant"() <{value = dense<1> : tensor<i32>}> : () -> tensor<i32>
-        %v79 = "stablehlo.add"(%a48, %v78) : (tensor<i32>, tensor<i32>) -> tensor<i32>
-        %v80 = "stablehlo.reshape"(%v73) : (tensor<4xf32>) -> tensor<1x4xf32>
-        %v81 = "stablehlo.dynamic_update_slice"(%a51, %v80, %v57, %v58) : (tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> tensor<3x4xf32>
-        "stablehlo.return"(%v79, %v74, %v77, %v81, %a52, %a53, %a54, %a55) : (tensor<i32>, tensor<4xf32>, tensor<4x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<4x4xf32>) -> ()
+        %v75 = "stablehlo.dot_general"(%v60, %v73) <{dot_dimension_numbers = #stablehlo.dot<>}> : (tensor<4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+        %v76 = "stablehlo.add"(%a50, %v75) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+        %v77 = "stablehlo.constant"() <{value = dense<1> : tensor<i32>}> : () -> tensor<i32>
+        %v78 = "stablehlo.add"(%a48, %v77) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+        %v79 = "stablehlo.reshape"(%v73) : (tensor<4xf32>) -> tensor<1x4xf32>
+        %v80 = "stablehlo.dynamic_update_slice"(%a51, %v79, %v57, %v58) : (tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> tensor<3x4xf32>
+        "stablehlo.return"(%v78, %v74, %v76, %v80, %a52, %a53, %a54, %a55) : (tensor<i32>, tensor<4xf32>, tensor<4x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<4x4xf32>) -> ()
       }) : (tensor<i32>, tensor<4xf32>, tensor<4x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<4x4xf32>) -> (tensor<i32>, tensor<4xf32>, tensor<4x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<4x4xf32>)
-    "func.return"(%v82#1, %v82#3, %v82#2) : (tensor<4xf32>, tensor<3x4xf32>, tensor<4x4xf32>) -> ()
+    "func.return"(%v81#1, %v81#3, %v81#2) : (tensor<4xf32>, tensor<3x4xf32>, tensor<4x4xf32>) -> ()
   }
 }
