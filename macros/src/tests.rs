@@ -253,7 +253,60 @@ fn sublayer_mistakes_are_all_reported_and_stub_impls_keep_the_type_usable() {
 }
 
 #[test]
-fn sublayer_on_an_enum_or_tuple_struct_is_an_error_without_impls() {
+fn stub_impls_take_the_structs_generics_as_written() {
+    let out = derive(quote! {
+        #[sublayer(config = Cfg, carry = Hidden)]
+        struct Bad<'a, T: Clone, const N: usize>
+        where
+            T: Send,
+        {
+            #[param(shape = [4], shard = 0)]
+            a: &'a T,
+        }
+    })
+    .unwrap();
+    let errors = compile_errors(&out);
+    assert!(
+        errors[0].starts_with("lifetime parameters are not supported"),
+        "{errors:#?}"
+    );
+    let items = const_block_items(&file(out.clone()));
+    let sublayer = impl_of(&items, "SubLayer");
+    assert_eq!(sublayer.generics.params.len(), 3);
+    assert_contains(
+        &out,
+        &[
+            "impl<'a, T: Clone, const N: usize> ::stackscan::__private::SubLayer for Bad<'a, T, N>",
+            "Bad<'a, T, N>: 'static + ::stackscan::__private::Params<::stackscan::__private::Tensor>",
+            "impl<'a, T: Clone, const N: usize> ::stackscan::__private::Params<T> for Bad<'a, T, N> where T: Send",
+        ],
+    );
+}
+
+#[test]
+fn a_missing_config_or_carry_still_gets_a_stub_with_a_placeholder() {
+    let out = derive(quote! {
+        #[sublayer(name = "x")]
+        struct Bad<T> {
+            #[param(shape = [4], shard = 0)]
+            a: T,
+        }
+    })
+    .unwrap();
+    assert_eq!(compile_errors(&out).len(), 2);
+    let items = const_block_items(&file(out.clone()));
+    impl_of(&items, "SubLayer");
+    assert_contains(
+        &out,
+        &[
+            "type Config = NoConfigInSublayerAttribute;",
+            "type Carry = NoCarryInSublayerAttribute;",
+        ],
+    );
+}
+
+#[test]
+fn sublayer_on_an_enum_or_tuple_struct_is_an_error_beside_stub_impls() {
     for input in [
         quote!(
             enum E<T> {
@@ -267,7 +320,9 @@ fn sublayer_on_an_enum_or_tuple_struct_is_an_error_without_impls() {
     ] {
         let out = derive(input).unwrap();
         assert!(!compile_errors(&out).is_empty());
-        assert!(const_block_items(&file(out)).is_empty());
+        let items = const_block_items(&file(out));
+        impl_of(&items, "SubLayer");
+        impl_of(&items, "Params");
     }
 }
 
@@ -381,6 +436,19 @@ fn layer_stack_mistakes_are_all_reported_and_the_item_is_kept() {
     );
     let f = file(out);
     assert!(matches!(&f.items[0], syn::Item::Struct(s) if s.ident == "Toy"));
+}
+
+#[test]
+fn an_unreadable_option_is_not_reported_missing_as_well() {
+    for args in [
+        quote!(block = [A], repeat = 99999999999999999999999),
+        quote!(block = [A], layers = "4"),
+        quote!(block = A, repeat = 2),
+    ] {
+        let errors = compile_errors(&toy_stack(args));
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert!(!errors[0].starts_with("missing"), "{errors:#?}");
+    }
 }
 
 #[test]

@@ -68,6 +68,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> (syn::Item, Option<Mod
         }
     };
     let block = match &input.block {
+        None if input.is_malformed("block") => None,
         None => {
             errors.error_at(
                 input.anchor,
@@ -86,6 +87,8 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> (syn::Item, Option<Mod
     };
     let prefix = input.prefix.as_ref().map(entries).unwrap_or_default();
     let block_len = block.as_ref().map(Vec::len);
+    // A count written but unreadable has its own error; it is not missing as well.
+    let count_malformed = input.is_malformed("repeat") || input.is_malformed("layers");
     let repeat = match (input.repeat, input.layers) {
         (Some(_), Some(layers)) => {
             errors.error_spanned_by(
@@ -94,6 +97,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> (syn::Item, Option<Mod
             );
             None
         }
+        (None, None) if count_malformed => None,
         (None, None) => {
             errors.error_at(
                 input.anchor,

@@ -31,6 +31,15 @@ pub(crate) struct Input {
     pub(crate) prefetch: Option<Flag>,
     pub(crate) defer: Option<Flag>,
     pub(crate) unroll: Option<Count>,
+    /// Options written but unreadable (an error was reported): not reported missing as well.
+    pub(crate) malformed: Vec<Ident>,
+}
+
+impl Input {
+    /// Whether option `key` was written but could not be read.
+    pub(crate) fn is_malformed(&self, key: &str) -> bool {
+        self.malformed.iter().any(|k| k == key)
+    }
 }
 
 /// `[A, B, …]`.
@@ -69,9 +78,11 @@ pub(crate) fn parse(attr: proc_macro2::TokenStream, item: syn::Item, errors: &mu
         prefetch: None,
         defer: None,
         unroll: None,
+        malformed: Vec::new(),
     };
     for arg in args::split(attr, errors) {
         let key = arg.key.to_string();
+        let before = errors.len();
         match key.as_str() {
             "block" => set(&mut input.block, &arg, errors, list),
             "prefix" => set(&mut input.prefix, &arg, errors, list),
@@ -87,6 +98,9 @@ pub(crate) fn parse(attr: proc_macro2::TokenStream, item: syn::Item, errors: &mu
                     args::one_of(KEYS)
                 ),
             ),
+        }
+        if errors.len() > before {
+            input.malformed.push(arg.key);
         }
     }
     input

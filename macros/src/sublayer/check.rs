@@ -45,15 +45,20 @@ pub(crate) enum Init {
 pub(crate) struct Stub {
     pub(crate) ident: Ident,
     pub(crate) value_ty: Ident,
-    pub(crate) config: Type,
-    pub(crate) carry: Type,
+    /// The struct's generics as written (bounds, `where` clause, extra parameters).
+    pub(crate) generics: syn::Generics,
+    /// `None`: missing; the stub names a placeholder type.
+    pub(crate) config: Option<Type>,
+    /// `None`: missing; the stub names a placeholder marker.
+    pub(crate) carry: Option<Type>,
     pub(crate) fields: Vec<Ident>,
 }
 
 /// The outcome of [`check`].
 pub(crate) enum Checked {
     Valid(Model),
-    /// Errors were recorded; a stub is possible when the types it names were given.
+    /// Errors were recorded; a stub is possible when the item has a type parameter (its
+    /// bodies read no fields, so an enum or a tuple struct gets one too).
     Invalid(Option<Stub>),
 }
 
@@ -215,26 +220,22 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
         });
     }
     match (input.value_ty, input.config, input.carry) {
-        (Some(value_ty), Some(config), Some(carry)) => {
-            if errors.is_empty() {
-                Checked::Valid(Model {
-                    ident: input.ident,
-                    value_ty,
-                    config,
-                    carry,
-                    name,
-                    params,
-                })
-            } else {
-                Checked::Invalid(Some(Stub {
-                    ident: input.ident,
-                    value_ty,
-                    config,
-                    carry,
-                    fields: fields.into_iter().map(|f| f.ident).collect(),
-                }))
-            }
-        }
-        _ => Checked::Invalid(None),
+        (Some(value_ty), Some(config), Some(carry)) if errors.is_empty() => Checked::Valid(Model {
+            ident: input.ident,
+            value_ty,
+            config,
+            carry,
+            name,
+            params,
+        }),
+        (Some(value_ty), config, carry) => Checked::Invalid(Some(Stub {
+            ident: input.ident,
+            value_ty,
+            generics: input.generics,
+            config,
+            carry,
+            fields: fields.into_iter().map(|f| f.ident).collect(),
+        })),
+        (None, ..) => Checked::Invalid(None),
     }
 }

@@ -94,49 +94,107 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
 }
 
 /// Impls for an invalid declaration: the same types, bodies that do nothing, so the
-/// `compile_error!`s beside them are the only errors.
+/// `compile_error!`s beside them are the only errors. The impls take the struct's generics as
+/// written (bounds, `where` clause, extra parameters), so they hold wherever the struct is
+/// well-formed; a missing `config` or `carry` is a placeholder type.
 pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
     let p = private();
     let Stub {
         ident,
         value_ty,
+        generics,
         config,
         carry,
         fields,
     } = stub;
     let type_name = ident.to_string();
-    let sublayer = sublayer_impl(
-        ident,
-        value_ty,
-        config,
-        carry,
-        &type_name,
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    let self_ty = quote!(#ident #ty_generics);
+    // Placeholders show in the errors of code using the stub (a `Forward` impl, a stack), so
+    // their names say what is wrong; no user item plausibly has them.
+    let missing_config = format_ident!("NoConfigInSublayerAttribute");
+    let missing_carry = format_ident!("NoCarryInSublayerAttribute");
+    let invalid_params = format_ident!("__StackscanInvalidParams");
+    let of = format_ident!("__StackscanValue");
+    let (config, config_placeholder) = match config {
+        Some(config) => (quote_spanned!(config.span()=> type Config = #config;), None),
+        None => (
+            quote!(type Config = #missing_config;),
+            Some(quote! {
+                pub enum #missing_config {}
+                impl ::core::clone::Clone for #missing_config {
+                    fn clone(&self) -> Self {
+                        match *self {}
+                    }
+                }
+            }),
+        ),
+    };
+    let (carry, carry_placeholder) = match carry {
+        Some(carry) => (quote_spanned!(carry.span()=> type Carry = #carry;), None),
+        None => (
+            quote!(type Carry = #missing_carry;),
+            Some(quote! {
+                pub enum #missing_carry {}
+                impl #p::ActivationMarker for #missing_carry {}
+            }),
+        ),
+    };
+    // Generic over the struct's parameters rather than on `S<Tensor>`: the struct's bounds
+    // need not hold for `Tensor`, and `Of<T>` is a type without bounds of its own.
+    let mut sublayer_where = where_clause
+        .cloned()
+        .unwrap_or_else(|| syn::parse_quote!(where));
+    sublayer_where
+        .predicates
+        .push(syn::parse_quote!(#self_ty: 'static + #p::Params<#p::Tensor>));
+    let len = fields.len();
+    let params_impl = |value_ty: &syn::Ident, len: usize| {
         quote! {
-            fn param_specs(_: &Self::Config) -> #p::Vec<#p::ParamSpec> {
+            const LEN: usize = #len;
+
+            fn from_values(_: #p::Vec<#value_ty>) -> #p::Result<Self> {
+                #p::Err(#p::invalid_declaration(#type_name))
+            }
+
+            fn into_values(self) -> #p::Vec<#value_ty> {
                 #p::Vec::new()
             }
-        },
-    );
-    let len = fields.len();
+
+            fn values(&self) -> #p::Vec<&#value_ty> {
+                #p::Vec::new()
+            }
+        }
+    };
+    let struct_params = params_impl(value_ty, len);
+    let of_params = params_impl(&of, 0);
     quote! {
         const _: () = {
-            #sublayer
+            #config_placeholder
+            #carry_placeholder
+
+            pub struct #invalid_params<#of>(fn() -> #of);
 
             #[automatically_derived]
-            impl<#value_ty> #p::Params<#value_ty> for #ident<#value_ty> {
-                const LEN: usize = #len;
+            impl<#of> #p::Params<#of> for #invalid_params<#of> {
+                #of_params
+            }
 
-                fn from_values(_: #p::Vec<#value_ty>) -> #p::Result<Self> {
-                    #p::Err(#p::invalid_declaration(#type_name))
-                }
+            #[automatically_derived]
+            impl #impl_generics #p::SubLayer for #self_ty #sublayer_where {
+                #config
+                #carry
+                type Of<#of> = #invalid_params<#of>;
+                const NAME: &'static str = #type_name;
 
-                fn into_values(self) -> #p::Vec<#value_ty> {
+                fn param_specs(_: &Self::Config) -> #p::Vec<#p::ParamSpec> {
                     #p::Vec::new()
                 }
+            }
 
-                fn values(&self) -> #p::Vec<&#value_ty> {
-                    #p::Vec::new()
-                }
+            #[automatically_derived]
+            impl #impl_generics #p::Params<#value_ty> for #self_ty #where_clause {
+                #struct_params
             }
         };
     }

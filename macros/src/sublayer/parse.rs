@@ -24,6 +24,9 @@ pub(crate) struct Input {
     pub(crate) ident: Ident,
     /// The one type parameter: the value type of the parameters.
     pub(crate) value_ty: Option<Ident>,
+    /// The generics as written, extra parameters and bounds included: a stub for an invalid
+    /// declaration must name the struct with all of them.
+    pub(crate) generics: syn::Generics,
     pub(crate) config: Option<Type>,
     pub(crate) carry: Option<Type>,
     pub(crate) name: Option<LitStr>,
@@ -68,6 +71,7 @@ pub(crate) fn parse(input: &DeriveInput, errors: &mut Errors) -> Input {
     let mut out = Input {
         ident: input.ident.clone(),
         value_ty: value_type(input, errors),
+        generics: input.generics.clone(),
         config: None,
         carry: None,
         name: None,
@@ -143,9 +147,18 @@ fn value_type(input: &DeriveInput, errors: &mut Errors) -> Option<Ident> {
                 }
                 value_ty = Some(t.ident.clone());
             }
-            other => {
-                errors.error_spanned_by(other, format!("unexpected generic parameter: {hint}"))
-            }
+            GenericParam::Lifetime(l) => errors.error_spanned_by(
+                l,
+                format!("lifetime parameters are not supported: {hint}, and no lifetime or const parameters"),
+            ),
+            GenericParam::Const(c) => errors.error_spanned_by(
+                c,
+                format!("const parameters are not supported: {hint}, and no lifetime or const parameters"),
+            ),
+            GenericParam::Type(t) => errors.error_spanned_by(
+                t,
+                format!("a second type parameter is not supported: {hint}"),
+            ),
         }
     }
     if let Some(w) = &g.where_clause {
