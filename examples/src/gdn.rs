@@ -8,9 +8,11 @@
 //! ```
 //!
 //! with `q`, `k` L2-normalised along `dk` and `q` also scaled by `1/√dk`. The inputs are
-//! already projected: `q, k: [T, H, dk]`, `v: [T, H, dv]`, the log-gate `g = ln α: [T, H]`
-//! (`g ≤ 0`) and `β: [T, H]` in `(0, 1)`; both forms return `o: [T, H, dv]`. Heads are a
-//! batch dimension throughout.
+//! already projected: `q, k: [T, Hk, dk]`, `v: [T, H, dv]`, the log-gate `g = ln α: [T, H]`
+//! (`g ≤ 0`) and `β: [T, H]` in `(0, 1)`; both forms return `o: [T, H, dv]`. As in Qwen3.5
+//! (16 key heads, 32 value heads) there may be fewer key heads than value heads: `H` must be a
+//! multiple of `Hk`, and value head `j` reads key head `j / (H / Hk)`. Heads are a batch
+//! dimension throughout.
 //!
 //! ```
 //! use stackscan::{DType, Scope, TensorType};
@@ -97,6 +99,35 @@ fn check_inputs(
     Ok(Sizes { t, h, dk, dv })
 }
 
+/// `q` and `k` with their `Hk` key heads repeated to the `H` value heads of `v` (each key
+/// head serves `H / Hk` consecutive value heads); unchanged when the counts are equal.
+fn expand_key_heads(
+    op: &'static str,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    let (Some(&hk), Some(&hv)) = (q.dims().get(1), v.dims().get(1)) else {
+        // Ranks are wrong; `check_inputs` names the problem.
+        return Ok((q.clone(), k.clone()));
+    };
+    if hk == hv || q.rank() != 3 || k.dims() != q.dims() {
+        return Ok((q.clone(), k.clone()));
+    }
+    if hk == 0 || hv % hk != 0 {
+        return Err(Error::InvalidOp {
+            op,
+            message: format!("{hv} value heads do not split over {hk} key heads"),
+        });
+    }
+    let (t, dk, group) = (q.dims()[0], q.dims()[2], hv / hk);
+    let expand = |x: &Tensor| -> Result<Tensor> {
+        x.broadcast_in_dim(&[t, hk, group, dk], &[0, 1, 3])?
+            .reshape(&[t, hv, dk])
+    };
+    Ok((expand(q)?, expand(k)?))
+}
+
 /// `q` and `k` normalised along `dk` (their last dimension), `q` also scaled by `1/√dk`, so
 /// that `|k| ≈ 1` keeps the delta-rule update `S (I − β k kᵀ)` a contraction.
 fn normalize_qk(q: &Tensor, k: &Tensor, dk: i64) -> Result<(Tensor, Tensor)> {
@@ -141,8 +172,9 @@ pub fn gdn_recurrent(
     g: &Tensor,
     beta: &Tensor,
 ) -> Result<Tensor> {
-    let Sizes { t, h, dk, dv } = check_inputs("gdn_recurrent", q, k, v, g, beta)?;
-    let (q, k) = normalize_qk(q, k, dk)?;
+    let (q, k) = expand_key_heads("gdn_recurrent", q, k, v)?;
+    let Sizes { t, h, dk, dv } = check_inputs("gdn_recurrent", &q, &k, v, g, beta)?;
+    let (q, k) = normalize_qk(&q, &k, dk)?;
     let scope = q.scope().clone();
     let state = TensorType::new(q.dtype(), [h, dv, dk]);
     let s0 = scope.full(0.0, state.clone())?;
@@ -210,7 +242,8 @@ pub fn gdn_chunked(
     chunk: usize,
 ) -> Result<Tensor> {
     const OP: &str = "gdn_chunked";
-    let Sizes { t, h, dk, dv } = check_inputs(OP, q, k, v, g, beta)?;
+    let (q, k) = expand_key_heads(OP, q, k, v)?;
+    let Sizes { t, h, dk, dv } = check_inputs(OP, &q, &k, v, g, beta)?;
     let c = chunk as i64;
     if c == 0 || t % c != 0 {
         return Err(Error::InvalidOp {
@@ -219,7 +252,7 @@ pub fn gdn_chunked(
         });
     }
     let n = t / c;
-    let (q, k) = normalize_qk(q, k, dk)?;
+    let (q, k) = normalize_qk(&q, &k, dk)?;
     let scope = q.scope().clone();
     let dtype = q.dtype();
 

@@ -372,3 +372,59 @@ fn bad_shapes_are_typed_errors() {
     assert!(gdn_recurrent(&q, &v, &v, &g, &beta).is_err());
     assert!(gdn_recurrent(&ints, &ints, &v, &g, &beta).is_err());
 }
+
+/// Fewer key heads than value heads (Qwen3.5's 16/32, here 1/2): the key head serves both
+/// value heads, exactly as if its q and k were repeated, and the forms still agree.
+#[test]
+fn grouped_key_heads_serve_consecutive_value_heads_f64() {
+    let client = client();
+    let full = inputs(4, (-0.3, 0.0));
+    let (t, dk) = (T as usize, DK as usize);
+    // Key head 0 of q and k, shape [T, 1, DK].
+    let narrow = |a: &Arg| Arg {
+        dims: vec![T, 1, DK],
+        values: (0..t)
+            .flat_map(|i| a.values[i * 2 * dk..i * 2 * dk + dk].to_vec())
+            .collect(),
+    };
+    // That head repeated for both value heads, shape [T, 2, DK].
+    let repeated = |a: &Arg| Arg {
+        dims: vec![T, H, DK],
+        values: (0..t)
+            .flat_map(|i| {
+                let row = &a.values[i * dk..(i + 1) * dk];
+                row.iter().chain(row).copied().collect::<Vec<_>>()
+            })
+            .collect(),
+    };
+    let (q1, k1) = (narrow(&full[0]), narrow(&full[1]));
+    let grouped = vec![
+        q1.clone(),
+        k1.clone(),
+        full[2].clone(),
+        full[3].clone(),
+        full[4].clone(),
+    ];
+    let explicit = vec![
+        repeated(&q1),
+        repeated(&k1),
+        full[2].clone(),
+        full[3].clone(),
+        full[4].clone(),
+    ];
+    let out = |form: Form, args: &[Arg]| {
+        run(&client, &forward(form, DType::F64, args), DType::F64, args).remove(0)
+    };
+    let reference = out(Form::Recurrent, &explicit);
+    let err = relative_error(&out(Form::Recurrent, &grouped), &reference);
+    assert!(err <= 1e-14, "grouped recurrent vs repeated heads: {err:e}");
+    let err = relative_error(&out(Form::Chunked(CHUNK), &grouped), &reference);
+    assert!(err <= 1e-12, "grouped chunked vs repeated heads: {err:e}");
+    // Value heads must be a multiple of key heads.
+    let s = Scope::new("bad");
+    let q = s.param(TensorType::new(DType::F64, [T, 2, DK]));
+    let v = s.param(TensorType::new(DType::F64, [T, 3, DV]));
+    let gate = s.param(TensorType::new(DType::F64, [T, 3]));
+    let e = gdn_recurrent(&q, &q, &v, &gate, &gate).unwrap_err();
+    assert!(e.to_string().contains("do not split"), "{e}");
+}
