@@ -106,6 +106,16 @@ mod tests {
     }
 
     #[test]
+    fn digit_kind_names_stay_readable() {
+        let s = Stack::with_prefix(&["L1"], &["L"], 3).unwrap();
+        let p = Plan::new(&s, PlanOptions::prefetch()).unwrap();
+        assert_eq!(p.forward.notation(&s), "[L1] → [L 1, L 2] → [L 3]");
+        let s = Stack::homogeneous("1", 2).unwrap();
+        let p = Plan::new(&s, PlanOptions::baseline()).unwrap();
+        assert_eq!(p.forward.notation(&s), "[1 0, 1 1]");
+    }
+
+    #[test]
     fn absurd_depths_are_errors() {
         assert!(Stack::blocks(&["A", "B"], usize::MAX).is_err());
         assert!(Stack::blocks(&["A"], Stack::MAX_LAYERS + 1).is_err());

@@ -10,9 +10,16 @@ fn label(stack: &Stack, kind: usize, index: Option<usize>) -> String {
     let name = stack.kind_name(kind);
     match index {
         None => name.to_owned(),
-        Some(i) if name.chars().count() == 1 => format!("{name}{i}"),
+        // `D0` reads as layer 0 of `D`, unless a kind's own name ends in a digit (a kind `D0`
+        // or `1`): then every index is set apart by a space.
+        Some(i) if name.chars().count() == 1 && !digit_names(stack) => format!("{name}{i}"),
         Some(i) => format!("{name} {i}"),
     }
+}
+
+/// Whether some kind's name ends in a digit.
+fn digit_names(stack: &Stack) -> bool {
+    (0..stack.num_kinds()).any(|k| stack.kind_name(k).ends_with(|c: char| c.is_ascii_digit()))
 }
 
 /// A layer outside a block loop: its global index, omitted when its kind has one layer.
