@@ -116,15 +116,7 @@ impl Trainer {
         let exe = client.compile(&text, &mesh.compile_options(ProgramForm::Partitions))?;
         let compile_seconds = started.elapsed().as_secs_f64();
 
-        let mut specs: Vec<(&ParamSpec, usize)> =
-            model.outer_params.iter().map(|p| (p, 1)).collect();
-        for (k, kind) in model.kinds.iter().enumerate() {
-            specs.extend(
-                kind.params
-                    .iter()
-                    .map(|p| (p, model.stack.layers_of_kind(k))),
-            );
-        }
+        let specs = model.weights();
         if let Some((bad, _)) = specs.iter().find(|(p, _)| p.dtype != DType::F32) {
             return Err(Error::Program(format!(
                 "parameter `{}` is {}; the trainer keeps f32 weights",

@@ -259,6 +259,18 @@ impl StackModel {
         Ok(())
     }
 
+    /// Every weight in the order the training step takes them — outer parameters, then each
+    /// kind's parameters — with the number of layers stacked in it (1 for an outer parameter,
+    /// which is not stacked).
+    pub fn weights(&self) -> Vec<(&ParamSpec, usize)> {
+        let outer = self.outer_params.iter().map(|p| (p, 1));
+        let stacked = self.kinds.iter().enumerate().flat_map(|(k, kind)| {
+            let layers = self.stack.layers_of_kind(k);
+            kind.params.iter().map(move |p| (p, layers))
+        });
+        outer.chain(stacked).collect()
+    }
+
     /// The stacked type of kind `k`'s parameter `p` on one device: `[layers of k, slab…]`.
     pub fn stacked_local_type(&self, k: usize, p: usize, devices: usize) -> TensorType {
         let spec = &self.kinds[k].params[p];

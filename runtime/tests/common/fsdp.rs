@@ -1,7 +1,7 @@
 //! Host-side helpers for FSDP tests: random full weights, per-device slabs, reassembling
 //! gradient slabs, and running a training step against the unsharded reference.
 
-use stackscan::fsdp::{ParamSpec, StackModel, reference_step, train_step};
+use stackscan::fsdp::{StackModel, reference_step, train_step};
 use stackscan::plan::PlanOptions;
 use stackscan::{Axis, Program};
 use stackscan_runtime::Client;
@@ -11,8 +11,8 @@ use super::graph::{Arg, Compiled, CompiledOnMesh, Data, Rng};
 
 /// Full weights and global inputs for a model, and the reference's loss and gradients.
 pub struct Fixture {
-    pub outer: Vec<Vec<f64>>,
-    pub stacked: Vec<Vec<Vec<f64>>>,
+    /// Full weights in the step's order (`StackModel::weights`).
+    pub weights: Vec<Vec<f64>>,
     /// Global inputs (batch of `devices_max` shards).
     pub inputs: Vec<Arg>,
     pub loss: f64,
@@ -29,33 +29,18 @@ pub fn fixture(
     seed: u64,
 ) -> Fixture {
     let mut rng = Rng::new(seed);
-    let outer: Vec<Vec<f64>> = model
-        .outer_params
+    let weights: Vec<Vec<f64>> = model
+        .weights()
         .iter()
-        .map(|p| rng.uniform(-0.5, 0.5, p.shape.iter().product::<i64>() as usize))
-        .collect();
-    let stacked: Vec<Vec<Vec<f64>>> = model
-        .kinds
-        .iter()
-        .enumerate()
-        .map(|(k, kind)| {
-            kind.params
-                .iter()
-                .map(|p| {
-                    rng.uniform(
-                        -0.5,
-                        0.5,
-                        model.stack.layers_of_kind(k) * p.shape.iter().product::<i64>() as usize,
-                    )
-                })
-                .collect()
+        .map(|(p, layers)| {
+            rng.uniform(-0.5, 0.5, layers * p.shape.iter().product::<i64>() as usize)
         })
         .collect();
     let reference = reference_step(model, batch_scale).expect("reference");
     let mut args = inputs.clone();
     let types = reference.param_types();
     let mut ti = types[inputs.len()..].iter();
-    for v in outer.iter().chain(stacked.iter().flatten()) {
+    for v in &weights {
         args.push(Arg {
             ty: ti.next().expect("type").clone(),
             data: Data::F(v.clone()),
@@ -69,8 +54,7 @@ pub fn fixture(
     let mut out = Compiled::new(client, &reference).run(&args);
     let loss = out.remove(0)[0];
     Fixture {
-        outer,
-        stacked,
+        weights,
         inputs,
         loss,
         grads: out,
@@ -119,18 +103,8 @@ pub fn run_program(
             });
         }
     }
-    let specs: Vec<(&ParamSpec, usize)> = model
-        .outer_params
-        .iter()
-        .map(|p| (p, 1))
-        .chain(model.kinds.iter().enumerate().flat_map(|(k, kind)| {
-            kind.params
-                .iter()
-                .map(move |p| (p, model.stack.layers_of_kind(k)))
-        }))
-        .collect();
-    let values: Vec<&Vec<f64>> = fx.outer.iter().chain(fx.stacked.iter().flatten()).collect();
-    for (at, ((spec, layers), full)) in (fx.inputs.len()..).zip(specs.iter().zip(&values)) {
+    let specs = model.weights();
+    for (at, ((spec, layers), full)) in (fx.inputs.len()..).zip(specs.iter().zip(&fx.weights)) {
         let slabs = shard(spec, *layers, full, n).expect("shard");
         for (d, args) in per_device.iter_mut().enumerate() {
             args.push(Arg {
