@@ -384,105 +384,84 @@ impl<'a> Lowering<'a> {
         h0: &Tensor,
         stacked: &[Vec<Tensor>],
     ) -> Result<(Tensor, Vec<Tensor>)> {
-        let mut saved: Vec<Tensor> = (0..self.kinds())
+        let saved: Vec<Tensor> = (0..self.kinds())
             .map(|k| {
                 let mut dims = vec![self.stack().layers_of_kind(k) as i64];
                 dims.extend(&self.model.activation.dims);
                 s.full(0.0, self.model.activation.with_dims(dims))
             })
             .collect::<Result<_>>()?;
-        let prefetch = self.plan.options.prefetch_fsdp_weights;
-        let mut w = if prefetch {
+        let w = if self.plan.options.prefetch_fsdp_weights {
             self.gather_layer(s, 0, stacked)?
         } else {
             Vec::new()
         };
-        let mut h = h0.clone();
+        let mut st = FwdState {
+            h: h0.clone(),
+            w,
+            saved,
+        };
         for seg in &self.plan.forward.segments {
-            (h, w, saved) = self.forward_segment(s, seg, h, w, saved, stacked)?;
-        }
-        Ok((h, saved))
-    }
-
-    fn forward_segment(
-        &self,
-        s: &Scope,
-        seg: &Segment,
-        h: Tensor,
-        w: Vec<Tensor>,
-        saved: Vec<Tensor>,
-        stacked: &[Vec<Tensor>],
-    ) -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
-        match seg {
-            Segment::Group(g) => self.forward_group(s, g, None, h, w, saved, stacked),
-            Segment::Blocks {
-                trips,
-                stride,
-                groups,
-            } => {
-                let nw = w.len();
-                let mut carry = vec![s.scalar(0.0, DType::I32)?, h];
-                carry.extend(w);
-                carry.extend(saved);
-                let (out, _) = s.scan(&carry, &[], *trips, false, |bs, c, _| {
+            st = match seg {
+                Segment::Group(g) => self.forward_group(s, g, None, st, stacked)?,
+                Segment::Blocks {
+                    trips,
+                    stride,
+                    groups,
+                } => counted_loop(s, *trips, st, |t, mut st| {
                     let trip = Trip {
-                        t: c[0].clone(),
+                        t: t.clone(),
                         stride: *stride,
                     };
-                    let mut h = c[1].clone();
-                    let mut w: Vec<Tensor> = c[2..2 + nw].to_vec();
-                    let mut saved: Vec<Tensor> = c[2 + nw..].to_vec();
                     for g in groups {
-                        (h, w, saved) =
-                            self.forward_group(bs, g, Some(&trip), h, w, saved, stacked)?;
+                        st = self.forward_group(t.scope(), g, Some(&trip), st, stacked)?;
                     }
-                    let mut next = vec![c[0].add(&bs.scalar(1.0, DType::I32)?)?, h];
-                    next.extend(w);
-                    next.extend(saved);
-                    Ok((next, vec![]))
-                })?;
-                let w_out = out[2..2 + nw].to_vec();
-                Ok((out[1].clone(), w_out, out[2 + nw..].to_vec()))
-            }
+                    Ok(st)
+                })?,
+            };
         }
+        Ok((st.h, st.saved))
     }
 
     /// One forward step at position `q` of group `g`: save the input, gather the next
     /// layer's weights (prefetch) or this layer's (baseline), run the layer.
-    #[expect(clippy::too_many_arguments, reason = "the state of one step")]
     fn forward_step(
         &self,
         g: &Group,
         q: &Tensor,
         trip: Option<&Trip>,
-        h: &Tensor,
-        w: &[Tensor],
-        saved: &mut [Tensor],
+        st: FwdState,
         stacked: &[Vec<Tensor>],
-    ) -> Result<(Tensor, Vec<Tensor>)> {
+    ) -> Result<FwdState> {
         let s = q.scope().clone();
         let t = trip.map(|tr| &tr.t);
         let base = g.layers[0];
         let k = g.kind;
+        let FwdState { h, w, mut saved } = st;
         let row = self.index(base, 1, trip).eval(&s, q, t)?;
         let zero = s.scalar(0.0, DType::I32)?;
         let starts = row_starts(&row, &zero, h.rank());
         saved[k] = saved[k].dynamic_update_slice(&h.expand_dims(0)?, &starts)?;
         if !self.plan.options.prefetch_fsdp_weights {
             let w_now = self.gather(k, &row, &stacked[k])?;
-            return Ok((self.run_layer(k, h, &w_now)?, Vec::new()));
+            let h = self.run_layer(k, &h, &w_now)?;
+            return Ok(FwdState { h, w, saved });
         }
         let next_weights = match g.signature.0 {
             None => Vec::new(),
             Some(kn) => {
                 // Tie the gather to this step's input: it may not start before the previous
                 // layer's last read of the buffer it replaces.
-                let (_, shards) = self.tie(h, &stacked[kn])?;
+                let (_, shards) = self.tie(&h, &stacked[kn])?;
                 let next_row = self.index(base + 1, 1, trip).eval(&s, q, t)?;
                 self.gather(kn, &next_row, &shards)?
             }
         };
-        Ok((self.run_layer(k, h, w)?, next_weights))
+        Ok(FwdState {
+            h: self.run_layer(k, &h, &w)?,
+            w: next_weights,
+            saved,
+        })
     }
 
     fn run_layer(&self, k: usize, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
@@ -491,121 +470,41 @@ impl<'a> Lowering<'a> {
         Ok(h.scope().inline(&self.layers[k], &args)?.remove(0))
     }
 
-    #[expect(clippy::too_many_arguments, reason = "the state of one loop")]
     fn forward_group(
         &self,
         s: &Scope,
         g: &Group,
         trip: Option<&Trip>,
-        h: Tensor,
-        w: Vec<Tensor>,
-        saved: Vec<Tensor>,
+        st: FwdState,
         stacked: &[Vec<Tensor>],
-    ) -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
-        let nw = w.len();
-        let ns = saved.len();
-        match g.form {
-            LoopForm::Peeled => {
-                // The prefetched weights have another kind's shape: they leave as a scanned
-                // output of the single-trip loop instead of through the carry.
-                let mut carry = vec![h];
-                carry.extend(saved);
-                let (out, ys) =
-                    s.scan_with_attributes(&carry, &[], 1, false, &[KEEP_LOOP], |bs, c, _| {
-                        let q = bs.scalar(0.0, DType::I32)?;
-                        let mut saved: Vec<Tensor> = c[1..].to_vec();
-                        let (h2, w2) =
-                            self.forward_step(g, &q, trip, &c[0], &w, &mut saved, stacked)?;
-                        let mut next = vec![h2];
-                        next.extend(saved);
-                        Ok((next, w2))
-                    })?;
-                let w_out = ys
-                    .iter()
-                    .map(|y| y.reshape(&y.dims()[1..]))
-                    .collect::<Result<Vec<_>>>()?;
-                Ok((out[0].clone(), w_out, out[1..].to_vec()))
-            }
-            LoopForm::Simple { trips } | LoopForm::PingPong { trips, .. } => {
-                let per_trip = if matches!(g.form, LoopForm::Simple { .. }) {
-                    1
-                } else {
-                    2
-                };
-                let mut h = h;
-                let mut w = w;
-                let mut saved = saved;
-                let mut first = 0i64;
-                if let LoopForm::PingPong {
-                    peel_first: true, ..
-                } = g.form
-                {
-                    // The odd step runs in its own single-trip loop before the ping-pong loop.
-                    let mut carry = vec![h];
-                    carry.extend(w.iter().cloned());
-                    carry.extend(saved);
-                    let (out, _) =
-                        s.scan_with_attributes(&carry, &[], 1, false, &[KEEP_LOOP], |bs, c, _| {
-                            let q = bs.scalar(0.0, DType::I32)?;
-                            let mut saved: Vec<Tensor> = c[1 + nw..].to_vec();
-                            let (h2, w2) = self.forward_step(
-                                g,
-                                &q,
-                                trip,
-                                &c[0],
-                                &c[1..1 + nw],
-                                &mut saved,
-                                stacked,
-                            )?;
-                            let mut next = vec![h2];
-                            next.extend(w2);
-                            next.extend(saved);
-                            Ok((next, vec![]))
-                        })?;
-                    h = out[0].clone();
-                    w = out[1..1 + nw].to_vec();
-                    saved = out[1 + nw..].to_vec();
-                    first = 1;
-                }
-                let mut carry = vec![s.scalar(0.0, DType::I32)?, h];
-                carry.extend(w);
-                carry.extend(saved);
-                let (out, _) = s.scan_with_attributes(
-                    &carry,
-                    &[],
-                    trips,
-                    false,
-                    keep_if_single(trips),
-                    |bs, c, _| {
-                        let i = &c[0];
-                        let mut h = c[1].clone();
-                        let mut w: Vec<Tensor> = c[2..2 + nw].to_vec();
-                        let mut saved: Vec<Tensor> = c[2 + nw..].to_vec();
-                        for j in 0..per_trip {
-                            let q = i
-                                .mul(&bs.scalar(per_trip as f64, DType::I32)?)?
-                                .add(&bs.scalar((first + j) as f64, DType::I32)?)?;
-                            let (h2, w2) =
-                                self.forward_step(g, &q, trip, &h, &w, &mut saved, stacked)?;
-                            h = h2;
-                            if self.plan.options.prefetch_fsdp_weights {
-                                w = w2;
-                            }
-                        }
-                        let mut next = vec![i.add(&bs.scalar(1.0, DType::I32)?)?, h];
-                        next.extend(w);
-                        next.extend(saved);
-                        Ok((next, vec![]))
-                    },
-                )?;
-                debug_assert_eq!(out.len(), 2 + nw + ns);
-                Ok((
-                    out[1].clone(),
-                    out[2..2 + nw].to_vec(),
-                    out[2 + nw..].to_vec(),
-                ))
-            }
+    ) -> Result<FwdState> {
+        if g.form != LoopForm::Peeled {
+            return group_loop(s, g.form, st, &|q, st| {
+                self.forward_step(g, q, trip, st, stacked)
+            });
         }
+        // The prefetched weights have another kind's shape: they enter as a captured value and
+        // leave as a scanned output of the single-trip loop instead of through the carry.
+        let FwdState { h, w, saved } = st;
+        let mut carry = vec![h];
+        carry.extend(saved);
+        let (mut out, w) = single_trip(s, &carry, |q, c| {
+            let st = FwdState {
+                h: c[0].clone(),
+                w: w.clone(),
+                saved: c[1..].to_vec(),
+            };
+            let st = self.forward_step(g, q, trip, st, stacked)?;
+            let mut next = vec![st.h];
+            next.extend(st.saved);
+            Ok((next, st.w))
+        })?;
+        let saved = out.split_off(1);
+        Ok(FwdState {
+            h: out.remove(0),
+            w,
+            saved,
+        })
     }
 
     // ---------------------------------------------------------------- backward
@@ -632,34 +531,48 @@ impl<'a> Lowering<'a> {
                     .collect()
             })
             .collect();
-        let mut grads: Vec<Vec<Tensor>> = stacked
+        let grads: Vec<Vec<Tensor>> = stacked
             .iter()
             .map(|k| k.iter().map(Tensor::zeros_like).collect::<Result<Vec<_>>>())
             .collect::<Result<_>>()?;
         let o = self.plan.options;
         let top = self.stack().len() - 1;
-        let mut w = if o.prefetch_fsdp_weights {
+        let w = if o.prefetch_fsdp_weights {
             self.gather_layer(s, top, &stacked)?
         } else {
             Vec::new()
         };
-        let mut pending: Vec<Tensor> = Vec::new();
-        let mut dh = dh;
+        let mut st = BwdState {
+            dh,
+            w,
+            pending: Vec::new(),
+            grads,
+        };
         for seg in &self.plan.backward.segments {
-            let mut st = BwdState {
-                dh,
-                w,
-                pending,
-                grads,
+            st = match seg {
+                Segment::Group(g) => self.backward_group(s, g, None, st, &stacked, saved)?,
+                Segment::Blocks {
+                    trips,
+                    stride,
+                    groups,
+                } => counted_loop(s, *trips, st, |t, mut st| {
+                    let trip = Trip {
+                        t: t.clone(),
+                        stride: *stride,
+                    };
+                    for g in groups {
+                        st = self.backward_group(t.scope(), g, Some(&trip), st, &stacked, saved)?;
+                    }
+                    Ok(st)
+                })?,
             };
-            st = self.backward_segment(s, seg, st, &stacked, saved)?;
-            BwdState {
-                dh,
-                w,
-                pending,
-                grads,
-            } = st;
         }
+        let BwdState {
+            dh,
+            pending,
+            mut grads,
+            ..
+        } = st;
         if o.defer_grad_reduce_scatter {
             // The epilogue: layer 0's gradient was carried out of the last step.
             let row = s.scalar(self.stack().index_in_kind(0) as f64, DType::I32)?;
@@ -667,42 +580,6 @@ impl<'a> Lowering<'a> {
             self.store(k0, &row, &pending, &mut grads[k0])?;
         }
         Ok((dh, grads))
-    }
-
-    fn backward_segment(
-        &self,
-        s: &Scope,
-        seg: &Segment,
-        st: BwdState,
-        stacked: &[Vec<Tensor>],
-        saved: &[Tensor],
-    ) -> Result<BwdState> {
-        match seg {
-            Segment::Group(g) => self.backward_group(s, g, None, st, stacked, saved),
-            Segment::Blocks {
-                trips,
-                stride,
-                groups,
-            } => {
-                let layout = st.layout();
-                let mut carry = vec![s.scalar(0.0, DType::I32)?];
-                carry.extend(st.flatten());
-                let (out, _) = s.scan(&carry, &[], *trips, false, |bs, c, _| {
-                    let trip = Trip {
-                        t: c[0].clone(),
-                        stride: *stride,
-                    };
-                    let mut st = BwdState::unflatten(&c[1..], &layout);
-                    for g in groups {
-                        st = self.backward_group(bs, g, Some(&trip), st, stacked, saved)?;
-                    }
-                    let mut next = vec![c[0].add(&bs.scalar(1.0, DType::I32)?)?];
-                    next.extend(st.flatten());
-                    Ok((next, vec![]))
-                })?;
-                Ok(BwdState::unflatten(&out[1..], &layout))
-            }
-        }
     }
 
     /// One backward step at position `q` of group `g` (layers descending).
@@ -781,113 +658,163 @@ impl<'a> Lowering<'a> {
         stacked: &[Vec<Tensor>],
         saved: &[Tensor],
     ) -> Result<BwdState> {
-        match g.form {
-            LoopForm::Peeled => {
-                // Weights and pending gradient change kind here: they enter as captured
-                // values and leave as scanned outputs.
-                let BwdState {
-                    dh,
-                    w,
-                    pending,
-                    grads,
-                } = st;
-                let ng: Vec<usize> = grads.iter().map(Vec::len).collect();
-                let mut carry = vec![dh];
-                carry.extend(grads.into_iter().flatten());
-                let (out, ys) =
-                    s.scan_with_attributes(&carry, &[], 1, false, &[KEEP_LOOP], |bs, c, _| {
-                        let q = bs.scalar(0.0, DType::I32)?;
-                        let grads = regroup(&c[1..], &ng);
-                        let st = BwdState {
-                            dh: c[0].clone(),
-                            w: w.clone(),
-                            pending: pending.clone(),
-                            grads,
-                        };
-                        let st = self.backward_step(g, &q, trip, st, stacked, saved)?;
-                        let mut next = vec![st.dh];
-                        next.extend(st.grads.into_iter().flatten());
-                        let mut ys = st.w;
-                        ys.extend(st.pending);
-                        Ok((next, ys))
-                    })?;
-                let ys: Vec<Tensor> = ys
-                    .iter()
-                    .map(|y| y.reshape(&y.dims()[1..]))
-                    .collect::<Result<_>>()?;
-                let nw = match g.signature.0 {
-                    Some(kn) if self.plan.options.prefetch_fsdp_weights => {
-                        self.model.kinds[kn].params.len()
-                    }
-                    _ => 0,
-                };
-                Ok(BwdState {
-                    dh: out[0].clone(),
-                    w: ys[..nw].to_vec(),
-                    pending: ys[nw..].to_vec(),
-                    grads: regroup(&out[1..], &ng),
-                })
+        if g.form != LoopForm::Peeled {
+            return group_loop(s, g.form, st, &|q, st| {
+                self.backward_step(g, q, trip, st, stacked, saved)
+            });
+        }
+        // Weights and pending gradient change kind here: they enter as captured values and
+        // leave as scanned outputs.
+        let BwdState {
+            dh,
+            w,
+            pending,
+            grads,
+        } = st;
+        let ng: Vec<usize> = grads.iter().map(Vec::len).collect();
+        let mut carry = vec![dh];
+        carry.extend(grads.into_iter().flatten());
+        let (out, mut ys) = single_trip(s, &carry, |q, c| {
+            let st = BwdState {
+                dh: c[0].clone(),
+                w: w.clone(),
+                pending: pending.clone(),
+                grads: regroup(&c[1..], &ng),
+            };
+            let st = self.backward_step(g, q, trip, st, stacked, saved)?;
+            let mut next = vec![st.dh];
+            next.extend(st.grads.into_iter().flatten());
+            let mut ys = st.w;
+            ys.extend(st.pending);
+            Ok((next, ys))
+        })?;
+        let nw = match g.signature.0 {
+            Some(kn) if self.plan.options.prefetch_fsdp_weights => {
+                self.model.kinds[kn].params.len()
             }
-            LoopForm::Simple { trips } | LoopForm::PingPong { trips, .. } => {
-                let per_trip = if matches!(g.form, LoopForm::Simple { .. }) {
-                    1
-                } else {
-                    2
-                };
-                let mut st = st;
-                let mut first = 0i64;
-                if let LoopForm::PingPong {
-                    peel_first: true, ..
-                } = g.form
-                {
-                    let layout = st.layout();
-                    let (out, _) = s.scan_with_attributes(
-                        &st.flatten(),
-                        &[],
-                        1,
-                        false,
-                        &[KEEP_LOOP],
-                        |bs, c, _| {
-                            let q = bs.scalar(0.0, DType::I32)?;
-                            let st = self.backward_step(
-                                g,
-                                &q,
-                                trip,
-                                BwdState::unflatten(c, &layout),
-                                stacked,
-                                saved,
-                            )?;
-                            Ok((st.flatten(), vec![]))
-                        },
-                    )?;
-                    st = BwdState::unflatten(&out, &layout);
-                    first = 1;
-                }
-                let layout = st.layout();
-                let mut carry = vec![s.scalar(0.0, DType::I32)?];
-                carry.extend(st.flatten());
-                let (out, _) = s.scan_with_attributes(
-                    &carry,
-                    &[],
-                    trips,
-                    false,
-                    keep_if_single(trips),
-                    |bs, c, _| {
-                        let i = &c[0];
-                        let mut st = BwdState::unflatten(&c[1..], &layout);
-                        for j in 0..per_trip {
-                            let q = i
-                                .mul(&bs.scalar(per_trip as f64, DType::I32)?)?
-                                .add(&bs.scalar((first + j) as f64, DType::I32)?)?;
-                            st = self.backward_step(g, &q, trip, st, stacked, saved)?;
-                        }
-                        let mut next = vec![i.add(&bs.scalar(1.0, DType::I32)?)?];
-                        next.extend(st.flatten());
-                        Ok((next, vec![]))
-                    },
-                )?;
-                Ok(BwdState::unflatten(&out[1..], &layout))
-            }
+            _ => 0,
+        };
+        let pending = ys.split_off(nw);
+        Ok(BwdState {
+            dh: out[0].clone(),
+            w: ys,
+            pending,
+            grads: regroup(&out[1..], &ng),
+        })
+    }
+}
+
+/// A loop carry that travels as a flat list of tensors.
+trait Carry: Sized {
+    /// What [`Carry::unflatten`] needs to split the list again.
+    type Layout;
+    fn layout(&self) -> Self::Layout;
+    fn flatten(&self) -> Vec<Tensor>;
+    fn unflatten(v: &[Tensor], layout: &Self::Layout) -> Self;
+}
+
+/// `trips` trips of `body(trip counter, state)` in one loop, the counter carried first. A
+/// loop of one trip is marked so XLA keeps it, and so the same structure at every depth.
+fn counted_loop<C: Carry>(
+    s: &Scope,
+    trips: usize,
+    state: C,
+    body: impl FnOnce(&Tensor, C) -> Result<C>,
+) -> Result<C> {
+    let layout = state.layout();
+    let mut carry = vec![s.scalar(0.0, DType::I32)?];
+    carry.extend(state.flatten());
+    let (out, _) = s.scan_with_attributes(
+        &carry,
+        &[],
+        trips,
+        false,
+        keep_if_single(trips),
+        |bs, c, _| {
+            let st = body(&c[0], C::unflatten(&c[1..], &layout))?;
+            let mut next = vec![c[0].add(&bs.scalar(1.0, DType::I32)?)?];
+            next.extend(st.flatten());
+            Ok((next, vec![]))
+        },
+    )?;
+    Ok(C::unflatten(&out[1..], &layout))
+}
+
+/// The loop of a group of two or more steps: `step(position in the group, state)` run
+/// `per trip` times per trip, after one peeled step (in a loop of its own) for an odd
+/// ping-pong group.
+fn group_loop<C: Carry>(
+    s: &Scope,
+    form: LoopForm,
+    state: C,
+    step: &dyn Fn(&Tensor, C) -> Result<C>,
+) -> Result<C> {
+    let (trips, per_trip, peel) = match form {
+        LoopForm::Simple { trips } => (trips, 1, false),
+        LoopForm::PingPong { trips, peel_first } => (trips, 2, peel_first),
+        LoopForm::Peeled => (1, 1, false),
+    };
+    let mut state = state;
+    if peel {
+        state = counted_loop(s, 1, state, |i, st| step(i, st))?;
+    }
+    let first = i64::from(peel);
+    counted_loop(s, trips, state, |i, mut st| {
+        let bs = i.scope();
+        for j in 0..per_trip {
+            let q = i
+                .mul(&bs.scalar(per_trip as f64, DType::I32)?)?
+                .add(&bs.scalar((first + j) as f64, DType::I32)?)?;
+            st = step(&q, st)?;
+        }
+        Ok(st)
+    })
+}
+
+/// A single-trip loop (marked so XLA keeps it) over `carry`, whose body also returns values
+/// of another shape than the carry; those leave as the loop's scanned outputs.
+fn single_trip(
+    s: &Scope,
+    carry: &[Tensor],
+    body: impl FnOnce(&Tensor, &[Tensor]) -> Result<(Vec<Tensor>, Vec<Tensor>)>,
+) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
+    let (out, ys) = s.scan_with_attributes(carry, &[], 1, false, &[KEEP_LOOP], |bs, c, _| {
+        body(&bs.scalar(0.0, DType::I32)?, c)
+    })?;
+    let ys = ys
+        .iter()
+        .map(|y| y.reshape(&y.dims()[1..]))
+        .collect::<Result<_>>()?;
+    Ok((out, ys))
+}
+
+/// The forward carry: the activation, the gathered weights of the layer about to run, and
+/// the saved layer inputs per kind.
+struct FwdState {
+    h: Tensor,
+    w: Vec<Tensor>,
+    saved: Vec<Tensor>,
+}
+
+impl Carry for FwdState {
+    type Layout = usize;
+
+    fn layout(&self) -> usize {
+        self.w.len()
+    }
+
+    fn flatten(&self) -> Vec<Tensor> {
+        let mut v = vec![self.h.clone()];
+        v.extend(self.w.iter().cloned());
+        v.extend(self.saved.iter().cloned());
+        v
+    }
+
+    fn unflatten(v: &[Tensor], nw: &usize) -> Self {
+        FwdState {
+            h: v[0].clone(),
+            w: v[1..1 + nw].to_vec(),
+            saved: v[1 + nw..].to_vec(),
         }
     }
 }
@@ -910,7 +837,9 @@ struct BwdLayout {
     grads: Vec<usize>,
 }
 
-impl BwdState {
+impl Carry for BwdState {
+    type Layout = BwdLayout;
+
     fn layout(&self) -> BwdLayout {
         BwdLayout {
             w: self.w.len(),
@@ -927,7 +856,7 @@ impl BwdState {
         v
     }
 
-    fn unflatten(v: &[Tensor], l: &BwdLayout) -> BwdState {
+    fn unflatten(v: &[Tensor], l: &BwdLayout) -> Self {
         let w = v[1..1 + l.w].to_vec();
         let pending = v[1 + l.w..1 + l.w + l.pending].to_vec();
         BwdState {
