@@ -76,6 +76,15 @@ fn i64_array(v: impl IntoIterator<Item = i64>) -> String {
     }
 }
 
+/// `name = array<i64: …>, …` for properties that are all integer arrays.
+fn i64_fields(fields: &[(&str, &[i64])]) -> String {
+    fields
+        .iter()
+        .map(|(name, v)| format!("{name} = {}", i64_array(v.iter().copied())))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn list(v: &[usize]) -> String {
     format!(
         "[{}]",
@@ -606,12 +615,11 @@ impl Writer {
                 self,
                 names,
                 "slice",
-                format!(
-                    "start_indices = {}, limit_indices = {}, strides = {}",
-                    i64_array(start.iter().copied()),
-                    i64_array(limit.iter().copied()),
-                    i64_array(stride.iter().copied())
-                ),
+                i64_fields(&[
+                    ("start_indices", start),
+                    ("limit_indices", limit),
+                    ("strides", stride),
+                ]),
             ),
             Op::DynamicSlice { sizes } => simple(
                 self,
@@ -634,12 +642,11 @@ impl Writer {
                 self,
                 names,
                 "pad",
-                format!(
-                    "edge_padding_low = {}, edge_padding_high = {}, interior_padding = {}",
-                    i64_array(low.iter().copied()),
-                    i64_array(high.iter().copied()),
-                    i64_array(interior.iter().copied())
-                ),
+                i64_fields(&[
+                    ("edge_padding_low", low),
+                    ("edge_padding_high", high),
+                    ("interior_padding", interior),
+                ]),
             ),
             Op::Reduce { kind, axes } => {
                 let init = self.fresh("v");
@@ -946,12 +953,11 @@ impl Writer {
         );
         let mut limit = x.dims.clone();
         limit[r - 1] = k as i64;
-        let props = format!(
-            "start_indices = {}, limit_indices = {}, strides = {}",
-            i64_array(vec![0; r]),
-            i64_array(limit.clone()),
-            i64_array(vec![1; r])
-        );
+        let props = i64_fields(&[
+            ("start_indices", &vec![0; r]),
+            ("limit_indices", &limit),
+            ("strides", &vec![1; r]),
+        ]);
         for (i, src_ty) in [x.clone(), it].into_iter().enumerate() {
             let out = self.fresh("v");
             names.0[node.results[i]] = out.clone();
