@@ -396,30 +396,14 @@ impl<'a> Lowering<'a> {
         } else {
             Vec::new()
         };
-        let mut st = FwdState {
+        let st = FwdState {
             h: h0.clone(),
             w,
             saved,
         };
-        for seg in &self.plan.forward.segments {
-            st = match seg {
-                Segment::Group(g) => self.forward_group(s, g, None, st, stacked)?,
-                Segment::Blocks {
-                    trips,
-                    stride,
-                    groups,
-                } => counted_loop(s, *trips, st, |t, mut st| {
-                    let trip = Trip {
-                        t: t.clone(),
-                        stride: *stride,
-                    };
-                    for g in groups {
-                        st = self.forward_group(t.scope(), g, Some(&trip), st, stacked)?;
-                    }
-                    Ok(st)
-                })?,
-            };
-        }
+        let st = run_pass(s, &self.plan.forward.segments, st, &|s, g, trip, st| {
+            self.forward_group(s, g, trip, st, stacked)
+        })?;
         Ok((st.h, st.saved))
     }
 
@@ -542,31 +526,15 @@ impl<'a> Lowering<'a> {
         } else {
             Vec::new()
         };
-        let mut st = BwdState {
+        let st = BwdState {
             dh,
             w,
             pending: Vec::new(),
             grads,
         };
-        for seg in &self.plan.backward.segments {
-            st = match seg {
-                Segment::Group(g) => self.backward_group(s, g, None, st, &stacked, saved)?,
-                Segment::Blocks {
-                    trips,
-                    stride,
-                    groups,
-                } => counted_loop(s, *trips, st, |t, mut st| {
-                    let trip = Trip {
-                        t: t.clone(),
-                        stride: *stride,
-                    };
-                    for g in groups {
-                        st = self.backward_group(t.scope(), g, Some(&trip), st, &stacked, saved)?;
-                    }
-                    Ok(st)
-                })?,
-            };
-        }
+        let st = run_pass(s, &self.plan.backward.segments, st, &|s, g, trip, st| {
+            self.backward_group(s, g, trip, st, &stacked, saved)
+        })?;
         let BwdState {
             dh,
             pending,
@@ -711,6 +679,40 @@ trait Carry: Sized {
     fn layout(&self) -> Self::Layout;
     fn flatten(&self) -> Vec<Tensor>;
     fn unflatten(v: &[Tensor], layout: &Self::Layout) -> Self;
+}
+
+/// Lowers one group of a pass: `(scope, group, enclosing block trip, state) → state`.
+type GroupFn<'a, C> = dyn Fn(&Scope, &Group, Option<&Trip>, C) -> Result<C> + 'a;
+
+/// Runs a pass's segments in order: each group through `group`, each block loop as a counted
+/// loop whose trip shifts the groups' layers.
+fn run_pass<C: Carry>(
+    s: &Scope,
+    segments: &[Segment],
+    state: C,
+    group: &GroupFn<'_, C>,
+) -> Result<C> {
+    let mut st = state;
+    for seg in segments {
+        st = match seg {
+            Segment::Group(g) => group(s, g, None, st)?,
+            Segment::Blocks {
+                trips,
+                stride,
+                groups,
+            } => counted_loop(s, *trips, st, |t, mut st| {
+                let trip = Trip {
+                    t: t.clone(),
+                    stride: *stride,
+                };
+                for g in groups {
+                    st = group(t.scope(), g, Some(&trip), st)?;
+                }
+                Ok(st)
+            })?,
+        };
+    }
+    Ok(st)
 }
 
 /// `trips` trips of `body(trip counter, state)` in one loop, the counter carried first. A
