@@ -11,7 +11,7 @@
 
 use std::rc::Rc;
 
-use stackscan::fsdp::{Init, InputSpec, LayerKind, ParamSpec, StackModel};
+use stackscan::fsdp::{Init, InputSpec, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
 use stackscan::plan::Stack;
 use stackscan::{DType, DotDims, Error, Result, Tensor, TensorType, nn};
 
@@ -147,8 +147,25 @@ pub fn layer_params(c: &LlamaConfig) -> Vec<ParamSpec> {
     ]
 }
 
-/// The model: tokens and next-token labels `[batch_per_device, seq]` per device.
-pub fn model(c: &LlamaConfig) -> Result<StackModel> {
+/// What runs outside the decoder stack: the inputs, the activation between layers, the
+/// embedding, final norm and LM head, and the cross-entropy. Shared by [`model`] and the
+/// macro-declared model, so the two differ only in how the stack is declared.
+#[expect(missing_debug_implementations, reason = "holds closures")]
+pub struct Outer {
+    /// `[batch_per_device, seq, d_model]`.
+    pub activation: TensorType,
+    /// Tokens and next-token labels, `[batch_per_device, seq]` each.
+    pub inputs: Vec<InputSpec>,
+    /// `embed`, `final_norm`, `lm_head`.
+    pub params: Vec<ParamSpec>,
+    /// The embedding lookup.
+    pub pre: PreFn,
+    /// Final norm, LM head and mean cross-entropy.
+    pub post: PostFn,
+}
+
+/// The parts outside the stack, after checking the head layout.
+pub fn outer(c: &LlamaConfig) -> Result<Outer> {
     if c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0 {
         return Err(Error::InvalidOp {
             op: "llama",
@@ -158,28 +175,17 @@ pub fn model(c: &LlamaConfig) -> Result<StackModel> {
             ),
         });
     }
-    let cfg = *c;
+    let vocab = c.vocab;
     let f32 = DType::F32;
     let tokens = TensorType::new(DType::I32, [c.batch_per_device, c.seq]);
-    Ok(StackModel {
-        stack: Stack::homogeneous("layer", c.layers)?,
-        kinds: vec![LayerKind {
-            name: "layer".into(),
-            params: layer_params(c),
-            forward: Rc::new(move |h, w| decoder_layer(cfg, h, w)),
-        }],
+    let input = |name: &str| InputSpec {
+        name: name.into(),
+        ty: tokens.clone(),
+    };
+    Ok(Outer {
         activation: TensorType::new(f32, [c.batch_per_device, c.seq, c.d_model]),
-        inputs: vec![
-            InputSpec {
-                name: "tokens".into(),
-                ty: tokens.clone(),
-            },
-            InputSpec {
-                name: "labels".into(),
-                ty: tokens,
-            },
-        ],
-        outer_params: vec![
+        inputs: vec![input("tokens"), input("labels")],
+        params: vec![
             ParamSpec::sharded("embed", &[c.vocab, c.d_model], f32, 0),
             ParamSpec::replicated("final_norm", &[c.d_model], f32),
             ParamSpec::sharded("lm_head", &[c.d_model, c.vocab], f32, 0),
@@ -188,9 +194,28 @@ pub fn model(c: &LlamaConfig) -> Result<StackModel> {
         post: Rc::new(move |h, inputs, w| {
             let (b, t) = (h.dims()[0], h.dims()[1]);
             let logits = nn::rms_norm(h, &w[1], 1e-5)?.matmul(&w[2])?;
-            let logits = logits.reshape(&[b * t, cfg.vocab])?;
+            let logits = logits.reshape(&[b * t, vocab])?;
             nn::cross_entropy(&logits, &inputs[1].reshape(&[b * t])?)
         }),
+    })
+}
+
+/// The model: tokens and next-token labels `[batch_per_device, seq]` per device.
+pub fn model(c: &LlamaConfig) -> Result<StackModel> {
+    let o = outer(c)?;
+    let cfg = *c;
+    Ok(StackModel {
+        stack: Stack::homogeneous("layer", c.layers)?,
+        kinds: vec![LayerKind {
+            name: "layer".into(),
+            params: layer_params(c),
+            forward: Rc::new(move |h, w| decoder_layer(cfg, h, w)),
+        }],
+        activation: o.activation,
+        inputs: o.inputs,
+        outer_params: o.params,
+        pre: o.pre,
+        post: o.post,
     })
 }
 

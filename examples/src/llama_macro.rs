@@ -17,11 +17,9 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
-use std::rc::Rc;
-
-use stackscan::fsdp::{InputSpec, ParamSpec, StackModel};
+use stackscan::fsdp::StackModel;
 use stackscan::layer::{ActivationMarker, Forward, Params};
-use stackscan::{DType, Error, LayerStack, Result, SubLayer, Tensor, TensorType, layer_stack, nn};
+use stackscan::{Error, LayerStack, Result, SubLayer, Tensor, layer_stack};
 
 use crate::llama::LlamaConfig;
 
@@ -104,46 +102,16 @@ pub struct Llama3_8b;
 /// The model with stack `S`: tokens and next-token labels `[batch_per_device, seq]` per
 /// device, embedding before the stack, final norm, LM head and cross-entropy after it.
 pub fn model<S: LayerStack<Config = LlamaConfig>>(c: &LlamaConfig) -> Result<StackModel> {
-    if c.layers != S::LAYERS || c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0 {
+    if c.layers != S::LAYERS {
         return Err(Error::InvalidOp {
             op: "llama",
             message: format!(
-                "the config has {} layers for a stack of {}; heads ({}) must be a multiple of kv_heads ({}) and head_dim ({}) even",
+                "the config has {} layers for a stack of {}",
                 c.layers,
-                S::LAYERS,
-                c.heads,
-                c.kv_heads,
-                c.head_dim
+                S::LAYERS
             ),
         });
     }
-    let cfg = *c;
-    let f32 = DType::F32;
-    let tokens = TensorType::new(DType::I32, [c.batch_per_device, c.seq]);
-    S::stack_model(
-        c,
-        TensorType::new(f32, [c.batch_per_device, c.seq, c.d_model]),
-        vec![
-            InputSpec {
-                name: "tokens".into(),
-                ty: tokens.clone(),
-            },
-            InputSpec {
-                name: "labels".into(),
-                ty: tokens,
-            },
-        ],
-        vec![
-            ParamSpec::sharded("embed", &[c.vocab, c.d_model], f32, 0),
-            ParamSpec::replicated("final_norm", &[c.d_model], f32),
-            ParamSpec::sharded("lm_head", &[c.d_model, c.vocab], f32, 0),
-        ],
-        Rc::new(|inputs, w| w[0].take(&inputs[0], 0)),
-        Rc::new(move |h, inputs, w| {
-            let (b, t) = (h.dims()[0], h.dims()[1]);
-            let logits = nn::rms_norm(h, &w[1], 1e-5)?.matmul(&w[2])?;
-            let logits = logits.reshape(&[b * t, cfg.vocab])?;
-            nn::cross_entropy(&logits, &inputs[1].reshape(&[b * t])?)
-        }),
-    )
+    let o = crate::llama::outer(c)?;
+    S::stack_model(c, o.activation, o.inputs, o.params, o.pre, o.post)
 }
