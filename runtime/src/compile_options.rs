@@ -5,6 +5,8 @@
 
 use prost::Message;
 
+use crate::error::{Error, Result};
+
 /// Options for one compilation: how many replicas and partitions, and on which devices.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompileOptions {
@@ -14,15 +16,49 @@ pub struct CompileOptions {
 impl Default for CompileOptions {
     /// One replica, one partition, device chosen by the plugin.
     fn default() -> Self {
-        CompileOptions::replicas(&[])
+        CompileOptions::replicas_on(&[])
     }
+}
+
+/// Rejects a device assignment that names a device twice: XLA would run two replicas or
+/// partitions on one device, and their collectives would wait on each other forever.
+fn distinct(device_ids: &[i32]) -> Result<()> {
+    for (i, id) in device_ids.iter().enumerate() {
+        if device_ids[..i].contains(id) {
+            return Err(Error::Mesh(format!(
+                "device {id} appears twice in the device assignment {device_ids:?}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl CompileOptions {
     /// `num_replicas = device_ids.len()` (at least 1), one partition: the program runs once
     /// per device and collectives name replicas. An empty list lets the plugin place a
-    /// single replica.
-    pub fn replicas(device_ids: &[i32]) -> Self {
+    /// single replica. Device ids must be distinct.
+    pub fn replicas(device_ids: &[i32]) -> Result<Self> {
+        distinct(device_ids)?;
+        Ok(CompileOptions::replicas_on(device_ids))
+    }
+
+    /// One replica, `num_partitions = device_ids.len()`, SPMD partitioning by Shardy: the form
+    /// JAX emits for `shard_map` (`sdy.manual_computation`), used on TPU pods. Device ids must
+    /// be distinct, and there must be at least one.
+    pub fn partitions(device_ids: &[i32]) -> Result<Self> {
+        distinct(device_ids)?;
+        if device_ids.is_empty() {
+            return Err(Error::Mesh(
+                "a partitioned program needs at least one device".into(),
+            ));
+        }
+        Ok(CompileOptions::partitions_on(device_ids))
+    }
+
+    /// [`CompileOptions::replicas`] for ids already known to be distinct (a [`Mesh`]'s).
+    ///
+    /// [`Mesh`]: crate::Mesh
+    pub(crate) fn replicas_on(device_ids: &[i32]) -> Self {
         let n = device_ids.len().max(1) as i64;
         let assignment = (!device_ids.is_empty()).then(|| DeviceAssignmentProto {
             replica_count: n as i32,
@@ -44,9 +80,8 @@ impl CompileOptions {
         }
     }
 
-    /// One replica, `num_partitions = device_ids.len()`, SPMD partitioning by Shardy: the form
-    /// JAX emits for `shard_map` (`sdy.manual_computation`), used on TPU pods.
-    pub fn partitions(device_ids: &[i32]) -> Self {
+    /// [`CompileOptions::partitions`] for ids already known to be distinct and non-empty.
+    pub(crate) fn partitions_on(device_ids: &[i32]) -> Self {
         let n = device_ids.len() as i64;
         CompileOptions {
             proto: CompileOptionsProto {
@@ -129,8 +164,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn duplicate_or_missing_devices_are_refused() {
+        for err in [
+            CompileOptions::replicas(&[0, 1, 1]).unwrap_err(),
+            CompileOptions::partitions(&[2, 0, 2]).unwrap_err(),
+        ] {
+            assert!(
+                matches!(&err, Error::Mesh(m) if m.contains("appears twice")),
+                "{err}"
+            );
+        }
+        assert!(matches!(
+            CompileOptions::partitions(&[]),
+            Err(Error::Mesh(m)) if m.contains("at least one")
+        ));
+        assert_eq!(
+            CompileOptions::replicas(&[]).unwrap(),
+            CompileOptions::default()
+        );
+    }
+
+    #[test]
     fn partitions_encode_the_fields_xla_reads() {
-        let bytes = CompileOptions::partitions(&[0, 1]).encode();
+        let bytes = CompileOptions::partitions(&[0, 1]).unwrap().encode();
         let decoded = CompileOptionsProto::decode(bytes.as_slice()).unwrap();
         let b = decoded.executable_build_options.unwrap();
         assert_eq!((b.num_replicas, b.num_partitions), (1, 2));
@@ -142,7 +198,7 @@ mod tests {
 
     #[test]
     fn replicas_put_all_devices_in_one_computation() {
-        let options = CompileOptions::replicas(&[0, 1, 2, 3]);
+        let options = CompileOptions::replicas(&[0, 1, 2, 3]).unwrap();
         assert_eq!(options.replicas_and_partitions(), (4, 1));
         let decoded = CompileOptionsProto::decode(options.encode().as_slice()).unwrap();
         let a = decoded

@@ -200,6 +200,22 @@ pub enum Error {
         "unknown plugin `{0}`; expected one of `cpu`, `cpu-0.115`, `tpu`, `cuda`, or a path to a .so"
     )]
     UnknownPlugin(String),
+    /// The plugin drives an accelerator this machine does not have; it was not initialised.
+    #[error(
+        "`{}` is the {kind} plugin, but this machine has no {kind} device ({looked_for}); \
+         use the `cpu` plugin here, or set {override_env}=1 if the devices are there under other names",
+        path.display()
+    )]
+    NoAccelerator {
+        /// The plugin file.
+        path: PathBuf,
+        /// The accelerator it drives (`TPU`).
+        kind: &'static str,
+        /// What was looked for.
+        looked_for: String,
+        /// The environment variable that skips the check.
+        override_env: &'static str,
+    },
 }
 
 impl Error {

@@ -20,6 +20,8 @@
 
 pub mod compile_options;
 mod element;
+#[cfg(target_os = "linux")]
+mod elf;
 mod error;
 pub mod ffi;
 pub mod mesh;

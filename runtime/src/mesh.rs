@@ -81,8 +81,9 @@ impl Mesh {
     pub fn compile_options(&self, form: ProgramForm) -> CompileOptions {
         let ids: Vec<i32> = self.devices.iter().map(|d| d.id).collect();
         match form {
-            ProgramForm::Replicas => CompileOptions::replicas(&ids),
-            ProgramForm::Partitions => CompileOptions::partitions(&ids),
+            // A mesh's devices are distinct and at least one (checked when it was made).
+            ProgramForm::Replicas => CompileOptions::replicas_on(&ids),
+            ProgramForm::Partitions => CompileOptions::partitions_on(&ids),
         }
     }
 }

@@ -199,7 +199,7 @@ fn device_counts_the_plugin_cannot_provide() {
     let err = client
         .compile(
             &program,
-            &CompileOptions::replicas(&[0, 1, 2, 3, 4, 5, 6, 7]),
+            &CompileOptions::replicas(&[0, 1, 2, 3, 4, 5, 6, 7]).unwrap(),
         )
         .unwrap_err();
     assert!(

@@ -110,43 +110,107 @@ fn run(devices: usize, steps: usize) -> Res<String> {
     Ok(json)
 }
 
-fn main() -> ExitCode {
+/// Most measured steps per configuration: a week of the tiny model's steps, far more than a
+/// benchmark needs, and far from the counter's overflow.
+const MAX_STEPS: usize = 1_000_000;
+
+/// Where the JSON goes: a temporary file beside the destination, created before the run so an
+/// unwritable path fails at once, and renamed over the destination when the run succeeded.
+struct Output {
+    dest: std::path::PathBuf,
+    temp: std::path::PathBuf,
+    file: std::fs::File,
+}
+
+impl Output {
+    fn create(dest: &str) -> Result<Output, String> {
+        let dest = std::path::PathBuf::from(dest);
+        let name = dest
+            .file_name()
+            .ok_or_else(|| format!("`--out {}` names no file", dest.display()))?;
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(name);
+        temp_name.push(format!(".{}.tmp", std::process::id()));
+        let temp = dest.with_file_name(temp_name);
+        let file = std::fs::File::create(&temp)
+            .map_err(|e| format!("cannot write `{}`: {e}", dest.display()))?;
+        Ok(Output { dest, temp, file })
+    }
+
+    fn finish(mut self, json: &str) -> Result<(), String> {
+        use std::io::Write as _;
+        let written = self
+            .file
+            .write_all(json.as_bytes())
+            .and_then(|()| self.file.sync_all())
+            .and_then(|()| std::fs::rename(&self.temp, &self.dest));
+        written.map_err(|e| format!("writing `{}`: {e}", self.dest.display()))
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        // After a successful rename there is nothing left to remove.
+        let _ = std::fs::remove_file(&self.temp);
+    }
+}
+
+fn parse() -> Result<(usize, usize, Option<Output>), String> {
+    let usage = "usage: bench [--devices N] [--steps N] [--out FILE]";
     let mut devices = 4;
     let mut steps = 10;
-    let mut out: Option<String> = None;
+    let mut out = None;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let value = it.next();
-        let ok = match (flag.as_str(), value) {
-            ("--devices", Some(v)) => v.parse().map(|n| devices = n).is_ok(),
-            ("--steps", Some(v)) => v.parse().map(|n| steps = n).is_ok(),
-            ("--out", Some(v)) => {
-                out = Some(v);
-                true
-            }
-            _ => false,
+        let Some(value) = it.next() else {
+            return Err(format!("`{flag}` needs a value; {usage}"));
         };
-        if !ok || devices == 0 || steps == 0 {
-            eprintln!("usage: bench [--devices N] [--steps N] [--out FILE]");
-            return ExitCode::from(2);
+        let count = |what: &str, max: usize| {
+            value
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| {
+                    format!("`{what}` expects an integer from 1 to {max}, got `{value}`")
+                })
+        };
+        match flag.as_str() {
+            "--devices" => devices = count("--devices", 4096)?,
+            "--steps" => steps = count("--steps", MAX_STEPS)?,
+            "--out" => out = Some(value),
+            other => return Err(format!("unknown argument `{other}`; {usage}")),
         }
     }
-    match run(devices, steps) {
-        Ok(json) => {
-            match out {
-                Some(path) => {
-                    if let Err(e) = std::fs::write(&path, &json) {
-                        eprintln!("error: writing `{path}`: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                }
-                None => print!("{json}"),
-            }
-            ExitCode::SUCCESS
-        }
+    model(&LlamaConfig::tiny())
+        .and_then(|m| m.validate(devices))
+        .map_err(|e| format!("the model does not fit {devices} devices: {e}"))?;
+    let out = out.as_deref().map(Output::create).transpose()?;
+    Ok((devices, steps, out))
+}
+
+fn main() -> ExitCode {
+    let (devices, steps, out) = match parse() {
+        Ok(parsed) => parsed,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            return ExitCode::from(2);
         }
+    };
+    let json = match run(devices, steps) {
+        Ok(json) => json,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match out {
+        Some(out) => {
+            if let Err(e) = out.finish(&json) {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        None => print!("{json}"),
     }
+    ExitCode::SUCCESS
 }

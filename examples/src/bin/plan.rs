@@ -24,11 +24,11 @@ fn main() -> ExitCode {
     let usage = "usage: plan llama|qwen35|deepseek3 [--no-prefetch] [--no-defer] [--unroll 1|2]";
     let mut args = std::env::args().skip(1);
     let Some(name) = args.next() else {
-        eprintln!("{usage}");
+        eprintln!("error: no stack named; {usage}");
         return ExitCode::from(2);
     };
     let Some(stack) = stack(&name) else {
-        eprintln!("unknown stack `{name}`; expected one of `llama`, `qwen35`, `deepseek3`");
+        eprintln!("error: unknown stack `{name}`; expected one of `llama`, `qwen35`, `deepseek3`");
         return ExitCode::from(2);
     };
     let mut options = PlanOptions::prefetch_deferred();
@@ -42,12 +42,12 @@ fn main() -> ExitCode {
             "--unroll" => match args.next().and_then(|v| v.parse().ok()) {
                 Some(u) => options.unroll = u,
                 None => {
-                    eprintln!("`--unroll` expects 1 or 2");
+                    eprintln!("error: `--unroll` expects 1 or 2");
                     return ExitCode::from(2);
                 }
             },
             other => {
-                eprintln!("unknown flag `{other}`\n{usage}");
+                eprintln!("error: unknown flag `{other}`; {usage}");
                 return ExitCode::from(2);
             }
         }

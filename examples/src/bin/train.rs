@@ -70,6 +70,21 @@ fn parse() -> Result<Args, String> {
     if a.devices == 0 || a.steps == 0 {
         return Err("`--devices` and `--steps` must be at least 1".into());
     }
+    // Everything that can be checked without a plugin is, so a mistake costs no plugin load
+    // and its message is the only line the job prints.
+    a.options
+        .validate()
+        .map_err(|e| format!("invalid schedule options: {e}"))?;
+    if !(a.lr.is_finite() && a.lr > 0.0) {
+        return Err(format!(
+            "`--lr` must be a positive finite number, got {}",
+            a.lr
+        ));
+    }
+    let cfg = LlamaConfig::tiny();
+    model(&cfg)
+        .and_then(|m| m.validate(a.devices))
+        .map_err(|e| format!("the model does not fit {} devices: {e}", a.devices))?;
     Ok(a)
 }
 
@@ -139,14 +154,15 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     );
     let (first, last) = (losses[0], *losses.last().unwrap_or(&losses[0]));
     println!("loss {first:.4} -> {last:.4}");
-    Ok(last < first)
+    // One step has nothing to compare with: it trained if it ran.
+    Ok(losses.len() < 2 || last < first)
 }
 
 fn main() -> ExitCode {
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };

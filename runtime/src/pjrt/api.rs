@@ -1,7 +1,16 @@
 //! A loaded plugin: the shared library and the function table `GetPjrtApi` returned.
+//!
+//! A plugin, once loaded, stays loaded until the process exits, and each file is loaded once.
+//! XLA registers process-exit handlers and thread-local destructors that point into the
+//! library: unloading it (`dlclose` when the last handle drops) leaves those pointing into
+//! unmapped code, so the process dies with SIGSEGV at exit, and loading the same file again
+//! initialises XLA's globals twice (an abort with a double free). Loading is therefore a
+//! process-wide registry keyed by the file's canonical path, and the library handle is never
+//! closed.
 
+use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use libloading::Library;
 
@@ -12,8 +21,8 @@ use crate::ffi;
 /// The major API version this binding is written against (`PJRT_API_MAJOR`).
 pub(crate) const API_MAJOR: i32 = 0;
 
-/// A loaded PJRT plugin. Cheap to clone; the library stays loaded while any clone, client,
-/// buffer or executable made from it is alive.
+/// A loaded PJRT plugin. Cheap to clone; the library stays loaded for the rest of the process
+/// (see the module documentation for why it is never unloaded).
 #[derive(Clone, Debug)]
 pub struct Plugin {
     pub(crate) api: Arc<Api>,
@@ -26,8 +35,8 @@ pub(crate) struct Api {
     major: i32,
     minor: i32,
     path: PathBuf,
-    // Declared last so the library is unloaded after everything above stops pointing into it.
-    _library: Library,
+    /// Never dropped: unloading an XLA plugin is not safe (module documentation).
+    _library: ManuallyDrop<Library>,
 }
 
 // SAFETY: the PJRT C API is thread-safe: its functions may be called from any thread, and the
@@ -46,21 +55,49 @@ impl std::fmt::Debug for Api {
     }
 }
 
+/// Plugins loaded by this process, by canonical path. Entries are never removed.
+static LOADED: Mutex<Vec<(PathBuf, Plugin)>> = Mutex::new(Vec::new());
+
 impl Plugin {
-    /// Loads the PJRT plugin at `path`, checks its API version and initialises it.
+    /// Loads the PJRT plugin at `path`, checks its API version and initialises it; a file this
+    /// process already loaded is not loaded again, and the same plugin is returned.
+    ///
+    /// Before the library is mapped its ELF headers are checked against the file's size, so
+    /// a truncated file is an [`Error::NotAPlugin`] rather than a SIGBUS inside `dlopen`.
     pub fn load(path: impl AsRef<Path>) -> Result<Plugin> {
         let path = path.as_ref().to_path_buf();
         if !path.is_file() {
             return Err(Error::PluginNotFound { path });
         }
+        let key = std::fs::canonicalize(&path)
+            .map_err(|e| Error::io(format!("resolving `{}`", path.display()), e))?;
+        // Held across the load, so two threads loading one file initialise it once.
+        let mut loaded = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, plugin)) = loaded.iter().find(|(k, _)| *k == key) {
+            return Ok(plugin.clone());
+        }
+        let plugin = Plugin::open(&path)?;
+        loaded.push((key, plugin.clone()));
+        Ok(plugin)
+    }
+
+    /// Maps and initialises the library at `path`; called once per file by [`Plugin::load`].
+    fn open(path: &Path) -> Result<Plugin> {
+        let path = path.to_path_buf();
         let not_a_plugin = |reason: String| Error::NotAPlugin {
             path: path.clone(),
             reason,
         };
+        #[cfg(target_os = "linux")]
+        crate::elf::check_shared_object(&path).map_err(|e| not_a_plugin(e.0))?;
+        crate::plugin::check_accelerator(&path)?;
         // SAFETY: loading a shared library runs its initialisers. The caller named this file as
         // a PJRT plugin; plugins are ordinary shared objects whose initialisers have no
-        // preconditions on our side.
-        let library = unsafe { Library::new(&path) }.map_err(|e| not_a_plugin(e.to_string()))?;
+        // preconditions on our side. Its headers were checked against the file's size above,
+        // so mapping it does not reach past the end of the file.
+        let library = unsafe { Library::new(&path) }
+            .map(ManuallyDrop::new)
+            .map_err(|e| not_a_plugin(with_sources(&e)))?;
         // SAFETY: `GetPjrtApi` is declared by pjrt_c_api.h as `const PJRT_Api* GetPjrtApi()`,
         // which is the type we read the symbol as.
         let get_api = unsafe { library.get::<ffi::GetPjrtApiFn>(ffi::GET_PJRT_API_SYMBOL) }
@@ -115,6 +152,20 @@ impl Plugin {
     pub fn path(&self) -> &Path {
         &self.api.path
     }
+}
+
+/// An error's message followed by those of its sources: libloading's own message is only
+/// "dlopen failed", and the loader's reason ("file too short", a missing dependency) is its
+/// source.
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
 }
 
 impl Api {

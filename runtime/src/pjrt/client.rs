@@ -14,6 +14,14 @@ use crate::error::{Error, Result};
 use crate::ffi;
 use stackscan::TensorType;
 
+/// The CPU plugins' option for the number of virtual devices.
+const CPU_DEVICE_COUNT: &str = "cpu_device_count";
+
+/// The most virtual CPU devices a client may ask for. Each is a thread pool and a device
+/// buffer space of the plugin's; far beyond this the plugin runs out of threads or memory
+/// before it can report why.
+pub const MAX_CPU_DEVICES: i64 = 4096;
+
 /// Options passed to `PJRT_Client_Create` as named values.
 #[derive(Clone, Debug, Default)]
 pub struct ClientOptions {
@@ -30,21 +38,38 @@ enum OptionValue {
 impl ClientOptions {
     /// Options for XLA's CPU plugins exposing `devices` virtual devices (`cpu_device_count`).
     pub fn cpu(devices: usize) -> Self {
-        ClientOptions::default().int("cpu_device_count", devices as i64)
+        ClientOptions::default().int(CPU_DEVICE_COUNT, i64::try_from(devices).unwrap_or(i64::MAX))
     }
 
-    /// Rejects values known to crash or cripple a plugin before they reach it (newer CPU
-    /// plugins abort the process on a negative `cpu_device_count`).
+    /// Rejects values known to crash or cripple a plugin before they reach it: newer CPU
+    /// plugins abort the process on a negative `cpu_device_count`, and both read it as a
+    /// 32-bit count, so 2^31 gives a client with no devices and 2^32 + 2 one with two.
     fn validate(&self) -> Result<()> {
         for (name, value) in &self.values {
-            if name == "cpu_device_count" && !matches!(value, OptionValue::Int(n) if *n >= 1) {
+            if name == CPU_DEVICE_COUNT
+                && !matches!(value, OptionValue::Int(n) if (1..=MAX_CPU_DEVICES).contains(n))
+            {
                 return Err(Error::InvalidOption {
                     name: name.clone(),
-                    reason: format!("expected an integer of at least 1, got {value:?}"),
+                    reason: format!(
+                        "expected an integer from 1 to {MAX_CPU_DEVICES}, got {value:?}"
+                    ),
                 });
             }
         }
         Ok(())
+    }
+
+    /// The device count asked for with `cpu_device_count`, if any (the last one given wins,
+    /// as in the plugin).
+    fn cpu_device_count(&self) -> Option<i64> {
+        self.values
+            .iter()
+            .rev()
+            .find_map(|(name, value)| match value {
+                OptionValue::Int(n) if name == CPU_DEVICE_COUNT => Some(*n),
+                _ => None,
+            })
     }
 
     /// Adds an integer option.
@@ -190,6 +215,17 @@ impl Client {
             return Err(Error::DeviceCount {
                 requested: 1,
                 available: 0,
+            });
+        }
+        // A CPU plugin that silently gave another count than asked for (a width it reads
+        // differently) would shift every later device index.
+        if let Some(asked) = options.cpu_device_count()
+            && inner.platform == "cpu"
+            && usize::try_from(asked).ok() != Some(inner.devices.len())
+        {
+            return Err(Error::DeviceCount {
+                requested: usize::try_from(asked).unwrap_or(0),
+                available: inner.devices.len(),
             });
         }
         Ok(Client {

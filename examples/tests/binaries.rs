@@ -1,0 +1,148 @@
+//! The binaries as a user runs them: bad input ends in one line on stderr and a non-zero exit
+//! status, never a signal (SIGSEGV at exit and SIGBUS in `dlopen` before), and the cases that
+//! used to fail for no reason (`--steps 1`, many devices) succeed.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Output};
+
+/// Runs a binary of this package with XLA's informational log silenced, so stderr holds only
+/// what the binary itself says.
+fn run(bin: &str, args: &[&str]) -> Output {
+    let exe = match bin {
+        "train" => env!("CARGO_BIN_EXE_train"),
+        "bench" => env!("CARGO_BIN_EXE_bench"),
+        "collectives" => env!("CARGO_BIN_EXE_collectives"),
+        "plan" => env!("CARGO_BIN_EXE_plan"),
+        other => panic!("no binary `{other}`"),
+    };
+    Command::new(exe)
+        .args(args)
+        .env("TF_CPP_MIN_LOG_LEVEL", "1")
+        .output()
+        .expect("start the binary")
+}
+
+/// Requires a failure: exit status `code`, no signal, exactly one line on stderr holding
+/// every string of `says`.
+fn fails(bin: &str, args: &[&str], code: i32, says: &[&str]) {
+    let out = run(bin, args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let shown = format!(
+        "`{bin} {}`: {:?}; stderr:\n{stderr}",
+        args.join(" "),
+        out.status
+    );
+    assert_eq!(out.status.signal(), None, "killed by a signal: {shown}");
+    assert_eq!(out.status.code(), Some(code), "{shown}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "not one line: {shown}"
+    );
+    assert!(stderr.starts_with("error: "), "{shown}");
+    for s in says {
+        assert!(stderr.contains(s), "no `{s}` in {shown}");
+    }
+}
+
+fn succeeds(bin: &str, args: &[&str]) -> String {
+    let out = run(bin, args);
+    assert!(
+        out.status.success(),
+        "`{bin} {}`: {:?}\n{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn train_rejects_bad_arguments_in_one_line() {
+    fails("train", &["--devices", "3"], 2, &["3 devices", "`wq`"]);
+    fails("train", &["--unroll", "0"], 2, &["unroll"]);
+    fails("train", &["--unroll", "3"], 2, &["unroll"]);
+    fails("train", &["--steps", "0"], 2, &["--steps"]);
+    fails("train", &["--devices"], 2, &["--devices"]);
+    fails("train", &["--devices", "-1"], 2, &["--devices"]);
+    fails("train", &["--frobnicate"], 2, &["--frobnicate"]);
+    for lr in ["0", "-1", "nan", "inf"] {
+        fails("train", &["--lr", lr], 2, &["--lr"]);
+    }
+}
+
+#[test]
+fn train_rejects_bad_plugins_in_one_line() {
+    fails(
+        "train",
+        &["--plugin", "/nonexistent/plugin.so"],
+        1,
+        &["no PJRT plugin"],
+    );
+    fails("train", &["--plugin", "gpu"], 1, &["unknown plugin `gpu`"]);
+    let cpu = stackscan_runtime::plugin::resolve("cpu").expect("the cpu plugin");
+    let dir = std::env::temp_dir().join(format!("stackscan-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cut = dir.join("cut.so");
+    std::fs::copy(&cpu, &cut).expect("copy the plugin");
+    let len = std::fs::metadata(&cut).expect("size").len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&cut)
+        .and_then(|f| f.set_len(len / 5))
+        .expect("truncate");
+    let path = cut.to_str().expect("a UTF-8 path");
+    fails("train", &["--plugin", path], 1, &["truncated"]);
+    std::fs::remove_dir_all(dir).expect("clean up");
+}
+
+#[test]
+fn train_one_step_succeeds() {
+    let stdout = succeeds("train", &["--steps", "1", "--devices", "2"]);
+    assert!(stdout.contains("step   1  loss"), "{stdout}");
+}
+
+#[test]
+fn bench_rejects_bad_arguments_before_running() {
+    fails(
+        "bench",
+        &["--steps", &usize::MAX.to_string()],
+        2,
+        &["--steps"],
+    );
+    fails("bench", &["--steps", "0"], 2, &["--steps"]);
+    fails("bench", &["--devices", "3"], 2, &["3 devices"]);
+    fails("bench", &["--steps"], 2, &["needs a value"]);
+    // An unwritable destination fails before anything is measured (the only line printed is
+    // the error), and leaves nothing behind.
+    fails(
+        "bench",
+        &["--out", "/nonexistent-dir/bench.json"],
+        2,
+        &["/nonexistent-dir/bench.json"],
+    );
+}
+
+#[test]
+fn collectives_reject_bad_counts_and_agree_on_many_devices() {
+    fails("collectives", &["--devices", "0"], 2, &["--devices"]);
+    fails(
+        "collectives",
+        &["--devices", "4294967298"],
+        1,
+        &["cpu_device_count"],
+    );
+    // 300 devices: the reduce-scatter's f32 sums round differently from the host's; equal
+    // within the summation's error bound (false mismatches before).
+    let stdout = succeeds("collectives", &["--devices", "300"]);
+    assert!(!stdout.contains("MISMATCH"), "{stdout}");
+    assert_eq!(stdout.matches(" ok\n").count(), 300, "{stdout}");
+}
+
+#[test]
+fn plan_rejects_bad_arguments_in_one_line() {
+    fails("plan", &[], 2, &["usage"]);
+    fails("plan", &["gpt"], 2, &["unknown stack `gpt`"]);
+    fails("plan", &["llama", "--frobnicate"], 2, &["--frobnicate"]);
+    fails("plan", &["llama", "--unroll", "x"], 2, &["--unroll"]);
+}
