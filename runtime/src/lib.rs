@@ -39,5 +39,7 @@ pub use compile_options::CompileOptions;
 pub use element::Element;
 pub use error::{Error, ErrorCode, Result};
 pub use mesh::{Mesh, ProgramForm};
-pub use pjrt::{Buffer, Client, ClientOptions, CompiledMemoryStats, Device, Executable, Plugin};
+pub use pjrt::{
+    Buffer, Client, ClientOptions, CompiledMemoryStats, Device, Executable, MAX_CPU_DEVICES, Plugin,
+};
 pub use stackscan::{DType, TensorType};

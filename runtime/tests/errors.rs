@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use stackscan_runtime::{
-    Client, ClientOptions, CompileOptions, DType, Error, ErrorCode, Mesh, Plugin, TensorType,
-    plugin,
+    Client, ClientOptions, CompileOptions, DType, Error, ErrorCode, MAX_CPU_DEVICES, Mesh, Plugin,
+    TensorType, plugin,
 };
 
 const ADD: &str = r#"
@@ -212,8 +212,9 @@ fn device_counts_the_plugin_cannot_provide() {
         ),
         "{err:?}"
     );
-    // Clients asked for no devices, or a negative count (which aborts newer plugins).
-    for n in [0, -1] {
+    // Clients asked for no devices, a negative count (which aborts newer plugins), or counts
+    // the plugins read as 32 bits (2^31 gave a client with no devices, 2^32 + 2 one with two).
+    for n in [0, -1, 1 << 31, (1 << 32) + 2, MAX_CPU_DEVICES + 1] {
         let options = ClientOptions::default().int("cpu_device_count", n);
         let err = Client::new(&common::cpu_plugin(), &options).unwrap_err();
         assert!(

@@ -13,7 +13,7 @@ mod executable;
 
 pub use api::Plugin;
 pub use buffer::Buffer;
-pub use client::{Client, ClientOptions, Device};
+pub use client::{Client, ClientOptions, Device, MAX_CPU_DEVICES};
 pub use executable::{CompiledMemoryStats, Executable};
 
 use crate::ffi;
