@@ -1,6 +1,10 @@
 //! The training driver: compiles a model's fused step (gradients + Adam), initialises and
 //! shards the weights, keeps weights and optimizer state on the devices, and runs steps.
 //!
+//! Nothing a caller passes can corrupt the state: inputs are checked against the model's
+//! [`InputSpec`]s before they are uploaded, and a step whose loss, gradients or update are not
+//! finite leaves weights and moments as they were, reported as [`NonFinitePolicy`] says.
+//!
 //! ```no_run
 //! use stackscan::fsdp::{Adam, StackModel};
 //! use stackscan::plan::PlanOptions;
