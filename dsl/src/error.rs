@@ -63,6 +63,18 @@ pub enum Error {
         /// The op.
         op: &'static str,
     },
+    /// An optimizer hyper-parameter lies outside the values the update is defined for.
+    #[error("`{optimizer}`: `{field}` is {value}; expected {expected}")]
+    InvalidHyperParameter {
+        /// The optimizer (`adam`).
+        optimizer: &'static str,
+        /// The field, as spelled in the optimizer's struct (`lr`).
+        field: &'static str,
+        /// The value given.
+        value: f64,
+        /// The valid values, in words (`a finite number > 0`).
+        expected: &'static str,
+    },
     /// Reverse-mode differentiation is not defined for this use of an op.
     #[error("`{op}` cannot be differentiated: {reason}")]
     NotDifferentiable {

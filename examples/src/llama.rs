@@ -154,7 +154,7 @@ pub fn layer_params(c: &LlamaConfig) -> Vec<ParamSpec> {
 pub struct Outer {
     /// `[batch_per_device, seq, d_model]`.
     pub activation: TensorType,
-    /// Tokens and next-token labels, `[batch_per_device, seq]` each.
+    /// Tokens and next-token labels, `[batch_per_device, seq]` each, valid in `0..vocab`.
     pub inputs: Vec<InputSpec>,
     /// `embed`, `final_norm`, `lm_head`.
     pub params: Vec<ParamSpec>,
@@ -178,10 +178,10 @@ pub fn outer(c: &LlamaConfig) -> Result<Outer> {
     let vocab = c.vocab;
     let f32 = DType::F32;
     let tokens = TensorType::new(DType::I32, [c.batch_per_device, c.seq]);
-    let input = |name: &str| InputSpec {
-        name: name.into(),
-        ty: tokens.clone(),
-    };
+    // Both index the vocabulary: a token through the embedding's gather (which would clamp
+    // an id outside it), a label through the cross-entropy's one-hot (which would match no
+    // class and add nothing to the loss).
+    let input = |name: &str| InputSpec::new(name, tokens.clone()).with_values(0..vocab);
     Ok(Outer {
         activation: TensorType::new(f32, [c.batch_per_device, c.seq, c.d_model]),
         inputs: vec![input("tokens"), input("labels")],

@@ -129,12 +129,11 @@ struct Outer {
 fn outer(cfg: &ToyConfig) -> Outer {
     let (f32, d) = (DType::F32, cfg.d);
     let row = TensorType::new(f32, [cfg.batch, d]);
-    let input = |name: &str| InputSpec {
-        name: name.into(),
-        ty: row.clone(),
-    };
     Outer {
-        inputs: vec![input("x"), input("y")],
+        inputs: vec![
+            InputSpec::new("x", row.clone()),
+            InputSpec::new("y", row.clone()),
+        ],
         activation: row,
         params: vec![
             ParamSpec::sharded("embed", &[d, d], f32, 0),

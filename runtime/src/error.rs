@@ -5,6 +5,7 @@
 //! API panics on user input.
 
 use std::fmt;
+use std::ops::Range;
 use std::path::PathBuf;
 
 use stackscan::{DType, TensorType};
@@ -139,6 +140,71 @@ pub enum Error {
     /// A dimension is negative or the element count overflows.
     #[error("invalid dimensions {0:?}")]
     InvalidDims(Vec<i64>),
+    /// A training input's element type is not the one the model declares for it.
+    #[error(
+        "device {device}, input `{input}`: the model takes {expected} values but {actual} were given"
+    )]
+    InputType {
+        /// The input, as the model names it.
+        input: String,
+        /// The device whose share it is.
+        device: usize,
+        /// The declared element type.
+        expected: DType,
+        /// The element type given.
+        actual: DType,
+    },
+    /// A training input does not fill its per-device shape.
+    #[error(
+        "device {device}, input `{input}`: {actual} values given for the per-device shape {dims:?} of {expected}"
+    )]
+    InputLength {
+        /// The input, as the model names it.
+        input: String,
+        /// The device whose share it is.
+        device: usize,
+        /// The per-device shape.
+        dims: Vec<i64>,
+        /// Elements the shape holds.
+        expected: usize,
+        /// Elements given.
+        actual: usize,
+    },
+    /// A training input holds a value outside the range the model declares for it (a token id
+    /// or label outside the vocabulary).
+    #[error(
+        "device {device}, input `{input}` at {position:?}: {value} is outside the valid values {expected:?}"
+    )]
+    InputOutOfRange {
+        /// The input, as the model names it.
+        input: String,
+        /// The device whose share it is.
+        device: usize,
+        /// The element's index in the per-device array (`[row, column]` for tokens).
+        position: Vec<i64>,
+        /// The value found there.
+        value: i64,
+        /// The declared range.
+        expected: Range<i64>,
+    },
+    /// A step's loss, gradients or update were not all finite; the update was not applied.
+    #[error(
+        "step {step}: the loss ({loss}) or a gradient is not finite; the update was skipped, weights and optimizer state are unchanged"
+    )]
+    NonFinite {
+        /// The 1-based optimizer step that was attempted (it will be attempted again).
+        step: usize,
+        /// The global loss of the step, possibly NaN or infinite.
+        loss: f32,
+    },
+    /// The trainer was given a model whose weights it cannot keep.
+    #[error("parameter `{param}` is {dtype}; the trainer keeps f32 weights")]
+    WeightType {
+        /// The parameter.
+        param: String,
+        /// Its element type.
+        dtype: DType,
+    },
     /// A buffer was read back as a type it does not hold.
     #[error("the buffer holds {actual} elements, not {expected}")]
     ElementType {

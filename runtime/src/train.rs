@@ -1,6 +1,10 @@
 //! The training driver: compiles a model's fused step (gradients + Adam), initialises and
 //! shards the weights, keeps weights and optimizer state on the devices, and runs steps.
 //!
+//! Nothing a caller passes can corrupt the state: inputs are checked against the model's
+//! [`InputSpec`]s before they are uploaded, and a step whose loss, gradients or update are not
+//! finite leaves weights and moments as they were, reported as [`NonFinitePolicy`] says.
+//!
 //! ```no_run
 //! use stackscan::fsdp::{Adam, StackModel};
 //! use stackscan::plan::PlanOptions;
@@ -19,9 +23,11 @@
 //! }
 //! ```
 
+mod input;
+
 use std::time::Instant;
 
-use stackscan::fsdp::{Adam, Init, ParamSpec, StackModel, train_step, with_adam};
+use stackscan::fsdp::{Adam, Init, InputSpec, ParamSpec, StackModel, train_step, with_adam};
 use stackscan::plan::{Plan, PlanOptions};
 use stackscan::{Axis, DType};
 
@@ -30,22 +36,32 @@ use crate::mesh::{Mesh, ProgramForm};
 use crate::pjrt::{Buffer, Client, CompiledMemoryStats, Executable};
 use crate::shard::shard;
 
-/// One device's value of one model input.
-#[derive(Clone, Debug, PartialEq)]
-pub enum HostInput {
-    /// Floating-point values (sent as the input's element type; f32 here).
-    F32(Vec<f32>),
-    /// Integer values (token ids, labels).
-    I32(Vec<i32>),
-}
+pub use input::HostInput;
 
 /// What one step measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepReport {
-    /// The global mean loss.
+    /// The global mean loss (NaN or infinite when the step was skipped).
     pub loss: f32,
     /// Wall time of the step, host transfers of the inputs and the loss included.
     pub seconds: f64,
+    /// Whether the update was dropped because the loss, a gradient or the update was not
+    /// finite (only under [`NonFinitePolicy::Skip`]; the other policy returns an error).
+    pub skipped: bool,
+}
+
+/// What [`Trainer::step`] does with a step whose loss, gradients or update are not all
+/// finite. Under either policy the update is not applied: weights, moments and Adam's step
+/// count stay as they were, and [`Trainer::skipped_steps`] counts the step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NonFinitePolicy {
+    /// Return [`Error::NonFinite`]: a NaN usually means bad data or a diverging run, which the
+    /// caller should see rather than train past.
+    #[default]
+    Error,
+    /// Return a report with `skipped: true` and go on, as mixed-precision training does with
+    /// the rare overflowing step.
+    Skip,
 }
 
 /// A model being trained on a mesh.
@@ -55,11 +71,13 @@ pub struct Trainer {
     mesh: Mesh,
     exe: Executable,
     plan: Plan,
-    input_dims: Vec<Vec<i64>>,
+    inputs: Vec<InputSpec>,
     /// Per device: weights…, first moments…, second moments….
     state: Vec<Vec<Buffer>>,
     weights: usize,
     steps: usize,
+    skipped: usize,
+    on_non_finite: NonFinitePolicy,
     compile_seconds: f64,
 }
 
@@ -96,6 +114,9 @@ fn init_values(spec: &ParamSpec, count: usize, rng: &mut SplitMix) -> Vec<f32> {
 
 impl Trainer {
     /// Lowers, compiles and initialises `model` on `mesh` (weights from `seed`).
+    ///
+    /// The optimizer's hyper-parameters and the weights' element types are checked first, so
+    /// a bad argument costs no lowering or compile.
     pub fn new(
         client: &Client,
         mesh: &Mesh,
@@ -104,6 +125,14 @@ impl Trainer {
         adam: Adam,
         seed: u64,
     ) -> Result<Trainer> {
+        adam.validate()?;
+        let specs = model.weights();
+        if let Some((bad, _)) = specs.iter().find(|(p, _)| p.dtype != DType::F32) {
+            return Err(Error::WeightType {
+                param: bad.name.clone(),
+                dtype: bad.dtype,
+            });
+        }
         let n = mesh.size();
         let axis = Axis {
             name: mesh.axis().to_owned(),
@@ -116,13 +145,6 @@ impl Trainer {
         let exe = client.compile(&text, &mesh.compile_options(ProgramForm::Partitions))?;
         let compile_seconds = started.elapsed().as_secs_f64();
 
-        let specs = model.weights();
-        if let Some((bad, _)) = specs.iter().find(|(p, _)| p.dtype != DType::F32) {
-            return Err(Error::Program(format!(
-                "parameter `{}` is {}; the trainer keeps f32 weights",
-                bad.name, bad.dtype
-            )));
-        }
         let mut rng = SplitMix(seed);
         let mut state: Vec<Vec<Buffer>> = (0..n).map(|_| Vec::new()).collect();
         let mut moments: Vec<Vec<f32>> = Vec::new();
@@ -153,18 +175,27 @@ impl Trainer {
             mesh: mesh.clone(),
             exe,
             plan: step.plan,
-            input_dims: types[..first_weight]
-                .iter()
-                .map(|t| t.dims.clone())
-                .collect(),
+            inputs: model.inputs.clone(),
             state,
             weights: specs.len(),
             steps: 0,
+            skipped: 0,
+            on_non_finite: NonFinitePolicy::default(),
             compile_seconds,
         })
     }
 
+    /// The same trainer with another policy for non-finite steps.
+    pub fn on_non_finite(mut self, policy: NonFinitePolicy) -> Trainer {
+        self.on_non_finite = policy;
+        self
+    }
+
     /// Runs one step on `inputs[d]`, device `d`'s share of every model input.
+    ///
+    /// Every input is checked against the model's [`InputSpec`] before anything is uploaded.
+    /// A step whose loss, gradients or update are not all finite changes nothing and is
+    /// handled by the [`NonFinitePolicy`].
     pub fn step(&mut self, inputs: &[Vec<HostInput>]) -> Result<StepReport> {
         let n = self.mesh.size();
         if inputs.len() != n {
@@ -173,25 +204,30 @@ impl Trainer {
                 actual: inputs.len(),
             });
         }
+        for (d, device_inputs) in inputs.iter().enumerate() {
+            if device_inputs.len() != self.inputs.len() {
+                return Err(Error::ArgumentCount {
+                    device: d,
+                    expected: self.inputs.len(),
+                    actual: device_inputs.len(),
+                });
+            }
+            for (input, spec) in device_inputs.iter().zip(&self.inputs) {
+                input.check(spec, d)?;
+            }
+        }
         let started = Instant::now();
-        // Adam's 1-based step; counted only once the step has run, so a rejected call does
-        // not shift the bias correction of every later update.
+        // Adam's 1-based step; counted only once an update has been applied, so a rejected or
+        // skipped call does not shift the bias correction of every later update.
         let step = self.steps + 1;
         let mut uploaded: Vec<Vec<Buffer>> = Vec::with_capacity(n);
         for (d, device_inputs) in inputs.iter().enumerate() {
             let dev = &self.mesh.devices()[d];
-            if device_inputs.len() != self.input_dims.len() {
-                return Err(Error::ArgumentCount {
-                    device: d,
-                    expected: self.input_dims.len(),
-                    actual: device_inputs.len(),
-                });
-            }
-            let mut bufs = Vec::new();
-            for (input, dims) in device_inputs.iter().zip(&self.input_dims) {
+            let mut bufs = Vec::with_capacity(device_inputs.len() + 1);
+            for (input, spec) in device_inputs.iter().zip(&self.inputs) {
                 bufs.push(match input {
-                    HostInput::F32(v) => self.client.buffer(v, dims, dev)?,
-                    HostInput::I32(v) => self.client.buffer(v, dims, dev)?,
+                    HostInput::F32(v) => self.client.buffer(v, &spec.ty.dims, dev)?,
+                    HostInput::I32(v) => self.client.buffer(v, &spec.ty.dims, dev)?,
                 });
             }
             bufs.push(self.client.buffer(&[step as f32], &[], dev)?);
@@ -199,22 +235,33 @@ impl Trainer {
         }
         let lists: Vec<Vec<&Buffer>> = (0..n)
             .map(|d| {
-                let (inp, rest) = uploaded[d].split_at(self.input_dims.len());
+                let (inp, rest) = uploaded[d].split_at(self.inputs.len());
                 inp.iter()
                     .chain(self.state[d].iter())
                     .chain(rest.iter())
                     .collect()
             })
             .collect();
+        // Results per device: loss, applied, weights…, first moments…, second moments… (see
+        // `with_adam`). When `applied` is 0 the state results equal the old state.
         let mut out = self.exe.execute(&lists)?;
         let loss = out[0][0].to_host::<f32>()?[0];
+        let applied = out[0][1].to_host::<i32>()?[0] != 0;
         for (d, mut o) in out.drain(..).enumerate() {
-            self.state[d] = o.split_off(1);
+            self.state[d] = o.split_off(2);
         }
-        self.steps = step;
+        if !applied {
+            self.skipped += 1;
+            if self.on_non_finite == NonFinitePolicy::Error {
+                return Err(Error::NonFinite { step, loss });
+            }
+        } else {
+            self.steps = step;
+        }
         Ok(StepReport {
             loss,
             seconds: started.elapsed().as_secs_f64(),
+            skipped: !applied,
         })
     }
 
@@ -231,6 +278,16 @@ impl Trainer {
     /// The schedule the step was lowered from.
     pub fn plan(&self) -> &Plan {
         &self.plan
+    }
+
+    /// Updates applied so far (Adam's step count).
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// Steps whose update was dropped because it was not finite, under either policy.
+    pub fn skipped_steps(&self) -> usize {
+        self.skipped
     }
 
     /// Weight tensors (outer, then stacked per kind), each with its Adam moments.

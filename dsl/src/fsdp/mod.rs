@@ -19,8 +19,8 @@
 //!     }],
 //!     activation: row.clone(),
 //!     inputs: vec![
-//!         InputSpec { name: "x".into(), ty: row.clone() },
-//!         InputSpec { name: "y".into(), ty: row },
+//!         InputSpec::new("x", row.clone()),
+//!         InputSpec::new("y", row),
 //!     ],
 //!     outer_params: vec![],
 //!     pre: Rc::new(|inputs, _| Ok(inputs[0].clone())),

@@ -2,6 +2,7 @@
 //! outside the scanned stack.
 
 use std::fmt;
+use std::ops::Range;
 use std::rc::Rc;
 
 use crate::builder::Tensor;
@@ -189,6 +190,49 @@ pub struct InputSpec {
     pub name: String,
     /// Per-device type.
     pub ty: TensorType,
+    /// The values an integer input may hold, or `None` for any. On the device an id outside
+    /// a vocabulary is clamped by a gather or matches no class of a one-hot, so bad data would
+    /// train silently; declaring the range lets the trainer reject it on the host.
+    pub values: Option<Range<i64>>,
+}
+
+impl InputSpec {
+    /// An input of per-device type `ty` that may hold any value.
+    pub fn new(name: &str, ty: TensorType) -> InputSpec {
+        InputSpec {
+            name: name.to_owned(),
+            ty,
+            values: None,
+        }
+    }
+
+    /// The same integer input restricted to `values` (token ids and labels: `0..vocab`).
+    pub fn with_values(mut self, values: Range<i64>) -> InputSpec {
+        self.values = Some(values);
+        self
+    }
+
+    fn check(&self) -> Result<()> {
+        let Some(values) = &self.values else {
+            return Ok(());
+        };
+        if !matches!(self.ty.dtype, DType::I32 | DType::I64) {
+            return Err(Error::invalid(
+                "fsdp",
+                format!(
+                    "input `{}` is {} but declares integer values {values:?}",
+                    self.name, self.ty.dtype
+                ),
+            ));
+        }
+        if values.is_empty() {
+            return Err(Error::invalid(
+                "fsdp",
+                format!("input `{}` declares no valid value ({values:?})", self.name),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A stack model: inputs, the stack of sub-layers, and what runs before and after it.
@@ -223,7 +267,8 @@ impl fmt::Debug for StackModel {
 }
 
 impl StackModel {
-    /// Checks the kinds against the stack and every parameter against the device count.
+    /// Checks the kinds against the stack, every parameter against the device count, and the
+    /// inputs' declared value ranges.
     pub fn validate(&self, devices: usize) -> Result<()> {
         if devices == 0 {
             return Err(Error::invalid("fsdp", "the mesh has no devices"));
@@ -256,6 +301,9 @@ impl StackModel {
         for p in &self.outer_params {
             p.check("model", devices)?;
         }
+        for input in &self.inputs {
+            input.check()?;
+        }
         Ok(())
     }
 
@@ -277,5 +325,34 @@ impl StackModel {
         let mut dims = vec![self.stack.layers_of_kind(k) as i64];
         dims.extend(spec.local_dims(devices));
         TensorType::new(spec.dtype, dims)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_integer_inputs_declare_a_non_empty_range() {
+        let ids = TensorType::new(DType::I32, [2, 4]);
+        assert_eq!(InputSpec::new("tokens", ids.clone()).check(), Ok(()));
+        assert_eq!(
+            InputSpec::new("tokens", ids.clone())
+                .with_values(0..16)
+                .check(),
+            Ok(())
+        );
+        let empty = InputSpec::new("labels", ids).with_values(3..3).check();
+        assert_eq!(
+            empty.map_err(|e| e.to_string()),
+            Err("`fsdp`: input `labels` declares no valid value (3..3)".to_owned())
+        );
+        let float = InputSpec::new("x", TensorType::new(DType::F32, [2]))
+            .with_values(0..1)
+            .check();
+        assert_eq!(
+            float.map_err(|e| e.to_string()),
+            Err("`fsdp`: input `x` is f32 but declares integer values 0..1".to_owned())
+        );
     }
 }

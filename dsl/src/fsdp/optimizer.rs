@@ -4,6 +4,7 @@
 use crate::builder::{Scope, Tensor};
 use crate::emit::{Program, Sharding};
 use crate::error::{Error, Result};
+use crate::{DType, TensorType};
 
 use super::step::TrainStep;
 
@@ -31,24 +32,67 @@ impl Default for Adam {
     }
 }
 
-/// The training step followed by an Adam update.
+impl Adam {
+    /// Checks that the update is defined: `lr` finite and positive, both betas in `[0, 1)`,
+    /// `eps` finite and non-negative. A NaN or zero learning rate lowers and compiles fine and
+    /// then trains nothing or poisons every weight, so it is refused before anything is built.
+    pub fn validate(&self) -> Result<()> {
+        let reject = |field, value, expected| {
+            Err(Error::InvalidHyperParameter {
+                optimizer: "adam",
+                field,
+                value,
+                expected,
+            })
+        };
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return reject("lr", self.lr, "a finite number > 0");
+        }
+        for (field, beta) in [("beta1", self.beta1), ("beta2", self.beta2)] {
+            // `contains` is false for NaN.
+            if !(0.0..1.0).contains(&beta) {
+                return reject(field, beta, "a number in [0, 1)");
+            }
+        }
+        if !(self.eps.is_finite() && self.eps >= 0.0) {
+            return reject("eps", self.eps, "a finite number >= 0");
+        }
+        Ok(())
+    }
+}
+
+/// The training step followed by an Adam update that is applied only when it is finite.
 ///
 /// Parameters: `[inputs…, weights…, first moments…, second moments…, step]` where `step` is
-/// the 1-based update count as an `f32[]`; results: `[loss, weights…, first moments…, second
-/// moments…]`. Moments have the weights' types and shardings.
+/// the 1-based update count as an `f32[]`; results: `[loss, applied, weights…, first moments…,
+/// second moments…]`. Moments have the weights' types and shardings.
+///
+/// `applied` is an `i32[]`, 1 when the loss, every gradient and every updated weight and
+/// moment are finite on every device, else 0; when it is 0 every state result is its
+/// parameter unchanged, so one bad batch cannot poison the weights. The flag is agreed
+/// across the mesh (each device counts its own non-finite values, a `psum` adds the counts)
+/// because each device holds different gradient shards and all must skip together. The
+/// updated state is checked as well as the gradients because a finite gradient can still
+/// overflow `g²` in the second moment.
 pub fn with_adam(step: &TrainStep, adam: Adam) -> Result<Program> {
+    adam.validate()?;
     let main = step.program.main();
     let shardings = step
         .program
         .param_shardings()
         .ok_or_else(|| Error::invalid("adam", "the training step has no mesh layout"))?;
+    let axis = step
+        .program
+        .axis()
+        .cloned()
+        .ok_or_else(|| Error::invalid("adam", "the training step has no mesh axis"))?;
     let ni = step.inputs;
     let weight_types = main.param_types()[ni..].to_vec();
     let s = Scope::new("train_step_adam");
     let params: Vec<Tensor> = main.param_types().into_iter().map(|t| s.param(t)).collect();
     let m: Vec<Tensor> = weight_types.iter().map(|t| s.param(t.clone())).collect();
     let v: Vec<Tensor> = weight_types.iter().map(|t| s.param(t.clone())).collect();
-    let t = s.param(crate::TensorType::scalar(crate::DType::F32));
+    let t = s.param(TensorType::scalar(DType::F32));
     let mut out = s.inline(main, &params)?;
     let grads = out.split_off(1);
     let loss = out.remove(0);
@@ -72,24 +116,122 @@ pub fn with_adam(step: &TrainStep, adam: Adam) -> Result<Program> {
         new_m.push(m2);
         new_v.push(v2);
     }
-    let mut results = vec![loss];
-    results.extend(new_w);
-    results.extend(new_m);
-    results.extend(new_v);
+    let checked = std::iter::once(&loss)
+        .chain(&grads)
+        .chain(&new_w)
+        .chain(&new_m)
+        .chain(&new_v);
+    let mut local = s.scalar(0.0, DType::F32)?;
+    for x in checked {
+        local = local.add(&non_finite_count(&s, x)?)?;
+    }
+    let applied = local.psum(&axis)?.eq(&s.scalar(0.0, DType::F32)?)?;
+    let old_state = params[ni..].iter().chain(&m).chain(&v);
+    let new_state = new_w.iter().chain(&new_m).chain(&new_v);
+    let mut results = vec![loss, applied.convert(DType::I32)?];
+    for (old, new) in old_state.zip(new_state) {
+        results.push(applied.broadcast_to(old.dims())?.select(new, old)?);
+    }
     let f = s.finish(&results)?;
     let weight_sh: Vec<Sharding> = shardings[ni..].to_vec();
     let mut params_sh: Vec<Sharding> = shardings.to_vec();
     params_sh.extend(weight_sh.iter().copied());
     params_sh.extend(weight_sh.iter().copied());
     params_sh.push(Sharding::Replicated);
-    let mut results_sh = vec![Sharding::Replicated];
+    let mut results_sh = vec![Sharding::Replicated; 2];
     for _ in 0..3 {
         results_sh.extend(weight_sh.iter().copied());
     }
-    let axis = step
-        .program
-        .axis()
-        .cloned()
-        .ok_or_else(|| Error::invalid("adam", "the training step has no mesh axis"))?;
     Program::on_mesh(f, axis, params_sh, results_sh)
+}
+
+/// How many of `x`'s elements are NaN or ±∞, as an `f32[]` on this device. `|x| < ∞` is false
+/// exactly for those (every comparison with NaN is false). Counted in f32 so that the sum of
+/// counts can only saturate, never wrap back to 0.
+fn non_finite_count(s: &Scope, x: &Tensor) -> Result<Tensor> {
+    let finite = x.abs()?.lt(&x.full_like(f64::INFINITY)?)?;
+    let counts = TensorType::new(DType::F32, x.dims().to_vec());
+    let bad = finite.select(&s.full(0.0, counts.clone())?, &s.full(1.0, counts)?)?;
+    if x.rank() == 0 {
+        Ok(bad)
+    } else {
+        bad.sum_all()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::Axis;
+    use crate::fsdp::{InputSpec, LayerKind, ParamSpec, StackModel, train_step};
+    use crate::plan::{PlanOptions, Stack};
+
+    #[test]
+    fn the_default_is_valid_and_each_bad_field_is_named() {
+        assert_eq!(Adam::default().validate(), Ok(()));
+        let lr = Adam {
+            lr: f64::NAN,
+            ..Adam::default()
+        };
+        assert_eq!(
+            lr.validate().map_err(|e| e.to_string()),
+            Err("`adam`: `lr` is NaN; expected a finite number > 0".to_owned())
+        );
+        let beta2 = Adam {
+            beta2: 1.0,
+            ..Adam::default()
+        };
+        assert!(matches!(
+            beta2.validate(),
+            Err(Error::InvalidHyperParameter { field: "beta2", .. })
+        ));
+        // A zero `beta1` (no momentum) and a zero `eps` are valid Adam.
+        let edge = Adam {
+            beta1: 0.0,
+            eps: 0.0,
+            ..Adam::default()
+        };
+        assert_eq!(edge.validate(), Ok(()));
+    }
+
+    /// `[loss, applied, weights…, first moments…, second moments…]`, the flag agreed over the
+    /// mesh by one `psum` of the per-device counts.
+    #[test]
+    fn the_update_returns_the_applied_flag_after_the_loss() -> Result<()> {
+        let row = TensorType::new(DType::F32, [2, 8]);
+        let model = StackModel {
+            stack: Stack::homogeneous("mlp", 2)?,
+            kinds: vec![LayerKind {
+                name: "mlp".into(),
+                params: vec![ParamSpec::sharded("w", &[8, 8], DType::F32, 0)],
+                forward: Rc::new(|h, w| h.matmul(&w[0])),
+            }],
+            activation: row.clone(),
+            inputs: vec![InputSpec::new("x", row.clone()), InputSpec::new("y", row)],
+            outer_params: vec![ParamSpec::replicated("g", &[8], DType::F32)],
+            pre: Rc::new(|inputs, _| Ok(inputs[0].clone())),
+            post: Rc::new(|h, inputs, _| h.sub(&inputs[1])?.square()?.mean(&[0, 1])),
+        };
+        let axis = Axis {
+            name: "fsdp".into(),
+            size: 2,
+        };
+        let step = train_step(&model, PlanOptions::prefetch(), &axis)?;
+        let program = with_adam(&step, Adam::default())?;
+        let results = program.main().result_types();
+        let weights = model.weights().len();
+        assert_eq!(results.len(), 2 + 3 * weights);
+        assert_eq!(results[0], TensorType::scalar(DType::F32));
+        assert_eq!(results[1], TensorType::scalar(DType::I32));
+        let params = program.main().param_types();
+        assert_eq!(&results[2..], &params[2..2 + 3 * weights]);
+        let adam = Adam {
+            lr: 0.0,
+            ..Adam::default()
+        };
+        assert!(with_adam(&step, adam).is_err());
+        Ok(())
+    }
 }

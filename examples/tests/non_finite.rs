@@ -1,0 +1,259 @@
+//! Non-finite steps and bad optimizer settings: a step whose loss, gradients or update are not
+//! all finite leaves every weight and moment as it was (later steps match a trainer that never
+//! saw it) and is reported under either policy; hyper-parameters and weight types the trainer
+//! cannot use are refused before the model is lowered.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+#[path = "../../runtime/tests/common/mod.rs"]
+mod common;
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use stackscan::fsdp::{Adam, InputSpec, LayerKind, ParamSpec, StackModel};
+use stackscan::plan::{PlanOptions, Stack};
+use stackscan::{DType, TensorType};
+use stackscan_examples::toy::{self, ToyConfig};
+use stackscan_runtime::train::{HostInput, NonFinitePolicy, Trainer};
+use stackscan_runtime::{Client, Error, Mesh};
+
+const ADAM: Adam = Adam {
+    lr: 0.05,
+    beta1: 0.9,
+    beta2: 0.95,
+    eps: 1e-8,
+};
+
+/// Device `d`'s `x` and `y` (rows of 8, two per device), varying with `seed`.
+fn batch(devices: usize, seed: usize) -> Vec<Vec<HostInput>> {
+    (0..devices)
+        .map(|d| {
+            (0..2)
+                .map(|k| {
+                    let v = (0..16)
+                        .map(|i| ((i * 7 + d * 3 + k * 5 + seed * 2) % 11) as f32 / 11.0 - 0.5);
+                    HostInput::F32(v.collect())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// `batch(devices, 0)` with element `i` of device `d`'s input `k` set to `value`.
+fn poisoned(devices: usize, d: usize, k: usize, i: usize, value: f32) -> Vec<Vec<HostInput>> {
+    let mut b = batch(devices, 0);
+    if let HostInput::F32(v) = &mut b[d][k] {
+        v[i] = value;
+    }
+    b
+}
+
+fn trainer(client: &Client, mesh: &Mesh, m: &StackModel, policy: NonFinitePolicy) -> Trainer {
+    Trainer::new(client, mesh, m, PlanOptions::prefetch_deferred(), ADAM, 7)
+        .unwrap()
+        .on_non_finite(policy)
+}
+
+/// Losses of `steps` good steps; equal to the bit for two trainers in the same state.
+fn good_losses(t: &mut Trainer, steps: usize) -> Vec<u32> {
+    (0..steps)
+        .map(|s| {
+            let report = t.step(&batch(2, s + 1)).unwrap();
+            assert!(!report.skipped && report.loss.is_finite(), "{report:?}");
+            report.loss.to_bits()
+        })
+        .collect()
+}
+
+/// The default policy: a NaN input, an infinite label and an input so large that the squared
+/// error overflows each give `Error::NonFinite` and change nothing. Before the check the NaN
+/// step returned `Ok(NaN)` and every later loss was NaN.
+#[test]
+fn a_non_finite_loss_is_an_error_and_changes_nothing() {
+    let client = common::cpu_client(2);
+    let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
+    let m = toy::hand_built(&ToyConfig::small(), 1).unwrap();
+    let mut fresh = trainer(&client, &mesh, &m, NonFinitePolicy::Error);
+    let mut hit = trainer(&client, &mesh, &m, NonFinitePolicy::Error);
+    let first = good_losses(&mut fresh, 1);
+    assert_eq!(good_losses(&mut hit, 1), first);
+    let bad = [
+        poisoned(2, 1, 0, 3, f32::NAN),
+        poisoned(2, 0, 1, 9, f32::INFINITY),
+        poisoned(2, 1, 0, 0, 1e30),
+    ];
+    for b in &bad {
+        let err = hit.step(b).unwrap_err();
+        assert!(
+            matches!(err, Error::NonFinite { step: 2, loss } if !loss.is_finite()),
+            "{err:?}"
+        );
+    }
+    assert_eq!(hit.skipped_steps(), 3);
+    assert_eq!(hit.steps(), 1, "a skipped step advanced Adam's step count");
+    assert_eq!(good_losses(&mut hit, 4), good_losses(&mut fresh, 4));
+    assert_eq!((hit.steps(), fresh.skipped_steps()), (5, 0));
+}
+
+/// `NonFinitePolicy::Skip`: the same bad steps are reported as skipped and counted, and
+/// training goes on as if they had not been given.
+#[test]
+fn skipped_steps_are_counted_and_change_nothing() {
+    let client = common::cpu_client(2);
+    let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
+    let m = toy::hand_built(&ToyConfig::small(), 1).unwrap();
+    let mut fresh = trainer(&client, &mesh, &m, NonFinitePolicy::Skip);
+    let mut hit = trainer(&client, &mesh, &m, NonFinitePolicy::Skip);
+    for (s, b) in [
+        poisoned(2, 0, 0, 15, f32::NEG_INFINITY),
+        poisoned(2, 1, 1, 2, f32::NAN),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let report = hit.step(b).unwrap();
+        assert!(report.skipped && !report.loss.is_finite(), "{report:?}");
+        assert_eq!(hit.skipped_steps(), s + 1);
+        // Between the two bad steps, a good one.
+        assert_eq!(good_losses(&mut hit, 1), good_losses(&mut fresh, 1));
+    }
+    assert_eq!(hit.steps(), 2);
+    assert_eq!(good_losses(&mut hit, 4), good_losses(&mut fresh, 4));
+}
+
+/// Two layers `h ↦ tanh(h·w)` on the input, squared error against `y`. An infinite input
+/// saturates the first tanh, so the loss stays finite, but the first layer's weight gradient
+/// `xᵀ·(δ ⊙ (1 − tanh²))` holds `∞·0`: only a gradient is non-finite.
+fn saturating_model() -> StackModel {
+    let row = TensorType::new(DType::F32, [2, 8]);
+    StackModel {
+        stack: Stack::homogeneous("tanh", 2).unwrap(),
+        kinds: vec![LayerKind {
+            name: "tanh".into(),
+            params: vec![ParamSpec::sharded("w", &[8, 8], DType::F32, 0)],
+            forward: Rc::new(|h, w| h.matmul(&w[0])?.tanh()),
+        }],
+        activation: row.clone(),
+        inputs: vec![InputSpec::new("x", row.clone()), InputSpec::new("y", row)],
+        outer_params: vec![],
+        pre: Rc::new(|inputs, _| Ok(inputs[0].clone())),
+        post: Rc::new(|h, inputs, _| h.sub(&inputs[1])?.square()?.mean(&[0, 1])),
+    }
+}
+
+/// A finite loss with a non-finite gradient is caught too, under both policies. Before the
+/// check this step returned a finite loss and every later loss was NaN.
+#[test]
+fn a_non_finite_gradient_alone_is_caught() {
+    let client = common::cpu_client(2);
+    let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
+    let m = saturating_model();
+    let mut fresh = trainer(&client, &mesh, &m, NonFinitePolicy::Error);
+    let mut error = trainer(&client, &mesh, &m, NonFinitePolicy::Error);
+    let mut skip = trainer(&client, &mesh, &m, NonFinitePolicy::Skip);
+    let bad = poisoned(2, 1, 0, 3, f32::INFINITY);
+    let err = error.step(&bad).unwrap_err();
+    assert!(
+        matches!(err, Error::NonFinite { step: 1, loss } if loss.is_finite()),
+        "the loss should stay finite: {err:?}"
+    );
+    let report = skip.step(&bad).unwrap();
+    assert!(report.skipped && report.loss.is_finite(), "{report:?}");
+    let expected = good_losses(&mut fresh, 3);
+    assert_eq!(good_losses(&mut error, 3), expected);
+    assert_eq!(good_losses(&mut skip, 3), expected);
+    assert_eq!((error.skipped_steps(), skip.skipped_steps()), (1, 1));
+}
+
+/// The toy with its embedding made to record whether the model was ever lowered.
+fn recording_toy() -> (StackModel, Rc<Cell<bool>>) {
+    let mut m = toy::hand_built(&ToyConfig::small(), 1).unwrap();
+    let lowered = Rc::new(Cell::new(false));
+    let (pre, seen) = (m.pre.clone(), lowered.clone());
+    m.pre = Rc::new(move |inputs, w| {
+        seen.set(true);
+        pre(inputs, w)
+    });
+    (m, lowered)
+}
+
+/// Learning rates of 0, -1, NaN and ∞, betas outside `[0, 1)` and a negative or NaN `eps` are
+/// refused with the field named, before the model is lowered or compiled. Before, every one
+/// of them compiled and trained (a NaN rate poisoning the weights at the first step).
+#[test]
+fn bad_hyper_parameters_are_refused_before_lowering() {
+    let client = common::cpu_client(2);
+    let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
+    let (m, lowered) = recording_toy();
+    let cases = [
+        ("lr", Adam { lr: 0.0, ..ADAM }),
+        ("lr", Adam { lr: -1.0, ..ADAM }),
+        (
+            "lr",
+            Adam {
+                lr: f64::NAN,
+                ..ADAM
+            },
+        ),
+        (
+            "lr",
+            Adam {
+                lr: f64::INFINITY,
+                ..ADAM
+            },
+        ),
+        ("beta1", Adam { beta1: 1.0, ..ADAM }),
+        (
+            "beta2",
+            Adam {
+                beta2: -0.1,
+                ..ADAM
+            },
+        ),
+        ("eps", Adam { eps: -1e-8, ..ADAM }),
+        (
+            "eps",
+            Adam {
+                eps: f64::NAN,
+                ..ADAM
+            },
+        ),
+    ];
+    for (field, adam) in cases {
+        let err = Trainer::new(&client, &mesh, &m, PlanOptions::prefetch(), adam, 0).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Graph(stackscan::Error::InvalidHyperParameter { field: f, .. }) if f == field
+            ),
+            "{adam:?}: {err:?}"
+        );
+    }
+    assert!(
+        !lowered.get(),
+        "the model was lowered before Adam was checked"
+    );
+}
+
+/// A bf16 weight is refused before the model is lowered (it used to be refused only after
+/// lowering and compiling the whole step).
+#[test]
+fn bf16_weights_are_refused_before_lowering() {
+    let client = common::cpu_client(2);
+    let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
+    let (mut m, lowered) = recording_toy();
+    m.kinds[0].params[1].dtype = DType::BF16;
+    let err = Trainer::new(&client, &mesh, &m, PlanOptions::prefetch(), ADAM, 0).unwrap_err();
+    assert!(
+        matches!(err, Error::WeightType { ref param, dtype: DType::BF16 } if param == "w2"),
+        "{err:?}"
+    );
+    assert!(
+        !lowered.get(),
+        "the model was lowered before its weights were checked"
+    );
+}
