@@ -22,6 +22,15 @@ struct Args {
     lr: f64,
 }
 
+impl Args {
+    fn adam(&self) -> Adam {
+        Adam {
+            lr: self.lr,
+            ..Adam::default()
+        }
+    }
+}
+
 fn parse() -> Result<Args, String> {
     let mut a = Args {
         devices: 4,
@@ -75,12 +84,9 @@ fn parse() -> Result<Args, String> {
     a.options
         .validate()
         .map_err(|e| format!("invalid schedule options: {e}"))?;
-    if !(a.lr.is_finite() && a.lr > 0.0) {
-        return Err(format!(
-            "`--lr` must be a positive finite number, got {}",
-            a.lr
-        ));
-    }
+    a.adam()
+        .validate()
+        .map_err(|e| format!("invalid `--lr`: {e}"))?;
     let cfg = LlamaConfig::tiny();
     model(&cfg)
         .and_then(|m| m.validate(a.devices))
@@ -113,11 +119,7 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         "prefetch_fsdp_weights={} defer_grad_reduce_scatter={} unroll={}",
         o.prefetch_fsdp_weights, o.defer_grad_reduce_scatter, o.unroll
     );
-    let adam = Adam {
-        lr: a.lr,
-        ..Adam::default()
-    };
-    let mut trainer = Trainer::new(&client, &mesh, &m, o, adam, 17)?;
+    let mut trainer = Trainer::new(&client, &mesh, &m, o, a.adam(), 17)?;
     println!("plan:\n{}", trainer.plan().describe(&m.stack));
     println!("compiled in {:.2} s", trainer.compile_seconds());
     let mut losses = Vec::new();
