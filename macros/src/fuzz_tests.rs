@@ -147,7 +147,7 @@ const PARAM_KEYS: &[&str] = &[
 /// Inputs that once made a macro fail, as (`layer_stack` arguments or `None` for the derive,
 /// item).
 const REGRESSIONS: &[(Option<&str>, &str)] = &[
-    // A path ending in a module keyword got `<Tensor>` appended: `super<Tensor>` is no type.
+    // A path ending in a keyword segment got `<Tensor>` appended: `super<Tensor>` is no type.
     (Some("block = [super], repeat = 1"), "struct Model;"),
     (
         Some("prefix = [self], block = [stackscan_ui_tests::super, crate], layers = 3"),
@@ -156,6 +156,11 @@ const REGRESSIONS: &[(Option<&str>, &str)] = &[
     // A trailing `+` of a trait object: `<Values + as SubLayer>` does not parse.
     (
         Some("block = [Values +, dyn A +, impl B + 'static +], repeat = 1"),
+        "struct Model;",
+    ),
+    // `try` is read like `super`: `a::try<Tensor>` does not parse.
+    (
+        Some("block = [a::try, Self, r#gen], repeat = 1"),
         "struct Model;",
     ),
 ];

@@ -200,6 +200,9 @@ const WORDS: &[&str] = &[
     "r#type",
     "move",
     "return",
+    "try",
+    "gen",
+    "r#gen",
 ];
 
 /// The vocabulary lexed, plus the hand-built tokens.

@@ -167,8 +167,9 @@ fn entries(list: &List) -> Vec<Entry> {
 /// The expansion writes `<#ty as SubLayer>`, so `ty` must parse there whatever the entry is
 /// (a wrong entry is the compiler's to report, at the entry, not a parse error of the whole
 /// expansion):
-/// - a path ending in `self`, `super` or `crate` names a module, a segment that takes no
-///   generic arguments (`super<Tensor>` does not parse), so it is kept as written;
+/// - a path ending in `self`, `super`, `crate` (a module) or `try` (a reserved word) is kept
+///   as written: syn reads these segments without generic arguments, so `super<Tensor>` does
+///   not parse;
 /// - a trait object or `impl` type may end in `+` (`dyn A +`), and `+ as` reads as a bound to
 ///   come, so the trailing `+` is dropped (the type is the same).
 fn with_value_type(ty: &Type) -> Type {
@@ -178,9 +179,9 @@ fn with_value_type(ty: &Type) -> Type {
             if p.qself.is_none()
                 && let Some(last) = p.path.segments.last_mut()
                 && last.arguments.is_none()
-                && !["self", "super", "crate"]
+                && !["self", "super", "crate", "try"]
                     .iter()
-                    .any(|module| last.ident == module)
+                    .any(|keyword| last.ident == keyword)
             {
                 let span = last.ident.span();
                 let private = private();
