@@ -121,7 +121,7 @@ const GENERICS: &[&str] = &[
     "<T = f32>",
     "<const N: usize, T>",
 ];
-const FIELD_NAMES: &[&str] = &["w", "w1", "gain", "r#type", "cfg", "values", "w"];
+const FIELD_NAMES: &[&str] = &["w", "w1", "gain", "r#type", "cfg", "values", "w", "_"];
 const FIELD_TYPES: &[&str] = &["T", "T", "T", "U", "Vec<T>", "&'a T", "Tensor"];
 const STACK_KEYS: &[&str] = &[
     "block",
@@ -162,6 +162,11 @@ const REGRESSIONS: &[(Option<&str>, &str)] = &[
     (
         Some("block = [a::try, Self, r#gen], repeat = 1"),
         "struct Model;",
+    ),
+    // A field named `_` (which syn reads) was expanded as `self._`.
+    (
+        None,
+        "#[sublayer(config = C, carry = H)] struct S<T> { #[param(shape = [1], shard = 0)] _: T }",
     ),
 ];
 
