@@ -9,6 +9,8 @@
 
 mod args;
 mod errors;
+#[cfg(test)]
+mod fuzz_tests;
 mod stack;
 mod sublayer;
 #[cfg(test)]

@@ -536,6 +536,7 @@ fn malformed_arguments_never_panic() {
         quote!(#[param(shape = [1], shard = 0)] #[param(shape = [1], shard = 0)] a: T,),
         quote!(#[param(shape = [], shard = 0)] a: T,),
         quote!(#[param(shape = [1], shard = 0)] a: Vec<T>,),
+        quote!(#[param(shape = [1], shard = 0)] _: T,),
     ];
     for field in fields {
         let out = derive(quote! {

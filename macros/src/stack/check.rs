@@ -163,18 +163,40 @@ fn entries(list: &List) -> Vec<Entry> {
 
 /// `Mlp` → `Mlp<Tensor>`: the sub-layer impl is on the struct over traced tensors. The added
 /// tokens carry the entry's span, so a failed bound points at the entry.
+///
+/// The expansion writes `<#ty as SubLayer>`, so `ty` must parse there whatever the entry is
+/// (a wrong entry is the compiler's to report, at the entry, not a parse error of the whole
+/// expansion):
+/// - a path ending in `self`, `super`, `crate` (a module) or `try` (a reserved word) is kept
+///   as written: syn reads these segments without generic arguments, so `super<Tensor>` does
+///   not parse;
+/// - a trait object or `impl` type may end in `+` (`dyn A +`), and `+ as` reads as a bound to
+///   come, so the trailing `+` is dropped (the type is the same).
 fn with_value_type(ty: &Type) -> Type {
     let mut ty = ty.clone();
-    if let Type::Path(p) = &mut ty
-        && p.qself.is_none()
-        && let Some(last) = p.path.segments.last_mut()
-        && last.arguments.is_none()
-    {
-        let span = last.ident.span();
-        let private = private();
-        last.arguments = syn::PathArguments::AngleBracketed(
-            syn::parse_quote_spanned!(span=> <#private::Tensor>),
-        );
+    match &mut ty {
+        Type::Path(p) => {
+            if p.qself.is_none()
+                && let Some(last) = p.path.segments.last_mut()
+                && last.arguments.is_none()
+                && !["self", "super", "crate", "try"]
+                    .iter()
+                    .any(|keyword| last.ident == keyword)
+            {
+                let span = last.ident.span();
+                let private = private();
+                last.arguments = syn::PathArguments::AngleBracketed(
+                    syn::parse_quote_spanned!(span=> <#private::Tensor>),
+                );
+            }
+        }
+        Type::TraitObject(t) => {
+            t.bounds.pop_punct();
+        }
+        Type::ImplTrait(t) => {
+            t.bounds.pop_punct();
+        }
+        _ => {}
     }
     ty
 }

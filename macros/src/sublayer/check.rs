@@ -97,6 +97,12 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
     let mut params = Vec::new();
     let mut names: HashMap<String, Ident> = HashMap::new();
     for f in &fields {
+        // syn reads `_: T` as a named field (unnamed fields, unstable), but the expansion
+        // reads and builds every field by name, and `self._` does not parse: an error here
+        // (with a stub) rather than an expansion that is no Rust.
+        if f.ident == "_" {
+            errors.error_spanned_by(&f.ident, "a parameter field needs a name, not `_`");
+        }
         if let Some(t) = &input.value_ty {
             let is_value_ty =
                 matches!(&f.ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(t));
