@@ -119,3 +119,67 @@ pub(crate) fn replay(
     }
     Ok(ValueMap(env))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Op, UnaryOp};
+    use crate::{DType, TensorType};
+
+    /// Turns every `exp` into `neg` and records the order it was asked about nodes in.
+    #[derive(Default)]
+    struct ExpToNeg {
+        seen: Vec<usize>,
+    }
+
+    impl Replay for ExpToNeg {
+        fn node(
+            &mut self,
+            s: &Scope,
+            f: &Function,
+            at: usize,
+            operands: &[&Tensor],
+        ) -> Result<Vec<Tensor>> {
+            self.seen.push(at);
+            match f.nodes[at].op {
+                Op::Unary(UnaryOp::Exp) => Ok(vec![operands[0].neg()?]),
+                _ => copy(s, f, &f.nodes[at], operands),
+            }
+        }
+    }
+
+    #[test]
+    fn the_hook_sees_every_node_in_order_and_the_rest_is_copied() {
+        let g = Scope::new("g");
+        let x = g.param(TensorType::new(DType::F32, [2]));
+        let y = x.exp().unwrap().add(&x).unwrap().exp().unwrap();
+        let g = g.finish(&[y]).unwrap();
+
+        let s = Scope::new("main");
+        let a = s.param(TensorType::new(DType::F32, [2]));
+        let mut pass = ExpToNeg::default();
+        let values = replay(&s, &g, &[a], &mut pass).unwrap();
+        assert_eq!(pass.seen, vec![0, 1, 2]);
+        let out = s.finish(&values.results(&g)).unwrap();
+        let ops: Vec<Op> = out.nodes.iter().map(|n| n.op.clone()).collect();
+        assert_eq!(
+            ops,
+            vec![
+                Op::Unary(UnaryOp::Neg),
+                Op::Binary(crate::ir::BinaryOp::Add),
+                Op::Unary(UnaryOp::Neg)
+            ]
+        );
+    }
+
+    #[test]
+    fn arguments_must_match_the_parameters() {
+        let g = Scope::new("g");
+        let x = g.param(TensorType::new(DType::F32, [2]));
+        let g = g.finish(&[x]).unwrap();
+        let s = Scope::new("main");
+        let wrong = s.param(TensorType::new(DType::F32, [3]));
+        assert!(replay(&s, &g, &[], &mut ExpToNeg::default()).is_err());
+        assert!(replay(&s, &g, &[wrong], &mut ExpToNeg::default()).is_err());
+    }
+}
