@@ -18,13 +18,13 @@
 //! ```
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;
 
 use crate::error::{Error, Result};
 use crate::infer::infer;
 use crate::ir::{Function, Literal, Node, Op, ValueId};
+use crate::replay::{Replay, replay};
 use crate::{DType, TensorType};
 
 /// A function under construction.
@@ -338,37 +338,7 @@ impl Scope {
 
     /// Replays `f` in this scope on `args`, returning its results.
     pub fn inline(&self, f: &Function, args: &[Tensor]) -> Result<Vec<Tensor>> {
-        if args.len() != f.params.len() {
-            return Err(Error::invalid(
-                "call",
-                format!(
-                    "`{}` takes {} arguments, got {}",
-                    f.name,
-                    f.params.len(),
-                    args.len()
-                ),
-            ));
-        }
-        let mut env: HashMap<ValueId, Tensor> = HashMap::new();
-        for (&p, a) in f.params.iter().zip(args) {
-            if f.values[p] != a.ty {
-                return Err(Error::ShapeMismatch {
-                    op: "call",
-                    lhs: f.values[p].clone(),
-                    rhs: a.ty.clone(),
-                });
-            }
-            env.insert(p, a.clone());
-        }
-        for node in &f.nodes {
-            let operands: Vec<&Tensor> = node.operands.iter().map(|v| &env[v]).collect();
-            let target = node.results.first().map(|&r| &f.values[r]);
-            let out = self.apply_here(node.op.clone(), &operands, target)?;
-            for (&r, t) in node.results.iter().zip(out) {
-                env.insert(r, t);
-            }
-        }
-        Ok(f.results.iter().map(|r| env[r].clone()).collect())
+        Ok(replay(self, f, args, &mut Inline)?.results(f))
     }
 
     /// A general `while` loop. `cond` maps the carry to a `bool[]`, `body` to a new carry of
@@ -487,3 +457,8 @@ impl Scope {
         Ok((out, ys))
     }
 }
+
+/// The replay pass of [`Scope::inline`]: every node copied as it is.
+struct Inline;
+
+impl Replay for Inline {}

@@ -33,9 +33,11 @@ pub mod fsdp;
 mod infer;
 pub mod ir;
 pub mod layer;
+mod lower;
 pub mod nn;
 mod ops;
 pub mod plan;
+mod replay;
 mod types;
 
 pub use autodiff::{value_and_vjp, vjp, vjp_wrt};

@@ -12,7 +12,8 @@ use std::collections::HashMap;
 
 use crate::builder::{Scope, Tensor};
 use crate::error::{Error, Result};
-use crate::ir::{Function, Op, ValueId};
+use crate::ir::{Function, ScanParts, ValueId};
+use crate::replay::{Replay, copy, replay};
 
 /// The VJP of `f` with respect to all its floating-point parameters.
 ///
@@ -57,10 +58,11 @@ fn build(f: &Function, wrt: &[bool], keep_values: bool) -> Result<(Function, Vec
         }
     }
     let s = Scope::new(&format!("{}_vjp", f.name));
-    let mut env: HashMap<ValueId, Tensor> = HashMap::new();
-    for &p in &f.params {
-        env.insert(p, s.param(f.values[p].clone()));
-    }
+    let args: Vec<Tensor> = f
+        .params
+        .iter()
+        .map(|&p| s.param(f.values[p].clone()))
+        .collect();
     let seeds: Vec<(ValueId, Tensor)> = f
         .results
         .iter()
@@ -68,25 +70,9 @@ fn build(f: &Function, wrt: &[bool], keep_values: bool) -> Result<(Function, Vec
         .map(|&r| (r, s.param(f.values[r].clone())))
         .collect();
 
-    // Forward replay, keeping what the backward pass needs.
-    let mut residuals: HashMap<usize, Vec<Tensor>> = HashMap::new();
-    for (i, node) in f.nodes.iter().enumerate() {
-        let operands: Vec<&Tensor> = node.operands.iter().map(|v| &env[v]).collect();
-        let outputs = match &node.op {
-            Op::Scan { .. } => {
-                let (outputs, saved) = rules::scan_forward(&s, &node.op, &operands)?;
-                residuals.insert(i, saved);
-                outputs
-            }
-            op => {
-                let target = node.results.first().map(|&r| &f.values[r]);
-                s.apply_here(op.clone(), &operands, target)?
-            }
-        };
-        for (&r, t) in node.results.iter().zip(outputs) {
-            env.insert(r, t);
-        }
-    }
+    let mut forward = Forward::default();
+    let env = replay(&s, f, &args, &mut forward)?;
+    let residuals = forward.residuals;
 
     // Backward sweep.
     let mut cts: HashMap<ValueId, Tensor> = HashMap::new();
@@ -98,8 +84,8 @@ fn build(f: &Function, wrt: &[bool], keep_values: bool) -> Result<(Function, Vec
         if result_cts.iter().all(Option::is_none) {
             continue;
         }
-        let operands: Vec<Tensor> = node.operands.iter().map(|v| env[v].clone()).collect();
-        let results: Vec<Tensor> = node.results.iter().map(|v| env[v].clone()).collect();
+        let operands: Vec<Tensor> = node.operands.iter().map(|&v| env[v].clone()).collect();
+        let results: Vec<Tensor> = node.results.iter().map(|&v| env[v].clone()).collect();
         let operand_cts = rules::vjp_rule(
             &node.op,
             &operands,
@@ -118,18 +104,44 @@ fn build(f: &Function, wrt: &[bool], keep_values: bool) -> Result<(Function, Vec
 
     let mut results: Vec<Tensor> = Vec::new();
     if keep_values {
-        results.extend(f.results.iter().map(|r| env[r].clone()));
+        results.extend(env.results(f));
     }
     for (&p, &w) in f.params.iter().zip(wrt) {
         if w {
             let ct = match cts.remove(&p) {
                 Some(ct) => ct,
-                None => env[&p].zeros_like()?,
+                None => env[p].zeros_like()?,
             };
             results.push(ct);
         }
     }
     Ok((s.finish(&results)?, wrt.to_vec()))
+}
+
+/// The forward replay: every node copied, except that a scan also stacks its per-step input
+/// carries, which the backward sweep needs and cannot recompute.
+#[derive(Default)]
+struct Forward {
+    /// The stacked carries of each scan, by node index in the source function.
+    residuals: HashMap<usize, Vec<Tensor>>,
+}
+
+impl Replay for Forward {
+    fn node(
+        &mut self,
+        s: &Scope,
+        f: &Function,
+        at: usize,
+        operands: &[&Tensor],
+    ) -> Result<Vec<Tensor>> {
+        let node = &f.nodes[at];
+        let Some(scan) = ScanParts::of(&node.op) else {
+            return copy(s, f, node, operands);
+        };
+        let (outputs, saved) = rules::scan_forward(s, &scan, operands)?;
+        self.residuals.insert(at, saved);
+        Ok(outputs)
+    }
 }
 
 fn accumulate(cts: &mut HashMap<ValueId, Tensor>, v: ValueId, ct: Tensor) -> Result<()> {

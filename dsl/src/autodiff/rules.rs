@@ -3,7 +3,7 @@
 
 use crate::builder::{Scope, Tensor};
 use crate::error::{Error, Result};
-use crate::ir::{BinaryOp, DotDims, Function, Op, ReduceKind, TriangularSolve, UnaryOp};
+use crate::ir::{BinaryOp, DotDims, Op, ReduceKind, ScanParts, TriangularSolve, UnaryOp};
 use crate::{DType, TensorType};
 
 /// Operand cotangents of one node.
@@ -368,66 +368,22 @@ fn triangular_solve_vjp(
     Ok((keep.select(&da, &da.zeros_like()?)?, db))
 }
 
-/// The fields of an `Op::Scan`.
-struct ScanParts<'a> {
-    body: &'a Function,
-    length: usize,
-    num_carry: usize,
-    num_xs: usize,
-    reverse: bool,
-    attrs: &'a [(String, String)],
-}
-
-fn scan_parts(op: &Op) -> Result<ScanParts<'_>> {
-    match op {
-        Op::Scan {
-            body,
-            length,
-            num_carry,
-            num_xs,
-            reverse,
-            frontend_attributes,
-        } => Ok(ScanParts {
-            body,
-            length: *length,
-            num_carry: *num_carry,
-            num_xs: *num_xs,
-            reverse: *reverse,
-            attrs: frontend_attributes,
-        }),
-        _ => Err(Error::invalid(op.name(), "not a scan")),
-    }
-}
-
 /// Replays a scan, also stacking each step's input carry (the residuals of the backward
 /// pass). Returns the scan's results and the stacked carries.
 pub(super) fn scan_forward(
     s: &Scope,
-    op: &Op,
+    scan: &ScanParts<'_>,
     x: &[&Tensor],
 ) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
     let ScanParts {
-        body,
-        length,
-        num_carry,
-        num_xs,
-        reverse,
-        attrs,
-    } = scan_parts(op)?;
+        body, num_carry, ..
+    } = *scan;
     let mut saving = body.clone();
     saving
         .results
         .extend(body.params[..num_carry].iter().copied());
     let num_ys = body.results.len() - num_carry;
-    let new_op = Op::Scan {
-        body: Box::new(saving),
-        length,
-        num_carry,
-        num_xs,
-        reverse,
-        frontend_attributes: attrs.to_vec(),
-    };
-    let mut out = s.apply_here(new_op, x, None)?;
+    let mut out = s.apply_here(scan.with_body(saving), x, None)?;
     let saved = out.split_off(num_carry + num_ys);
     Ok((out, saved))
 }
@@ -445,8 +401,8 @@ fn scan_backward(
         num_carry,
         num_xs,
         reverse,
-        attrs,
-    } = scan_parts(op)?;
+        frontend_attributes: attrs,
+    } = ScanParts::try_from(op)?;
     let is_float = |t: &TensorType| t.dtype.is_float();
     let params = body.param_types();
     let results = body.result_types();

@@ -15,7 +15,6 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
-mod lower;
 mod writer;
 
 use crate::TensorType;
@@ -142,7 +141,7 @@ impl Program {
 
     /// The StableHLO module text.
     pub fn emit(&self) -> Result<String> {
-        let lowered = lower::lower_scans(&self.main)?;
+        let lowered = crate::lower::lower_scans(&self.main)?;
         writer::write_program(
             &lowered,
             self.mesh

@@ -1,13 +1,15 @@
 //! Lowering `scan` to `stablehlo.while`: a counter, per-step dynamic slices of the scanned
-//! inputs, and per-step dynamic updates of the stacked outputs. Done on the IR with the
-//! builder, so the emitter only ever sees `while`.
-
-use std::collections::HashMap;
+//! inputs, and per-step dynamic updates of the stacked outputs.
+//!
+//! A graph pass like autodiff, run by [`Program::emit`](crate::Program::emit) before writing:
+//! it replays the function through the builder ([`replay`]), so the lowered loops are checked
+//! like any other nodes and the emitter only ever sees `while`.
 
 use crate::DType;
 use crate::builder::{Scope, Tensor};
 use crate::error::Result;
-use crate::ir::{Function, Op, ValueId};
+use crate::ir::{Function, Op, ScanParts};
+use crate::replay::{Replay, copy, replay};
 
 /// `f` with every `scan` (at any depth) replaced by an equivalent `while`.
 pub(crate) fn lower_scans(f: &Function) -> Result<Function> {
@@ -20,7 +22,7 @@ pub(crate) fn lower_scans(f: &Function) -> Result<Function> {
         .iter()
         .map(|&p| s.param(f.values[p].clone()))
         .collect();
-    let out = lower_into(&s, f, &args)?;
+    let out = replay(&s, f, &args, &mut LowerScans)?.results(f);
     s.finish(&out)
 }
 
@@ -30,35 +32,23 @@ fn contains_scan(f: &Function) -> bool {
         .any(|n| matches!(n.op, Op::Scan { .. }) || n.op.regions().into_iter().any(contains_scan))
 }
 
-/// Replays `f` into `s`, lowering scans and recursing into loop bodies.
-fn lower_into(s: &Scope, f: &Function, args: &[Tensor]) -> Result<Vec<Tensor>> {
-    let mut env: HashMap<ValueId, Tensor> = HashMap::new();
-    for (&p, a) in f.params.iter().zip(args) {
-        env.insert(p, a.clone());
-    }
-    for node in &f.nodes {
-        let operands: Vec<Tensor> = node.operands.iter().map(|v| env[v].clone()).collect();
-        let outputs = match &node.op {
-            Op::Scan {
-                body,
-                length,
-                num_carry,
-                num_xs,
-                reverse,
-                frontend_attributes,
-            } => {
-                let body = lower_scans(body)?;
-                lower_scan(
-                    s,
-                    &body,
-                    &operands,
-                    *length,
-                    *num_carry,
-                    *num_xs,
-                    *reverse,
-                    frontend_attributes,
-                )?
-            }
+/// The replay pass: scans become loops, and loop bodies are lowered in turn.
+struct LowerScans;
+
+impl Replay for LowerScans {
+    fn node(
+        &mut self,
+        s: &Scope,
+        f: &Function,
+        at: usize,
+        operands: &[&Tensor],
+    ) -> Result<Vec<Tensor>> {
+        let node = &f.nodes[at];
+        if let Some(scan) = ScanParts::of(&node.op) {
+            let body = lower_scans(scan.body)?;
+            return lower_scan(s, &scan, &body, operands);
+        }
+        match &node.op {
             Op::While {
                 cond,
                 body,
@@ -66,47 +56,41 @@ fn lower_into(s: &Scope, f: &Function, args: &[Tensor]) -> Result<Vec<Tensor>> {
             } => {
                 let cond = lower_scans(cond)?;
                 let body = lower_scans(body)?;
-                let refs: Vec<&Tensor> = operands.iter().collect();
                 s.apply_here(
                     Op::While {
                         cond: Box::new(cond),
                         body: Box::new(body),
                         frontend_attributes: frontend_attributes.clone(),
                     },
-                    &refs,
+                    operands,
                     None,
-                )?
+                )
             }
-            op => {
-                let refs: Vec<&Tensor> = operands.iter().collect();
-                let target = node.results.first().map(|&r| &f.values[r]);
-                s.apply_here(op.clone(), &refs, target)?
-            }
-        };
-        for (&r, t) in node.results.iter().zip(outputs) {
-            env.insert(r, t);
+            _ => copy(s, f, node, operands),
         }
     }
-    Ok(f.results.iter().map(|r| env[r].clone()).collect())
 }
 
-#[expect(clippy::too_many_arguments, reason = "the fields of one Op::Scan")]
+/// The loop equivalent to `scan` on `operands`, with `body` (the scan's body, already
+/// lowered) as its step.
 fn lower_scan(
     s: &Scope,
+    scan: &ScanParts<'_>,
     body: &Function,
-    operands: &[Tensor],
-    length: usize,
-    num_carry: usize,
-    num_xs: usize,
-    reverse: bool,
-    attrs: &[(String, String)],
+    operands: &[&Tensor],
 ) -> Result<Vec<Tensor>> {
-    let (carry, rest) = operands.split_at(num_carry);
-    let (xs, consts) = rest.split_at(num_xs);
+    let ScanParts {
+        length,
+        num_carry,
+        reverse,
+        frontend_attributes,
+        ..
+    } = *scan;
+    let (carry, xs, consts) = scan.split_operands(operands);
     let ys_types: Vec<_> = body.result_types()[num_carry..].to_vec();
     if length == 0 {
         // No step runs: the carry passes through and every stacked output is empty.
-        let mut out = carry.to_vec();
+        let mut out: Vec<Tensor> = carry.iter().map(|&t| t.clone()).collect();
         for y in &ys_types {
             let mut dims = vec![0];
             dims.extend(&y.dims);
@@ -115,13 +99,13 @@ fn lower_scan(
         return Ok(out);
     }
     let mut init = vec![s.scalar(0.0, DType::I32)?];
-    init.extend(carry.iter().cloned());
+    init.extend(carry.iter().map(|&t| t.clone()));
     for y in &ys_types {
         let mut dims = vec![length as i64];
         dims.extend(&y.dims);
         init.push(s.full(0.0, y.with_dims(dims))?);
     }
-    let attrs: Vec<(&str, &str)> = attrs
+    let attrs: Vec<(&str, &str)> = frontend_attributes
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
@@ -145,8 +129,8 @@ fn lower_scan(
                 let slice = x.dynamic_slice(&starts, &sizes)?;
                 args.push(slice.reshape(&x.dims()[1..])?);
             }
-            args.extend(consts.iter().cloned());
-            let results = lower_into(bs, body, &args)?;
+            args.extend(consts.iter().map(|&t| t.clone()));
+            let results = replay(bs, body, &args, &mut LowerScans)?.results(body);
             let mut next = vec![i.add(&bs.scalar(1.0, DType::I32)?)?];
             next.extend(results[..num_carry].iter().cloned());
             for (acc, y) in c[1 + num_carry..].iter().zip(&results[num_carry..]) {
