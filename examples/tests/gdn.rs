@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use stackscan::{DType, Function, Program, Scope, Tensor, TensorType};
 use stackscan_examples::gdn::{gdn_chunked, gdn_recurrent};
-use stackscan_runtime::{Buffer, Client, ClientOptions, CompileOptions, Executable, Plugin};
+use stackscan_runtime::{Buffer, Client, ClientOptions, Executable, Mesh, Plugin};
 
 /// The tiny config's GDN head size and sequence; heads reduced to 2.
 const T: i64 = 64;
@@ -125,8 +125,10 @@ fn one() -> Arg {
 
 /// Compiles `f` for one device.
 fn compile(client: &Client, f: &Function) -> Executable {
-    let text = Program::new(f.clone()).emit().unwrap();
-    client.compile(&text, &CompileOptions::default()).unwrap()
+    let mesh = Mesh::new(client, "x", 1).unwrap();
+    client
+        .compile_program(&Program::new(f.clone()), &mesh)
+        .unwrap()
 }
 
 /// Runs `exe` on `args` (converted to `dtype`); each result as f64 values.

@@ -14,7 +14,7 @@ use stackscan::fsdp::train_step;
 use stackscan::ir::{Function, Op};
 use stackscan::plan::PlanOptions;
 use stackscan_examples::llama::{LlamaConfig, model};
-use stackscan_runtime::{Mesh, ProgramForm};
+use stackscan_runtime::Mesh;
 
 fn config(layers: usize) -> LlamaConfig {
     LlamaConfig {
@@ -119,12 +119,7 @@ fn compiled_temp_memory_grows_only_by_the_saved_layer_inputs() {
     for options in [PlanOptions::prefetch(), PlanOptions::prefetch_deferred()] {
         let temp = |layers: usize| {
             let step = train_step(&model(&config(layers)).unwrap(), options, &axis(4)).unwrap();
-            let exe = client
-                .compile(
-                    &step.program.emit().unwrap(),
-                    &mesh.compile_options(ProgramForm::Partitions),
-                )
-                .unwrap();
+            let exe = client.compile_program(&step.program, &mesh).unwrap();
             exe.memory_stats().unwrap().temp
         };
         let (t4, t32) = (temp(4), temp(32));

@@ -219,6 +219,25 @@ pub enum Error {
     /// The program text could not be understood.
     #[error("invalid program: {0}")]
     Program(String),
+    /// The per-device type of a parameter of a foreign program's `main` could not be read with
+    /// certainty, so its arguments could not be checked.
+    #[error(
+        "cannot read the per-device parameter types of `main` from the program text: {reason}; \
+         compile stackscan programs with `Client::compile_program`, which takes them from the \
+         `Program`"
+    )]
+    Signature {
+        /// What could not be read, and where.
+        reason: String,
+    },
+    /// A program is written for a different number of devices than its mesh has.
+    #[error("the program runs on {program} devices but the mesh has {mesh}")]
+    MeshSize {
+        /// Devices the program's mesh axis spans (1 for a single-device program).
+        program: usize,
+        /// Devices of the mesh it was compiled for.
+        mesh: usize,
+    },
     /// Building or emitting a program failed.
     #[error(transparent)]
     Graph(#[from] stackscan::Error),

@@ -31,6 +31,7 @@ pub mod mesh;
 )]
 mod pjrt;
 pub mod plugin;
+mod program;
 pub mod shard;
 mod signature;
 pub mod train;

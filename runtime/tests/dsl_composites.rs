@@ -214,9 +214,9 @@ fn bf16_programs_run() {
     let f = function("bf16", &args, |p| {
         Ok(vec![p[0].add(&p[0])?.convert(DType::F32)?])
     });
-    let text = stackscan::Program::new(f).emit().unwrap();
+    let mesh = stackscan_runtime::Mesh::new(&client, "x", 1).unwrap();
     let exe = client
-        .compile(&text, &stackscan_runtime::CompileOptions::default())
+        .compile_program(&stackscan::Program::new(f), &mesh)
         .unwrap();
     let bf = |v: f32| half::bf16::from_f32(v);
     let x = client

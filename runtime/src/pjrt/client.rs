@@ -12,6 +12,7 @@ use crate::compile_options::CompileOptions;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::ffi;
+use crate::signature::Signature;
 use stackscan::TensorType;
 
 /// The CPU plugins' option for the number of virtual devices.
@@ -314,9 +315,20 @@ impl Client {
         Ok(buffer)
     }
 
-    /// Compiles a StableHLO program (MLIR text) with the given options.
+    /// Compiles a StableHLO program (MLIR text) written outside stackscan with the given
+    /// options; compile a stackscan [`Program`](stackscan::Program) with
+    /// [`compile_program`](Client::compile_program) instead.
+    ///
+    /// The per-device type of every parameter of `main` is read from the text, so that
+    /// [`Executable::execute`] can check arguments. Where it cannot be read with certainty
+    /// (no or several `main`s, a non-tensor or dynamic type, an unknown mesh, an open or
+    /// uneven Shardy sharding, a GSPMD or missing sharding on several partitions) this
+    /// returns [`Error::Signature`] instead of running unchecked.
     pub fn compile(&self, program: &str, options: &CompileOptions) -> Result<Executable> {
-        Executable::compile(self, program, options)
+        let partitions = options.replicas_and_partitions().1;
+        Executable::compile(self, program, options, || {
+            Signature::read(program, partitions)
+        })
     }
 
     pub(crate) fn raw_device(&self, device: &Device) -> Result<*mut ffi::PJRT_Device> {

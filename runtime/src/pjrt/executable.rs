@@ -36,7 +36,8 @@ pub struct Executable {
     executable: *mut ffi::PJRT_Executable,
     devices: Vec<Device>,
     num_outputs: usize,
-    signature: Option<Signature>,
+    /// What `execute` checks arguments against; every executable has one.
+    signature: Signature,
 }
 
 // SAFETY: PJRT executables may be executed and destroyed from any thread.
@@ -76,10 +77,13 @@ impl Drop for Executable {
 }
 
 impl Executable {
+    /// Compiles `program` and takes its signature from `signature`, called once the plugin has
+    /// accepted the program, so the plugin's diagnostics for malformed text come first.
     pub(crate) fn compile(
         client: &Client,
         program: &str,
         options: &CompileOptions,
+        signature: impl FnOnce() -> Result<Signature>,
     ) -> Result<Executable> {
         let inner = &client.inner;
         let api = &inner.api;
@@ -107,7 +111,8 @@ impl Executable {
             executable: std::ptr::null_mut(),
             devices: Vec::new(),
             num_outputs: 0,
-            signature: Signature::parse(program).ok(),
+            // Replaced below; `exe` owns the loaded executable first so an error frees it.
+            signature: Signature { params: Vec::new() },
         };
 
         let f = pjrt_fn!(api, PJRT_LoadedExecutable_GetExecutable)?;
@@ -147,6 +152,7 @@ impl Executable {
                     })
             })
             .collect::<Result<_>>()?;
+        exe.signature = signature()?;
         Ok(exe)
     }
 
@@ -161,11 +167,10 @@ impl Executable {
         self.num_outputs
     }
 
-    /// The per-device argument types, when the program text declared them in a form stackscan
-    /// reads (`func.func @main` with `tensor<…>` arguments).
-    pub fn parameter_types(&self) -> Option<Vec<TensorType>> {
-        let sig = self.signature.as_ref()?;
-        Some(sig.params.iter().map(|p| p.ty.clone()).collect())
+    /// The per-device type of each parameter, which [`execute`](Self::execute) checks every
+    /// argument against.
+    pub fn parameter_types(&self) -> &[TensorType] {
+        &self.signature.params
     }
 
     /// Runs the program on all its devices: one argument list per device, one output list
@@ -244,33 +249,23 @@ impl Executable {
         }
         for (device, list) in lists.iter().enumerate() {
             let list = list.as_ref();
-            if let Some(sig) = &self.signature
-                && list.len() != sig.params.len()
-            {
+            let params = &self.signature.params;
+            if list.len() != params.len() {
                 return Err(Error::ArgumentCount {
                     device,
-                    expected: sig.params.len(),
+                    expected: params.len(),
                     actual: list.len(),
                 });
             }
-            if list.len() != lists[0].as_ref().len() {
-                return Err(Error::ArgumentCount {
-                    device,
-                    expected: lists[0].as_ref().len(),
-                    actual: list.len(),
-                });
-            }
-            for (index, buffer) in list.iter().enumerate() {
+            for (index, (buffer, expected)) in list.iter().zip(params).enumerate() {
                 if !Arc::ptr_eq(&buffer.client, &self.client) {
                     return Err(Error::ForeignBuffer { device, index });
                 }
-                if let Some(expected) = self.signature.as_ref().map(|s| &s.params[index])
-                    && !expected.matches(buffer.tensor_type())
-                {
+                if buffer.tensor_type() != expected {
                     return Err(Error::ArgumentType {
                         device,
                         index,
-                        expected: expected.ty.clone(),
+                        expected: expected.clone(),
                         actual: buffer.tensor_type().clone(),
                     });
                 }

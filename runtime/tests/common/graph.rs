@@ -2,7 +2,7 @@
 //! finite differences.
 
 use stackscan::{DType, Function, Program, Scope, Tensor, TensorType};
-use stackscan_runtime::{Buffer, Client, CompileOptions, Mesh, ProgramForm};
+use stackscan_runtime::{Buffer, Client, Mesh};
 
 /// One argument: its type and row-major values.
 #[derive(Clone, Debug)]
@@ -96,10 +96,11 @@ pub struct Compiled {
 
 impl Compiled {
     pub fn new(client: &Client, f: &Function) -> Compiled {
-        let text = Program::new(f.clone()).emit().expect("emit");
+        let program = Program::new(f.clone());
+        let mesh = Mesh::new(client, "x", 1).expect("mesh");
         let exe = client
-            .compile(&text, &CompileOptions::default())
-            .unwrap_or_else(|e| panic!("compile `{}`: {e}\n{text}", f.name));
+            .compile_program(&program, &mesh)
+            .unwrap_or_else(|e| panic!("compile `{}`: {e}\n{:?}", f.name, program.emit()));
         Compiled {
             client: client.clone(),
             exe,
@@ -124,11 +125,10 @@ pub struct CompiledOnMesh {
 
 impl CompiledOnMesh {
     pub fn new(client: &Client, program: &Program, n: usize) -> CompiledOnMesh {
-        let text = program.emit().expect("emit");
         let mesh = Mesh::new(client, "x", n).expect("mesh");
         let exe = client
-            .compile(&text, &mesh.compile_options(ProgramForm::Partitions))
-            .unwrap_or_else(|e| panic!("compile: {e}\n{text}"));
+            .compile_program(program, &mesh)
+            .unwrap_or_else(|e| panic!("compile: {e}\n{:?}", program.emit()));
         CompiledOnMesh {
             client: client.clone(),
             exe,
