@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use stackscan::plan::{
-    Buffer, Direction, LoopForm, Pass, Plan, PlanOptions, Segment, Stack, signature,
+    Buffer, Direction, LoopForm, Pass, Plan, PlanOptions, Segment, Signature, Stack, signature,
 };
 
 const KINDS: [&str; 4] = ["A", "B", "C", "D"];
@@ -40,9 +40,7 @@ fn options() -> impl Strategy<Value = PlanOptions> {
 /// trip of a block loop has the signatures of the first.
 fn check_groups(stack: &Stack, o: PlanOptions, pass: &Pass) -> Result<(), TestCaseError> {
     let dir = pass.direction;
-    let check = |layers: &[usize],
-                 form: LoopForm,
-                 sig_of: &dyn Fn(usize) -> (usize, Option<usize>, Option<usize>)| {
+    let check = |layers: &[usize], form: LoopForm, sig_of: &dyn Fn(usize) -> Signature| {
         let first = sig_of(layers[0]);
         prop_assert!(
             layers.iter().all(|&l| sig_of(l) == first),

@@ -24,7 +24,10 @@ mod schedule;
 mod stack;
 mod steps;
 
-pub use schedule::{Direction, Group, LoopForm, Pass, Plan, PlanOptions, Segment, signature};
+pub use schedule::{
+    Direction, Group, LoopForm, OwnGradient, Pass, Plan, PlanOptions, Segment, Signature,
+    WeightSource, signature,
+};
 pub use stack::Stack;
 pub use steps::{Buffer, Step};
 
