@@ -7,8 +7,10 @@
 //! double-buffered ping-pong loop (`unroll = 2`, two layers per trip, an odd step peeled), a run
 //! of one is a single-trip loop (marked so XLA keeps it) because its carry holds another
 //! kind's buffers. A repeated block becomes an outer loop over blocks with identical inner
-//! structure. The expanded [`Step`]s say, for every layer, what is gathered, run,
-//! reduce-scattered and live; the lowering builds its program from the same plan.
+//! structure. A step's [`Signature`] holds every fact the lowering needs to build it; the
+//! expanded [`Step`]s, derived from the same signatures, say for every layer what is
+//! gathered, run, reduce-scattered and live, and the property tests check the lowered
+//! program's loops and collectives against them.
 //!
 //! ```
 //! use stackscan::plan::{Plan, PlanOptions, Stack};
