@@ -4,8 +4,8 @@
 //! Forward and backward share these combinators: a pass supplies only its state (a
 //! [`Carry`]) and how one step at a symbolic position transforms it.
 
-use crate::DType;
 use crate::builder::{Scope, Tensor};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::plan::{Group, LoopForm, Segment};
 

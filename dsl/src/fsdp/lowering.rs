@@ -4,9 +4,9 @@
 //! The passes ([`super::pass`]) are written in these terms; every collective of the stack
 //! is issued here.
 
-use crate::DType;
 use crate::autodiff::vjp;
 use crate::builder::{Scope, Tensor};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ir::{Axis, Function};
 use crate::ops::optimization_barrier;

@@ -6,8 +6,8 @@
 //! the [`Pass`](crate::plan::Pass): the plan is the one source, the options it was made from
 //! are not consulted here.
 
-use crate::DType;
 use crate::builder::{Scope, Tensor};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::plan::{Group, OwnGradient, WeightSource};
 

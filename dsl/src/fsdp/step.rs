@@ -16,13 +16,13 @@
 //! it, results); [`super::pass`] lowers the stack's passes, [`super::loops`] their loops,
 //! [`super::state`] what the loops carry, [`super::lowering`] the collectives.
 
-use crate::TensorType;
 use crate::autodiff::vjp_wrt;
 use crate::builder::{Scope, Tensor};
 use crate::emit::{Program, Sharding};
 use crate::error::{Error, Result};
 use crate::ir::{Axis, Function};
 use crate::plan::{Plan, PlanOptions};
+use crate::types::TensorType;
 
 use super::lowering::Lowering;
 use super::model::{ParamSpec, StackModel};

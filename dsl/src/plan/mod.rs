@@ -131,6 +131,44 @@ mod tests {
     }
 
     #[test]
+    fn signatures_name_what_a_step_carries() {
+        let s = Stack::blocks(&["GDN", "GDN", "GDN", "attention"], 1).unwrap();
+        let (gdn, attention) = (0, 1);
+        let p = Plan::new(&s, PlanOptions::prefetch_deferred()).unwrap();
+        // Backward `[attention] → [GDN 2] → …`: GDN 2 takes attention's gradient and
+        // prefetches GDN 1.
+        let Segment::Group(g) = &p.backward.segments[1] else {
+            panic!("a group")
+        };
+        assert_eq!(g.layers, [2]);
+        assert_eq!(
+            g.signature,
+            Signature {
+                run: gdn,
+                weights: WeightSource::Carried,
+                prefetch: Some(gdn),
+                pending_grad: Some(attention),
+                own_grad: OwnGradient::Deferred,
+            }
+        );
+        assert_eq!(p.forward.prologue_gather(), Some(0));
+        assert_eq!(p.backward.prologue_gather(), Some(3));
+        assert_eq!(p.forward.epilogue_scatter(), None);
+        assert_eq!(p.backward.epilogue_scatter(), Some(0));
+        let p = Plan::new(&s, PlanOptions::prefetch()).unwrap();
+        assert_eq!(p.backward.epilogue_scatter(), None);
+        let p = Plan::new(&s, PlanOptions::baseline()).unwrap();
+        assert_eq!(p.forward.prologue_gather(), None);
+        assert_eq!(p.backward.prologue_gather(), None);
+        // Blocks: the last step is in the block loop's last trip.
+        let s = Stack::blocks(&["GDN", "attention"], 3).unwrap();
+        let p = Plan::new(&s, PlanOptions::prefetch_deferred()).unwrap();
+        assert_eq!(p.forward.prologue_gather(), Some(0));
+        assert_eq!(p.backward.prologue_gather(), Some(5));
+        assert_eq!(p.backward.epilogue_scatter(), Some(0));
+    }
+
+    #[test]
     fn invalid_options_are_rejected() {
         let s = Stack::homogeneous("L", 2).unwrap();
         let bad = PlanOptions {
