@@ -1,10 +1,16 @@
 //! Property tests of the planner over random stacks (1–12 layers, 1–4 kinds, random repeats,
 //! every option set): the invariants of the design's schedule section.
 
+use std::rc::Rc;
+
 use proptest::prelude::*;
+use stackscan::fsdp::{InputSpec, LayerFn, LayerKind, ParamSpec, StackModel, train_step};
+use stackscan::ir::{Function, Op};
 use stackscan::plan::{
-    Buffer, Direction, LoopForm, Pass, Plan, PlanOptions, Segment, Stack, signature,
+    Buffer, Direction, Group, LoopForm, Pass, Plan, PlanOptions, Segment, Signature, Stack, Step,
+    signature,
 };
+use stackscan::{Axis, DType, TensorType};
 
 const KINDS: [&str; 4] = ["A", "B", "C", "D"];
 
@@ -40,9 +46,7 @@ fn options() -> impl Strategy<Value = PlanOptions> {
 /// trip of a block loop has the signatures of the first.
 fn check_groups(stack: &Stack, o: PlanOptions, pass: &Pass) -> Result<(), TestCaseError> {
     let dir = pass.direction;
-    let check = |layers: &[usize],
-                 form: LoopForm,
-                 sig_of: &dyn Fn(usize) -> (usize, Option<usize>, Option<usize>)| {
+    let check = |layers: &[usize], form: LoopForm, sig_of: &dyn Fn(usize) -> Signature| {
         let first = sig_of(layers[0]);
         prop_assert!(
             layers.iter().all(|&l| sig_of(l) == first),
@@ -133,5 +137,238 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+// ------------------------------------------------------------ the plan against the program
+
+/// Sharded weights per layer of a kind, different for each kind name so that a step which
+/// gathers or scatters another kind's weights shows in the counts; `C` also has a replicated
+/// weight, which is neither gathered nor reduce-scattered.
+fn sharded_weights(name: &str) -> usize {
+    match name {
+        "A" | "C" => 1,
+        "B" => 2,
+        _ => 3,
+    }
+}
+
+/// A residual tanh layer per kind over rows of 8, with [`sharded_weights`] sharded matrices.
+fn toy_model(stack: &Stack) -> StackModel {
+    let row = TensorType::new(DType::F32, [2, 8]);
+    let kinds = (0..stack.num_kinds())
+        .map(|k| {
+            let name = stack.kind_name(k);
+            let mut params: Vec<ParamSpec> = (0..sharded_weights(name))
+                .map(|i| ParamSpec::sharded(&format!("w{i}"), &[8, 8], DType::F32, i % 2))
+                .collect();
+            let replicated = name == "C";
+            if replicated {
+                params.push(ParamSpec::replicated("g", &[8], DType::F32));
+            }
+            let forward: LayerFn = Rc::new(move |h, w| {
+                let sharded = if replicated { &w[..w.len() - 1] } else { w };
+                let mut out = h.clone();
+                for m in sharded {
+                    out = out.add(&out.matmul(m)?.tanh()?)?;
+                }
+                match (replicated, w.last()) {
+                    (true, Some(g)) => out.mul(&g.expand_dims(0)?.broadcast_to(&[2, 8])?),
+                    _ => Ok(out),
+                }
+            });
+            LayerKind {
+                name: name.into(),
+                params,
+                forward,
+            }
+        })
+        .collect();
+    StackModel {
+        stack: stack.clone(),
+        kinds,
+        activation: row.clone(),
+        inputs: vec![InputSpec::new("x", row.clone()), InputSpec::new("y", row)],
+        outer_params: vec![],
+        pre: Rc::new(|inputs, _| Ok(inputs[0].clone())),
+        post: Rc::new(|h, inputs, _| h.sub(&inputs[1])?.square()?.mean(&[0, 1])),
+    }
+}
+
+/// A loop of the program (or of the plan): its trips, the all-gathers and reduce-scatters
+/// directly in its body, and the loops nested in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Loop {
+    trips: usize,
+    gathers: usize,
+    scatters: usize,
+    inner: Vec<Loop>,
+}
+
+/// `(gathers, scatters, loops)` directly in `f`, as lowered.
+fn program_loops(f: &Function) -> (usize, usize, Vec<Loop>) {
+    let (mut gathers, mut scatters, mut loops) = (0, 0, Vec::new());
+    for node in &f.nodes {
+        match &node.op {
+            Op::AllGather { .. } => gathers += 1,
+            Op::ReduceScatter { .. } => scatters += 1,
+            Op::Scan { body, length, .. } => {
+                let (gathers, scatters, inner) = program_loops(body);
+                loops.push(Loop {
+                    trips: *length,
+                    gathers,
+                    scatters,
+                    inner,
+                });
+            }
+            _ => {}
+        }
+    }
+    (gathers, scatters, loops)
+}
+
+/// Collectives a loop issues over all its trips, nested loops included.
+fn executed(l: &Loop) -> (usize, usize) {
+    let (g, s) = l
+        .inner
+        .iter()
+        .map(executed)
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    (l.trips * (l.gathers + g), l.trips * (l.scatters + s))
+}
+
+/// What the plan says a pass's program holds: per group, its loops (a single-trip loop for a
+/// peeled step, the loop of its trips), each body issuing the collectives of the steps of
+/// one trip as the step description lists them; per block loop, one loop around its groups'.
+/// Returns the loops and the reduce-scatters issued outside them, between loops of the pass:
+/// its epilogue scatter and the deferred scatter of each peeled step. The latter reads only
+/// the gradient that enters the single-trip loop as a captured value, so it is built in front
+/// of the loop, still after the previous step and before the step's own work. The pass's
+/// prologue gather, which its first step lists, is outside every loop too.
+fn planned_loops(stack: &Stack, pass: &Pass) -> (Vec<Loop>, usize) {
+    let steps = pass.steps();
+    let step_of = |layer: usize| -> &Step {
+        steps
+            .iter()
+            .find(|s| s.layer == layer)
+            .expect("every layer has a step")
+    };
+    let weights = |layers: &[usize]| -> usize {
+        layers
+            .iter()
+            .map(|&l| sharded_weights(stack.kind_name(stack.kind_of(l))))
+            .sum()
+    };
+    let (prologue, epilogue) = (pass.prologue_gather(), pass.epilogue_scatter());
+    // `(gathers, scatters)` in the body of a loop running `layers` in one trip, and the
+    // scatters in front of it.
+    let body = |layers: &[usize], peeled: bool| -> (usize, usize, usize) {
+        layers.iter().fold((0, 0, 0), |(g, s, front), &l| {
+            let step = step_of(l);
+            let gathers: Vec<usize> = step
+                .gathers
+                .iter()
+                .copied()
+                .filter(|&x| !(x == l && prologue == Some(l)))
+                .collect();
+            let (own, pending): (Vec<usize>, Vec<usize>) = step
+                .reduce_scatters
+                .iter()
+                .copied()
+                .filter(|&x| !(x == l && epilogue == Some(l)))
+                .partition(|&x| x == l);
+            let (inside, outside) = if peeled {
+                (weights(&own), weights(&pending))
+            } else {
+                (weights(&own) + weights(&pending), 0)
+            };
+            (g + weights(&gathers), s + inside, front + outside)
+        })
+    };
+    let leaf = |trips: usize, layers: &[usize], peeled: bool| {
+        let (gathers, scatters, front) = body(layers, peeled);
+        let l = Loop {
+            trips,
+            gathers,
+            scatters,
+            inner: Vec::new(),
+        };
+        (l, front)
+    };
+    let group = |g: &Group| -> (Vec<Loop>, usize) {
+        let loops = match g.form {
+            LoopForm::Peeled => vec![leaf(1, &g.layers[..1], true)],
+            LoopForm::Simple { trips } => vec![leaf(trips, &g.layers[..1], false)],
+            LoopForm::PingPong {
+                trips,
+                peel_first: false,
+            } => vec![leaf(trips, &g.layers[..2], false)],
+            LoopForm::PingPong {
+                trips,
+                peel_first: true,
+            } => vec![
+                leaf(1, &g.layers[..1], false),
+                leaf(trips, &g.layers[1..3], false),
+            ],
+        };
+        let front = loops.iter().map(|(_, f)| f).sum();
+        (loops.into_iter().map(|(l, _)| l).collect(), front)
+    };
+    let mut loops = Vec::new();
+    let mut outside = weights(&epilogue.into_iter().collect::<Vec<_>>());
+    for s in &pass.segments {
+        match s {
+            Segment::Group(g) => {
+                let (l, front) = group(g);
+                loops.extend(l);
+                outside += front;
+            }
+            Segment::Blocks { trips, groups, .. } => {
+                let (mut inner, mut scatters) = (Vec::new(), 0);
+                for g in groups {
+                    let (l, front) = group(g);
+                    inner.extend(l);
+                    scatters += front;
+                }
+                loops.push(Loop {
+                    trips: *trips,
+                    gathers: 0,
+                    scatters,
+                    inner,
+                });
+            }
+        }
+    }
+    (loops, outside)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// The lowered program has the plan's loops, each body issuing the collectives the step
+    /// description lists; and over all trips every layer's sharded weights are gathered once
+    /// per pass and its gradients reduce-scattered once.
+    #[test]
+    fn the_program_is_the_plan(stack in stacks(), o in options()) {
+        let model = toy_model(&stack);
+        let axis = Axis { name: "fsdp".into(), size: 2 };
+        let step = train_step(&model, o, &axis).expect("lowering");
+        let plan = &step.plan;
+        let (gathers, scatters, loops) = program_loops(step.program.main());
+
+        let (mut planned, forward_outside) = planned_loops(&stack, &plan.forward);
+        let (backward_loops, backward_outside) = planned_loops(&stack, &plan.backward);
+        planned.extend(backward_loops);
+        prop_assert_eq!(&loops, &planned);
+
+        let weights = |l: Option<usize>| l.map_or(0, |l| sharded_weights(stack.kind_name(stack.kind_of(l))));
+        let prologues = weights(plan.forward.prologue_gather()) + weights(plan.backward.prologue_gather());
+        prop_assert_eq!(gathers, prologues, "gathers outside the loops");
+        prop_assert_eq!(scatters, forward_outside + backward_outside, "scatters outside the loops");
+
+        let every_layer: usize = (0..stack.len()).map(|l| weights(Some(l))).sum();
+        let (g, s) = loops.iter().map(executed).fold((gathers, scatters), |a, b| (a.0 + b.0, a.1 + b.1));
+        prop_assert_eq!(g, 2 * every_layer, "gathers executed");
+        prop_assert_eq!(s, every_layer, "reduce-scatters executed");
     }
 }

@@ -34,9 +34,13 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
+mod loops;
+mod lowering;
 mod model;
 mod optimizer;
+mod pass;
 mod reference;
+mod state;
 mod step;
 
 pub use model::{Init, InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel};

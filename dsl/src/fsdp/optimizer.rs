@@ -2,9 +2,10 @@
 //! training step and parameters never leave the devices.
 
 use crate::builder::{Scope, Tensor};
+use crate::dtype::DType;
 use crate::emit::{Program, Sharding};
 use crate::error::{Error, Result};
-use crate::{DType, TensorType};
+use crate::types::TensorType;
 
 use super::step::TrainStep;
 

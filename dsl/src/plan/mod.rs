@@ -7,8 +7,10 @@
 //! double-buffered ping-pong loop (`unroll = 2`, two layers per trip, an odd step peeled), a run
 //! of one is a single-trip loop (marked so XLA keeps it) because its carry holds another
 //! kind's buffers. A repeated block becomes an outer loop over blocks with identical inner
-//! structure. The expanded [`Step`]s say, for every layer, what is gathered, run,
-//! reduce-scattered and live; the lowering builds its program from the same plan.
+//! structure. A step's [`Signature`] holds every fact the lowering needs to build it; the
+//! expanded [`Step`]s, derived from the same signatures, say for every layer what is
+//! gathered, run, reduce-scattered and live, and the property tests check the lowered
+//! program's loops and collectives against them.
 //!
 //! ```
 //! use stackscan::plan::{Plan, PlanOptions, Stack};
@@ -24,7 +26,10 @@ mod schedule;
 mod stack;
 mod steps;
 
-pub use schedule::{Direction, Group, LoopForm, Pass, Plan, PlanOptions, Segment, signature};
+pub use schedule::{
+    Direction, Group, LoopForm, OwnGradient, Pass, Plan, PlanOptions, Segment, Signature,
+    WeightSource, signature,
+};
 pub use stack::Stack;
 pub use steps::{Buffer, Step};
 
@@ -123,6 +128,44 @@ mod tests {
             Stack::blocks(&["A"], Stack::MAX_LAYERS).unwrap().len(),
             Stack::MAX_LAYERS
         );
+    }
+
+    #[test]
+    fn signatures_name_what_a_step_carries() {
+        let s = Stack::blocks(&["GDN", "GDN", "GDN", "attention"], 1).unwrap();
+        let (gdn, attention) = (0, 1);
+        let p = Plan::new(&s, PlanOptions::prefetch_deferred()).unwrap();
+        // Backward `[attention] → [GDN 2] → …`: GDN 2 takes attention's gradient and
+        // prefetches GDN 1.
+        let Segment::Group(g) = &p.backward.segments[1] else {
+            panic!("a group")
+        };
+        assert_eq!(g.layers, [2]);
+        assert_eq!(
+            g.signature,
+            Signature {
+                run: gdn,
+                weights: WeightSource::Carried,
+                prefetch: Some(gdn),
+                pending_grad: Some(attention),
+                own_grad: OwnGradient::Deferred,
+            }
+        );
+        assert_eq!(p.forward.prologue_gather(), Some(0));
+        assert_eq!(p.backward.prologue_gather(), Some(3));
+        assert_eq!(p.forward.epilogue_scatter(), None);
+        assert_eq!(p.backward.epilogue_scatter(), Some(0));
+        let p = Plan::new(&s, PlanOptions::prefetch()).unwrap();
+        assert_eq!(p.backward.epilogue_scatter(), None);
+        let p = Plan::new(&s, PlanOptions::baseline()).unwrap();
+        assert_eq!(p.forward.prologue_gather(), None);
+        assert_eq!(p.backward.prologue_gather(), None);
+        // Blocks: the last step is in the block loop's last trip.
+        let s = Stack::blocks(&["GDN", "attention"], 3).unwrap();
+        let p = Plan::new(&s, PlanOptions::prefetch_deferred()).unwrap();
+        assert_eq!(p.forward.prologue_gather(), Some(0));
+        assert_eq!(p.backward.prologue_gather(), Some(5));
+        assert_eq!(p.backward.epilogue_scatter(), Some(0));
     }
 
     #[test]

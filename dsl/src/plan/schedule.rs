@@ -88,18 +88,56 @@ pub enum LoopForm {
     },
 }
 
+/// Where the weights a step runs on come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WeightSource {
+    /// In the carry: the previous step gathered them (or, for a pass's first step, the
+    /// prologue before the pass's first loop).
+    Carried,
+    /// Gathered by the step itself, right before use (no prefetch).
+    GatheredAtUse,
+}
+
+/// What a step does with the unreduced weight gradient it computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OwnGradient {
+    /// None is computed (forward).
+    Absent,
+    /// Reduce-scattered at the end of the step.
+    Scattered,
+    /// Carried out unreduced and reduce-scattered at the start of the next step, or after the
+    /// pass by the last step (`defer_grad_reduce_scatter`).
+    Deferred,
+}
+
+/// A step's carry signature: what it runs and what its carry holds besides the activation.
+/// Steps share a loop only if their signatures are equal, since a loop carry has one shape.
+/// The lowering builds every step from its group's signature alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Signature {
+    /// The kind run.
+    pub run: usize,
+    /// Where the weights of `run` come from.
+    pub weights: WeightSource,
+    /// The kind whose weights the step gathers for the next step and carries out; `None`
+    /// without prefetch and at the pass's last step.
+    pub prefetch: Option<usize>,
+    /// The kind of the deferred gradient carried in from the previous step, reduce-scattered
+    /// first; `None` forward, without deferral and at the backward pass's first step.
+    pub pending_grad: Option<usize>,
+    /// What happens to the step's own weight gradient.
+    pub own_grad: OwnGradient,
+}
+
 /// Consecutive steps that share a carry signature, and so one loop.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Group {
-    /// The kind every step runs.
-    pub kind: usize,
     /// Layers in execution order.
     pub layers: Vec<usize>,
     /// The loop shape.
     pub form: LoopForm,
-    /// The shared signature: (kind prefetched for the next step, kind of the pending
-    /// deferred gradient).
-    pub signature: (Option<usize>, Option<usize>),
+    /// The signature every step of the group has.
+    pub signature: Signature,
 }
 
 /// A part of a pass: one group, or an outer loop over repeated blocks.
@@ -128,6 +166,46 @@ pub struct Pass {
     pub segments: Vec<Segment>,
 }
 
+impl Pass {
+    /// The first step: its layer and signature.
+    fn first_step(&self) -> Option<(usize, Signature)> {
+        let g = match self.segments.first()? {
+            Segment::Group(g) => g,
+            Segment::Blocks { groups, .. } => groups.first()?,
+        };
+        Some((*g.layers.first()?, g.signature))
+    }
+
+    /// The last step: its layer and signature.
+    fn last_step(&self) -> Option<(usize, Signature)> {
+        let (g, shift) = match self.segments.last()? {
+            Segment::Group(g) => (g, 0),
+            Segment::Blocks {
+                trips,
+                stride,
+                groups,
+            } => (groups.last()?, (*trips as isize - 1) * stride),
+        };
+        Some(((*g.layers.last()? as isize + shift) as usize, g.signature))
+    }
+
+    /// The layer whose weights are gathered before the pass's first loop, since its step
+    /// runs on carried weights that no earlier step gathered.
+    pub fn prologue_gather(&self) -> Option<usize> {
+        self.first_step()
+            .filter(|(_, sig)| sig.weights == WeightSource::Carried)
+            .map(|(layer, _)| layer)
+    }
+
+    /// The layer whose deferred gradient is reduce-scattered after the pass's last loop,
+    /// since no later step takes it.
+    pub fn epilogue_scatter(&self) -> Option<usize> {
+        self.last_step()
+            .filter(|(_, sig)| sig.own_grad == OwnGradient::Deferred)
+            .map(|(layer, _)| layer)
+    }
+}
+
 /// The forward and backward schedules of a stack.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Plan {
@@ -154,40 +232,36 @@ impl Plan {
     }
 }
 
-/// (kind run, kind prefetched, kind of the pending gradient).
-pub type Signature = (usize, Option<usize>, Option<usize>);
-
 /// A block's groups relative to its first layer: what two blocks must share to share a loop.
-type BlockShape = Vec<(usize, Vec<isize>, LoopForm, (Option<usize>, Option<usize>))>;
+type BlockShape = Vec<(Vec<isize>, LoopForm, Signature)>;
 
-/// The carry signature of the step running `layer`: (kind run, kind prefetched for the next
-/// step, kind of the pending deferred gradient). Steps share a loop only if these are equal.
+/// The carry signature of the step running `layer` in the pass `dir` under `o`: the one place
+/// the options become per-step facts.
 pub fn signature(stack: &Stack, o: PlanOptions, dir: Direction, layer: usize) -> Signature {
     let kind = |l: Option<usize>| l.filter(|&l| l < stack.len()).map(|l| stack.kind_of(l));
-    let (next, prev) = (Some(layer + 1), layer.checked_sub(1));
-    match dir {
-        Direction::Forward => (
-            stack.kind_of(layer),
-            if o.prefetch_fsdp_weights {
-                kind(next)
-            } else {
-                None
-            },
-            None,
-        ),
-        Direction::Backward => (
-            stack.kind_of(layer),
-            if o.prefetch_fsdp_weights {
-                kind(prev)
-            } else {
-                None
-            },
-            if o.defer_grad_reduce_scatter {
-                kind(next)
-            } else {
-                None
-            },
-        ),
+    let (up, down) = (Some(layer + 1), layer.checked_sub(1));
+    // The next step runs the layer above going forward and the one below going backward; a
+    // deferred gradient arrives from the previous step, the layer above.
+    let (next, previous) = match dir {
+        Direction::Forward => (up, None),
+        Direction::Backward => (down, up),
+    };
+    let prefetch = o.prefetch_fsdp_weights;
+    let defer = o.defer_grad_reduce_scatter;
+    Signature {
+        run: stack.kind_of(layer),
+        weights: if prefetch {
+            WeightSource::Carried
+        } else {
+            WeightSource::GatheredAtUse
+        },
+        prefetch: if prefetch { kind(next) } else { None },
+        pending_grad: if defer { kind(previous) } else { None },
+        own_grad: match (dir, defer) {
+            (Direction::Forward, _) => OwnGradient::Absent,
+            (Direction::Backward, false) => OwnGradient::Scattered,
+            (Direction::Backward, true) => OwnGradient::Deferred,
+        },
     }
 }
 
@@ -213,11 +287,7 @@ fn groups(stack: &Stack, o: PlanOptions, dir: Direction, layers: &[usize]) -> Ve
     out
 }
 
-fn make_group(
-    sig: (usize, Option<usize>, Option<usize>),
-    layers: Vec<usize>,
-    o: PlanOptions,
-) -> Group {
+fn make_group(signature: Signature, layers: Vec<usize>, o: PlanOptions) -> Group {
     let n = layers.len();
     let form = match (n, o.unroll) {
         (1, _) => LoopForm::Peeled,
@@ -228,10 +298,9 @@ fn make_group(
         _ => LoopForm::Simple { trips: n },
     };
     Group {
-        kind: sig.0,
         layers,
         form,
-        signature: (sig.1, sig.2),
+        signature,
     }
 }
 
@@ -241,7 +310,6 @@ fn relative(groups: &[Group], base: usize) -> BlockShape {
         .iter()
         .map(|g| {
             (
-                g.kind,
                 g.layers
                     .iter()
                     .map(|&l| l as isize - base as isize)

@@ -1,6 +1,6 @@
 //! Expanding a pass into steps: what each layer's step gathers, reduce-scatters and holds.
 
-use super::schedule::{Direction, Pass, Plan, PlanOptions, Segment};
+use super::schedule::{OwnGradient, Pass, Plan, Segment, Signature, WeightSource};
 
 /// A buffer a step holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -27,12 +27,13 @@ pub struct Step {
 }
 
 impl Pass {
-    /// The layers in execution order, expanding loops.
-    pub fn layer_order(&self) -> Vec<usize> {
+    /// Every step in execution order, expanding loops: the layer it runs and its group's
+    /// signature.
+    pub fn scheduled_steps(&self) -> Vec<(usize, Signature)> {
         let mut out = Vec::new();
         for s in &self.segments {
             match s {
-                Segment::Group(g) => out.extend(&g.layers),
+                Segment::Group(g) => out.extend(g.layers.iter().map(|&l| (l, g.signature))),
                 Segment::Blocks {
                     trips,
                     stride,
@@ -41,7 +42,9 @@ impl Pass {
                     for t in 0..*trips as isize {
                         for g in groups {
                             out.extend(
-                                g.layers.iter().map(|&l| (l as isize + t * stride) as usize),
+                                g.layers
+                                    .iter()
+                                    .map(|&l| ((l as isize + t * stride) as usize, g.signature)),
                             );
                         }
                     }
@@ -50,69 +53,74 @@ impl Pass {
         }
         out
     }
+
+    /// The layers in execution order, expanding loops.
+    pub fn layer_order(&self) -> Vec<usize> {
+        self.scheduled_steps().into_iter().map(|(l, _)| l).collect()
+    }
+
+    /// The pass, step by step, as the lowering builds it from the signatures: the property
+    /// tests check this against the invariants and against the lowered program.
+    pub fn steps(&self) -> Vec<Step> {
+        let scheduled = self.scheduled_steps();
+        scheduled
+            .iter()
+            .enumerate()
+            .map(|(pos, &(layer, sig))| {
+                let next = scheduled.get(pos + 1).map(|&(l, _)| l);
+                let previous = pos.checked_sub(1).map(|p| scheduled[p].0);
+                let mut gathers = Vec::new();
+                let mut start: Vec<Buffer> = vec![Buffer::Gathered(layer)];
+                match sig.weights {
+                    // The first step's carried weights come from the prologue gather.
+                    WeightSource::Carried if pos == 0 => gathers.push(layer),
+                    WeightSource::Carried => {}
+                    WeightSource::GatheredAtUse => gathers.push(layer),
+                }
+                if let (Some(_), Some(nx)) = (sig.prefetch, next) {
+                    gathers.push(nx);
+                    start.push(Buffer::Gathered(nx));
+                }
+                let mut end = start.clone();
+                let mut reduce_scatters = Vec::new();
+                if let (Some(_), Some(prev)) = (sig.pending_grad, previous) {
+                    reduce_scatters.push(prev);
+                    start.push(Buffer::Gradient(prev));
+                }
+                match sig.own_grad {
+                    OwnGradient::Absent => {}
+                    OwnGradient::Scattered => {
+                        end.push(Buffer::Gradient(layer));
+                        reduce_scatters.push(layer);
+                    }
+                    OwnGradient::Deferred => {
+                        end.push(Buffer::Gradient(layer));
+                        // The last step's gradient is scattered by the epilogue.
+                        if next.is_none() {
+                            reduce_scatters.push(layer);
+                        }
+                    }
+                }
+                let live = if end.len() >= start.len() { end } else { start };
+                Step {
+                    layer,
+                    gathers,
+                    reduce_scatters,
+                    live,
+                }
+            })
+            .collect()
+    }
 }
 
 impl Plan {
     /// The forward pass, step by step.
     pub fn forward_steps(&self) -> Vec<Step> {
-        expand(&self.forward, self.options, self.layers)
+        self.forward.steps()
     }
 
     /// The backward pass, step by step.
     pub fn backward_steps(&self) -> Vec<Step> {
-        expand(&self.backward, self.options, self.layers)
+        self.backward.steps()
     }
-}
-
-fn expand(pass: &Pass, o: PlanOptions, n: usize) -> Vec<Step> {
-    let order = pass.layer_order();
-    let backward = pass.direction == Direction::Backward;
-    order
-        .iter()
-        .enumerate()
-        .map(|(pos, &layer)| {
-            let next = order.get(pos + 1).copied();
-            let mut gathers = Vec::new();
-            if o.prefetch_fsdp_weights {
-                if pos == 0 {
-                    gathers.push(layer);
-                }
-                gathers.extend(next);
-            } else {
-                gathers.push(layer);
-            }
-            let mut reduce_scatters = Vec::new();
-            let mut start: Vec<Buffer> = vec![Buffer::Gathered(layer)];
-            let mut end: Vec<Buffer> = vec![Buffer::Gathered(layer)];
-            if o.prefetch_fsdp_weights
-                && let Some(nx) = next
-            {
-                start.push(Buffer::Gathered(nx));
-                end.push(Buffer::Gathered(nx));
-            }
-            if backward {
-                end.push(Buffer::Gradient(layer));
-                if o.defer_grad_reduce_scatter {
-                    // The previous step's gradient is carried in and scattered first.
-                    if let Some(&prev) = pos.checked_sub(1).and_then(|p| order.get(p)) {
-                        reduce_scatters.push(prev);
-                        start.push(Buffer::Gradient(prev));
-                    }
-                    if next.is_none() {
-                        reduce_scatters.push(layer);
-                    }
-                } else {
-                    reduce_scatters.push(layer);
-                }
-            }
-            let live = if end.len() >= start.len() { end } else { start };
-            debug_assert!(layer < n);
-            Step {
-                layer,
-                gathers,
-                reduce_scatters,
-                live,
-            }
-        })
-        .collect()
 }

@@ -1,0 +1,151 @@
+//! The loops a pass becomes: the plan's segments walked in order, each group a loop of its
+//! steps, each block loop a counted loop whose trip shifts the layers of its groups.
+//!
+//! Forward and backward share these combinators: a pass supplies only its state (a
+//! [`Carry`]) and how one step at a symbolic position transforms it.
+
+use crate::builder::{Scope, Tensor};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::plan::{Group, LoopForm, Segment};
+
+use super::state::Carry;
+
+/// Keeps XLA from folding a peeled single-trip loop into its surroundings.
+const KEEP_LOOP: (&str, &str) = ("skip-simplify-while-loops_trip-count-one", "true");
+
+/// Loops of one trip keep their loop (and so the same structure at every depth).
+fn keep_if_single(trips: usize) -> &'static [(&'static str, &'static str)] {
+    if trips == 1 { &[KEEP_LOOP] } else { &[] }
+}
+
+/// The trip counter of the enclosing block loop, if any, and the layer offset per trip.
+#[derive(Clone)]
+pub(super) struct Trip {
+    pub(super) t: Tensor,
+    pub(super) stride: isize,
+}
+
+/// One step of a pass: `(group, enclosing block trip, position in the group, state) → state`.
+pub(super) type StepFn<'a, C> = dyn Fn(&Group, Option<&Trip>, &Tensor, C) -> Result<C> + 'a;
+
+/// Runs a pass's segments in order: each group as its loop of `step`s, each block loop as a
+/// counted loop whose trip shifts the groups' layers.
+pub(super) fn run_pass<C: Carry>(
+    s: &Scope,
+    segments: &[Segment],
+    state: C,
+    step: &StepFn<'_, C>,
+) -> Result<C> {
+    let mut st = state;
+    for seg in segments {
+        st = match seg {
+            Segment::Group(g) => run_group(s, g.form, st, &|q, st| step(g, None, q, st))?,
+            Segment::Blocks {
+                trips,
+                stride,
+                groups,
+            } => counted_loop(s, *trips, st, |t, mut st| {
+                let trip = Trip {
+                    t: t.clone(),
+                    stride: *stride,
+                };
+                for g in groups {
+                    st = run_group(t.scope(), g.form, st, &|q, st| step(g, Some(&trip), q, st))?;
+                }
+                Ok(st)
+            })?,
+        };
+    }
+    Ok(st)
+}
+
+/// `trips` trips of `body(trip counter, state)` in one loop, the counter carried first. A
+/// loop of one trip is marked so XLA keeps it, and so the same structure at every depth.
+fn counted_loop<C: Carry>(
+    s: &Scope,
+    trips: usize,
+    state: C,
+    body: impl FnOnce(&Tensor, C) -> Result<C>,
+) -> Result<C> {
+    let layout = state.layout();
+    let mut carry = vec![s.scalar(0.0, DType::I32)?];
+    carry.extend(state.flatten());
+    let (out, _) = s.scan_with_attributes(
+        &carry,
+        &[],
+        trips,
+        false,
+        keep_if_single(trips),
+        |bs, c, _| {
+            let st = body(&c[0], C::unflatten(&c[1..], &layout))?;
+            let mut next = vec![c[0].add(&bs.scalar(1.0, DType::I32)?)?];
+            next.extend(st.flatten());
+            Ok((next, vec![]))
+        },
+    )?;
+    Ok(C::unflatten(&out[1..], &layout))
+}
+
+/// The loop of one group: `step(position in the group, state)` run `per trip` times per
+/// trip, after one peeled step (in a loop of its own) for an odd ping-pong group; a peeled
+/// group is a [`peeled`] loop.
+fn run_group<C: Carry>(
+    s: &Scope,
+    form: LoopForm,
+    state: C,
+    step: &dyn Fn(&Tensor, C) -> Result<C>,
+) -> Result<C> {
+    let (trips, per_trip, peel) = match form {
+        LoopForm::Simple { trips } => (trips, 1, false),
+        LoopForm::PingPong { trips, peel_first } => (trips, 2, peel_first),
+        LoopForm::Peeled => return peeled(s, state, step),
+    };
+    let mut state = state;
+    if peel {
+        state = counted_loop(s, 1, state, |i, st| step(i, st))?;
+    }
+    let first = i64::from(peel);
+    counted_loop(s, trips, state, |i, mut st| {
+        let bs = i.scope();
+        for j in 0..per_trip {
+            let q = i
+                .mul(&bs.scalar(per_trip as f64, DType::I32)?)?
+                .add(&bs.scalar((first + j) as f64, DType::I32)?)?;
+            st = step(&q, st)?;
+        }
+        Ok(st)
+    })
+}
+
+/// A peeled step: its neighbours run other kinds, so the weights and gradient it takes and
+/// passes on have shapes unlike the ones it computes with. They enter as captured values and
+/// leave as the scanned outputs of a single-trip loop; only the fixed part is carried.
+fn peeled<C: Carry>(s: &Scope, state: C, step: &dyn Fn(&Tensor, C) -> Result<C>) -> Result<C> {
+    let layout_in = state.layout();
+    let mut layout_out = layout_in.clone();
+    let (fixed, by_kind) = state.split();
+    let (out, ys) = single_trip(s, &fixed, |q, c| {
+        let st = step(q, C::join(c, &by_kind, &layout_in))?;
+        layout_out = st.layout();
+        Ok(st.split())
+    })?;
+    Ok(C::join(&out, &ys, &layout_out))
+}
+
+/// A single-trip loop (marked so XLA keeps it) over `carry`, whose body also returns values
+/// of another shape than the carry; those leave as the loop's scanned outputs.
+fn single_trip(
+    s: &Scope,
+    carry: &[Tensor],
+    body: impl FnOnce(&Tensor, &[Tensor]) -> Result<(Vec<Tensor>, Vec<Tensor>)>,
+) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
+    let (out, ys) = s.scan_with_attributes(carry, &[], 1, false, &[KEEP_LOOP], |bs, c, _| {
+        body(&bs.scalar(0.0, DType::I32)?, c)
+    })?;
+    let ys = ys
+        .iter()
+        .map(|y| y.reshape(&y.dims()[1..]))
+        .collect::<Result<_>>()?;
+    Ok((out, ys))
+}

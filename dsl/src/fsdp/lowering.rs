@@ -1,0 +1,263 @@
+//! The lowering's context and its primitives: addressing a layer's row in the stacked
+//! slabs, all-gathering a layer's weights, reducing and storing its gradient.
+//!
+//! The passes ([`super::pass`]) are written in these terms; every collective of the stack
+//! is issued here.
+
+use crate::autodiff::vjp;
+use crate::builder::{Scope, Tensor};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::ir::{Axis, Function};
+use crate::ops::optimization_barrier;
+use crate::plan::{Plan, Stack};
+
+use super::loops::Trip;
+use super::model::{ParamSpec, StackModel};
+use super::step::GradientReduction;
+
+/// `base + per_step · q + per_trip · t`: a layer's row in its kind's stacked weights, as a
+/// function of the step's position `q` in its group and the block loop's trip `t`.
+#[derive(Clone, Copy, Debug)]
+struct Index {
+    base: i64,
+    per_step: i64,
+    per_trip: i64,
+}
+
+impl Index {
+    fn eval(self, s: &Scope, q: &Tensor, t: Option<&Tensor>) -> Result<Tensor> {
+        let mut v = s.scalar(self.base as f64, DType::I32)?;
+        if self.per_step != 0 {
+            v = v.add(&q.mul(&s.scalar(self.per_step as f64, DType::I32)?)?)?;
+        }
+        if let (Some(t), true) = (t, self.per_trip != 0) {
+            v = v.add(&t.mul(&s.scalar(self.per_trip as f64, DType::I32)?)?)?;
+        }
+        Ok(v)
+    }
+}
+
+/// Start indices `[row, 0, 0, …]` addressing one row of a stacked tensor of rank `1 + rest`.
+pub(super) fn row_starts<'t>(row: &'t Tensor, zero: &'t Tensor, rest: usize) -> Vec<&'t Tensor> {
+    let mut starts = vec![row];
+    starts.extend(std::iter::repeat_n(zero, rest));
+    starts
+}
+
+/// What lowering one model under one plan needs throughout: the model, the plan whose
+/// groups and signatures decide every step, the mesh axis, and the traced layer functions.
+pub(super) struct Lowering<'a> {
+    pub(super) model: &'a StackModel,
+    pub(super) plan: &'a Plan,
+    pub(super) axis: Axis,
+    /// Devices on the axis.
+    pub(super) n: usize,
+    /// Per kind: `(activation, weights…) → activation`.
+    layers: Vec<Function>,
+    /// Per kind: `(activation, weights…, d activation) → (d activation, d weights…)`.
+    layer_vjps: Vec<Function>,
+    reduction: GradientReduction,
+}
+
+impl<'a> Lowering<'a> {
+    pub(super) fn new(
+        model: &'a StackModel,
+        plan: &'a Plan,
+        axis: &Axis,
+        reduction: GradientReduction,
+    ) -> Result<Self> {
+        let mut layers = Vec::new();
+        let mut layer_vjps = Vec::new();
+        for kind in &model.kinds {
+            let s = Scope::new(&kind.name);
+            let h = s.param(model.activation.clone());
+            let w: Vec<Tensor> = kind.params.iter().map(|p| s.param(p.full_type())).collect();
+            let out = (kind.forward)(&h, &w)?;
+            if out.ty() != &model.activation {
+                return Err(Error::invalid(
+                    "fsdp",
+                    format!(
+                        "layer `{}` maps the activation {} to {}; layers must keep its type",
+                        kind.name,
+                        model.activation,
+                        out.ty()
+                    ),
+                ));
+            }
+            let f = s.finish(&[out])?;
+            layer_vjps.push(vjp(&f)?);
+            layers.push(f);
+        }
+        Ok(Lowering {
+            model,
+            plan,
+            axis: axis.clone(),
+            n: axis.size,
+            layers,
+            layer_vjps,
+            reduction,
+        })
+    }
+
+    pub(super) fn kinds(&self) -> usize {
+        self.model.kinds.len()
+    }
+
+    pub(super) fn stack(&self) -> &Stack {
+        &self.model.stack
+    }
+
+    /// Layers of `kind` in one block (the row offset between two block-loop trips).
+    fn per_block(&self, kind: usize) -> i64 {
+        let st = self.stack();
+        let p = st.prefix_len();
+        (0..st.block_len())
+            .filter(|&i| st.kind_of(p + i) == kind)
+            .count() as i64
+    }
+
+    /// The row in its kind's stack of the layer `layer + step_dir · q`, shifted by the trip:
+    /// the layer a step at position `q` of a group starting at `layer` runs.
+    pub(super) fn row(
+        &self,
+        layer: usize,
+        step_dir: i64,
+        trip: Option<&Trip>,
+        q: &Tensor,
+    ) -> Result<Tensor> {
+        let kind = self.stack().kind_of(layer);
+        let per_trip = trip.map_or(0, |tr| tr.stride.signum() as i64 * self.per_block(kind));
+        let index = Index {
+            base: self.stack().index_in_kind(layer) as i64,
+            per_step: step_dir,
+            per_trip,
+        };
+        index.eval(&q.scope().clone(), q, trip.map(|tr| &tr.t))
+    }
+
+    /// The row of a fixed layer, outside any loop.
+    pub(super) fn fixed_row(&self, s: &Scope, layer: usize) -> Result<Tensor> {
+        s.scalar(self.stack().index_in_kind(layer) as f64, DType::I32)
+    }
+
+    /// All-gathers one layer's weights (natural layout) from the stacked slabs.
+    pub(super) fn gather(
+        &self,
+        kind: usize,
+        row: &Tensor,
+        shards: &[Tensor],
+    ) -> Result<Vec<Tensor>> {
+        let s = row.scope().clone();
+        let zero = s.scalar(0.0, DType::I32)?;
+        self.model.kinds[kind]
+            .params
+            .iter()
+            .zip(shards)
+            .map(|(spec, stacked)| {
+                let local = spec.local_dims(self.n);
+                let starts = row_starts(row, &zero, local.len());
+                let mut sizes = vec![1];
+                sizes.extend(&local);
+                let slab = stacked.dynamic_slice(&starts, &sizes)?.reshape(&local)?;
+                match spec.shard_dim {
+                    None => Ok(slab),
+                    Some(_) => slab
+                        .all_gather(0, &self.axis)?
+                        .transpose(&spec.shard_major_to_natural()),
+                }
+            })
+            .collect()
+    }
+
+    /// All-gathers the weights of a fixed layer (the prologue of a pass).
+    pub(super) fn gather_layer(
+        &self,
+        s: &Scope,
+        layer: usize,
+        stacked: &[Vec<Tensor>],
+    ) -> Result<Vec<Tensor>> {
+        let kind = self.stack().kind_of(layer);
+        let row = self.fixed_row(s, layer)?;
+        self.gather(kind, &row, &stacked[kind])
+    }
+
+    /// Reduces a per-device gradient to this device's slab: a reduce-scatter along the
+    /// shard-major dimension 0 (summing, never slicing), or a psum for a replicated parameter.
+    pub(super) fn reduce(&self, spec: &ParamSpec, grad: &Tensor) -> Result<Tensor> {
+        match (spec.shard_dim, self.reduction) {
+            (None, _) => grad.psum(&self.axis),
+            (Some(_), GradientReduction::ReduceScatter) => grad
+                .transpose(&spec.natural_to_shard_major())?
+                .reduce_scatter(0, &self.axis),
+            (Some(_), GradientReduction::SliceUnreduced) => {
+                let major = grad.transpose(&spec.natural_to_shard_major())?;
+                let s = grad.scope().clone();
+                let slab = major.dims()[0] / self.n as i64;
+                let start = s
+                    .axis_index(&self.axis)?
+                    .mul(&s.scalar(slab as f64, DType::I32)?)?;
+                let zero = s.scalar(0.0, DType::I32)?;
+                let starts = row_starts(&start, &zero, major.rank() - 1);
+                let mut sizes = major.dims().to_vec();
+                sizes[0] = slab;
+                major.dynamic_slice(&starts, &sizes)
+            }
+        }
+    }
+
+    /// Writes one layer's reduced gradient slabs into the kind's stacked gradients.
+    pub(super) fn store(
+        &self,
+        kind: usize,
+        row: &Tensor,
+        grads: &[Tensor],
+        acc: &mut [Tensor],
+    ) -> Result<()> {
+        let s = row.scope().clone();
+        let zero = s.scalar(0.0, DType::I32)?;
+        for ((spec, g), a) in self.model.kinds[kind]
+            .params
+            .iter()
+            .zip(grads)
+            .zip(acc.iter_mut())
+        {
+            let slab = self.reduce(spec, g)?;
+            let starts = row_starts(row, &zero, slab.rank());
+            *a = a.dynamic_update_slice(&slab.expand_dims(0)?, &starts)?;
+        }
+        Ok(())
+    }
+
+    /// Ties `values` to `anchor` so that nothing reading them starts before `anchor` exists.
+    pub(super) fn tie(&self, anchor: &Tensor, values: &[Tensor]) -> Result<(Tensor, Vec<Tensor>)> {
+        let mut all = vec![anchor];
+        all.extend(values.iter());
+        let mut out = optimization_barrier(&all)?;
+        let rest = out.split_off(1);
+        Ok((out.remove(0), rest))
+    }
+
+    /// Runs a layer of kind `k` on `h` with its gathered weights `w`.
+    pub(super) fn run_layer(&self, k: usize, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
+        let mut args = vec![h.clone()];
+        args.extend(w.iter().cloned());
+        Ok(h.scope().inline(&self.layers[k], &args)?.remove(0))
+    }
+
+    /// Differentiates a layer of kind `k` at its input `x` with its gathered weights `w`:
+    /// `(d input, d weights…)` for the cotangent `dh`.
+    pub(super) fn layer_vjp(
+        &self,
+        k: usize,
+        x: Tensor,
+        w: Vec<Tensor>,
+        dh: Tensor,
+    ) -> Result<Vec<Tensor>> {
+        let s = x.scope().clone();
+        let mut args = vec![x];
+        args.extend(w);
+        args.push(dh);
+        s.inline(&self.layer_vjps[k], &args)
+    }
+}

@@ -1,0 +1,222 @@
+//! The forward and backward passes over the stack, step by step.
+//!
+//! Every decision a step takes (gather its weights or take them from the carry, prefetch
+//! which kind, scatter which gradient when) is read from its group's
+//! [`Signature`](crate::plan::Signature), and the prologue and epilogue around a pass from
+//! the [`Pass`](crate::plan::Pass): the plan is the one source, the options it was made from
+//! are not consulted here.
+
+use crate::builder::{Scope, Tensor};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::plan::{Group, OwnGradient, WeightSource};
+
+use super::loops::{Trip, run_pass};
+use super::lowering::{Lowering, row_starts};
+use super::state::{BwdState, FwdState};
+
+/// Layer offset from one step to the next going forward.
+const UP: i64 = 1;
+/// Layer offset from one step to the next going backward.
+const DOWN: i64 = -1;
+
+impl Lowering<'_> {
+    /// Runs the stack forward; returns the last activation and the saved layer inputs per
+    /// kind (`[layers of kind, activation…]`).
+    pub(super) fn forward(
+        &self,
+        s: &Scope,
+        h0: &Tensor,
+        stacked: &[Vec<Tensor>],
+    ) -> Result<(Tensor, Vec<Tensor>)> {
+        let saved: Vec<Tensor> = (0..self.kinds())
+            .map(|k| {
+                let mut dims = vec![self.stack().layers_of_kind(k) as i64];
+                dims.extend(&self.model.activation.dims);
+                s.full(0.0, self.model.activation.with_dims(dims))
+            })
+            .collect::<Result<_>>()?;
+        let w = match self.plan.forward.prologue_gather() {
+            Some(layer) => self.gather_layer(s, layer, stacked)?,
+            None => Vec::new(),
+        };
+        let st = FwdState {
+            h: h0.clone(),
+            w,
+            saved,
+        };
+        let st = run_pass(s, &self.plan.forward.segments, st, &|g, trip, q, st| {
+            self.forward_step(g, q, trip, st, stacked)
+        })?;
+        Ok((st.h, st.saved))
+    }
+
+    /// One forward step at position `q` of group `g`: save the input, take this layer's
+    /// weights and gather the next layer's, run the layer.
+    fn forward_step(
+        &self,
+        g: &Group,
+        q: &Tensor,
+        trip: Option<&Trip>,
+        st: FwdState,
+        stacked: &[Vec<Tensor>],
+    ) -> Result<FwdState> {
+        let s = q.scope().clone();
+        let k = g.signature.run;
+        let FwdState { h, w, mut saved } = st;
+        let row = self.row(g.layers[0], UP, trip, q)?;
+        let zero = s.scalar(0.0, DType::I32)?;
+        let starts = row_starts(&row, &zero, h.rank());
+        saved[k] = saved[k].dynamic_update_slice(&h.expand_dims(0)?, &starts)?;
+        let (w_now, w_next) = self.step_weights(g, q, trip, &row, &h, w, stacked, UP)?;
+        Ok(FwdState {
+            h: self.run_layer(k, &h, &w_now)?,
+            w: w_next,
+            saved,
+        })
+    }
+
+    /// The weights a step runs on, from the carry or gathered now, and those it gathers for
+    /// the next step. The gather ahead is tied to `anchor`, the step's input: it may not
+    /// start before the previous layer's last read of the buffer it replaces.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a step's position in the loop nest, its state and the stacked slabs"
+    )]
+    fn step_weights(
+        &self,
+        g: &Group,
+        q: &Tensor,
+        trip: Option<&Trip>,
+        row: &Tensor,
+        anchor: &Tensor,
+        carried: Vec<Tensor>,
+        stacked: &[Vec<Tensor>],
+        step_dir: i64,
+    ) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
+        let sig = g.signature;
+        let now = match sig.weights {
+            WeightSource::Carried => carried,
+            WeightSource::GatheredAtUse => self.gather(sig.run, row, &stacked[sig.run])?,
+        };
+        let next = match sig.prefetch {
+            None => Vec::new(),
+            Some(kn) => {
+                let (_, shards) = self.tie(anchor, &stacked[kn])?;
+                let next_layer = g.layers[0].wrapping_add_signed(step_dir as isize);
+                let next_row = self.row(next_layer, step_dir, trip, q)?;
+                self.gather(kn, &next_row, &shards)?
+            }
+        };
+        Ok((now, next))
+    }
+
+    /// Runs the stack backward from `dh`; returns the activation cotangent at the stack's
+    /// input and the stacked gradient slabs per kind.
+    pub(super) fn backward(
+        &self,
+        s: &Scope,
+        dh: &Tensor,
+        stacked: &[Vec<Tensor>],
+        saved: &[Tensor],
+    ) -> Result<(Tensor, Vec<Vec<Tensor>>)> {
+        // Tie the parameters to the incoming cotangent: the first backward gathers cannot be
+        // hoisted into the forward pass.
+        let flat: Vec<Tensor> = stacked.iter().flatten().cloned().collect();
+        let (dh, tied) = self.tie(dh, &flat)?;
+        let mut it = tied.into_iter();
+        let stacked: Vec<Vec<Tensor>> = stacked
+            .iter()
+            .map(|k| {
+                k.iter()
+                    .map(|_| it.next().expect("one tied value per slab"))
+                    .collect()
+            })
+            .collect();
+        let grads: Vec<Vec<Tensor>> = stacked
+            .iter()
+            .map(|k| k.iter().map(Tensor::zeros_like).collect::<Result<Vec<_>>>())
+            .collect::<Result<_>>()?;
+        let pass = &self.plan.backward;
+        let w = match pass.prologue_gather() {
+            Some(layer) => self.gather_layer(s, layer, &stacked)?,
+            None => Vec::new(),
+        };
+        let st = BwdState {
+            dh,
+            w,
+            pending: Vec::new(),
+            grads,
+        };
+        let st = run_pass(s, &pass.segments, st, &|g, trip, q, st| {
+            self.backward_step(g, q, trip, st, &stacked, saved)
+        })?;
+        let BwdState {
+            dh,
+            pending,
+            mut grads,
+            ..
+        } = st;
+        if let Some(layer) = pass.epilogue_scatter() {
+            // The last step carried its gradient out of the pass.
+            let row = self.fixed_row(s, layer)?;
+            let k = self.stack().kind_of(layer);
+            self.store(k, &row, &pending, &mut grads[k])?;
+        }
+        Ok((dh, grads))
+    }
+
+    /// One backward step at position `q` of group `g` (layers descending): scatter the
+    /// gradient carried in, take this layer's weights and gather the next (lower) layer's,
+    /// recompute the layer from its saved input and differentiate it.
+    fn backward_step(
+        &self,
+        g: &Group,
+        q: &Tensor,
+        trip: Option<&Trip>,
+        st: BwdState,
+        stacked: &[Vec<Tensor>],
+        saved: &[Tensor],
+    ) -> Result<BwdState> {
+        let s = q.scope().clone();
+        let base = g.layers[0];
+        let k = g.signature.run;
+        let BwdState {
+            dh,
+            w,
+            pending,
+            mut grads,
+        } = st;
+        if let Some(kp) = g.signature.pending_grad {
+            // The previous step ran the layer above.
+            let row = self.row(base + 1, DOWN, trip, q)?;
+            self.store(kp, &row, &pending, &mut grads[kp])?;
+        }
+        let row = self.row(base, DOWN, trip, q)?;
+        let (w_now, w_next) = self.step_weights(g, q, trip, &row, &dh, w, stacked, DOWN)?;
+        let zero = s.scalar(0.0, DType::I32)?;
+        let act = &self.model.activation;
+        let starts = row_starts(&row, &zero, act.rank());
+        let mut sizes = vec![1];
+        sizes.extend(&act.dims);
+        let x = saved[k]
+            .dynamic_slice(&starts, &sizes)?
+            .reshape(&act.dims)?;
+        let mut d = self.layer_vjp(k, x, w_now, dh)?;
+        let dx = d.remove(0);
+        let pending = match g.signature.own_grad {
+            OwnGradient::Deferred => d,
+            // A backward step always has a gradient; `Absent` describes forward steps.
+            OwnGradient::Scattered | OwnGradient::Absent => {
+                self.store(k, &row, &d, &mut grads[k])?;
+                Vec::new()
+            }
+        };
+        Ok(BwdState {
+            dh: dx,
+            w: w_next,
+            pending,
+            grads,
+        })
+    }
+}

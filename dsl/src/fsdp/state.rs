@@ -1,0 +1,147 @@
+//! The state a pass threads through its loops, and how it travels as a loop carry.
+//!
+//! A loop carry is a flat list of tensors of one fixed shape, so each state knows how to
+//! flatten itself and split the list again. Part of a state has a shape that depends on the
+//! kind of the layer a step runs (the gathered weights, the pending deferred gradient); a
+//! peeled step, whose neighbours run another kind, passes that part around its loop's carry
+//! instead of through it.
+
+use crate::builder::Tensor;
+
+/// A loop carry that travels as a flat list of tensors.
+pub(super) trait Carry: Sized {
+    /// What [`Carry::unflatten`] and [`Carry::join`] need to split the list again.
+    type Layout: Clone;
+    fn layout(&self) -> Self::Layout;
+    fn flatten(&self) -> Vec<Tensor>;
+    fn unflatten(v: &[Tensor], layout: &Self::Layout) -> Self;
+    /// The state as `(fixed, by_kind)`: the values whose shapes are the same at every step,
+    /// and those whose shapes follow the kind run or prefetched.
+    fn split(self) -> (Vec<Tensor>, Vec<Tensor>);
+    /// The inverse of [`Carry::split`].
+    fn join(fixed: &[Tensor], by_kind: &[Tensor], layout: &Self::Layout) -> Self;
+}
+
+/// The forward state: the activation, the gathered weights of the layer about to run, and
+/// the saved layer inputs per kind.
+pub(super) struct FwdState {
+    pub(super) h: Tensor,
+    pub(super) w: Vec<Tensor>,
+    pub(super) saved: Vec<Tensor>,
+}
+
+impl Carry for FwdState {
+    /// The number of gathered weights.
+    type Layout = usize;
+
+    fn layout(&self) -> usize {
+        self.w.len()
+    }
+
+    fn flatten(&self) -> Vec<Tensor> {
+        let mut v = vec![self.h.clone()];
+        v.extend(self.w.iter().cloned());
+        v.extend(self.saved.iter().cloned());
+        v
+    }
+
+    fn unflatten(v: &[Tensor], nw: &usize) -> Self {
+        FwdState {
+            h: v[0].clone(),
+            w: v[1..1 + nw].to_vec(),
+            saved: v[1 + nw..].to_vec(),
+        }
+    }
+
+    fn split(self) -> (Vec<Tensor>, Vec<Tensor>) {
+        let mut fixed = vec![self.h];
+        fixed.extend(self.saved);
+        (fixed, self.w)
+    }
+
+    fn join(fixed: &[Tensor], by_kind: &[Tensor], _: &usize) -> Self {
+        FwdState {
+            h: fixed[0].clone(),
+            w: by_kind.to_vec(),
+            saved: fixed[1..].to_vec(),
+        }
+    }
+}
+
+/// The backward state: activation cotangent, gathered weights of the layer about to run,
+/// the pending deferred gradient, and the stacked gradient slabs per kind.
+pub(super) struct BwdState {
+    pub(super) dh: Tensor,
+    pub(super) w: Vec<Tensor>,
+    pub(super) pending: Vec<Tensor>,
+    pub(super) grads: Vec<Vec<Tensor>>,
+}
+
+/// Lengths of a flattened [`BwdState`].
+#[derive(Clone)]
+pub(super) struct BwdLayout {
+    w: usize,
+    pending: usize,
+    grads: Vec<usize>,
+}
+
+impl Carry for BwdState {
+    type Layout = BwdLayout;
+
+    fn layout(&self) -> BwdLayout {
+        BwdLayout {
+            w: self.w.len(),
+            pending: self.pending.len(),
+            grads: self.grads.iter().map(Vec::len).collect(),
+        }
+    }
+
+    fn flatten(&self) -> Vec<Tensor> {
+        let mut v = vec![self.dh.clone()];
+        v.extend(self.w.iter().cloned());
+        v.extend(self.pending.iter().cloned());
+        v.extend(self.grads.iter().flatten().cloned());
+        v
+    }
+
+    fn unflatten(v: &[Tensor], l: &BwdLayout) -> Self {
+        let w = v[1..1 + l.w].to_vec();
+        let pending = v[1 + l.w..1 + l.w + l.pending].to_vec();
+        BwdState {
+            dh: v[0].clone(),
+            w,
+            pending,
+            grads: regroup(&v[1 + l.w + l.pending..], &l.grads),
+        }
+    }
+
+    fn split(self) -> (Vec<Tensor>, Vec<Tensor>) {
+        let mut fixed = vec![self.dh];
+        fixed.extend(self.grads.into_iter().flatten());
+        let mut by_kind = self.w;
+        by_kind.extend(self.pending);
+        (fixed, by_kind)
+    }
+
+    fn join(fixed: &[Tensor], by_kind: &[Tensor], l: &BwdLayout) -> Self {
+        BwdState {
+            dh: fixed[0].clone(),
+            w: by_kind[..l.w].to_vec(),
+            pending: by_kind[l.w..].to_vec(),
+            grads: regroup(&fixed[1..], &l.grads),
+        }
+    }
+}
+
+/// Splits `flat` into consecutive lists of the given lengths.
+fn regroup(flat: &[Tensor], sizes: &[usize]) -> Vec<Vec<Tensor>> {
+    let mut at = 0;
+    sizes
+        .iter()
+        .map(|&n| {
+            let g = flat[at..at + n].to_vec();
+            at += n;
+            g
+        })
+        .collect()
+}
