@@ -33,6 +33,7 @@ pub mod fsdp;
 mod infer;
 pub mod ir;
 pub mod layer;
+pub mod layout;
 pub mod nn;
 mod ops;
 pub mod plan;
