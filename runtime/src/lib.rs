@@ -31,6 +31,7 @@ pub mod mesh;
 )]
 mod pjrt;
 pub mod plugin;
+pub mod rng;
 pub mod shard;
 mod signature;
 pub mod train;
