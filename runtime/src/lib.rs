@@ -34,6 +34,8 @@ pub mod plugin;
 pub mod rng;
 pub mod shard;
 mod signature;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod train;
 
 pub use compile_options::CompileOptions;
