@@ -33,6 +33,7 @@ pub mod fsdp;
 mod infer;
 pub mod ir;
 pub mod layer;
+pub mod layout;
 mod lower;
 pub mod nn;
 mod ops;

@@ -14,6 +14,7 @@ use std::rc::Rc;
 use stackscan::fsdp::{Init, InputSpec, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
 use stackscan::plan::Stack;
 use stackscan::{DType, DotDims, Error, Result, Tensor, TensorType, nn};
+use stackscan_runtime::rng::Rng;
 
 /// Sizes of a Llama-style model.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -223,15 +224,8 @@ pub fn model(c: &LlamaConfig) -> Result<StackModel> {
 /// row-specific stride (mod vocab), so the next token follows from the previous two. Returns
 /// `(tokens, labels)` for `rows` rows, labels being tokens shifted by one.
 pub fn synthetic_batch(c: &LlamaConfig, rows: i64, seed: u64) -> (Vec<i32>, Vec<i32>) {
-    let mut state = seed
-        .wrapping_mul(6_364_136_223_846_793_005)
-        .wrapping_add(1_442_695_040_888_963_407);
-    let mut next = || {
-        state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (state >> 33) as i64
-    };
+    let mut rng = Rng::new(seed);
+    let mut next = || (rng.next_u64() >> 33) as i64;
     let mut tokens = Vec::new();
     let mut labels = Vec::new();
     for _ in 0..rows {

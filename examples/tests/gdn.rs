@@ -9,11 +9,11 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
-use std::sync::OnceLock;
-
 use stackscan::{DType, Function, Program, Scope, Tensor, TensorType};
 use stackscan_examples::gdn::{gdn_chunked, gdn_recurrent};
-use stackscan_runtime::{Buffer, Client, ClientOptions, Executable, Mesh, Plugin};
+use stackscan_runtime::rng::Rng;
+use stackscan_runtime::testing as common;
+use stackscan_runtime::{Buffer, Client, Executable, Mesh};
 
 /// The tiny config's GDN head size and sequence; heads reduced to 2.
 const T: i64 = 64;
@@ -21,33 +21,6 @@ const H: i64 = 2;
 const DK: i64 = 32;
 const DV: i64 = 32;
 const CHUNK: usize = 16;
-
-fn client() -> Client {
-    static PLUGIN: OnceLock<Plugin> = OnceLock::new();
-    let plugin = PLUGIN
-        .get_or_init(|| Plugin::load(stackscan_runtime::plugin::resolve("cpu").unwrap()).unwrap());
-    Client::new(plugin, &ClientOptions::cpu(1)).unwrap()
-}
-
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn uniform(&mut self, lo: f64, hi: f64, n: usize) -> Vec<f64> {
-        (0..n)
-            .map(|_| {
-                self.0 ^= self.0 << 13;
-                self.0 ^= self.0 >> 7;
-                self.0 ^= self.0 << 17;
-                lo + (hi - lo) * ((self.0 >> 11) as f64 / (1u64 << 53) as f64)
-            })
-            .collect()
-    }
-}
 
 /// Host values of one argument, row-major, with its dimensions.
 #[derive(Clone, Debug)]
@@ -217,7 +190,7 @@ fn host_reference(args: &[Arg]) -> Vec<f64> {
 
 #[test]
 fn chunked_output_matches_recurrent_f32() {
-    let client = client();
+    let client = common::cpu_client(1);
     let args = inputs(1, (-0.3, 0.0));
     let recurrent = &run(
         &client,
@@ -241,7 +214,7 @@ fn chunked_output_matches_recurrent_f32() {
 
 #[test]
 fn every_chunk_size_matches_recurrent_f64() {
-    let client = client();
+    let client = common::cpu_client(1);
     let args = inputs(2, (-0.3, 0.0));
     let recurrent = &run(
         &client,
@@ -262,7 +235,7 @@ fn every_chunk_size_matches_recurrent_f64() {
 
 #[test]
 fn chunked_gradients_match_recurrent_f64() {
-    let client = client();
+    let client = common::cpu_client(1);
     let mut args = inputs(3, (-0.3, 0.0));
     let mut rng = Rng::new(4);
     args.push(Arg {
@@ -325,7 +298,7 @@ fn chunked_gradients_match_recurrent_f64() {
 /// gradient, whose `exp` rule multiplies the zero cotangent by `inf`.
 #[test]
 fn strong_decay_gives_no_nan_f32() {
-    let client = client();
+    let client = common::cpu_client(1);
     let mut args = inputs(5, (-40.0, -20.0));
     let mut rng = Rng::new(6);
     args.push(Arg {
@@ -379,7 +352,7 @@ fn bad_shapes_are_typed_errors() {
 /// value heads, exactly as if its q and k were repeated, and the forms still agree.
 #[test]
 fn grouped_key_heads_serve_consecutive_value_heads_f64() {
-    let client = client();
+    let client = common::cpu_client(1);
     let full = inputs(4, (-0.3, 0.0));
     let (t, dk) = (T as usize, DK as usize);
     // Key head 0 of q and k, shape [T, 1, DK].

@@ -7,8 +7,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
-#[path = "../../runtime/tests/common/mod.rs"]
-mod common;
+use stackscan_runtime::testing as common;
 
 use common::fsdp::{check_every_option_set, fixture};
 use common::graph::{Arg, Data};

@@ -8,8 +8,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
-#[path = "../../runtime/tests/common/mod.rs"]
-mod common;
+use stackscan_runtime::testing as common;
 
 use common::fsdp::{assert_close, fixture, run_step};
 use common::graph::{Arg, Data, Rng};

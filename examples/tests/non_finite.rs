@@ -8,8 +8,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
-#[path = "../../runtime/tests/common/mod.rs"]
-mod common;
+use stackscan_runtime::testing as common;
 
 use std::cell::Cell;
 use std::rc::Rc;

@@ -6,8 +6,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
-#[path = "../../runtime/tests/common/mod.rs"]
-mod common;
+use stackscan_runtime::testing as common;
 
 use stackscan::Axis;
 use stackscan::fsdp::train_step;

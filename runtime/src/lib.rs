@@ -32,8 +32,11 @@ pub mod mesh;
 mod pjrt;
 pub mod plugin;
 mod program;
+pub mod rng;
 pub mod shard;
 mod signature;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod train;
 
 pub use compile_options::CompileOptions;

@@ -16,52 +16,9 @@
 //! ```
 
 use stackscan::fsdp::ParamSpec;
+pub use stackscan::layout::permute;
 
 use crate::error::{Error, Result};
-
-/// Row-major strides of `dims`.
-fn strides(dims: &[i64]) -> Vec<usize> {
-    let mut s = vec![1usize; dims.len()];
-    for i in (0..dims.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * dims[i + 1] as usize;
-    }
-    s
-}
-
-/// Permutes the dimensions of a row-major array: result dimension `i` is input `perm[i]`.
-pub fn permute<T: Copy + Default>(data: &[T], dims: &[i64], perm: &[usize]) -> Vec<T> {
-    let out_dims: Vec<i64> = perm.iter().map(|&p| dims[p]).collect();
-    let in_strides = strides(dims);
-    let out_strides = strides(&out_dims);
-    let mut out = vec![T::default(); data.len()];
-    for (o, slot) in out.iter_mut().enumerate() {
-        let mut src = 0;
-        for (i, &p) in perm.iter().enumerate() {
-            let idx = (o / out_strides[i]) % out_dims[i].max(1) as usize;
-            src += idx * in_strides[p];
-        }
-        *slot = data[src];
-    }
-    out
-}
-
-fn inverse(perm: &[usize]) -> Vec<usize> {
-    let mut inv = vec![0; perm.len()];
-    for (i, &p) in perm.iter().enumerate() {
-        inv[p] = i;
-    }
-    inv
-}
-
-/// `natural → shard-major` permutation of a parameter.
-fn to_major(spec: &ParamSpec) -> Vec<usize> {
-    match spec.shard_dim {
-        None => (0..spec.shape.len()).collect(),
-        Some(d) => std::iter::once(d)
-            .chain((0..spec.shape.len()).filter(|&i| i != d))
-            .collect(),
-    }
-}
 
 fn elements(spec: &ParamSpec) -> usize {
     spec.shape.iter().product::<i64>().max(0) as usize
@@ -109,7 +66,11 @@ pub fn shard<T: Copy + Default>(
     let per = elements(spec);
     let mut out = vec![Vec::with_capacity(full.len() / n); n];
     for l in 0..layers {
-        let major = permute(&full[l * per..(l + 1) * per], &spec.shape, &to_major(spec));
+        let major = permute(
+            &full[l * per..(l + 1) * per],
+            &spec.shape,
+            &spec.natural_to_shard_major(),
+        );
         match spec.shard_dim {
             None => out.iter_mut().for_each(|o| o.extend_from_slice(&major)),
             Some(_) => {
@@ -142,7 +103,7 @@ pub fn unshard<T: Copy + Default>(
     }
     let per = elements(spec);
     let major_dims = spec.shard_major_dims();
-    let back = inverse(&to_major(spec));
+    let back = spec.shard_major_to_natural();
     let mut out = Vec::with_capacity(layers * per);
     for l in 0..layers {
         let major: Vec<T> = match spec.shard_dim {

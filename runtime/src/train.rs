@@ -34,6 +34,7 @@ use stackscan::{Axis, DType};
 use crate::error::{Error, Result};
 use crate::mesh::Mesh;
 use crate::pjrt::{Buffer, Client, CompiledMemoryStats, Executable};
+use crate::rng::Rng;
 use crate::shard::shard;
 
 pub use input::HostInput;
@@ -81,30 +82,7 @@ pub struct Trainer {
     compile_seconds: f64,
 }
 
-/// A deterministic generator (SplitMix64) for initialisation.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn uniform(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box–Muller).
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.uniform(), self.uniform());
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    }
-}
-
-fn init_values(spec: &ParamSpec, count: usize, rng: &mut SplitMix) -> Vec<f32> {
+fn init_values(spec: &ParamSpec, count: usize, rng: &mut Rng) -> Vec<f32> {
     match spec.init {
         Init::Normal(std) => (0..count).map(|_| (rng.normal() * std) as f32).collect(),
         Init::Ones => vec![1.0; count],
@@ -144,7 +122,7 @@ impl Trainer {
         let exe = client.compile_program(&program, mesh)?;
         let compile_seconds = started.elapsed().as_secs_f64();
 
-        let mut rng = SplitMix(seed);
+        let mut rng = Rng::new(seed);
         let mut state: Vec<Vec<Buffer>> = (0..n).map(|_| Vec::new()).collect();
         let mut moments: Vec<Vec<f32>> = Vec::new();
         let types = program.main().param_types();

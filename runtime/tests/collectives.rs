@@ -13,7 +13,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
-mod common;
+use stackscan_runtime::testing as common;
 
 use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, ProgramForm};
 

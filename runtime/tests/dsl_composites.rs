@@ -6,7 +6,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
-mod common;
+use stackscan_runtime::testing as common;
 
 use common::graph::{Arg, Compiled, Data, Rng, TOL, check_vjp, float_arg, function, int_arg};
 use stackscan::{DType, TensorType, nn};

@@ -6,7 +6,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
-mod common;
+use stackscan_runtime::testing as common;
 
 use std::path::PathBuf;
 use std::process::Command;

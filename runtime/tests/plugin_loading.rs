@@ -6,8 +6,6 @@
 //! process — this same binary, running one `#[ignore]`d test — and the parent checks how the
 //! child ended: a signal fails the test with its name instead of killing the run.
 
-mod common;
-
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;

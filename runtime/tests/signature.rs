@@ -7,7 +7,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
-mod common;
+use stackscan_runtime::testing as common;
 
 use stackscan::{Axis, Program, Scope, Sharding};
 use stackscan_runtime::{

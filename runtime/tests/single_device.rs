@@ -5,7 +5,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
-mod common;
+use stackscan_runtime::testing as common;
 
 use stackscan_runtime::{Client, ClientOptions, CompileOptions, DType, Plugin, TensorType};
 

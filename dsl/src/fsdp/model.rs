@@ -7,6 +7,7 @@ use std::rc::Rc;
 
 use crate::builder::Tensor;
 use crate::error::{Error, Result};
+use crate::layout;
 use crate::plan::Stack;
 use crate::{DType, TensorType};
 
@@ -74,40 +75,17 @@ impl ParamSpec {
     /// Shards are stored this way so each is one contiguous slab, and the reduce-scatter of a
     /// gradient needs no relayout.
     pub fn shard_major_dims(&self) -> Vec<i64> {
-        match self.shard_dim {
-            None => self.shape.clone(),
-            Some(d) => {
-                let mut dims = vec![self.shape[d]];
-                dims.extend(
-                    self.shape
-                        .iter()
-                        .enumerate()
-                        .filter(|&(i, _)| i != d)
-                        .map(|(_, &s)| s),
-                );
-                dims
-            }
-        }
+        layout::shard_major_dims(&self.shape, self.shard_dim)
     }
 
     /// The permutation from natural to shard-major order.
-    pub(crate) fn natural_to_shard_major(&self) -> Vec<usize> {
-        match self.shard_dim {
-            None => (0..self.shape.len()).collect(),
-            Some(d) => std::iter::once(d)
-                .chain((0..self.shape.len()).filter(|&i| i != d))
-                .collect(),
-        }
+    pub fn natural_to_shard_major(&self) -> Vec<usize> {
+        layout::natural_to_shard_major(self.shape.len(), self.shard_dim)
     }
 
     /// The permutation from shard-major back to natural order.
-    pub(crate) fn shard_major_to_natural(&self) -> Vec<usize> {
-        let to = self.natural_to_shard_major();
-        let mut inv = vec![0; to.len()];
-        for (i, &p) in to.iter().enumerate() {
-            inv[p] = i;
-        }
-        inv
+    pub fn shard_major_to_natural(&self) -> Vec<usize> {
+        layout::shard_major_to_natural(self.shape.len(), self.shard_dim)
     }
 
     /// One device's slab: shard-major dimensions with the first divided by `devices`.

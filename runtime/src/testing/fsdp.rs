@@ -4,17 +4,20 @@
 use stackscan::fsdp::{StackModel, reference_step, train_step};
 use stackscan::plan::PlanOptions;
 use stackscan::{Axis, Program};
-use stackscan_runtime::Client;
-use stackscan_runtime::shard::{shard, unshard};
+
+use crate::Client;
+use crate::shard::{shard, unshard};
 
 use super::graph::{Arg, Compiled, CompiledOnMesh, Data, Rng};
 
 /// Full weights and global inputs for a model, and the reference's loss and gradients.
+#[derive(Debug)]
 pub struct Fixture {
     /// Full weights in the step's order (`StackModel::weights`).
     pub weights: Vec<Vec<f64>>,
     /// Global inputs (batch of `devices_max` shards).
     pub inputs: Vec<Arg>,
+    /// The reference's loss.
     pub loss: f64,
     /// Reference gradients: outer…, then stacked (kind-major).
     pub grads: Vec<Vec<f64>>,

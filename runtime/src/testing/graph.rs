@@ -2,41 +2,27 @@
 //! finite differences.
 
 use stackscan::{DType, Function, Program, Scope, Tensor, TensorType};
-use stackscan_runtime::{Buffer, Client, Mesh};
+
+use crate::{Buffer, Client, Executable, Mesh};
+
+pub use crate::rng::Rng;
 
 /// One argument: its type and row-major values.
 #[derive(Clone, Debug)]
 pub struct Arg {
+    /// The argument's type; an f32 argument's values are rounded from f64 on upload.
     pub ty: TensorType,
+    /// Its values.
     pub data: Data,
 }
 
 /// Argument values.
 #[derive(Clone, Debug)]
 pub enum Data {
+    /// Float values, kept in f64 so finite differences do not lose digits on the host.
     F(Vec<f64>),
+    /// Integer values (indices).
     I(Vec<i32>),
-}
-
-/// A small deterministic generator (xorshift), so failures reproduce.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    pub fn next_f64(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in `[lo, hi)`.
-    pub fn uniform(&mut self, lo: f64, hi: f64, n: usize) -> Vec<f64> {
-        (0..n).map(|_| lo + (hi - lo) * self.next_f64()).collect()
-    }
 }
 
 /// An f64 argument of shape `dims` uniform in `[lo, hi)`.
@@ -89,9 +75,10 @@ fn download(b: &Buffer) -> Vec<f64> {
 }
 
 /// A compiled single-device function.
+#[derive(Debug)]
 pub struct Compiled {
     client: Client,
-    exe: stackscan_runtime::Executable,
+    exe: Executable,
 }
 
 impl Compiled {
@@ -118,9 +105,10 @@ impl Compiled {
 
 /// A compiled program on a mesh of the client's first `n` devices (Shardy form); arguments
 /// and results are given per device.
+#[derive(Debug)]
 pub struct CompiledOnMesh {
     client: Client,
-    exe: stackscan_runtime::Executable,
+    exe: Executable,
 }
 
 impl CompiledOnMesh {
@@ -166,11 +154,15 @@ pub fn function(
 /// Tolerances of a finite-difference check.
 #[derive(Clone, Copy, Debug)]
 pub struct Tol {
+    /// The finite-difference step.
     pub step: f64,
+    /// Relative tolerance, of the larger of the two derivatives.
     pub rtol: f64,
+    /// Absolute tolerance.
     pub atol: f64,
 }
 
+/// Tolerances for f64 functions of moderate curvature.
 pub const TOL: Tol = Tol {
     step: 1e-5,
     rtol: 1e-6,

@@ -1,12 +1,9 @@
-//! Shared set-up of the runtime's integration tests: the default CPU plugin, loaded once.
-#![allow(dead_code, reason = "each test binary uses a different part")]
-
-pub mod fsdp;
-pub mod graph;
+//! The CPU plugins the tests run on: the default one loaded once per test binary, clients of
+//! it with virtual devices, and the newer plugin where it is present.
 
 use std::sync::OnceLock;
 
-use stackscan_runtime::{Client, ClientOptions, Plugin, plugin};
+use crate::{Client, ClientOptions, Plugin, plugin};
 
 /// The default CPU plugin (fetched into the cache on first use).
 pub fn cpu_plugin() -> Plugin {
