@@ -16,7 +16,7 @@
 //! ```
 
 mod lower;
-mod writer;
+pub(crate) mod writer;
 
 use crate::TensorType;
 use crate::error::{Error, Result};
