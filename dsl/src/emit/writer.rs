@@ -10,7 +10,7 @@
 //! Everything that can be wrong with a program is checked by [`validate`] before the first
 //! character is written, so writing itself can only fail if the output sink does.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use super::Sharding;
 use crate::error::{Error, Result};
@@ -156,6 +156,45 @@ pub(crate) struct OpLine<'a> {
     pub(crate) types: &'a str,
 }
 
+impl OpLine<'_> {
+    /// Writes the line, indented to `depth`, into `out`.
+    pub(crate) fn write_to(&self, out: &mut impl fmt::Write, depth: usize) -> fmt::Result {
+        write!(out, "{}", indent(depth))?;
+        if !self.lhs.is_empty() {
+            write!(out, "{} = ", self.lhs)?;
+        }
+        write!(out, "\"stablehlo.{}\"({})", self.name, self.operands)?;
+        if !self.props.is_empty() {
+            write!(out, " <{{{}}}>", self.props)?;
+        }
+        if !self.regions.is_empty() {
+            write!(out, " ({})", self.regions.join(", "))?;
+        }
+        if !self.attributes.is_empty() {
+            write!(out, " {{{}}}", self.attributes)?;
+        }
+        writeln!(out, " : {}", self.types)
+    }
+}
+
+/// A region's text, opening on the op's line and closing at `depth + 1`: a block over
+/// `args` (`name: type`), `body`'s lines (written at `depth + 2`), and the return of
+/// `results`.
+pub(crate) fn region(
+    depth: usize,
+    args: &[String],
+    body: &str,
+    results: &str,
+    result_types: &[TensorType],
+) -> String {
+    let pad = indent(depth + 1);
+    format!(
+        "{{\n{pad}^bb0({}):\n{body}{pad}  \"stablehlo.return\"({results}) : ({}) -> ()\n{pad}}}",
+        args.join(", "),
+        types(result_types)
+    )
+}
+
 /// `(a, b) -> c`, or `-> (c, d)` for several results.
 pub(crate) fn signature(operands: &[TensorType], results: &[TensorType]) -> String {
     let results = if results.len() == 1 {
@@ -275,21 +314,7 @@ impl<W: fmt::Write> Writer<W> {
 
     /// Writes one generic op line.
     pub(crate) fn op(&mut self, depth: usize, line: OpLine<'_>) -> fmt::Result {
-        write!(self.out, "{}", indent(depth))?;
-        if !line.lhs.is_empty() {
-            write!(self.out, "{} = ", line.lhs)?;
-        }
-        write!(self.out, "\"stablehlo.{}\"({})", line.name, line.operands)?;
-        if !line.props.is_empty() {
-            write!(self.out, " <{{{}}}>", line.props)?;
-        }
-        if !line.regions.is_empty() {
-            write!(self.out, " ({})", line.regions.join(", "))?;
-        }
-        if !line.attributes.is_empty() {
-            write!(self.out, " {{{}}}", line.attributes)?;
-        }
-        writeln!(self.out, " : {}", line.types)
+        line.write_to(&mut self.out, depth)
     }
 
     /// Binds the node's results and writes it as one op `name` over its own operands and
@@ -331,24 +356,22 @@ impl<W: fmt::Write> Writer<W> {
     ) -> Result<String, fmt::Error> {
         let t = TensorType::scalar(dtype);
         let (a, b, r) = (self.fresh("a"), self.fresh("a"), self.fresh("v"));
-        let pad = indent(depth + 1);
-        let mut text = format!("{{\n{pad}^bb0({a}: {t}, {b}: {t}):\n");
-        let mut body = Writer::new(&mut text);
-        body.op(
-            depth + 2,
-            OpLine {
-                lhs: &r,
-                name: Op::Binary(op).name(),
-                operands: &format!("{a}, {b}"),
-                types: &signature(&[t.clone(), t.clone()], std::slice::from_ref(&t)),
-                ..OpLine::default()
-            },
-        )?;
-        write!(
-            text,
-            "{pad}  \"stablehlo.return\"({r}) : ({t}) -> ()\n{pad}}}"
-        )?;
-        Ok(text)
+        let mut body = String::new();
+        OpLine {
+            lhs: &r,
+            name: Op::Binary(op).name(),
+            operands: &format!("{a}, {b}"),
+            types: &signature(&[t.clone(), t.clone()], std::slice::from_ref(&t)),
+            ..OpLine::default()
+        }
+        .write_to(&mut body, depth + 2)?;
+        Ok(region(
+            depth,
+            &[format!("{a}: {t}"), format!("{b}: {t}")],
+            &body,
+            &r,
+            &[t],
+        ))
     }
 
     /// A region holding a nested function (loop condition or body).
@@ -357,7 +380,7 @@ impl<W: fmt::Write> Writer<W> {
         f: &Function,
         depth: usize,
     ) -> Result<String, fmt::Error> {
-        let mut region = Writer {
+        let mut body = Writer {
             out: String::new(),
             names: Names::default(),
             counters: Counters {
@@ -365,23 +388,11 @@ impl<W: fmt::Write> Writer<W> {
                 next_channel: self.counters.next_channel,
             },
         };
-        let args = region.name_params(f, "a");
-        region.line(
-            0,
-            &format!("{{\n{}^bb0({}):", indent(depth + 1), args.join(", ")),
-        )?;
-        region.write_nodes(f, depth + 2)?;
-        let results = region.names.list(&f.results);
-        region.line(
-            depth + 2,
-            &format!(
-                "\"stablehlo.return\"({results}) : ({}) -> ()",
-                types(&f.result_types())
-            ),
-        )?;
-        write!(region.out, "{}}}", indent(depth + 1))?;
-        self.counters = region.counters;
-        Ok(region.out)
+        let args = body.name_params(f, "a");
+        body.write_nodes(f, depth + 2)?;
+        let results = body.names.list(&f.results);
+        self.counters = body.counters;
+        Ok(region(depth, &args, &body.out, &results, &f.result_types()))
     }
 
     /// Names `f`'s parameters with fresh `%{prefix}N` names; returns the `name: type`

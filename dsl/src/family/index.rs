@@ -4,7 +4,7 @@
 use std::fmt;
 
 use super::{Cotangents, Grads, constant, elementwise, shape};
-use crate::emit::writer::{OpLine, Site, Writer, i64_array, indent, list, signature};
+use crate::emit::writer::{OpLine, Site, Writer, i64_array, list, region, signature};
 use crate::error::{Error, Result};
 use crate::infer::{Operands, check_axis, int};
 use crate::ir::{BinaryOp, Comparison, DotDims, Op};
@@ -144,15 +144,30 @@ pub(crate) fn write_top_k<W: fmt::Write>(w: &mut Writer<W>, s: &Site<'_>, k: usi
     } else {
         elementwise::compare_type(x.dtype)
     };
-    let pad = indent(depth + 1);
-    let region = format!(
-        "{{\n{pad}^bb0({a}: {st}, {b}: {st}, {c}: {si}, {d}: {si}):\n{pad}  {p} = \"stablehlo.{}\"({a}, {b}) <{{{}}}> : {}\n{pad}  \"stablehlo.return\"({p}) : (tensor<i1>) -> ()\n{pad}}}",
-        Op::Compare(Comparison::Gt).name(),
-        elementwise::compare_props(Comparison::Gt, order),
-        signature(
+    let mut compare = String::new();
+    OpLine {
+        lhs: &p,
+        name: Op::Compare(Comparison::Gt).name(),
+        operands: &format!("{a}, {b}"),
+        props: &elementwise::compare_props(Comparison::Gt, order),
+        types: &signature(
             &[st.clone(), st.clone()],
-            &[TensorType::scalar(DType::Bool)]
+            &[TensorType::scalar(DType::Bool)],
         ),
+        ..OpLine::default()
+    }
+    .write_to(&mut compare, depth + 2)?;
+    let region = region(
+        depth,
+        &[
+            format!("{a}: {st}"),
+            format!("{b}: {st}"),
+            format!("{c}: {si}"),
+            format!("{d}: {si}"),
+        ],
+        &compare,
+        &p,
+        &[TensorType::scalar(DType::Bool)],
     );
     let sorted = w.fresh("v");
     let operand = w.operand(s.node, 0);
