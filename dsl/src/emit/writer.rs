@@ -7,7 +7,8 @@
 //!
 //! What an op looks like in text lives with its family (`crate::family`); this module holds
 //! the module layout, the naming of values and the generic op line those texts go through.
-//! Everything that can be wrong with a program is checked by [`validate`] before the first
+//! The IR's types were checked by `infer` as it was built; what only emission can check (the
+//! mesh axis of every collective, that no scan is left) `validate` checks before the first
 //! character is written, so writing itself can only fail if the output sink does.
 
 use std::fmt;

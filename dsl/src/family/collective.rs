@@ -36,6 +36,11 @@ pub(crate) fn infer_reduce_scatter(
 ) -> Result<Vec<TensorType>> {
     let [x] = a.exactly::<1>()?;
     check_dim(a.op, dim, x)?;
+    Ok(vec![x.with_dims(split(a, x, dim, axis)?)])
+}
+
+/// `x`'s dimensions with `dim` (in range) cut into one piece per device of `axis`.
+fn split(a: &Operands<'_>, x: &TensorType, dim: usize, axis: &Axis) -> Result<Vec<i64>> {
     if x.dims[dim].checked_rem(axis.size as i64) != Some(0) {
         return Err(Error::invalid(
             a.op,
@@ -47,7 +52,7 @@ pub(crate) fn infer_reduce_scatter(
     }
     let mut dims = x.dims.clone();
     dims[dim] /= axis.size as i64;
-    Ok(vec![x.with_dims(dims)])
+    Ok(dims)
 }
 
 pub(crate) fn infer_all_reduce(a: &Operands<'_>) -> Result<Vec<TensorType>> {
@@ -64,17 +69,7 @@ pub(crate) fn infer_all_to_all(
     let [x] = a.exactly::<1>()?;
     check_dim(a.op, split_dim, x)?;
     check_dim(a.op, concat_dim, x)?;
-    if x.dims[split_dim].checked_rem(axis.size as i64) != Some(0) {
-        return Err(Error::invalid(
-            a.op,
-            format!(
-                "dimension {split_dim} of {x} does not split over {} devices",
-                axis.size
-            ),
-        ));
-    }
-    let mut dims = x.dims.clone();
-    dims[split_dim] /= axis.size as i64;
+    let mut dims = split(a, x, split_dim, axis)?;
     dims[concat_dim] = dims[concat_dim]
         .checked_mul(axis.size as i64)
         .ok_or_else(|| Error::invalid(a.op, format!("exchanging {x} is too large")))?;
@@ -151,17 +146,9 @@ pub(crate) fn write_reduce_scatter<W: fmt::Write>(
     dim: usize,
     axis: &Axis,
 ) -> fmt::Result {
-    if identity(w, s, axis) {
-        return Ok(());
-    }
-    let ch = channel_props(w, axis);
-    let region = w.scalar_region(BinaryOp::Add, s.operand(0).dtype, s.depth)?;
-    w.node_as(
-        s,
-        s.node.op.name(),
-        &format!("{ch}, scatter_dimension = {dim} : i64, use_global_device_ids"),
-        &[region],
-    )
+    write_summing(w, s, axis, |ch| {
+        format!("{ch}, scatter_dimension = {dim} : i64, use_global_device_ids")
+    })
 }
 
 pub(crate) fn write_all_reduce<W: fmt::Write>(
@@ -169,17 +156,22 @@ pub(crate) fn write_all_reduce<W: fmt::Write>(
     s: &Site<'_>,
     axis: &Axis,
 ) -> fmt::Result {
+    write_summing(w, s, axis, |ch| format!("{ch}, use_global_device_ids"))
+}
+
+/// A collective that sums across devices: its region adds, and `props` get the channel.
+fn write_summing<W: fmt::Write>(
+    w: &mut Writer<W>,
+    s: &Site<'_>,
+    axis: &Axis,
+    props: impl FnOnce(&str) -> String,
+) -> fmt::Result {
     if identity(w, s, axis) {
         return Ok(());
     }
     let ch = channel_props(w, axis);
     let region = w.scalar_region(BinaryOp::Add, s.operand(0).dtype, s.depth)?;
-    w.node_as(
-        s,
-        s.node.op.name(),
-        &format!("{ch}, use_global_device_ids"),
-        &[region],
-    )
+    w.node_as(s, s.node.op.name(), &props(&ch), &[region])
 }
 
 pub(crate) fn write_all_to_all<W: fmt::Write>(

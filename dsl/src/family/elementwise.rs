@@ -146,7 +146,8 @@ pub(crate) fn vjp_select(c: &Cotangents<'_>) -> Result<Grads> {
     ])
 }
 
-/// Only a float-to-float conversion carries a cotangent (back to the operand's type).
+/// A float operand gets the cotangent converted back to its type; an integer or boolean
+/// operand has none.
 pub(crate) fn vjp_convert(c: &Cotangents<'_>) -> Result<Grads> {
     let x = &c.x[0];
     if x.dtype().is_float() {

@@ -7,7 +7,7 @@ use super::{Cotangents, Grads, constant};
 use crate::emit::writer::{OpLine, Site, Writer, i64_array, signature};
 use crate::error::{Error, Result};
 use crate::infer::{Operands, check_axis};
-use crate::ir::{BinaryOp, ReduceKind};
+use crate::ir::{BinaryOp, Literal, ReduceKind};
 use crate::{DType, TensorType};
 
 pub(crate) fn infer_reduce(
@@ -45,36 +45,20 @@ pub(crate) fn infer_cumsum(a: &Operands<'_>, axis: usize) -> Result<Vec<TensorTy
     Ok(vec![x.clone()])
 }
 
-/// A `reduce` seeded with the reduction's identity, as its own constant.
+/// A `reduce` seeded with the reduction's identity.
 pub(crate) fn write_reduce<W: fmt::Write>(
     w: &mut Writer<W>,
     s: &Site<'_>,
     kind: ReduceKind,
     axes: &[usize],
 ) -> fmt::Result {
-    let x = s.operand(0).clone();
-    let st = TensorType::scalar(x.dtype);
+    let dtype = s.operand(0).dtype;
     let (seed, combine) = match kind {
-        ReduceKind::Sum => (constant::zero(x.dtype), BinaryOp::Add),
-        ReduceKind::Max => (constant::lowest(x.dtype), BinaryOp::Max),
+        ReduceKind::Sum => (constant::zero(dtype), BinaryOp::Add),
+        ReduceKind::Max => (constant::lowest(dtype), BinaryOp::Max),
     };
-    let init = w.fresh("v");
-    constant::write_literal(w, s.depth, &init, seed, &st)?;
-    let region = w.scalar_region(combine, x.dtype, s.depth)?;
-    let operands = format!("{}, {init}", w.operands(s.node));
-    let lhs = w.bind(s.node);
-    w.op(
-        s.depth,
-        OpLine {
-            lhs: &lhs,
-            name: s.node.op.name(),
-            operands: &operands,
-            props: &format!("dimensions = {}", i64_array(axes.iter().map(|&a| a as i64))),
-            regions: &[region],
-            types: &signature(&[x, st], &s.result_types()),
-            ..OpLine::default()
-        },
-    )
+    let props = format!("dimensions = {}", i64_array(axes.iter().map(|&a| a as i64)));
+    write_seeded(w, s, s.node.op.name(), seed, combine, &props)
 }
 
 /// A sum over a window as long as the axis, padded so that each output sees its prefix (or
@@ -85,16 +69,13 @@ pub(crate) fn write_cumsum<W: fmt::Write>(
     axis: usize,
     reverse: bool,
 ) -> fmt::Result {
-    let x = s.operand(0).clone();
+    let x = s.operand(0);
     let n = x.dims[axis];
     // Nothing to sum along an empty axis (and a window of 0 would pad by −1).
     if n == 0 {
         w.alias(s.node);
         return Ok(());
     }
-    let st = TensorType::scalar(x.dtype);
-    let init = w.fresh("v");
-    constant::write_literal(w, s.depth, &init, constant::zero(x.dtype), &st)?;
     let window: Vec<i64> = (0..x.rank())
         .map(|d| if d == axis { n } else { 1 })
         .collect();
@@ -105,24 +86,43 @@ pub(crate) fn write_cumsum<W: fmt::Write>(
             _ => "[0, 0]".to_owned(),
         })
         .collect();
-    let region = w.scalar_region(BinaryOp::Add, x.dtype, s.depth)?;
+    let props = format!(
+        "window_dimensions = {}, window_strides = {}, padding = dense<[{}]> : tensor<{}x2xi64>",
+        i64_array(window),
+        i64_array(vec![1; x.rank()]),
+        pads.join(", "),
+        x.rank()
+    );
+    let seed = constant::zero(x.dtype);
+    write_seeded(w, s, "reduce_window", seed, BinaryOp::Add, &props)
+}
+
+/// Writes the node as op `name` over its operand and a scalar `seed` (written first, as its
+/// own constant), combining with `combine`.
+fn write_seeded<W: fmt::Write>(
+    w: &mut Writer<W>,
+    s: &Site<'_>,
+    name: &str,
+    seed: Literal,
+    combine: BinaryOp,
+    props: &str,
+) -> fmt::Result {
+    let x = s.operand(0).clone();
+    let st = TensorType::scalar(x.dtype);
+    let init = w.fresh("v");
+    constant::write_literal(w, s.depth, &init, seed, &st)?;
+    let region = w.scalar_region(combine, x.dtype, s.depth)?;
     let operands = format!("{}, {init}", w.operands(s.node));
     let lhs = w.bind(s.node);
     w.op(
         s.depth,
         OpLine {
             lhs: &lhs,
-            name: "reduce_window",
+            name,
             operands: &operands,
-            props: &format!(
-                "window_dimensions = {}, window_strides = {}, padding = dense<[{}]> : tensor<{}x2xi64>",
-                i64_array(window),
-                i64_array(vec![1; x.rank()]),
-                pads.join(", "),
-                x.rank()
-            ),
+            props,
             regions: &[region],
-            types: &signature(&[x.clone(), st], &s.result_types()),
+            types: &signature(&[x, st], &s.result_types()),
             ..OpLine::default()
         },
     )
