@@ -21,11 +21,12 @@ use std::cell::RefCell;
 use std::fmt;
 use std::rc::Rc;
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::infer::infer;
 use crate::ir::{Function, Literal, Node, Op, ValueId};
 use crate::replay::{Replay, replay};
-use crate::{DType, TensorType};
+use crate::types::TensorType;
 
 /// A function under construction.
 #[derive(Clone)]

@@ -1,6 +1,8 @@
 //! The one error type of the DSL: every variant names the op at fault.
 
-use crate::{DType, TensorType};
+use crate::dtype::DType;
+
+use crate::types::TensorType;
 
 /// Result alias of the DSL.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

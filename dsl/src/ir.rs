@@ -5,8 +5,9 @@
 //! uses into an explicit parameter, so every pass (autodiff, lowering, emission) sees plain
 //! dataflow.
 
+use crate::dtype::DType;
 use crate::error::Error;
-use crate::{DType, TensorType};
+use crate::types::TensorType;
 
 /// Index of a value in its [`Function`]'s value table.
 pub type ValueId = usize;
@@ -217,8 +218,10 @@ impl Literal {
 
 /// The op table: every operation of the IR, with its attributes.
 ///
-/// Shape rules live in `infer`, emission in `emit`, derivatives in `autodiff::rules`, each one
-/// `match` over this enum, so adding an op is one variant and one arm in each.
+/// Each op's type rule, StableHLO text and derivative live together in its family's module
+/// (`crate::family`); `infer`, the writer and `autodiff::rules` dispatch to them with one
+/// exhaustive `match` each, so adding an op is one variant, one family entry and one arm in
+/// each dispatcher.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
     /// A constant: one value (splat) or one per element.
@@ -381,7 +384,9 @@ pub enum Op {
 }
 
 impl Op {
-    /// The StableHLO-style name used in errors and emitted text.
+    /// The op's one spelled name: errors name it, and an op written as itself is emitted as
+    /// `stablehlo.<name>` (ops written as other StableHLO ops, like `take` as `gather`, spell
+    /// those in their family).
     pub fn name(&self) -> &'static str {
         match self {
             Op::Constant(_) => "constant",

@@ -29,6 +29,7 @@ mod builder;
 mod dtype;
 mod emit;
 mod error;
+mod family;
 pub mod fsdp;
 mod infer;
 pub mod ir;

@@ -5,8 +5,8 @@
 //! it replays the function through the builder ([`replay`]), so the lowered loops are checked
 //! like any other nodes and the emitter only ever sees `while`.
 
-use crate::DType;
 use crate::builder::{Scope, Tensor};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::{Function, Op, ScanParts};
 use crate::replay::{Replay, copy, replay};

@@ -13,9 +13,10 @@
 //! ```
 
 use crate::builder::Tensor;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::concatenate;
-use crate::{DType, TensorType};
+use crate::types::TensorType;
 
 /// Keeps all dimensions but `axis`: the mapping back after a reduction over `axis`.
 fn kept(rank: usize, axis: usize) -> Vec<usize> {

@@ -123,8 +123,9 @@ pub(crate) fn replay(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtype::DType;
     use crate::ir::{Op, UnaryOp};
-    use crate::{DType, TensorType};
+    use crate::types::TensorType;
 
     /// Turns every `exp` into `neg` and records the order it was asked about nodes in.
     #[derive(Default)]

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use crate::DType;
+use crate::dtype::DType;
 
 /// The type of one array: element type and dimensions (major to minor), as MLIR writes it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

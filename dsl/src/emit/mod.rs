@@ -15,11 +15,11 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
-mod writer;
+pub(crate) mod writer;
 
-use crate::TensorType;
 use crate::error::{Error, Result};
 use crate::ir::{Axis, Function};
+use crate::types::TensorType;
 
 /// How a parameter or result of a program on a mesh is laid out across devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

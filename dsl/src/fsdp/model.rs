@@ -6,10 +6,11 @@ use std::ops::Range;
 use std::rc::Rc;
 
 use crate::builder::Tensor;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::plan::Stack;
-use crate::{DType, TensorType};
+use crate::types::TensorType;
 
 /// How a parameter is initialised.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -1,7 +1,7 @@
 //! Elementwise ops: unary functions, binary arithmetic, comparisons, select, conversion.
 
-use crate::DType;
 use crate::builder::{Scope, Tensor};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::{BinaryOp, Comparison, Op, UnaryOp};
 

@@ -1,10 +1,11 @@
 //! Indexing: gather along an axis, its scatter-add transpose, top-k, one-hot.
 
 use crate::builder::{Scope, Tensor};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::infer::check_axis;
 use crate::ir::Op;
-use crate::{DType, TensorType};
+use crate::types::TensorType;
 
 impl Tensor {
     /// Gathers slices along `axis` at integer `indices` (embedding lookup, token dispatch).

@@ -1,0 +1,150 @@
+//! The program around `main`'s body: the module, `main`'s signature and, on a mesh, the
+//! Shardy manual computation that makes every op inside see per-device shapes.
+
+use std::fmt;
+
+use super::{Writer, types};
+use crate::emit::Sharding;
+use crate::ir::{Axis, Function};
+use crate::types::TensorType;
+
+fn shardy_dims(axis: &Axis, rank: usize, s: Sharding) -> String {
+    let dims: Vec<String> = (0..rank)
+        .map(|d| match s {
+            Sharding::Dim(k) if k == d => format!("{{\"{}\"}}", axis.name),
+            _ => "{}".to_owned(),
+        })
+        .collect();
+    format!("[{}]", dims.join(", "))
+}
+
+fn module_name(f: &Function) -> String {
+    let clean: String = f
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean.is_empty() {
+        "main".to_owned()
+    } else {
+        clean
+    }
+}
+
+impl<W: fmt::Write> Writer<W> {
+    pub(super) fn write_single(&mut self, f: &Function) -> fmt::Result {
+        self.line(0, &format!("module @{} {{", module_name(f)))?;
+        let args = self.name_params(f, "arg");
+        self.line(
+            1,
+            &format!(
+                "func.func public @main({}) -> ({}) {{",
+                args.join(", "),
+                types(&f.result_types())
+            ),
+        )?;
+        self.write_nodes(f, 2)?;
+        let results = self.names.list(&f.results);
+        self.line(
+            2,
+            &format!(
+                "\"func.return\"({results}) : ({}) -> ()",
+                types(&f.result_types())
+            ),
+        )?;
+        self.line(1, "}")?;
+        self.line(0, "}")
+    }
+
+    pub(super) fn write_sharded(
+        &mut self,
+        f: &Function,
+        axis: &Axis,
+        params: &[Sharding],
+        results: &[Sharding],
+    ) -> fmt::Result {
+        let n = axis.size;
+        let global = |t: &TensorType, s: Sharding| -> TensorType {
+            match s {
+                Sharding::Dim(d) => {
+                    let mut dims = t.dims.clone();
+                    dims[d] *= n as i64;
+                    t.with_dims(dims)
+                }
+                Sharding::Replicated => t.clone(),
+            }
+        };
+        let pt = f.param_types();
+        let rt = f.result_types();
+        let gp: Vec<TensorType> = pt.iter().zip(params).map(|(t, &s)| global(t, s)).collect();
+        let gr: Vec<TensorType> = rt.iter().zip(results).map(|(t, &s)| global(t, s)).collect();
+        let sh =
+            |t: &TensorType, s: Sharding| format!("<@mesh, {}>", shardy_dims(axis, t.rank(), s));
+        self.line(
+            0,
+            &format!(
+                "module @{} attributes {{mhlo.num_partitions = {n} : i32, mhlo.num_replicas = 1 : i32}} {{",
+                module_name(f)
+            ),
+        )?;
+        self.line(1, &format!("sdy.mesh @mesh = <[\"{}\"={n}]>", axis.name))?;
+        let gargs: Vec<String> = gp.iter().map(|_| self.fresh("arg")).collect();
+        let arg_decls: Vec<String> = gargs
+            .iter()
+            .zip(&gp)
+            .zip(params)
+            .map(|((a, t), &s)| format!("{a}: {t} {{sdy.sharding = #sdy.sharding{}}}", sh(t, s)))
+            .collect();
+        let res_decls: Vec<String> = gr
+            .iter()
+            .zip(results)
+            .map(|(t, &s)| format!("{t} {{sdy.sharding = #sdy.sharding{}}}", sh(t, s)))
+            .collect();
+        self.line(
+            1,
+            &format!(
+                "func.func public @main({}) -> ({}) {{",
+                arg_decls.join(", "),
+                res_decls.join(", ")
+            ),
+        )?;
+        let mc = self.fresh("manual");
+        let lhs = if gr.len() == 1 {
+            mc.clone()
+        } else {
+            format!("{mc}:{}", gr.len())
+        };
+        let local_args = self.name_params(f, "local");
+        let in_sh: Vec<String> = gp.iter().zip(params).map(|(t, &s)| sh(t, s)).collect();
+        let out_sh: Vec<String> = gr.iter().zip(results).map(|(t, &s)| sh(t, s)).collect();
+        self.line(
+            2,
+            &format!(
+                "{lhs} = sdy.manual_computation({}) in_shardings=[{}] out_shardings=[{}] manual_axes={{\"{}\"}} ({}) {{",
+                gargs.join(", "),
+                in_sh.join(", "),
+                out_sh.join(", "),
+                axis.name,
+                local_args.join(", ")
+            ),
+        )?;
+        self.write_nodes(f, 3)?;
+        let local_results = self.names.list(&f.results);
+        self.line(3, &format!("sdy.return {local_results} : {}", types(&rt)))?;
+        self.line(2, &format!("}} : ({}) -> ({})", types(&gp), types(&gr)))?;
+        let outs: Vec<String> = if gr.len() == 1 {
+            vec![mc]
+        } else {
+            (0..gr.len()).map(|i| format!("{mc}#{i}")).collect()
+        };
+        self.line(2, &format!("return {} : {}", outs.join(", "), types(&gr)))?;
+        self.line(1, "}")?;
+        self.line(0, "}")
+    }
+}

@@ -1,0 +1,254 @@
+//! Collectives over the mesh axis: `all_gather`, `reduce_scatter`, `all_reduce`,
+//! `all_to_all` and `axis_index`.
+//!
+//! Building one needs only the axis; emitting one needs the program to run on that axis,
+//! which only the program knows, so that check runs in the writer's validation pass. On a
+//! one-device axis every collective is the identity and `axis_index` is 0. Each VJP is the
+//! dual collective (a gather's is a reduce-scatter, and so on).
+
+use std::fmt;
+
+use super::{Cotangents, Grads, constant};
+use crate::dtype::DType;
+use crate::emit::writer::{Site, Writer};
+use crate::error::{Error, Result};
+use crate::infer::{Operands, check_axis as check_dim};
+use crate::ir::{Axis, BinaryOp, Literal, Op};
+use crate::types::TensorType;
+
+pub(crate) fn infer_all_gather(
+    a: &Operands<'_>,
+    dim: usize,
+    axis: &Axis,
+) -> Result<Vec<TensorType>> {
+    let [x] = a.exactly::<1>()?;
+    check_dim(a.op, dim, x)?;
+    let mut dims = x.dims.clone();
+    dims[dim] = dims[dim]
+        .checked_mul(axis.size as i64)
+        .ok_or_else(|| Error::invalid(a.op, format!("gathering {x} is too large")))?;
+    Ok(vec![x.with_dims(dims)])
+}
+
+pub(crate) fn infer_reduce_scatter(
+    a: &Operands<'_>,
+    dim: usize,
+    axis: &Axis,
+) -> Result<Vec<TensorType>> {
+    let [x] = a.exactly::<1>()?;
+    check_dim(a.op, dim, x)?;
+    Ok(vec![x.with_dims(split(a, x, dim, axis)?)])
+}
+
+/// `x`'s dimensions with `dim` (in range) cut into one piece per device of `axis`.
+fn split(a: &Operands<'_>, x: &TensorType, dim: usize, axis: &Axis) -> Result<Vec<i64>> {
+    if x.dims[dim].checked_rem(axis.size as i64) != Some(0) {
+        return Err(Error::invalid(
+            a.op,
+            format!(
+                "dimension {dim} of {x} does not split over {} devices",
+                axis.size
+            ),
+        ));
+    }
+    let mut dims = x.dims.clone();
+    dims[dim] /= axis.size as i64;
+    Ok(dims)
+}
+
+pub(crate) fn infer_all_reduce(a: &Operands<'_>) -> Result<Vec<TensorType>> {
+    let [x] = a.exactly::<1>()?;
+    Ok(vec![x.clone()])
+}
+
+pub(crate) fn infer_all_to_all(
+    a: &Operands<'_>,
+    split_dim: usize,
+    concat_dim: usize,
+    axis: &Axis,
+) -> Result<Vec<TensorType>> {
+    let [x] = a.exactly::<1>()?;
+    check_dim(a.op, split_dim, x)?;
+    check_dim(a.op, concat_dim, x)?;
+    let mut dims = split(a, x, split_dim, axis)?;
+    dims[concat_dim] = dims[concat_dim]
+        .checked_mul(axis.size as i64)
+        .ok_or_else(|| Error::invalid(a.op, format!("exchanging {x} is too large")))?;
+    Ok(vec![x.with_dims(dims)])
+}
+
+pub(crate) fn infer_axis_index(a: &Operands<'_>) -> Result<Vec<TensorType>> {
+    a.exactly::<0>()?;
+    Ok(vec![TensorType::scalar(DType::I32)])
+}
+
+/// A collective `op` on `axis` can be written only in a program on that axis.
+pub(crate) fn check_axis(op: &'static str, axis: &Axis, mesh: Option<&Axis>) -> Result<()> {
+    match mesh {
+        Some(m) if m == axis => Ok(()),
+        Some(m) => Err(Error::invalid(
+            op,
+            format!(
+                "collective on axis `{}` in a program on axis `{}`",
+                axis.name, m.name
+            ),
+        )),
+        None => Err(Error::invalid(
+            op,
+            format!(
+                "collective on axis `{}` in a single-device program; use Program::on_mesh",
+                axis.name
+            ),
+        )),
+    }
+}
+
+/// `axis_index` on `axis` can be written only in a program on that axis.
+pub(crate) fn check_axis_index(op: &'static str, axis: &Axis, mesh: Option<&Axis>) -> Result<()> {
+    if mesh == Some(axis) {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            op,
+            format!("axis `{}` is not the program's mesh axis", axis.name),
+        ))
+    }
+}
+
+/// On a one-device axis a collective is the identity: writes nothing and returns `true`.
+/// Validation has made the axis the program's, so this is a one-device program.
+fn identity<W: fmt::Write>(w: &mut Writer<W>, s: &Site<'_>, axis: &Axis) -> bool {
+    let one_device = axis.size == 1;
+    if one_device {
+        w.alias(s.node);
+    }
+    one_device
+}
+
+pub(crate) fn write_all_gather<W: fmt::Write>(
+    w: &mut Writer<W>,
+    s: &Site<'_>,
+    dim: usize,
+    axis: &Axis,
+) -> fmt::Result {
+    if identity(w, s, axis) {
+        return Ok(());
+    }
+    let ch = channel_props(w, axis);
+    w.simple(
+        s,
+        &format!("all_gather_dim = {dim} : i64, {ch}, use_global_device_ids"),
+    )
+}
+
+pub(crate) fn write_reduce_scatter<W: fmt::Write>(
+    w: &mut Writer<W>,
+    s: &Site<'_>,
+    dim: usize,
+    axis: &Axis,
+) -> fmt::Result {
+    write_summing(w, s, axis, |ch| {
+        format!("{ch}, scatter_dimension = {dim} : i64, use_global_device_ids")
+    })
+}
+
+pub(crate) fn write_all_reduce<W: fmt::Write>(
+    w: &mut Writer<W>,
+    s: &Site<'_>,
+    axis: &Axis,
+) -> fmt::Result {
+    write_summing(w, s, axis, |ch| format!("{ch}, use_global_device_ids"))
+}
+
+/// A collective that sums across devices: its region adds, and `props` get the channel.
+fn write_summing<W: fmt::Write>(
+    w: &mut Writer<W>,
+    s: &Site<'_>,
+    axis: &Axis,
+    props: impl FnOnce(&str) -> String,
+) -> fmt::Result {
+    if identity(w, s, axis) {
+        return Ok(());
+    }
+    let ch = channel_props(w, axis);
+    let region = w.scalar_region(BinaryOp::Add, s.operand(0).dtype, s.depth)?;
+    w.node_as(s, s.node.op.name(), &props(&ch), &[region])
+}
+
+pub(crate) fn write_all_to_all<W: fmt::Write>(
+    w: &mut Writer<W>,
+    s: &Site<'_>,
+    split_dim: usize,
+    concat_dim: usize,
+    axis: &Axis,
+) -> fmt::Result {
+    if identity(w, s, axis) {
+        return Ok(());
+    }
+    let ch = channel_props(w, axis);
+    w.simple(
+        s,
+        &format!(
+            "{ch}, concat_dimension = {concat_dim} : i64, split_count = {} : i64, split_dimension = {split_dim} : i64",
+            axis.size
+        ),
+    )
+}
+
+/// The partition id, converted to `i32`; 0 on one device.
+pub(crate) fn write_axis_index<W: fmt::Write>(
+    w: &mut Writer<W>,
+    s: &Site<'_>,
+    axis: &Axis,
+) -> fmt::Result {
+    if axis.size == 1 {
+        let lhs = w.bind(s.node);
+        let ty = TensorType::scalar(DType::I32);
+        return constant::write_literal(w, s.depth, &lhs, Literal::Int(vec![0]), &ty);
+    }
+    let pid = w.fresh("v");
+    w.line(
+        s.depth,
+        &format!("{pid} = \"stablehlo.partition_id\"() : () -> tensor<ui32>"),
+    )?;
+    let lhs = w.bind(s.node);
+    w.line(
+        s.depth,
+        &format!(
+            "{lhs} = \"stablehlo.{}\"({pid}) : (tensor<ui32>) -> tensor<i32>",
+            Op::Convert.name()
+        ),
+    )
+}
+
+/// A fresh channel over every device of the axis.
+fn channel_props<W: fmt::Write>(w: &mut Writer<W>, axis: &Axis) -> String {
+    let h = w.channel();
+    let ids: Vec<String> = (0..axis.size).map(|i| i.to_string()).collect();
+    format!(
+        "channel_handle = #stablehlo.channel_handle<handle = {h}, type = 1>, replica_groups = dense<[[{}]]> : tensor<1x{}xi64>",
+        ids.join(", "),
+        axis.size
+    )
+}
+
+pub(crate) fn vjp_all_gather(c: &Cotangents<'_>, dim: usize, axis: &Axis) -> Result<Grads> {
+    Ok(vec![Some(c.g0()?.reduce_scatter(dim, axis)?)])
+}
+
+pub(crate) fn vjp_reduce_scatter(c: &Cotangents<'_>, dim: usize, axis: &Axis) -> Result<Grads> {
+    Ok(vec![Some(c.g0()?.all_gather(dim, axis)?)])
+}
+
+pub(crate) fn vjp_all_reduce(c: &Cotangents<'_>, axis: &Axis) -> Result<Grads> {
+    Ok(vec![Some(c.g0()?.psum(axis)?)])
+}
+
+pub(crate) fn vjp_all_to_all(
+    c: &Cotangents<'_>,
+    split_dim: usize,
+    concat_dim: usize,
+    axis: &Axis,
+) -> Result<Grads> {
+    Ok(vec![Some(c.g0()?.all_to_all(concat_dim, split_dim, axis)?)])
+}
