@@ -171,15 +171,22 @@ impl Lowering<'_> {
     }
 }
 
-/// `pre` as a function of `(inputs…, outer weights…)`.
-fn trace_pre(m: &StackModel) -> Result<Function> {
-    let s = Scope::new("pre");
-    let inputs: Vec<Tensor> = m.inputs.iter().map(|i| s.param(i.ty.clone())).collect();
-    let outer: Vec<Tensor> = m
+/// Parameters of `s` for the model's inputs, then for its outer weights (whole), in the order
+/// `pre` and `post` take them.
+fn input_and_outer_params(s: &Scope, m: &StackModel) -> (Vec<Tensor>, Vec<Tensor>) {
+    let inputs = m.inputs.iter().map(|i| s.param(i.ty.clone())).collect();
+    let outer = m
         .outer_params
         .iter()
         .map(|p| s.param(p.full_type()))
         .collect();
+    (inputs, outer)
+}
+
+/// `pre` as a function of `(inputs…, outer weights…)`.
+fn trace_pre(m: &StackModel) -> Result<Function> {
+    let s = Scope::new("pre");
+    let (inputs, outer) = input_and_outer_params(&s, m);
     let h = (m.pre)(&inputs, &outer)?;
     if h.ty() != &m.activation {
         return Err(Error::invalid(
@@ -198,12 +205,7 @@ fn trace_pre(m: &StackModel) -> Result<Function> {
 fn trace_post(m: &StackModel) -> Result<Function> {
     let s = Scope::new("post");
     let h = s.param(m.activation.clone());
-    let inputs: Vec<Tensor> = m.inputs.iter().map(|i| s.param(i.ty.clone())).collect();
-    let outer: Vec<Tensor> = m
-        .outer_params
-        .iter()
-        .map(|p| s.param(p.full_type()))
-        .collect();
+    let (inputs, outer) = input_and_outer_params(&s, m);
     let loss = (m.post)(&h, &inputs, &outer)?;
     if loss.rank() != 0 || !loss.dtype().is_float() {
         return Err(Error::invalid(
