@@ -9,7 +9,7 @@ use crate::builder::{Scope, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::{Function, Op, ScanParts};
-use crate::replay::{Replay, copy, replay};
+use crate::replay::{NodeAt, Replay, replay};
 
 /// `f` with every `scan` (at any depth) replaced by an equivalent `while`.
 pub(crate) fn lower_scans(f: &Function) -> Result<Function> {
@@ -36,14 +36,8 @@ fn contains_scan(f: &Function) -> bool {
 struct LowerScans;
 
 impl Replay for LowerScans {
-    fn node(
-        &mut self,
-        s: &Scope,
-        f: &Function,
-        at: usize,
-        operands: &[&Tensor],
-    ) -> Result<Vec<Tensor>> {
-        let node = &f.nodes[at];
+    fn node(&mut self, at: &NodeAt<'_>) -> Result<Vec<Tensor>> {
+        let (s, node, operands) = (at.scope, at.node(), at.operands);
         if let Some(scan) = ScanParts::of(&node.op) {
             let body = lower_scans(scan.body)?;
             return lower_scan(s, &scan, &body, operands);
@@ -66,7 +60,7 @@ impl Replay for LowerScans {
                     None,
                 )
             }
-            _ => copy(s, f, node, operands),
+            _ => at.copy(),
         }
     }
 }

@@ -5,7 +5,7 @@
 //! construction, mapping the source's value ids to tensors of the target; they differ only in
 //! what a few nodes become (a scan turns into a `while`, or into a scan that also saves its
 //! carries). So the walk is written once, in [`replay`], and a pass is a [`Replay`] hook that
-//! decides one node at a time, falling back on [`copy`] for the nodes it leaves alone. Going
+//! decides one node at a time, falling back on [`NodeAt::copy`] for the nodes it leaves alone. Going
 //! through the builder means every replayed node is checked again by shape inference.
 //!
 //! [`Scope::inline`] is the walk with no special case:
@@ -33,30 +33,41 @@ use crate::ir::{Function, Node, ValueId};
 
 /// What a pass makes of each node during a [`replay`].
 pub(crate) trait Replay {
-    /// The results in `s` of node `at` of `f`, whose operands are already replayed as
-    /// `operands`. They must have the node's result types, since later nodes read them in its
-    /// place. The default copies the node unchanged.
-    fn node(
-        &mut self,
-        s: &Scope,
-        f: &Function,
-        at: usize,
-        operands: &[&Tensor],
-    ) -> Result<Vec<Tensor>> {
-        copy(s, f, &f.nodes[at], operands)
+    /// The results in the target scope of the node at `at`. They must have the node's result
+    /// types, since later nodes read them in its place. The default copies the node unchanged.
+    fn node(&mut self, at: &NodeAt<'_>) -> Result<Vec<Tensor>> {
+        at.copy()
     }
 }
 
-/// Applies `node` of `f` unchanged in `s` on `operands`, passing the node's own result type
-/// as the target for the ops whose result is not a function of their operands.
-pub(crate) fn copy(
-    s: &Scope,
-    f: &Function,
-    node: &Node,
-    operands: &[&Tensor],
-) -> Result<Vec<Tensor>> {
-    let target = node.results.first().map(|&r| &f.values[r]);
-    s.apply_here(node.op.clone(), operands, target)
+/// One node of a replay: where it is in the source function, the scope it is replayed into,
+/// and its operands, already replayed.
+#[derive(Debug)]
+pub(crate) struct NodeAt<'a> {
+    /// The scope under construction.
+    pub(crate) scope: &'a Scope,
+    /// The function being replayed.
+    pub(crate) function: &'a Function,
+    /// The node's index in `function.nodes`.
+    pub(crate) index: usize,
+    /// The node's operands in `scope`.
+    pub(crate) operands: &'a [&'a Tensor],
+}
+
+impl NodeAt<'_> {
+    /// The source node.
+    pub(crate) fn node(&self) -> &Node {
+        &self.function.nodes[self.index]
+    }
+
+    /// Applies the node unchanged on the replayed operands, passing the node's own result type
+    /// as the target for the ops whose result is not a function of their operands.
+    pub(crate) fn copy(&self) -> Result<Vec<Tensor>> {
+        let node = self.node();
+        let target = node.results.first().map(|&r| &self.function.values[r]);
+        self.scope
+            .apply_here(node.op.clone(), self.operands, target)
+    }
 }
 
 /// Where each value of a replayed function ended up in the target scope.
@@ -112,7 +123,12 @@ pub(crate) fn replay(
     }
     for (at, node) in f.nodes.iter().enumerate() {
         let operands: Vec<&Tensor> = node.operands.iter().map(|v| &env[v]).collect();
-        let out = pass.node(s, f, at, &operands)?;
+        let out = pass.node(&NodeAt {
+            scope: s,
+            function: f,
+            index: at,
+            operands: &operands,
+        })?;
         for (&r, t) in node.results.iter().zip(out) {
             env.insert(r, t);
         }
@@ -134,17 +150,11 @@ mod tests {
     }
 
     impl Replay for ExpToNeg {
-        fn node(
-            &mut self,
-            s: &Scope,
-            f: &Function,
-            at: usize,
-            operands: &[&Tensor],
-        ) -> Result<Vec<Tensor>> {
-            self.seen.push(at);
-            match f.nodes[at].op {
-                Op::Unary(UnaryOp::Exp) => Ok(vec![operands[0].neg()?]),
-                _ => copy(s, f, &f.nodes[at], operands),
+        fn node(&mut self, at: &NodeAt<'_>) -> Result<Vec<Tensor>> {
+            self.seen.push(at.index);
+            match at.node().op {
+                Op::Unary(UnaryOp::Exp) => Ok(vec![at.operands[0].neg()?]),
+                _ => at.copy(),
             }
         }
     }

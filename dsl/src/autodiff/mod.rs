@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use crate::builder::{Scope, Tensor};
 use crate::error::{Error, Result};
 use crate::ir::{Function, ScanParts, ValueId};
-use crate::replay::{Replay, copy, replay};
+use crate::replay::{NodeAt, Replay, replay};
 
 /// The VJP of `f` with respect to all its floating-point parameters.
 ///
@@ -127,19 +127,12 @@ struct Forward {
 }
 
 impl Replay for Forward {
-    fn node(
-        &mut self,
-        s: &Scope,
-        f: &Function,
-        at: usize,
-        operands: &[&Tensor],
-    ) -> Result<Vec<Tensor>> {
-        let node = &f.nodes[at];
-        let Some(scan) = ScanParts::of(&node.op) else {
-            return copy(s, f, node, operands);
+    fn node(&mut self, at: &NodeAt<'_>) -> Result<Vec<Tensor>> {
+        let Some(scan) = ScanParts::of(&at.node().op) else {
+            return at.copy();
         };
-        let (outputs, saved) = rules::scan_forward(s, &scan, operands)?;
-        self.residuals.insert(at, saved);
+        let (outputs, saved) = rules::scan_forward(at.scope, &scan, at.operands)?;
+        self.residuals.insert(at.index, saved);
         Ok(outputs)
     }
 }

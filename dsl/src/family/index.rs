@@ -65,6 +65,22 @@ fn window_dims(axis: usize, q: usize, rank: usize) -> Vec<usize> {
     (0..axis).chain(axis + q..rank - 1 + q).collect()
 }
 
+/// The dimension numbers of a gather or scatter along one `axis` with `q` index dimensions,
+/// under the op's own names for (window dimensions, the dimension indexed away, the index
+/// map): gather and scatter describe the same layout with different words.
+fn dimension_numbers(names: [&str; 3], axis: usize, q: usize, rank: usize) -> String {
+    let [window_name, collapsed_name, map_name] = names;
+    let window = window_dims(axis, q, rank);
+    let mut fields = Vec::new();
+    if !window.is_empty() {
+        fields.push(format!("{window_name} = {}", list(&window)));
+    }
+    fields.push(format!("{collapsed_name} = [{axis}]"));
+    fields.push(format!("{map_name} = [{axis}]"));
+    fields.push(format!("index_vector_dim = {q}"));
+    fields.join(", ")
+}
+
 pub(crate) fn write_take<W: fmt::Write>(
     w: &mut Writer<W>,
     s: &Site<'_>,
@@ -72,22 +88,20 @@ pub(crate) fn write_take<W: fmt::Write>(
 ) -> fmt::Result {
     let x = s.operand(0);
     let q = s.operand(1).rank();
-    let offset = window_dims(axis, q, x.rank());
     let mut sizes = x.dims.clone();
     sizes[axis] = 1;
-    let mut fields = Vec::new();
-    if !offset.is_empty() {
-        fields.push(format!("offset_dims = {}", list(&offset)));
-    }
-    fields.push(format!("collapsed_slice_dims = [{axis}]"));
-    fields.push(format!("start_index_map = [{axis}]"));
-    fields.push(format!("index_vector_dim = {q}"));
+    let fields = dimension_numbers(
+        ["offset_dims", "collapsed_slice_dims", "start_index_map"],
+        axis,
+        q,
+        x.rank(),
+    );
     w.node_as(
         s,
         "gather",
         &format!(
             "dimension_numbers = #stablehlo.gather<{}>, indices_are_sorted = false, slice_sizes = {}",
-            fields.join(", "),
+            fields,
             i64_array(sizes)
         ),
         &[],
@@ -101,21 +115,23 @@ pub(crate) fn write_scatter_add<W: fmt::Write>(
 ) -> fmt::Result {
     let x = s.operand(0);
     let q = s.operand(1).rank();
-    let window = window_dims(axis, q, x.rank());
-    let mut fields = Vec::new();
-    if !window.is_empty() {
-        fields.push(format!("update_window_dims = {}", list(&window)));
-    }
-    fields.push(format!("inserted_window_dims = [{axis}]"));
-    fields.push(format!("scatter_dims_to_operand_dims = [{axis}]"));
-    fields.push(format!("index_vector_dim = {q}"));
+    let fields = dimension_numbers(
+        [
+            "update_window_dims",
+            "inserted_window_dims",
+            "scatter_dims_to_operand_dims",
+        ],
+        axis,
+        q,
+        x.rank(),
+    );
     let region = w.scalar_region(BinaryOp::Add, x.dtype, s.depth)?;
     w.node_as(
         s,
         "scatter",
         &format!(
             "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<{}>, unique_indices = false",
-            fields.join(", ")
+            fields
         ),
         &[region],
     )
