@@ -6,8 +6,13 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output};
 
 /// Runs a binary of this package with XLA's informational log silenced, so stderr holds only
-/// what the binary itself says.
+/// what the binary itself says. The CPU plugin is fetched first, here, so that the lines a
+/// first fetch prints on a fresh machine are not taken for the binary's own.
 fn run(bin: &str, args: &[&str]) -> Output {
+    static FETCHED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    FETCHED.get_or_init(|| {
+        stackscan_runtime::plugin::resolve("cpu").expect("fetch the cpu plugin");
+    });
     let exe = match bin {
         "train" => env!("CARGO_BIN_EXE_train"),
         "bench" => env!("CARGO_BIN_EXE_bench"),
