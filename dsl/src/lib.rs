@@ -26,6 +26,7 @@
 
 pub(crate) mod autodiff;
 mod builder;
+pub mod cost;
 mod dtype;
 mod emit;
 mod error;

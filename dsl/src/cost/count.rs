@@ -1,0 +1,185 @@
+//! The counts a cost is made of, and how they add and scale: a loop's body times its trips,
+//! a program's nodes summed.
+
+use std::iter::Sum;
+use std::ops::{Add, AddAssign, Mul};
+
+use crate::dtype::DType;
+
+/// A count per element type: FLOPs or bytes, split because hardware rates differ by type.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PerDType([u64; DType::ALL.len()]);
+
+impl PerDType {
+    /// The count for `dtype`.
+    pub fn get(&self, dtype: DType) -> u64 {
+        self.0[slot(dtype)]
+    }
+
+    /// The count summed over element types.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// The nonzero counts, in [`DType::ALL`]'s order.
+    pub fn iter(&self) -> impl Iterator<Item = (DType, u64)> + '_ {
+        DType::ALL
+            .into_iter()
+            .map(|d| (d, self.get(d)))
+            .filter(|&(_, n)| n != 0)
+    }
+
+    fn record(&mut self, dtype: DType, n: u64) {
+        self.0[slot(dtype)] += n;
+    }
+
+    pub(super) fn one(dtype: DType, n: u64) -> Self {
+        let mut p = PerDType::default();
+        p.record(dtype, n);
+        p
+    }
+}
+
+/// Where `dtype` sits in [`DType::ALL`], the order [`PerDType`] stores counts in.
+pub(super) const fn slot(dtype: DType) -> usize {
+    match dtype {
+        DType::F32 => 0,
+        DType::BF16 => 1,
+        DType::F64 => 2,
+        DType::I32 => 3,
+        DType::I64 => 4,
+        DType::Bool => 5,
+    }
+}
+
+impl Add for PerDType {
+    type Output = PerDType;
+
+    fn add(mut self, rhs: PerDType) -> PerDType {
+        self += rhs;
+        self
+    }
+}
+
+impl AddAssign for PerDType {
+    fn add_assign(&mut self, rhs: PerDType) {
+        for (a, b) in self.0.iter_mut().zip(rhs.0) {
+            *a += b;
+        }
+    }
+}
+
+impl Mul<u64> for PerDType {
+    type Output = PerDType;
+
+    /// The count of `trips` repetitions, saturating rather than wrapping on absurd sizes.
+    fn mul(mut self, trips: u64) -> PerDType {
+        for a in &mut self.0 {
+            *a = a.saturating_mul(trips);
+        }
+        self
+    }
+}
+
+/// The kinds of collective, each with its own bytes-moved formula and, on a pod, possibly
+/// its own lane (FSDP gathers on one core, token exchanges on another).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Collective {
+    /// `all_gather`.
+    AllGather,
+    /// `reduce_scatter`.
+    ReduceScatter,
+    /// `all_reduce` (`psum`).
+    AllReduce,
+    /// `all_to_all`.
+    AllToAll,
+}
+
+impl Collective {
+    /// Every kind, in the order [`Cost`] stores them.
+    pub const ALL: [Collective; 4] = [
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::AllReduce,
+        Collective::AllToAll,
+    ];
+}
+
+/// What running a function once costs; see the [module docs](crate::cost) for each convention.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cost {
+    /// FLOPs of `dot_general` and `triangular_solve`, by the left operand's element type.
+    pub matrix_flops: PerDType,
+    /// FLOPs of elementwise ops and reductions.
+    pub vector_flops: PerDType,
+    /// Bytes read by memory-bound ops.
+    pub bytes_read: PerDType,
+    /// Bytes written by memory-bound ops.
+    pub bytes_written: PerDType,
+    /// Bytes each device sends, per kind of collective in [`Collective::ALL`]'s order.
+    pub(super) collective_bytes: [PerDType; Collective::ALL.len()],
+    /// `while` loops run whose bodies are not counted, their trip count being unknown.
+    pub unknown_trip_loops: u64,
+}
+
+impl Cost {
+    /// Bytes each device sends through collectives of `kind`.
+    pub fn collective(&self, kind: Collective) -> PerDType {
+        self.collective_bytes[kind as usize]
+    }
+
+    /// All FLOPs, matrix and vector, over all element types.
+    pub fn flops(&self) -> u64 {
+        self.matrix_flops.total() + self.vector_flops.total()
+    }
+
+    pub(super) fn collective_only(kind: Collective, bytes: PerDType) -> Cost {
+        let mut c = Cost::default();
+        c.collective_bytes[kind as usize] = bytes;
+        c
+    }
+}
+
+impl Add for Cost {
+    type Output = Cost;
+
+    fn add(mut self, rhs: Cost) -> Cost {
+        self += rhs;
+        self
+    }
+}
+
+impl AddAssign for Cost {
+    fn add_assign(&mut self, rhs: Cost) {
+        self.matrix_flops += rhs.matrix_flops;
+        self.vector_flops += rhs.vector_flops;
+        self.bytes_read += rhs.bytes_read;
+        self.bytes_written += rhs.bytes_written;
+        for (a, b) in self.collective_bytes.iter_mut().zip(rhs.collective_bytes) {
+            *a += b;
+        }
+        self.unknown_trip_loops += rhs.unknown_trip_loops;
+    }
+}
+
+impl Sum for Cost {
+    fn sum<I: Iterator<Item = Cost>>(iter: I) -> Cost {
+        iter.fold(Cost::default(), Add::add)
+    }
+}
+
+impl Mul<u64> for Cost {
+    type Output = Cost;
+
+    /// The cost of `trips` runs. Uncounted loops scale too: each run leaves them out again.
+    fn mul(self, trips: u64) -> Cost {
+        Cost {
+            matrix_flops: self.matrix_flops * trips,
+            vector_flops: self.vector_flops * trips,
+            bytes_read: self.bytes_read * trips,
+            bytes_written: self.bytes_written * trips,
+            collective_bytes: self.collective_bytes.map(|p| p * trips),
+            unknown_trip_loops: self.unknown_trip_loops.saturating_mul(trips),
+        }
+    }
+}

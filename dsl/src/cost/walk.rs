@@ -1,0 +1,203 @@
+//! The walk that turns a graph into a [`Cost`], one node at a time.
+
+use crate::error::{Error, Result};
+use crate::ir::{DotDims, Function, Node, Op};
+use crate::types::TensorType;
+
+use super::count::{Collective, Cost, PerDType};
+
+/// The marker XLA reads to keep a single-trip loop; the one `while` whose trip count we know.
+const TRIP_COUNT_ONE: &str = "skip-simplify-while-loops_trip-count-one";
+
+/// The cost of one run of `f`, loop bodies included (see the module docs for `while`).
+///
+/// Fails only on a malformed graph: a node naming a value `f` does not hold, or dot
+/// dimensions outside their operand.
+pub fn of(f: &Function) -> Result<Cost> {
+    let live = live_nodes(f);
+    f.nodes
+        .iter()
+        .zip(live)
+        .filter(|&(_, live)| live)
+        .map(|(n, _)| node_cost(f, n))
+        .sum()
+}
+
+/// Which nodes some result of `f` depends on. The others never run, since XLA removes dead
+/// code before compiling, and they do occur: [`vjp`](crate::vjp) replays the whole forward,
+/// including products whose values the backward never reads.
+fn live_nodes(f: &Function) -> Vec<bool> {
+    let mut needed = vec![false; f.values.len()];
+    for &r in &f.results {
+        if let Some(n) = needed.get_mut(r) {
+            *n = true;
+        }
+    }
+    let mut live = vec![false; f.nodes.len()];
+    for (i, node) in f.nodes.iter().enumerate().rev() {
+        if node
+            .results
+            .iter()
+            .any(|&r| needed.get(r).copied().unwrap_or(false))
+        {
+            live[i] = true;
+            for &o in &node.operands {
+                if let Some(n) = needed.get_mut(o) {
+                    *n = true;
+                }
+            }
+        }
+    }
+    live
+}
+
+fn node_cost(f: &Function, node: &Node) -> Result<Cost> {
+    let op = &node.op;
+    let types = |ids: &[usize]| -> Result<Vec<&TensorType>> {
+        ids.iter()
+            .map(|&v| {
+                f.values.get(v).ok_or_else(|| {
+                    Error::invalid(op.name(), format!("value %{v} is not in `{}`", f.name))
+                })
+            })
+            .collect()
+    };
+    let operands = types(&node.operands)?;
+    let results = types(&node.results)?;
+    let operand = |i: usize| {
+        operands.get(i).copied().ok_or_else(|| {
+            Error::invalid(
+                op.name(),
+                format!("expected operand {i}, got {}", operands.len()),
+            )
+        })
+    };
+    let result = || {
+        results
+            .first()
+            .copied()
+            .ok_or_else(|| Error::invalid(op.name(), "expected a result"))
+    };
+    let bytes = |t: &TensorType| t.size_in_bytes() as u64;
+    let elements = |t: &TensorType| t.num_elements() as u64;
+
+    let vector_flops = match op {
+        Op::Scan { body, length, .. } => return Ok(of(body)? * *length as u64),
+        Op::While {
+            cond,
+            body,
+            frontend_attributes,
+        } => {
+            let once = frontend_attributes
+                .iter()
+                .any(|(k, v)| k == TRIP_COUNT_ONE && v == "true");
+            return Ok(if once {
+                of(body)? + of(cond)? * 2
+            } else {
+                Cost {
+                    unknown_trip_loops: 1,
+                    ..Cost::default()
+                }
+            });
+        }
+        Op::DotGeneral(dims) => {
+            let (lhs, rhs) = (operand(0)?, operand(1)?);
+            let flops = dot_flops(lhs, rhs, dims)?;
+            return Ok(Cost {
+                matrix_flops: PerDType::one(lhs.dtype, flops),
+                ..Cost::default()
+            });
+        }
+        Op::TriangularSolve(_) => {
+            let (a, b) = (operand(0)?, operand(1)?);
+            let n = a.dims.last().map_or(0, |&d| d.max(0) as u64);
+            return Ok(Cost {
+                matrix_flops: PerDType::one(a.dtype, n * elements(b)),
+                ..Cost::default()
+            });
+        }
+        Op::AllGather { axis, .. } => {
+            let s = operand(0)?;
+            let n = axis.size as u64;
+            let sent = n.saturating_sub(1) * bytes(s);
+            return Ok(Cost::collective_only(
+                Collective::AllGather,
+                PerDType::one(s.dtype, sent),
+            ));
+        }
+        Op::ReduceScatter { axis, .. } => {
+            // The result is this device's S/n slice, so (n−1)·S/n is exact in its bytes.
+            let r = result()?;
+            let n = axis.size as u64;
+            let sent = n.saturating_sub(1) * bytes(r);
+            return Ok(Cost::collective_only(
+                Collective::ReduceScatter,
+                PerDType::one(r.dtype, sent),
+            ));
+        }
+        Op::AllReduce { axis } | Op::AllToAll { axis, .. } => {
+            let s = operand(0)?;
+            let n = (axis.size as u64).max(1);
+            let (kind, rounds) = match op {
+                Op::AllReduce { .. } => (Collective::AllReduce, 2),
+                _ => (Collective::AllToAll, 1),
+            };
+            let sent = rounds * (n - 1) * bytes(s) / n;
+            return Ok(Cost::collective_only(kind, PerDType::one(s.dtype, sent)));
+        }
+        Op::Reshape | Op::StopGradient | Op::OptimizationBarrier => return Ok(Cost::default()),
+        Op::Compare(_) => PerDType::one(operand(0)?.dtype, elements(result()?)),
+        Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Convert => {
+            let r = result()?;
+            PerDType::one(r.dtype, elements(r))
+        }
+        Op::Reduce { .. } | Op::Cumsum { .. } | Op::TopK { .. } => {
+            let x = operand(0)?;
+            PerDType::one(result()?.dtype, elements(x))
+        }
+        Op::ScatterAdd { .. } => PerDType::one(result()?.dtype, elements(operand(2)?)),
+        Op::Constant(_)
+        | Op::Iota { .. }
+        | Op::BroadcastInDim { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::DynamicSlice { .. }
+        | Op::DynamicUpdateSlice
+        | Op::Concatenate { .. }
+        | Op::Pad { .. }
+        | Op::Take { .. }
+        | Op::AxisIndex { .. } => PerDType::default(),
+    };
+    let moved = |ts: &[&TensorType]| -> PerDType {
+        ts.iter().fold(PerDType::default(), |p, t| {
+            p + PerDType::one(t.dtype, bytes(t))
+        })
+    };
+    Ok(Cost {
+        vector_flops,
+        bytes_read: moved(&operands),
+        bytes_written: moved(&results),
+        ..Cost::default()
+    })
+}
+
+/// `2·B·M·N·K`: the left operand holds `B·M·K` elements, and `N` is what the right operand
+/// adds beyond the batch and contracting dimensions it shares with the left.
+fn dot_flops(lhs: &TensorType, rhs: &TensorType, dims: &DotDims) -> Result<u64> {
+    let in_range = |ds: &[usize], t: &TensorType| ds.iter().all(|&d| d < t.rank());
+    if !in_range(&dims.lhs_batch, lhs)
+        || !in_range(&dims.lhs_contract, lhs)
+        || !in_range(&dims.rhs_batch, rhs)
+        || !in_range(&dims.rhs_contract, rhs)
+    {
+        return Err(Error::invalid(
+            "dot_general",
+            format!("dimension numbers {dims:?} do not fit {lhs} and {rhs}"),
+        ));
+    }
+    let rhs_free: u64 = (0..rhs.rank())
+        .filter(|d| !dims.rhs_batch.contains(d) && !dims.rhs_contract.contains(d))
+        .map(|d| rhs.dims[d].max(0) as u64)
+        .product();
+    Ok(2 * lhs.num_elements() as u64 * rhs_free)
+}
