@@ -21,10 +21,13 @@
 //! Times are in seconds, from per-kind [`KindTimes`] a cost model and a hardware profile
 //! provide; the simulator itself is pure and knows nothing of either.
 
+pub mod draw;
 mod replay;
 
 pub use replay::simulate;
 
+#[cfg(test)]
+mod svg_tests;
 #[cfg(test)]
 mod tests;
 
