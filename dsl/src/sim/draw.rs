@@ -126,10 +126,12 @@ pub fn render(title: &str, panels: &[(&str, &Timeline)]) -> String {
                 let label = b.label();
                 let _ = writeln!(
                     s,
-                    r#"<rect x="{bx:.2}" y="{:.1}" width="{bw:.2}" height="{:.1}" fill="{}" stroke="white" stroke-width="0.5"><title>{} ({:.3}–{:.3} ms)</title></rect>"#,
+                    r#"<rect x="{bx:.2}" y="{:.1}" width="{bw:.2}" height="{:.1}" fill="{}" stroke="white" stroke-width="{}"><title>{} ({:.3}–{:.3} ms)</title></rect>"#,
                     y + 2.0,
                     LANE_H - 4.0,
                     colour(b.op),
+                    // A separating edge would hide a bar narrower than a few pixels.
+                    if bw >= 3.0 { 0.5 } else { 0.0 },
                     escape(&label),
                     b.start * 1e3,
                     b.end * 1e3
