@@ -41,6 +41,7 @@ pub mod nn;
 mod ops;
 pub mod plan;
 mod replay;
+pub mod sim;
 mod types;
 
 pub use autodiff::{value_and_vjp, vjp, vjp_wrt};

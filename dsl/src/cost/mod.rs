@@ -51,10 +51,14 @@
 //! ```
 
 mod count;
+mod layers;
 mod walk;
 
 pub use count::{Collective, Cost, PerDType};
-pub use walk::of;
+pub use layers::{LayerCost, layer_costs};
+pub use walk::{Accounting, ActiveExperts, of, of_with};
 
+#[cfg(test)]
+mod layer_tests;
 #[cfg(test)]
 mod tests;

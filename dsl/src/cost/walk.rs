@@ -14,12 +14,36 @@ const TRIP_COUNT_ONE: &str = "skip-simplify-while-loops_trip-count-one";
 /// Fails only on a malformed graph: a node naming a value `f` does not hold, or dot
 /// dimensions outside their operand.
 pub fn of(f: &Function) -> Result<Cost> {
+    of_with(f, &Accounting::default())
+}
+
+/// How to count what the graph alone cannot say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accounting {
+    /// A mixture-of-experts layer written over all its experts at once: a `dot_general`
+    /// with a batch dimension of size `experts` is an expert product, and only `active` of
+    /// every `experts` of its FLOPs are counted, since a token runs through `active` experts
+    /// (the weights of all of them are still gathered, which the FLOPs do not touch).
+    pub experts: Option<ActiveExperts>,
+}
+
+/// Routed experts and how many each token uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActiveExperts {
+    /// Routed experts per layer (`n_routed_experts`).
+    pub experts: u64,
+    /// Experts each token is routed to (`num_experts_per_tok`).
+    pub active: u64,
+}
+
+/// The cost of one run of `f` under `accounting`.
+pub fn of_with(f: &Function, accounting: &Accounting) -> Result<Cost> {
     let live = live_nodes(f);
     f.nodes
         .iter()
         .zip(live)
         .filter(|&(_, live)| live)
-        .map(|(n, _)| node_cost(f, n))
+        .map(|(n, _)| node_cost(f, n, accounting))
         .sum()
 }
 
@@ -51,7 +75,7 @@ fn live_nodes(f: &Function) -> Vec<bool> {
     live
 }
 
-fn node_cost(f: &Function, node: &Node) -> Result<Cost> {
+fn node_cost(f: &Function, node: &Node, accounting: &Accounting) -> Result<Cost> {
     let op = &node.op;
     let types = |ids: &[usize]| -> Result<Vec<&TensorType>> {
         ids.iter()
@@ -82,7 +106,9 @@ fn node_cost(f: &Function, node: &Node) -> Result<Cost> {
     let elements = |t: &TensorType| t.num_elements() as u64;
 
     let vector_flops = match op {
-        Op::Scan { body, length, .. } => return Ok(of(body)? * *length as u64),
+        Op::Scan { body, length, .. } => {
+            return Ok(of_with(body, accounting)? * *length as u64);
+        }
         Op::While {
             cond,
             body,
@@ -92,7 +118,7 @@ fn node_cost(f: &Function, node: &Node) -> Result<Cost> {
                 .iter()
                 .any(|(k, v)| k == TRIP_COUNT_ONE && v == "true");
             return Ok(if once {
-                of(body)? + of(cond)? * 2
+                of_with(body, accounting)? + of_with(cond, accounting)? * 2
             } else {
                 Cost {
                     unknown_trip_loops: 1,
@@ -102,7 +128,17 @@ fn node_cost(f: &Function, node: &Node) -> Result<Cost> {
         }
         Op::DotGeneral(dims) => {
             let (lhs, rhs) = (operand(0)?, operand(1)?);
-            let flops = dot_flops(lhs, rhs, dims)?;
+            let mut flops = dot_flops(lhs, rhs, dims)?;
+            if let Some(e) = accounting.experts {
+                let routed = dims
+                    .lhs_batch
+                    .iter()
+                    .any(|&d| lhs.dims.get(d).is_some_and(|&n| n as u64 == e.experts));
+                if routed && e.experts > 0 {
+                    flops =
+                        (u128::from(flops) * u128::from(e.active) / u128::from(e.experts)) as u64;
+                }
+            }
             return Ok(Cost {
                 matrix_flops: PerDType::one(lhs.dtype, flops),
                 ..Cost::default()

@@ -1,0 +1,85 @@
+//! Per-kind layer costs traced from a model's own forward, against hand-derived counts.
+
+use std::rc::Rc;
+
+use super::*;
+use crate::dtype::DType;
+use crate::fsdp::{InputSpec, LayerFn, LayerKind, ParamSpec, StackModel};
+use crate::plan::Stack;
+use crate::types::TensorType;
+
+/// `tanh(h·W) ⊙ g` over rows `[2, 8]`: `W: [8, 8]` sharded, `g: [8]` replicated.
+fn model(forward: LayerFn) -> StackModel {
+    let row = TensorType::new(DType::F32, [2, 8]);
+    StackModel {
+        stack: Stack::homogeneous("tanh", 3).unwrap(),
+        kinds: vec![LayerKind {
+            name: "tanh".into(),
+            params: vec![
+                ParamSpec::sharded("w", &[8, 8], DType::F32, 0),
+                ParamSpec::replicated("g", &[8], DType::F32),
+            ],
+            forward,
+        }],
+        activation: row.clone(),
+        inputs: vec![InputSpec::new("x", row)],
+        outer_params: vec![],
+        pre: Rc::new(|inputs, _| Ok(inputs[0].clone())),
+        post: Rc::new(|h, _, _| h.mean(&[0, 1])),
+    }
+}
+
+fn tanh_layer() -> LayerFn {
+    Rc::new(|h, w| {
+        h.matmul(&w[0])?
+            .tanh()?
+            .mul(&w[1].expand_dims(0)?.broadcast_to(&[2, 8])?)
+    })
+}
+
+#[test]
+fn a_tanh_layer_costs_one_dot_forward_and_three_backward() {
+    let c = layer_costs(&model(tanh_layer()), 4, &[]).unwrap();
+    assert_eq!(c.len(), 1);
+    let c = &c[0];
+    assert_eq!(c.kind, "tanh");
+    // Forward: h·W is 2·M·K·N = 2·2·8·8.
+    assert_eq!(c.forward.matrix_flops.get(DType::F32), 256);
+    // Backward: h·W recomputed (tanh's VJP reads it), then dh = dz·Wᵀ and dW = hᵀ·dz.
+    assert_eq!(c.backward.matrix_flops.get(DType::F32), 3 * 256);
+    assert!(c.backward.vector_flops.total() > c.forward.vector_flops.total());
+    // W is 8·8·4 = 256 bytes, g 32: on 4 devices each receives and sends 3/4 of W, and
+    // all-reduces g's gradient (2·3/4·32).
+    assert_eq!(c.weight_bytes, 288);
+    assert_eq!(c.gathered_bytes, 192);
+    assert_eq!(c.reduce_scatter_bytes, 192);
+    assert_eq!(c.all_reduce_bytes, 48);
+    let one = &layer_costs(&model(tanh_layer()), 1, &[]).unwrap()[0];
+    assert_eq!((one.gathered_bytes, one.all_reduce_bytes), (0, 0));
+}
+
+#[test]
+fn only_active_experts_count_for_flops() {
+    let s = crate::builder::Scope::new("experts");
+    let x = s.param(TensorType::new(DType::F32, [4, 3, 5]));
+    let w = s.param(TensorType::new(DType::F32, [4, 5, 7]));
+    let y = x.matmul(&w).unwrap();
+    let f = s.finish(&[y]).unwrap();
+    let moe = |experts| Accounting {
+        experts: Some(ActiveExperts { experts, active: 1 }),
+    };
+    // 2·4·3·5·7 = 840 over all four experts; one of four is active.
+    assert_eq!(of_with(&f, &moe(4)).unwrap().matrix_flops.total(), 210);
+    // No batch dimension of 8 experts: not an expert product.
+    assert_eq!(of_with(&f, &moe(8)).unwrap().matrix_flops.total(), 840);
+    assert_eq!(of(&f).unwrap().matrix_flops.total(), 840);
+}
+
+#[test]
+fn a_failing_kind_is_named() {
+    let bad: LayerFn = Rc::new(|h, w| h.matmul(&w[1]));
+    let e = layer_costs(&model(bad), 4, &[]).unwrap_err();
+    assert!(e.to_string().contains("layer kind `tanh`"), "{e}");
+    let e = layer_costs(&model(tanh_layer()), 0, &[]).unwrap_err();
+    assert!(e.to_string().contains("at least one device"), "{e}");
+}

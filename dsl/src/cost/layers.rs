@@ -1,0 +1,95 @@
+//! What one layer of each kind of a [`StackModel`] costs, traced from the kind's own forward
+//! function: its forward, its backward step (the recompute the backward replays plus the
+//! VJP), and the bytes FSDP moves for its weights on a mesh. The traced graphs hold no data,
+//! so full-size shapes cost nothing to trace.
+
+use crate::autodiff::vjp;
+use crate::builder::Scope;
+use crate::error::{Error, Result};
+use crate::fsdp::{LayerKind, StackModel};
+
+use super::Cost;
+use super::walk::{Accounting, of_with};
+
+/// One layer of a kind, on one device of a mesh.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerCost {
+    /// The kind's name.
+    pub kind: String,
+    /// The forward of one layer on one device's activation.
+    pub forward: Cost,
+    /// The backward step of one layer: the forward recomputed, then its VJP (dead forward
+    /// nodes the VJP does not read are not counted).
+    pub backward: Cost,
+    /// Bytes of one layer's weights, gathered (every parameter at full size).
+    pub weight_bytes: u64,
+    /// Bytes each device receives all-gathering one layer's sharded weights: `(n−1)/n` of
+    /// their full size, the ring all-gather of the [module](crate::cost) conventions.
+    pub gathered_bytes: u64,
+    /// Bytes each device sends reduce-scattering one layer's sharded weight gradients (same
+    /// element types as the weights): `(n−1)/n` of their full size.
+    pub reduce_scatter_bytes: u64,
+    /// Bytes each device sends all-reducing the gradients of the layer's replicated
+    /// parameters: `2·(n−1)/n` of their size.
+    pub all_reduce_bytes: u64,
+}
+
+/// The cost of one layer of every kind of `model` on a mesh of `devices`, in the stack's kind
+/// order. `accounting[k]` says how to count kind `k` (e.g. [`ActiveExperts`](super::ActiveExperts)
+/// for a mixture-of-experts kind); missing entries count plainly.
+///
+/// Errors when `devices` is zero, or when tracing a kind's forward or VJP fails; the error
+/// names the kind.
+pub fn layer_costs(
+    model: &StackModel,
+    devices: usize,
+    accounting: &[Accounting],
+) -> Result<Vec<LayerCost>> {
+    if devices == 0 {
+        return Err(Error::invalid("cost", "a mesh needs at least one device"));
+    }
+    model
+        .kinds
+        .iter()
+        .enumerate()
+        .map(|(k, kind)| {
+            let a = accounting.get(k).copied().unwrap_or_default();
+            layer_cost(model, kind, devices, &a)
+                .map_err(|e| Error::invalid("cost", format!("layer kind `{}`: {e}", kind.name)))
+        })
+        .collect()
+}
+
+fn layer_cost(
+    model: &StackModel,
+    kind: &LayerKind,
+    devices: usize,
+    accounting: &Accounting,
+) -> Result<LayerCost> {
+    let f = Scope::new(&kind.name);
+    let x = f.param(model.activation.clone());
+    let weights: Vec<_> = kind.params.iter().map(|p| f.param(p.full_type())).collect();
+    let y = (kind.forward)(&x, &weights)?;
+    let forward_fn = f.finish(&[y])?;
+    let backward_fn = vjp(&forward_fn)?;
+    let n = devices as u64;
+    let (mut weight_bytes, mut sharded, mut replicated) = (0u64, 0u64, 0u64);
+    for p in &kind.params {
+        let b = p.full_type().size_in_bytes() as u64;
+        weight_bytes += b;
+        if p.shard_dim.is_some() {
+            sharded += b;
+        } else {
+            replicated += b;
+        }
+    }
+    Ok(LayerCost {
+        kind: kind.name.clone(),
+        forward: of_with(&forward_fn, accounting)?,
+        backward: of_with(&backward_fn, accounting)?,
+        weight_bytes,
+        gathered_bytes: sharded / n * (n - 1),
+        reduce_scatter_bytes: sharded / n * (n - 1),
+        all_reduce_bytes: 2 * (replicated / n * (n - 1)),
+    })
+}

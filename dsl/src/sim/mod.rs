@@ -1,0 +1,159 @@
+//! A schedule simulator: replays a [`Pass`] of a [`Plan`](crate::plan::Plan) step by step on
+//! three lanes (compute, the FSDP collective lane, a second collective lane) so that what the
+//! schedule buys on a pod can be predicted from the same plan the lowering compiles. On a CPU
+//! the collectives are copies run by the computing threads, so measurement cannot show it.
+//!
+//! The replay honours the plan's dependencies:
+//! - **Lanes are serial**: each lane runs its ops one at a time in issue order. Within a step
+//!   the order is the lowering's: the carried-in gradient's reduce-scatter, the gathers, the
+//!   layer, then its own (immediate or epilogue) reduce-scatter.
+//! - **Buffers**: a step's gathers are issued when the step starts, which is once the previous
+//!   layer's compute has released its gathered weights (at most two gathered buffers: the
+//!   running layer's and the prefetched one). A deferred gradient's reduce-scatter must end
+//!   before the next step starts, since that step's own gradient takes its place (at most three
+//!   buffers backward: two gathered, one gradient).
+//! - **Barriers**: a loop trip (one step of a peeled or simple loop, two of a ping-pong loop)
+//!   ends only when everything it issued has ended, so the next trip starts after all of it. An
+//!   immediate reduce-scatter at the end of a trip is therefore exposed; deferring it moves it
+//!   to the start of the next step, where it overlaps that step's compute.
+//! - **Prefetch off**: each gather is issued at its own step, so it is exposed before its layer.
+//!
+//! Times are in seconds, from per-kind [`KindTimes`] a cost model and a hardware profile
+//! provide; the simulator itself is pure and knows nothing of either.
+
+pub mod draw;
+mod replay;
+
+pub use replay::simulate;
+
+#[cfg(test)]
+mod svg_tests;
+#[cfg(test)]
+mod tests;
+
+/// How long one layer of a kind takes on each lane, in seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KindTimes {
+    /// The forward pass of one layer.
+    pub forward: f64,
+    /// The backward step of one layer: recompute plus VJP.
+    pub backward: f64,
+    /// All-gathering one layer's weights.
+    pub gather: f64,
+    /// Reduce-scattering one layer's weight gradient.
+    pub reduce_scatter: f64,
+}
+
+/// Where an op runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Lane {
+    /// The compute core (TensorCore).
+    Compute,
+    /// The collective lane dedicated to FSDP weight gathers (SparseCore 0).
+    Fsdp,
+    /// The second collective lane: token exchanges and reduce-scatters not on the FSDP lane
+    /// (SparseCore 1).
+    Second,
+}
+
+impl Lane {
+    /// Every lane, top to bottom as a timeline draws them.
+    pub const ALL: [Lane; 3] = [Lane::Compute, Lane::Fsdp, Lane::Second];
+}
+
+/// What an op does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    /// All-gather of a layer's weights (`AG W3`).
+    Gather,
+    /// A layer's forward (`fwd L3`).
+    Forward,
+    /// A layer's recompute and VJP (`vjp L3`).
+    Vjp,
+    /// Reduce-scatter of a layer's weight gradient (`RS dW3`).
+    ReduceScatter,
+}
+
+/// One op on the timeline.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bar {
+    /// The lane it runs on.
+    pub lane: Lane,
+    /// What it does.
+    pub op: OpKind,
+    /// The layer it belongs to.
+    pub layer: usize,
+    /// The step (position in the pass) that issued it.
+    pub step: usize,
+    /// Start time, seconds from the start of the pass.
+    pub start: f64,
+    /// End time.
+    pub end: f64,
+}
+
+impl Bar {
+    /// The label a timeline prints on it, in the reference's notation.
+    pub fn label(&self) -> String {
+        match self.op {
+            OpKind::Gather => format!("AG W{}", self.layer),
+            OpKind::Forward => format!("fwd L{}", self.layer),
+            OpKind::Vjp => format!("vjp L{}", self.layer),
+            OpKind::ReduceScatter => format!("RS dW{}", self.layer),
+        }
+    }
+}
+
+/// A step's span: from when it starts to when the last op it issued ends.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepSpan {
+    /// The layer it runs.
+    pub layer: usize,
+    /// Start time.
+    pub start: f64,
+    /// End time.
+    pub end: f64,
+}
+
+/// Which lane carries reduce-scatters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimOptions {
+    /// [`Lane::Fsdp`] when reduce-scatters share the dedicated FSDP core with the gathers,
+    /// [`Lane::Second`] when they have their own.
+    pub reduce_scatter_lane: Lane,
+}
+
+impl Default for SimOptions {
+    /// Reduce-scatters on the second collective lane, as in the reference's timelines.
+    fn default() -> Self {
+        SimOptions {
+            reduce_scatter_lane: Lane::Second,
+        }
+    }
+}
+
+/// A replayed pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timeline {
+    /// Every op, in issue order.
+    pub bars: Vec<Bar>,
+    /// Every step, in execution order.
+    pub steps: Vec<StepSpan>,
+    /// When the last op ends.
+    pub total: f64,
+    /// Time the compute lane is busy.
+    pub compute: f64,
+    /// Time the compute lane waits on communication: `total − compute`.
+    pub exposed_communication: f64,
+}
+
+impl Timeline {
+    /// The bars on `lane`, in issue order.
+    pub fn lane(&self, lane: Lane) -> impl Iterator<Item = &Bar> + '_ {
+        self.bars.iter().filter(move |b| b.lane == lane)
+    }
+
+    /// Busy time of `lane`.
+    pub fn busy(&self, lane: Lane) -> f64 {
+        self.lane(lane).map(|b| b.end - b.start).sum()
+    }
+}

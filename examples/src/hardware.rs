@@ -1,0 +1,231 @@
+//! Hardware profiles as data: the rates the simulator divides a layer's cost by, read from
+//! TOML (`examples/hardware/*.toml`, each public figure cited beside it) so a profile is
+//! changed or added without touching code.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use stackscan::cost::{Collective, Cost, LayerCost};
+use stackscan::sim::KindTimes;
+use stackscan::{DType, Error, Result};
+
+/// One chip's rates.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hardware {
+    /// Display name.
+    pub name: String,
+    /// Peak bf16 matrix-product rate, TFLOP/s.
+    pub matrix_tflops_bf16: f64,
+    /// Peak f32 matrix-product rate, TFLOP/s.
+    pub matrix_tflops_f32: f64,
+    /// Elementwise and reduction rate, TFLOP/s.
+    pub vector_tflops: f64,
+    /// Memory bandwidth, GB/s.
+    pub memory_gb_per_s: f64,
+    /// What one collective on the FSDP lane sends per second, GB/s.
+    pub fsdp_lane_gb_per_s: f64,
+    /// What one collective on the second lane sends per second, GB/s.
+    pub second_lane_gb_per_s: f64,
+    /// Fixed start-up cost of a collective, µs.
+    pub collective_latency_us: f64,
+    /// The fraction of the matrix peak that large products reach.
+    pub matrix_efficiency: f64,
+}
+
+/// The profiles kept in the repository, by the name `--hardware` takes.
+pub const BUILT_IN: [(&str, &str); 3] = [
+    ("tpu7x", include_str!("../hardware/tpu7x.toml")),
+    ("tpu-v5p", include_str!("../hardware/tpu-v5p.toml")),
+    ("h200", include_str!("../hardware/h200.toml")),
+];
+
+impl Hardware {
+    /// Parses a profile; every rate must be positive and finite, the efficiency in (0, 1].
+    pub fn from_toml(text: &str) -> Result<Hardware> {
+        let h: Hardware = toml::from_str(text)
+            .map_err(|e| invalid("hardware", format!("not a hardware profile: {e}")))?;
+        let rates = [
+            ("matrix_tflops_bf16", h.matrix_tflops_bf16),
+            ("matrix_tflops_f32", h.matrix_tflops_f32),
+            ("vector_tflops", h.vector_tflops),
+            ("memory_gb_per_s", h.memory_gb_per_s),
+            ("fsdp_lane_gb_per_s", h.fsdp_lane_gb_per_s),
+            ("second_lane_gb_per_s", h.second_lane_gb_per_s),
+        ];
+        if let Some((field, v)) = rates.iter().find(|(_, v)| !(v.is_finite() && *v > 0.0)) {
+            return Err(invalid(
+                "hardware",
+                format!("profile `{}`: `{field}` = {v} must be positive", h.name),
+            ));
+        }
+        if !(h.collective_latency_us.is_finite() && h.collective_latency_us >= 0.0) {
+            return Err(invalid(
+                "hardware",
+                format!("profile `{}`: `collective_latency_us` must be ≥ 0", h.name),
+            ));
+        }
+        if !(h.matrix_efficiency > 0.0 && h.matrix_efficiency <= 1.0) {
+            return Err(invalid(
+                "hardware",
+                format!(
+                    "profile `{}`: `matrix_efficiency` must be in (0, 1]",
+                    h.name
+                ),
+            ));
+        }
+        Ok(h)
+    }
+
+    /// A built-in profile by name, or a TOML file by path.
+    pub fn load(name_or_path: &str) -> Result<Hardware> {
+        if let Some((_, text)) = BUILT_IN.iter().find(|(n, _)| *n == name_or_path) {
+            return Hardware::from_toml(text);
+        }
+        let text = std::fs::read_to_string(Path::new(name_or_path)).map_err(|e| {
+            let names: Vec<&str> = BUILT_IN.iter().map(|(n, _)| *n).collect();
+            invalid(
+                "hardware",
+                format!(
+                    "`{name_or_path}` is neither a built-in profile ({}) nor a readable file: {e}",
+                    names.join(", ")
+                ),
+            )
+        })?;
+        Hardware::from_toml(&text)
+    }
+
+    /// Seconds to run `c` on the compute core: matrix products at the efficient peak for
+    /// their element type, plus the memory-bound ops at the larger of their FLOP time and
+    /// their traffic time (the cost model leaves the products' operands out of the traffic).
+    /// With `as_bf16`, f32 products run at the bf16 rate and f32 traffic is halved: the
+    /// mixed-precision training the reference measures, for models declared in f32.
+    pub fn compute_seconds(&self, c: &Cost, as_bf16: bool) -> f64 {
+        let tera = 1e12 * self.matrix_efficiency;
+        let (bf16, f32) = (
+            c.matrix_flops.get(DType::BF16) as f64,
+            c.matrix_flops.get(DType::F32) as f64,
+        );
+        let other = c.matrix_flops.total() as f64 - bf16 - f32;
+        let matrix = if as_bf16 {
+            (bf16 + f32) / (self.matrix_tflops_bf16 * tera)
+        } else {
+            bf16 / (self.matrix_tflops_bf16 * tera) + f32 / (self.matrix_tflops_f32 * tera)
+        } + other / (self.matrix_tflops_f32 * tera);
+        let traffic = scaled_bytes(c.bytes_read.iter().chain(c.bytes_written.iter()), as_bf16);
+        let memory = traffic / (self.memory_gb_per_s * 1e9);
+        let vector = c.vector_flops.total() as f64 / (self.vector_tflops * 1e12);
+        matrix + memory.max(vector)
+    }
+
+    /// Seconds for one collective moving `bytes` per device on a lane of `gb_per_s`.
+    fn collective_seconds(&self, bytes: f64, gb_per_s: f64) -> f64 {
+        if bytes == 0.0 {
+            return 0.0;
+        }
+        self.collective_latency_us * 1e-6 + bytes / (gb_per_s * 1e9)
+    }
+
+    /// One layer's times: forward, backward (recompute + VJP, with the all-reduce of any
+    /// replicated gradients and any collective inside the layer counted on the compute lane,
+    /// since the plan does not schedule them), its weights' gather on the FSDP lane and its
+    /// gradients' reduce-scatter.
+    pub fn kind_times(&self, layer: &LayerCost, as_bf16: bool) -> KindTimes {
+        let shrink = if as_bf16 { 0.5 } else { 1.0 };
+        let inner = |c: &Cost| {
+            Collective::ALL
+                .iter()
+                .map(|&k| {
+                    let b = scaled_bytes(c.collective(k).iter(), as_bf16);
+                    self.collective_seconds(b, self.second_lane_gb_per_s)
+                })
+                .sum::<f64>()
+        };
+        let all_reduce = self.collective_seconds(
+            layer.all_reduce_bytes as f64 * shrink,
+            self.second_lane_gb_per_s,
+        );
+        KindTimes {
+            forward: self.compute_seconds(&layer.forward, as_bf16) + inner(&layer.forward),
+            backward: self.compute_seconds(&layer.backward, as_bf16)
+                + inner(&layer.backward)
+                + all_reduce,
+            gather: self.collective_seconds(
+                layer.gathered_bytes as f64 * shrink,
+                self.fsdp_lane_gb_per_s,
+            ),
+            reduce_scatter: self.collective_seconds(
+                layer.reduce_scatter_bytes as f64 * shrink,
+                self.second_lane_gb_per_s,
+            ),
+        }
+    }
+}
+
+/// A profile error.
+fn invalid(op: &'static str, message: impl Into<String>) -> Error {
+    Error::InvalidOp {
+        op,
+        message: message.into(),
+    }
+}
+
+/// Bytes, with f32 counted at two bytes an element when `as_bf16`.
+fn scaled_bytes<'a>(counts: impl Iterator<Item = (DType, u64)> + 'a, as_bf16: bool) -> f64 {
+    counts
+        .map(|(d, n)| {
+            if as_bf16 && d == DType::F32 {
+                n as f64 / 2.0
+            } else {
+                n as f64
+            }
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_profiles_parse() {
+        for (name, text) in BUILT_IN {
+            let h = Hardware::from_toml(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(h.matrix_tflops_bf16 >= h.matrix_tflops_f32, "{name}");
+            assert_eq!(Hardware::load(name).unwrap(), h);
+        }
+        assert_eq!(Hardware::load("tpu-v5p").unwrap().matrix_tflops_bf16, 459.0);
+    }
+
+    #[test]
+    fn bad_profiles_name_the_field() {
+        let text = BUILT_IN[0]
+            .1
+            .replace("memory_gb_per_s = 7370.0", "memory_gb_per_s = 0.0");
+        let e = Hardware::from_toml(&text).unwrap_err().to_string();
+        assert!(e.contains("`memory_gb_per_s`"), "{e}");
+        let e = Hardware::from_toml("name = 3").unwrap_err().to_string();
+        assert!(e.contains("not a hardware profile"), "{e}");
+        let e = Hardware::load("no-such-chip").unwrap_err().to_string();
+        assert!(e.contains("tpu7x, tpu-v5p, h200"), "{e}");
+    }
+
+    #[test]
+    fn collective_time_is_latency_plus_bytes_over_bandwidth() {
+        let h = Hardware::load("tpu-v5p").unwrap();
+        let layer = LayerCost {
+            kind: "L".into(),
+            forward: Cost::default(),
+            backward: Cost::default(),
+            weight_bytes: 0,
+            gathered_bytes: 600_000_000,
+            reduce_scatter_bytes: 0,
+            all_reduce_bytes: 0,
+        };
+        let t = h.kind_times(&layer, false);
+        // 600 MB at 600 GB/s is 1 ms, plus 10 µs.
+        assert!((t.gather - 1.010e-3).abs() < 1e-12, "{}", t.gather);
+        assert_eq!((t.reduce_scatter, t.forward), (0.0, 0.0));
+        assert!((h.kind_times(&layer, true).gather - 0.510e-3).abs() < 1e-12);
+    }
+}
