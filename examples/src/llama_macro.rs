@@ -1,6 +1,6 @@
 //! The Llama-style decoder of [`llama`](crate::llama) declared with the macros: one
 //! `#[derive(SubLayer)]` struct whose fields are the layer's weights (the forward is the
-//! hand-built model's layer function, fed the fields in declaration order), and `#[layer_stack]` models for the tiny config and for
+//! hand-built model's layer function, handed the fields by name), and `#[layer_stack]` models for the tiny config and for
 //! Llama-3-8B's depth. The resulting [`StackModel`] is the hand-built one: same parameters, same
 //! program text.
 //!
@@ -18,10 +18,11 @@
 //! ```
 
 use stackscan::fsdp::StackModel;
-use stackscan::layer::{ActivationMarker, Forward, Params};
+use stackscan::layer::{ActivationMarker, Forward};
+use stackscan::plan::PlanOptions;
 use stackscan::{Error, LayerStack, Result, SubLayer, Tensor, layer_stack};
 
-use crate::llama::LlamaConfig;
+use crate::llama::{DecoderWeights, LlamaConfig};
 
 /// The residual stream `[batch, seq, d_model]`.
 #[derive(Debug)]
@@ -72,10 +73,20 @@ pub struct Decoder<T> {
 }
 
 impl Forward for Decoder<Tensor> {
-    /// The same layer function as the hand-built model, on the fields in declaration order.
+    /// The same layer function as the hand-built model, handed the fields by name.
     fn forward(&self, c: &LlamaConfig, h: &Tensor) -> Result<Tensor> {
-        let weights: Vec<Tensor> = self.values().into_iter().cloned().collect();
-        crate::llama::decoder_layer(*c, h, &weights)
+        let w = DecoderWeights {
+            attn_norm: &self.attn_norm,
+            wq: &self.wq,
+            wk: &self.wk,
+            wv: &self.wv,
+            wo: &self.wo,
+            mlp_norm: &self.mlp_norm,
+            w_gate: &self.w_gate,
+            w_up: &self.w_up,
+            w_down: &self.w_down,
+        };
+        crate::llama::decoder_layer(*c, h, &w)
     }
 }
 
@@ -106,12 +117,31 @@ pub fn model<S: LayerStack<Config = LlamaConfig>>(c: &LlamaConfig) -> Result<Sta
         return Err(Error::InvalidOp {
             op: "llama",
             message: format!(
-                "the config has {} layers for a stack of {}",
+                "`LlamaConfig.layers` is {} but the stack declares {} layers ({} × a block of {})",
                 c.layers,
-                S::LAYERS
+                S::LAYERS,
+                S::REPEAT,
+                S::LAYERS / S::REPEAT.max(1)
             ),
         });
     }
     let o = crate::llama::outer(c)?;
     S::stack_model(c, o.activation, o.inputs, o.params, o.pre, o.post)
+}
+
+/// The main job's model: the macro-declared tiny Llama with its attribute's options.
+pub fn tiny() -> Result<(StackModel, PlanOptions)> {
+    Ok((
+        model::<TinyLlama>(&LlamaConfig::tiny())?,
+        TinyLlama::OPTIONS,
+    ))
+}
+
+/// Llama-3-8B declared with the macros, with its attribute's options (for plans and
+/// parameter listings; far too big to train here).
+pub fn llama3_8b() -> Result<(StackModel, PlanOptions)> {
+    Ok((
+        model::<Llama3_8b>(&LlamaConfig::llama3_8b())?,
+        Llama3_8b::OPTIONS,
+    ))
 }
