@@ -79,6 +79,12 @@ pub(crate) fn parse(input: &DeriveInput, errors: &mut Errors) -> Input {
         sublayer_attr_malformed: false,
         fields: None,
     };
+    for attr in input.attrs.iter().filter(|a| a.path().is_ident("param")) {
+        errors.error_spanned_by(
+            attr.path(),
+            "`#[param(...)]` goes on a field (one per parameter), not on the struct; the struct takes `#[sublayer(config = <type>, carry = <type>)]`",
+        );
+    }
     let before = errors.len();
     for attr in input.attrs.iter().filter(|a| a.path().is_ident("sublayer")) {
         out.has_sublayer_attr = true;
@@ -184,6 +190,12 @@ fn field(f: &syn::Field, errors: &mut Errors) -> Field {
         dtype: None,
         malformed: false,
     };
+    for attr in f.attrs.iter().filter(|a| a.path().is_ident("sublayer")) {
+        errors.error_spanned_by(
+            attr.path(),
+            "`#[sublayer(...)]` goes on the struct, not on a field; a field takes `#[param(shape = [...], shard = <dim>)]`",
+        );
+    }
     let before = errors.len();
     for attr in f.attrs.iter().filter(|a| a.path().is_ident("param")) {
         if out.attr.is_some() {
