@@ -175,6 +175,9 @@ fn entries(list: &List) -> Vec<Entry> {
 fn with_value_type(ty: &Type) -> Type {
     let mut ty = ty.clone();
     match &mut ty {
+        // A `$t:ty` or `$p:path` fragment of a `macro_rules!` arrives in an invisible group.
+        Type::Group(g) => return with_value_type(&g.elem),
+        Type::Paren(p) => return with_value_type(&p.elem),
         Type::Path(p) => {
             if p.qself.is_none()
                 && let Some(last) = p.path.segments.last_mut()
