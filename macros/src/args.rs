@@ -186,3 +186,12 @@ pub(crate) fn one_of(valid: &[&str]) -> String {
         Some((last, rest)) => format!("one of {} or {last}", rest.join(", ")),
     }
 }
+
+/// The first `;` at the top level of `tokens`: `[x; n]` is array-repeat syntax, which a list
+/// option does not take.
+pub(crate) fn top_level_semicolon(tokens: &TokenStream) -> Option<Span> {
+    tokens.clone().into_iter().find_map(|tt| match tt {
+        TokenTree::Punct(p) if p.as_char() == ';' => Some(p.span()),
+        _ => None,
+    })
+}

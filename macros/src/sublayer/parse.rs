@@ -287,6 +287,13 @@ fn list_tokens(attr: &syn::Attribute, errors: &mut Errors) -> Option<proc_macro2
 
 fn shape(arg: &Arg, errors: &mut Errors) -> Option<Shape> {
     let (_, tokens) = args::bracketed(arg, "<dim>, ...", errors)?;
+    if let Some(semi) = args::top_level_semicolon(&tokens) {
+        errors.error_at(
+            semi,
+            "`shape = [dim; n]` is not supported; write each dimension (`shape = [cfg.d, cfg.d]`)",
+        );
+        return None;
+    }
     let parser = Punctuated::<Expr, Token![,]>::parse_terminated;
     match syn::parse::Parser::parse2(parser, tokens) {
         Ok(dims) => {
