@@ -170,11 +170,13 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
 /// The struct a block entry names: the last segment of its path, without generic arguments.
 fn struct_name(ty: &syn::Type) -> String {
     match ty {
-        syn::Type::Path(p) if p.qself.is_none() => p
-            .path
-            .segments
-            .last()
-            .map_or_else(String::new, |s| s.ident.to_string()),
+        syn::Type::Path(p) if p.qself.is_none() => {
+            p.path.segments.last().map_or_else(String::new, |s| {
+                syn::ext::IdentExt::unraw(&s.ident).to_string()
+            })
+        }
+        // A `$t:ty` fragment arrives wrapped in an invisible group.
+        syn::Type::Group(g) => struct_name(&g.elem),
         other => other.to_token_stream().to_string(),
     }
 }

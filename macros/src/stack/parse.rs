@@ -138,6 +138,42 @@ fn set<T>(
 
 fn list(arg: &Arg, errors: &mut Errors) -> Option<List> {
     let (bracket, tokens) = args::bracketed(arg, "SubLayer, ...", errors)?;
+    let key = &arg.key;
+    if let Some(semi) = args::top_level_semicolon(&tokens) {
+        let hint = if key == "block" {
+            "write each entry (`block = [Mlp, Mlp]`), or repeat the block with `repeat = <count>`"
+        } else {
+            "write each entry (`prefix = [Mlp, Mlp]`)"
+        };
+        errors.error_at(
+            semi,
+            format!("`{key} = [Entry; n]` is not supported; {hint}"),
+        );
+        return None;
+    }
+    // A string entry (`"Mlp"`) is the one likely mistake a type parser reports obscurely.
+    let strings: Vec<_> = tokens
+        .clone()
+        .into_iter()
+        .filter_map(|tt| match tt {
+            proc_macro2::TokenTree::Literal(lit) => {
+                syn::parse2::<syn::LitStr>(proc_macro2::TokenTree::Literal(lit).into()).ok()
+            }
+            _ => None,
+        })
+        .collect();
+    if !strings.is_empty() {
+        for lit in &strings {
+            errors.error_spanned_by(
+                lit,
+                format!(
+                    "a `{key}` entry is a sub-layer type, not a string: write `{}` without quotes",
+                    lit.value()
+                ),
+            );
+        }
+        return None;
+    }
     let parser = Punctuated::<Type, Token![,]>::parse_terminated;
     match syn::parse::Parser::parse2(parser, tokens) {
         Ok(entries) => Some(List {
