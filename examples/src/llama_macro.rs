@@ -13,14 +13,22 @@
 //! assert_eq!(m.kinds[0].params[1].name, "wq");
 //! assert_eq!(Llama3_8b::plan_notation()?.0, "[layer 0 … layer 30] → [layer 31]");
 //! // The config's depth must be the declared one.
-//! assert!(model::<Llama3_8b>(&LlamaConfig::tiny()).is_err());
+//! let e = model::<Llama3_8b>(&LlamaConfig::tiny()).unwrap_err();
+//! assert!(matches!(
+//!     e,
+//!     stackscan::Error::DepthMismatch { field: "LlamaConfig.layers", config: 4, declared: 32, .. }
+//! ));
+//! assert_eq!(
+//!     e.to_string(),
+//!     "`LlamaConfig.layers` is 4, but the stack `Llama3_8b` declares 32 layers (32 repeats of its block pattern)"
+//! );
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
 use stackscan::fsdp::StackModel;
 use stackscan::layer::{ActivationMarker, Forward};
 use stackscan::plan::PlanOptions;
-use stackscan::{Error, LayerStack, Result, SubLayer, Tensor, layer_stack};
+use stackscan::{LayerStack, Result, SubLayer, Tensor, layer_stack};
 
 use crate::llama::{DecoderWeights, LlamaConfig};
 
@@ -113,18 +121,7 @@ pub struct Llama3_8b;
 /// The model with stack `S`: tokens and next-token labels `[batch_per_device, seq]` per
 /// device, embedding before the stack, final norm, LM head and cross-entropy after it.
 pub fn model<S: LayerStack<Config = LlamaConfig>>(c: &LlamaConfig) -> Result<StackModel> {
-    if c.layers != S::LAYERS {
-        return Err(Error::InvalidOp {
-            op: "llama",
-            message: format!(
-                "`LlamaConfig.layers` is {} but the stack declares {} layers ({} × a block of {})",
-                c.layers,
-                S::LAYERS,
-                S::REPEAT,
-                S::LAYERS / S::REPEAT.max(1)
-            ),
-        });
-    }
+    S::check_depth("LlamaConfig.layers", c.layers)?;
     let o = crate::llama::outer(c)?;
     S::stack_model(c, o.activation, o.inputs, o.params, o.pre, o.post)
 }
