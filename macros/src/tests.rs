@@ -426,7 +426,7 @@ fn layer_stack_mistakes_are_all_reported_and_the_item_is_kept() {
     assert_eq!(
         errors,
         [
-            "unknown layer_stack option `prefech_fsdp_weights`; expected one of `block`, `prefix`, `repeat`, `layers`, `prefetch_fsdp_weights`, `defer_grad_reduce_scatter` or `unroll`",
+            "unknown layer_stack option `prefech_fsdp_weights`; expected one of `block`, `prefix`, `repeat`, `layers`, `prefetch_fsdp_weights`, `defer_grad_reduce_scatter`, `unroll` or `crate`",
             "duplicate layer_stack option `unroll`",
             "the block is empty; expected at least one sub-layer: `block = [SubLayer, ...]`",
             "`repeat` must be at least 1",
@@ -547,4 +547,39 @@ fn malformed_arguments_never_panic() {
         assert!(!compile_errors(&out).is_empty(), "no error for `{field}`");
         file(out);
     }
+}
+
+/// `crate = "path"` replaces every `::stackscan` of both expansions, so a renamed dependency
+/// (`ss = { package = "stackscan", … }`) needs no `stackscan` in scope.
+#[test]
+fn crate_option_replaces_the_dsl_path_everywhere() {
+    let sublayer = derive(quote! {
+        #[sublayer(crate = "ss", config = Cfg, carry = Hidden)]
+        struct Mlp<T> {
+            #[param(shape = [cfg.d], shard = 0)]
+            w: T,
+        }
+    })
+    .unwrap();
+    let stack = layer_stack(
+        quote!(crate = "ss", block = [Mlp, Attn], repeat = 2),
+        quote!(
+            struct Model;
+        ),
+    )
+    .unwrap();
+    for tokens in [sublayer, stack] {
+        let flat = compact(&tokens.to_string());
+        assert!(!flat.contains("::stackscan"), "{}", pretty(tokens.clone()));
+        assert!(flat.contains("ss::__private"), "{}", pretty(tokens.clone()));
+    }
+    // The default is restored after an expansion with the option.
+    let plain = layer_stack(
+        quote!(block = [Mlp], repeat = 1),
+        quote!(
+            struct Model;
+        ),
+    )
+    .unwrap();
+    assert!(compact(&plain.to_string()).contains("::stackscan::__private"));
 }

@@ -14,7 +14,8 @@ use crate::errors::Errors;
 pub(crate) fn layer_stack(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let item: syn::Item = syn::parse2(item)?;
     let mut errors = Errors::new();
-    let input = parse::parse(attr, item, &mut errors);
+    let mut input = parse::parse(attr, item, &mut errors);
+    let _scope = crate::CrateScope::new(input.krate.take());
     let (item, model) = check::check(input, &mut errors);
     let expanded = model.as_ref().map(expand::expand);
     let compile_errors = errors.into_compile_errors();
