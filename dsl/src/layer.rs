@@ -278,4 +278,13 @@ pub mod __private {
     pub fn invalid_declaration(layer: &str) -> Error {
         Error::invalid("sub-layer", format!("`{layer}` has an invalid declaration"))
     }
+
+    /// The error of a layer stack whose declaration failed to compile (its stub is never
+    /// called).
+    pub fn invalid_stack(stack: &str) -> Error {
+        Error::invalid(
+            "layer stack",
+            format!("`{stack}` has an invalid declaration"),
+        )
+    }
 }

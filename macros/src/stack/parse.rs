@@ -16,6 +16,7 @@ pub(crate) const KEYS: &[&str] = &[
     "prefetch_fsdp_weights",
     "defer_grad_reduce_scatter",
     "unroll",
+    "crate",
 ];
 
 /// The attribute and the item it is on.
@@ -31,6 +32,8 @@ pub(crate) struct Input {
     pub(crate) prefetch: Option<Flag>,
     pub(crate) defer: Option<Flag>,
     pub(crate) unroll: Option<Count>,
+    /// `crate = "path"`: how generated code reaches the DSL.
+    pub(crate) krate: Option<syn::Path>,
     /// Options written but unreadable (an error was reported): not reported missing as well.
     pub(crate) malformed: Vec<Ident>,
 }
@@ -78,6 +81,7 @@ pub(crate) fn parse(attr: proc_macro2::TokenStream, item: syn::Item, errors: &mu
         prefetch: None,
         defer: None,
         unroll: None,
+        krate: None,
         malformed: Vec::new(),
     };
     for arg in args::split(attr, errors) {
@@ -89,6 +93,7 @@ pub(crate) fn parse(attr: proc_macro2::TokenStream, item: syn::Item, errors: &mu
             "repeat" => set(&mut input.repeat, &arg, errors, count),
             "layers" => set(&mut input.layers, &arg, errors, count),
             "unroll" => set(&mut input.unroll, &arg, errors, count),
+            "crate" => set(&mut input.krate, &arg, errors, crate::crate_path),
             "prefetch_fsdp_weights" => set(&mut input.prefetch, &arg, errors, flag),
             "defer_grad_reduce_scatter" => set(&mut input.defer, &arg, errors, flag),
             other => errors.error_spanned_by(

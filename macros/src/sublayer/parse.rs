@@ -11,7 +11,7 @@ use crate::args::{self, Arg};
 use crate::errors::Errors;
 
 /// Keys of the struct-level `#[sublayer(...)]`.
-pub(crate) const STRUCT_KEYS: &[&str] = &["config", "carry", "name"];
+pub(crate) const STRUCT_KEYS: &[&str] = &["config", "carry", "name", "crate"];
 /// Keys of a field's `#[param(...)]`.
 pub(crate) const PARAM_KEYS: &[&str] = &["shape", "shard", "replicated", "init", "dtype", "name"];
 /// Initialisers.
@@ -30,6 +30,8 @@ pub(crate) struct Input {
     pub(crate) config: Option<Type>,
     pub(crate) carry: Option<Type>,
     pub(crate) name: Option<LitStr>,
+    /// `crate = "path"`: how generated code reaches the DSL.
+    pub(crate) krate: Option<syn::Path>,
     /// Whether `#[sublayer(...)]` was written at all.
     pub(crate) has_sublayer_attr: bool,
     /// Whether reading `#[sublayer(...)]` failed somewhere (then a missing key is not
@@ -75,6 +77,7 @@ pub(crate) fn parse(input: &DeriveInput, errors: &mut Errors) -> Input {
         config: None,
         carry: None,
         name: None,
+        krate: None,
         has_sublayer_attr: false,
         sublayer_attr_malformed: false,
         fields: None,
@@ -96,6 +99,9 @@ pub(crate) fn parse(input: &DeriveInput, errors: &mut Errors) -> Input {
                 "config" => set(&mut out.config, &arg, "a type", errors, Arg::parse),
                 "carry" => set(&mut out.carry, &arg, "a type", errors, Arg::parse),
                 "name" => set(&mut out.name, &arg, "\"kind name\"", errors, Arg::parse),
+                "crate" => set(&mut out.krate, &arg, "", errors, |a, _, e| {
+                    crate::crate_path(a, e)
+                }),
                 other => errors.error_spanned_by(
                     &arg.key,
                     format!(
