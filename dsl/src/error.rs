@@ -77,6 +77,22 @@ pub enum Error {
         /// The valid values, in words (`a finite number > 0`).
         expected: &'static str,
     },
+    /// A config's depth field disagrees with the layer count a `#[layer_stack]` declares.
+    #[error(
+        "`{field}` is {config}, but the stack `{stack}` declares {declared} layers ({repeat} repeats of its block pattern)"
+    )]
+    DepthMismatch {
+        /// The stack type.
+        stack: &'static str,
+        /// The config field holding the depth, as the user spells it (`LlamaConfig.layers`).
+        field: &'static str,
+        /// The config's value.
+        config: usize,
+        /// The stack's layer count (prefix included).
+        declared: usize,
+        /// How often the stack's block repeats.
+        repeat: usize,
+    },
     /// Reverse-mode differentiation is not defined for this use of an op.
     #[error("`{op}` cannot be differentiated: {reason}")]
     NotDifferentiable {

@@ -167,6 +167,26 @@ pub trait LayerStack {
         Ok(Plan::new(&stack, Self::OPTIONS)?.describe(&stack))
     }
 
+    /// Checks a config's depth against the declared one, once, when a model is built: the
+    /// block pattern is fixed at compile time, so a config field that also holds the depth
+    /// (`LlamaConfig.layers`, read by initialisers) must agree with it. `field` names that
+    /// field in the error.
+    fn check_depth(field: &'static str, layers: usize) -> Result<()> {
+        if layers == Self::LAYERS {
+            return Ok(());
+        }
+        Err(crate::error::Error::DepthMismatch {
+            stack: core::any::type_name::<Self>()
+                .rsplit("::")
+                .next()
+                .unwrap_or_default(),
+            field,
+            config: layers,
+            declared: Self::LAYERS,
+            repeat: Self::REPEAT,
+        })
+    }
+
     /// The stack model: these kinds with what runs before and after the stack.
     fn stack_model(
         cfg: &Self::Config,
@@ -257,5 +277,14 @@ pub mod __private {
     /// The error of a declaration that failed to compile (its stub is never called).
     pub fn invalid_declaration(layer: &str) -> Error {
         Error::invalid("sub-layer", format!("`{layer}` has an invalid declaration"))
+    }
+
+    /// The error of a layer stack whose declaration failed to compile (its stub is never
+    /// called).
+    pub fn invalid_stack(stack: &str) -> Error {
+        Error::invalid(
+            "layer stack",
+            format!("`{stack}` has an invalid declaration"),
+        )
     }
 }

@@ -75,22 +75,72 @@ impl LlamaConfig {
     }
 }
 
-/// One decoder layer on `h: [B, T, d]` with weights in the order of [`layer_params`].
-pub fn decoder_layer(c: LlamaConfig, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
+/// One decoder layer's weights, by name: what [`decoder_layer`] reads. The macro-declared
+/// [`Decoder`](crate::llama_macro::Decoder) builds it from its fields; the run-time API's
+/// positional weight list becomes one through [`DecoderWeights::from_slice`], in the order of
+/// [`layer_params`], so the layer function itself never indexes by position.
+#[derive(Clone, Copy, Debug)]
+pub struct DecoderWeights<'a> {
+    /// RMSNorm scale before attention, `[d]`.
+    pub attn_norm: &'a Tensor,
+    /// Query projection, `[d, heads·head_dim]`.
+    pub wq: &'a Tensor,
+    /// Key projection, `[d, kv_heads·head_dim]`.
+    pub wk: &'a Tensor,
+    /// Value projection, `[d, kv_heads·head_dim]`.
+    pub wv: &'a Tensor,
+    /// Attention output projection, `[heads·head_dim, d]`.
+    pub wo: &'a Tensor,
+    /// RMSNorm scale before the MLP, `[d]`.
+    pub mlp_norm: &'a Tensor,
+    /// MLP gate, `[d, ffn]`.
+    pub w_gate: &'a Tensor,
+    /// MLP up projection, `[d, ffn]`.
+    pub w_up: &'a Tensor,
+    /// MLP down projection, `[ffn, d]`.
+    pub w_down: &'a Tensor,
+}
+
+impl<'a> DecoderWeights<'a> {
+    /// Names the weights of a list in [`layer_params`] order; any other length is an error
+    /// naming the count, not a panic.
+    pub fn from_slice(w: &'a [Tensor]) -> Result<Self> {
+        match w {
+            [attn_norm, wq, wk, wv, wo, mlp_norm, w_gate, w_up, w_down] => Ok(DecoderWeights {
+                attn_norm,
+                wq,
+                wk,
+                wv,
+                wo,
+                mlp_norm,
+                w_gate,
+                w_up,
+                w_down,
+            }),
+            _ => Err(Error::InvalidOp {
+                op: "llama decoder layer",
+                message: format!("expected the 9 weights of `layer_params`, got {}", w.len()),
+            }),
+        }
+    }
+}
+
+/// One decoder layer on `h: [B, T, d]`.
+pub fn decoder_layer(c: LlamaConfig, h: &Tensor, w: &DecoderWeights<'_>) -> Result<Tensor> {
     let (b, t) = (h.dims()[0], h.dims()[1]);
     let (nh, nkv, hd) = (c.heads, c.kv_heads, c.head_dim);
-    let x = nn::rms_norm(h, &w[0], 1e-5)?;
+    let x = nn::rms_norm(h, w.attn_norm, 1e-5)?;
     let q = nn::rope(
-        &x.matmul(&w[1])?.reshape(&[b, t, nh, hd])?,
+        &x.matmul(w.wq)?.reshape(&[b, t, nh, hd])?,
         c.rope_theta,
         hd as usize,
     )?;
     let k = nn::rope(
-        &x.matmul(&w[2])?.reshape(&[b, t, nkv, hd])?,
+        &x.matmul(w.wk)?.reshape(&[b, t, nkv, hd])?,
         c.rope_theta,
         hd as usize,
     )?;
-    let v = x.matmul(&w[3])?.reshape(&[b, t, nkv, hd])?;
+    let v = x.matmul(w.wv)?.reshape(&[b, t, nkv, hd])?;
     // Grouped-query attention: each key/value head serves heads/kv_heads query heads.
     let group = nh / nkv;
     let expand = |z: &Tensor| -> Result<Tensor> {
@@ -122,11 +172,11 @@ pub fn decoder_layer(c: LlamaConfig, h: &Tensor, w: &[Tensor]) -> Result<Tensor>
         )? // [B, H, T, hd]
         .transpose(&[0, 2, 1, 3])?
         .reshape(&[b, t, nh * hd])?;
-    let h = h.add(&attn.matmul(&w[4])?)?;
-    let y = nn::rms_norm(&h, &w[5], 1e-5)?;
-    let mlp = nn::silu(&y.matmul(&w[6])?)?
-        .mul(&y.matmul(&w[7])?)?
-        .matmul(&w[8])?;
+    let h = h.add(&attn.matmul(w.wo)?)?;
+    let y = nn::rms_norm(&h, w.mlp_norm, 1e-5)?;
+    let mlp = nn::silu(&y.matmul(w.w_gate)?)?
+        .mul(&y.matmul(w.w_up)?)?
+        .matmul(w.w_down)?;
     h.add(&mlp)
 }
 
@@ -191,14 +241,70 @@ pub fn outer(c: &LlamaConfig) -> Result<Outer> {
             ParamSpec::replicated("final_norm", &[c.d_model], f32),
             ParamSpec::sharded("lm_head", &[c.d_model, c.vocab], f32, 0),
         ],
-        pre: Rc::new(|inputs, w| w[0].take(&inputs[0], 0)),
+        pre: Rc::new(|inputs, w| {
+            let (OuterInputs { tokens, .. }, w) = named(inputs, w)?;
+            w.embed(tokens)
+        }),
         post: Rc::new(move |h, inputs, w| {
-            let (b, t) = (h.dims()[0], h.dims()[1]);
-            let logits = nn::rms_norm(h, &w[1], 1e-5)?.matmul(&w[2])?;
-            let logits = logits.reshape(&[b * t, vocab])?;
-            nn::cross_entropy(&logits, &inputs[1].reshape(&[b * t])?)
+            let (OuterInputs { labels, .. }, w) = named(inputs, w)?;
+            head_loss(vocab, h, labels, &w)
         }),
     })
+}
+
+/// The model's inputs by name.
+struct OuterInputs<'a> {
+    tokens: &'a Tensor,
+    labels: &'a Tensor,
+}
+
+/// The weights outside the stack, by name, in [`Outer::params`] order.
+#[derive(Clone, Copy, Debug)]
+pub struct OuterWeights<'a> {
+    /// Token embedding, `[vocab, d]`.
+    pub embed: &'a Tensor,
+    /// RMSNorm scale after the stack, `[d]`.
+    pub final_norm: &'a Tensor,
+    /// LM head, `[d, vocab]`.
+    pub lm_head: &'a Tensor,
+}
+
+impl OuterWeights<'_> {
+    /// The embedding lookup of `tokens: [B, T]`.
+    pub fn embed(&self, tokens: &Tensor) -> Result<Tensor> {
+        self.embed.take(tokens, 0)
+    }
+}
+
+/// Names the closures' positional inputs and weights; a wrong count is an error, not a panic.
+fn named<'a>(inputs: &'a [Tensor], w: &'a [Tensor]) -> Result<(OuterInputs<'a>, OuterWeights<'a>)> {
+    match (inputs, w) {
+        ([tokens, labels], [embed, final_norm, lm_head]) => Ok((
+            OuterInputs { tokens, labels },
+            OuterWeights {
+                embed,
+                final_norm,
+                lm_head,
+            },
+        )),
+        _ => Err(Error::InvalidOp {
+            op: "llama",
+            message: format!(
+                "expected 2 inputs (tokens, labels) and 3 outer weights (embed, final_norm, lm_head), got {} and {}",
+                inputs.len(),
+                w.len()
+            ),
+        }),
+    }
+}
+
+/// Final norm, LM head and mean next-token cross-entropy of `h: [B, T, d]` against
+/// `labels: [B, T]`.
+pub fn head_loss(vocab: i64, h: &Tensor, labels: &Tensor, w: &OuterWeights<'_>) -> Result<Tensor> {
+    let (b, t) = (h.dims()[0], h.dims()[1]);
+    let logits = nn::rms_norm(h, w.final_norm, 1e-5)?.matmul(w.lm_head)?;
+    let logits = logits.reshape(&[b * t, vocab])?;
+    nn::cross_entropy(&logits, &labels.reshape(&[b * t])?)
 }
 
 /// The model: tokens and next-token labels `[batch_per_device, seq]` per device.
@@ -210,7 +316,7 @@ pub fn model(c: &LlamaConfig) -> Result<StackModel> {
         kinds: vec![LayerKind {
             name: "layer".into(),
             params: layer_params(c),
-            forward: Rc::new(move |h, w| decoder_layer(cfg, h, w)),
+            forward: Rc::new(move |h, w| decoder_layer(cfg, h, &DecoderWeights::from_slice(w)?)),
         }],
         activation: o.activation,
         inputs: o.inputs,

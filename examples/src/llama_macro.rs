@@ -1,6 +1,6 @@
 //! The Llama-style decoder of [`llama`](crate::llama) declared with the macros: one
 //! `#[derive(SubLayer)]` struct whose fields are the layer's weights (the forward is the
-//! hand-built model's layer function, fed the fields in declaration order), and `#[layer_stack]` models for the tiny config and for
+//! hand-built model's layer function, handed the fields by name), and `#[layer_stack]` models for the tiny config and for
 //! Llama-3-8B's depth. The resulting [`StackModel`] is the hand-built one: same parameters, same
 //! program text.
 //!
@@ -13,15 +13,24 @@
 //! assert_eq!(m.kinds[0].params[1].name, "wq");
 //! assert_eq!(Llama3_8b::plan_notation()?.0, "[layer 0 … layer 30] → [layer 31]");
 //! // The config's depth must be the declared one.
-//! assert!(model::<Llama3_8b>(&LlamaConfig::tiny()).is_err());
+//! let e = model::<Llama3_8b>(&LlamaConfig::tiny()).unwrap_err();
+//! assert!(matches!(
+//!     e,
+//!     stackscan::Error::DepthMismatch { field: "LlamaConfig.layers", config: 4, declared: 32, .. }
+//! ));
+//! assert_eq!(
+//!     e.to_string(),
+//!     "`LlamaConfig.layers` is 4, but the stack `Llama3_8b` declares 32 layers (32 repeats of its block pattern)"
+//! );
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
 use stackscan::fsdp::StackModel;
-use stackscan::layer::{ActivationMarker, Forward, Params};
-use stackscan::{Error, LayerStack, Result, SubLayer, Tensor, layer_stack};
+use stackscan::layer::{ActivationMarker, Forward};
+use stackscan::plan::PlanOptions;
+use stackscan::{LayerStack, Result, SubLayer, Tensor, layer_stack};
 
-use crate::llama::LlamaConfig;
+use crate::llama::{DecoderWeights, LlamaConfig};
 
 /// The residual stream `[batch, seq, d_model]`.
 #[derive(Debug)]
@@ -72,10 +81,20 @@ pub struct Decoder<T> {
 }
 
 impl Forward for Decoder<Tensor> {
-    /// The same layer function as the hand-built model, on the fields in declaration order.
+    /// The same layer function as the hand-built model, handed the fields by name.
     fn forward(&self, c: &LlamaConfig, h: &Tensor) -> Result<Tensor> {
-        let weights: Vec<Tensor> = self.values().into_iter().cloned().collect();
-        crate::llama::decoder_layer(*c, h, &weights)
+        let w = DecoderWeights {
+            attn_norm: &self.attn_norm,
+            wq: &self.wq,
+            wk: &self.wk,
+            wv: &self.wv,
+            wo: &self.wo,
+            mlp_norm: &self.mlp_norm,
+            w_gate: &self.w_gate,
+            w_up: &self.w_up,
+            w_down: &self.w_down,
+        };
+        crate::llama::decoder_layer(*c, h, &w)
     }
 }
 
@@ -102,16 +121,24 @@ pub struct Llama3_8b;
 /// The model with stack `S`: tokens and next-token labels `[batch_per_device, seq]` per
 /// device, embedding before the stack, final norm, LM head and cross-entropy after it.
 pub fn model<S: LayerStack<Config = LlamaConfig>>(c: &LlamaConfig) -> Result<StackModel> {
-    if c.layers != S::LAYERS {
-        return Err(Error::InvalidOp {
-            op: "llama",
-            message: format!(
-                "the config has {} layers for a stack of {}",
-                c.layers,
-                S::LAYERS
-            ),
-        });
-    }
+    S::check_depth("LlamaConfig.layers", c.layers)?;
     let o = crate::llama::outer(c)?;
     S::stack_model(c, o.activation, o.inputs, o.params, o.pre, o.post)
+}
+
+/// The main job's model: the macro-declared tiny Llama with its attribute's options.
+pub fn tiny() -> Result<(StackModel, PlanOptions)> {
+    Ok((
+        model::<TinyLlama>(&LlamaConfig::tiny())?,
+        TinyLlama::OPTIONS,
+    ))
+}
+
+/// Llama-3-8B declared with the macros, with its attribute's options (for plans and
+/// parameter listings; far too big to train here).
+pub fn llama3_8b() -> Result<(StackModel, PlanOptions)> {
+    Ok((
+        model::<Llama3_8b>(&LlamaConfig::llama3_8b())?,
+        Llama3_8b::OPTIONS,
+    ))
 }

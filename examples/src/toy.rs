@@ -21,7 +21,7 @@ use std::rc::Rc;
 use stackscan::fsdp::{InputSpec, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
 use stackscan::layer::{ActivationMarker, Forward};
 use stackscan::plan::Stack;
-use stackscan::{DType, LayerStack, Result, SubLayer, Tensor, TensorType, layer_stack};
+use stackscan::{DType, Error, LayerStack, Result, SubLayer, Tensor, TensorType, layer_stack};
 
 /// Sizes of the toy model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,11 +140,33 @@ fn outer(cfg: &ToyConfig) -> Outer {
             ParamSpec::sharded("head", &[d, d], f32, 1),
             ParamSpec::replicated("bias", &[d], f32),
         ],
-        pre: Rc::new(|inp, w| inp[0].matmul(&w[0])),
-        post: Rc::new(|h, inp, w| {
-            let out = h.matmul(&w[1])?.add(&w[2].broadcast_to(h.dims())?)?;
-            out.sub(&inp[1])?.square()?.mean(&[0, 1])
+        pre: Rc::new(|inp, w| match (inp, w) {
+            ([x, _], [embed, _, _]) => x.matmul(embed),
+            _ => Err(arity(
+                "toy outer",
+                "2 inputs and 3 weights",
+                inp.len() + w.len(),
+            )),
         }),
+        post: Rc::new(|h, inp, w| match (inp, w) {
+            ([_, y], [_, head, bias]) => {
+                let out = h.matmul(head)?.add(&bias.broadcast_to(h.dims())?)?;
+                out.sub(y)?.square()?.mean(&[0, 1])
+            }
+            _ => Err(arity(
+                "toy outer",
+                "2 inputs and 3 weights",
+                inp.len() + w.len(),
+            )),
+        }),
+    }
+}
+
+/// A positional list of the wrong length reached a closure that names its items.
+fn arity(op: &'static str, expected: &str, got: usize) -> Error {
+    Error::InvalidOp {
+        op,
+        message: format!("expected {expected}, got {got} tensors"),
     }
 }
 
@@ -165,12 +187,18 @@ pub fn hand_built(cfg: &ToyConfig, repeat: usize) -> Result<StackModel> {
             ParamSpec::sharded("w2", &[f, d], f32, 1),
             ParamSpec::replicated("gain", &[d], f32),
         ],
-        forward: Rc::new(|h, w| gated_mlp(h, &w[0], &w[1], &w[2])),
+        forward: Rc::new(|h, w| match w {
+            [w1, w2, gain] => gated_mlp(h, w1, w2, gain),
+            _ => Err(arity("A", "3 weights", w.len())),
+        }),
     };
     let b = LayerKind {
         name: "B".into(),
         params: vec![ParamSpec::sharded("u", &[d, d], f32, 0)],
-        forward: Rc::new(|h, w| sine_residual(h, &w[0])),
+        forward: Rc::new(|h, w| match w {
+            [u] => sine_residual(h, u),
+            _ => Err(arity("B", "1 weight", w.len())),
+        }),
     };
     let o = outer(cfg);
     Ok(StackModel {

@@ -105,6 +105,60 @@ fn train_rejects_bad_plugins_in_one_line() {
 fn train_one_step_succeeds() {
     let stdout = succeeds("train", &["--steps", "1", "--devices", "2"]);
     assert!(stdout.contains("step   1  loss"), "{stdout}");
+    // The macro-declared model trains, with the options its attribute declares.
+    assert!(stdout.contains("declared with the macros"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "prefetch_fsdp_weights=true defer_grad_reduce_scatter=true unroll=2 (from the `#[layer_stack]` attribute)"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn train_flags_override_the_attribute_and_say_so() {
+    let stdout = succeeds(
+        "train",
+        &[
+            "--steps",
+            "1",
+            "--devices",
+            "1",
+            "--no-defer",
+            "--unroll",
+            "1",
+        ],
+    );
+    assert!(
+        stdout.contains(
+            "prefetch_fsdp_weights=true defer_grad_reduce_scatter=false unroll=1 (from the `#[layer_stack]` attribute, overridden by --no-defer, --unroll 1)"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn plan_lists_hierarchical_parameters() {
+    let stdout = succeeds("plan", &["llama", "--params"]);
+    let line = |path: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(path))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| panic!("no `{path}` in {stdout}"))
+    };
+    assert_eq!(line("embed"), "embed ×1 [128256, 4096] f32 shard 0");
+    assert_eq!(
+        line("layers.layer.wq"),
+        "layers.layer.wq ×32 [4096, 4096] f32 shard 0"
+    );
+    assert_eq!(
+        line("layers.layer.mlp_norm"),
+        "layers.layer.mlp_norm ×32 [4096] f32 replicated"
+    );
+    // Llama-3-8B's published count: 8.03 B.
+    assert!(stdout.contains("\n8030261248 parameters"), "{stdout}");
+    fails("plan", &["qwen35", "--params"], 2, &["--params"]);
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! The Llama-style model declared with the macros is the hand-built one: same stack, same
 //! parameters (names, shapes, sharding, initialisers), same plan, and identical StableHLO for
-//! the reference and for the FSDP step under every option set on 4 devices. (The hand-built
-//! model's numerics are checked against the reference in `llama_fsdp.rs`; identical programs
-//! carry that over.)
+//! the reference and for the FSDP step under every option set on 4 devices; and with the
+//! options of its attribute it trains identically on 1, 2 and 4 devices (bit-equal losses and
+//! gradients, both matching the unsharded reference).
 
 #![allow(
     clippy::unwrap_used,
@@ -65,5 +65,92 @@ fn macro_llama_lowers_to_the_hand_built_program() {
     ] {
         let emit = |m: &StackModel| train_step(m, o, &axis).unwrap().program.emit().unwrap();
         assert_eq!(emit(&generated), emit(&hand), "{o:?}");
+    }
+}
+
+/// The tiny stack's depth (4 layers, as `TinyLlama` declares) at widths small enough to run
+/// three device counts quickly.
+fn small(batch_per_device: i64) -> LlamaConfig {
+    LlamaConfig {
+        vocab: 64,
+        d_model: 32,
+        layers: 4,
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 8,
+        ffn: 48,
+        rope_theta: 10_000.0,
+        seq: 8,
+        batch_per_device,
+    }
+}
+
+/// With the options `TinyLlama`'s attribute declares (the ones `--bin train` uses), the
+/// macro-declared model and the run-time API model have the same plan and program text, and
+/// running both on 1, 2 and 4 devices gives bit-identical losses and gradients, which also
+/// match the unsharded single-device reference.
+#[test]
+fn macro_llama_trains_like_the_hand_built_model_on_1_2_4_devices() {
+    use common::fsdp::{assert_close, fixture, run_step};
+    use common::graph::{Arg, Data};
+    use stackscan::{DType, TensorType};
+    use stackscan_runtime::testing as common;
+
+    let options = TinyLlama::OPTIONS;
+    assert_eq!(
+        options,
+        PlanOptions::prefetch_deferred(),
+        "the attribute's options"
+    );
+    let max = 4;
+    let client = common::cpu_client(max);
+    let (tokens, labels) = llama::synthetic_batch(&small(1), max as i64, 5);
+    let ty = TensorType::new(DType::I32, [max as i64, 8]);
+    let inputs = vec![
+        Arg {
+            ty: ty.clone(),
+            data: Data::I(tokens),
+        },
+        Arg {
+            ty,
+            data: Data::I(labels),
+        },
+    ];
+    for n in [1, 2, 4] {
+        let c = small((max / n) as i64);
+        let hand = llama::model(&c).unwrap();
+        let generated = llama_macro::model::<TinyLlama>(&c).unwrap();
+        assert_eq!(
+            TinyLlama::plan().unwrap(),
+            Plan::new(&hand.stack, options).unwrap(),
+            "plan on {n} devices"
+        );
+        let axis = Axis {
+            name: "fsdp".into(),
+            size: n,
+        };
+        let emit = |m: &StackModel| {
+            train_step(m, options, &axis)
+                .unwrap()
+                .program
+                .emit()
+                .unwrap()
+        };
+        assert_eq!(emit(&generated), emit(&hand), "program text on {n} devices");
+        let fx = fixture(&client, &hand, inputs.clone(), n, 23);
+        let (hand_loss, hand_grads) = run_step(&client, &hand, &fx, options, n);
+        let (gen_loss, gen_grads) = run_step(&client, &generated, &fx, options, n);
+        assert_eq!(gen_loss, hand_loss, "losses on {n} devices");
+        assert_eq!(gen_grads.len(), hand_grads.len());
+        for (j, (g, h)) in gen_grads.iter().zip(&hand_grads).enumerate() {
+            assert_eq!(g, h, "gradient {j} on {n} devices");
+        }
+        // Both are right, not merely equal: the mean of the per-device losses and the
+        // gradients agree with the unsharded reference.
+        let mean = hand_loss.iter().sum::<f64>() / n as f64;
+        assert_close(&format!("loss on {n} devices"), &[mean], &[fx.loss], 1e-5);
+        for (j, (h, r)) in hand_grads.iter().zip(&fx.grads).enumerate() {
+            assert_close(&format!("gradient {j} on {n} devices"), h, r, 1e-5);
+        }
     }
 }

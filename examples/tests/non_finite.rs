@@ -134,7 +134,13 @@ fn saturating_model() -> StackModel {
         kinds: vec![LayerKind {
             name: "tanh".into(),
             params: vec![ParamSpec::sharded("w", &[8, 8], DType::F32, 0)],
-            forward: Rc::new(|h, w| h.matmul(&w[0])?.tanh()),
+            forward: Rc::new(|h, w| match w {
+                [w] => h.matmul(w)?.tanh(),
+                _ => Err(stackscan::Error::InvalidOp {
+                    op: "tanh",
+                    message: format!("expected 1 weight, got {}", w.len()),
+                }),
+            }),
         }],
         activation: row.clone(),
         inputs: vec![InputSpec::new("x", row.clone()), InputSpec::new("y", row)],

@@ -86,23 +86,31 @@ pub(crate) fn split(tokens: TokenStream, errors: &mut Errors) -> Vec<Arg> {
     // `repeat = 1 << 3` or `if a < b { … }` a `<` is an operator.
     let mut angle_depth = 0usize;
     let mut prev_joint: Option<char> = None;
+    // Whether the last token completed a `::`: a `<` after it opens generic arguments in any
+    // option (`repeat = Sizes::<A, B>::N`), so their commas do not end the item.
+    let mut after_path_sep = false;
     let mut typed = false;
     for tt in tokens {
         let mut joint = None;
+        let path_sep = after_path_sep;
+        after_path_sep = false;
         if items.last().is_some_and(Vec::is_empty) {
             typed = matches!(&tt, TokenTree::Ident(i) if TYPE_VALUED.iter().any(|k| i == k));
         }
         if let TokenTree::Punct(p) = &tt {
+            // Inside generic arguments every `<` is one (`Sizes::<Vec<u8>, 2>::N`).
+            let generic = typed || path_sep || angle_depth > 0;
             match p.as_char() {
                 ',' if angle_depth == 0 => {
                     items.push(Vec::new());
                     prev_joint = None;
                     continue;
                 }
-                '<' if typed => angle_depth += 1,
-                '>' if typed && !matches!(prev_joint, Some('-' | '=')) => {
+                '<' if generic => angle_depth += 1,
+                '>' if generic && !matches!(prev_joint, Some('-' | '=')) => {
                     angle_depth = angle_depth.saturating_sub(1);
                 }
+                ':' if prev_joint == Some(':') => after_path_sep = true,
                 _ => {}
             }
             if p.spacing() == proc_macro2::Spacing::Joint {
@@ -177,4 +185,13 @@ pub(crate) fn one_of(valid: &[&str]) -> String {
         Some((last, [])) => last.clone(),
         Some((last, rest)) => format!("one of {} or {last}", rest.join(", ")),
     }
+}
+
+/// The first `;` at the top level of `tokens`: `[x; n]` is array-repeat syntax, which a list
+/// option does not take.
+pub(crate) fn top_level_semicolon(tokens: &TokenStream) -> Option<Span> {
+    tokens.clone().into_iter().find_map(|tt| match tt {
+        TokenTree::Punct(p) if p.as_char() == ';' => Some(p.span()),
+        _ => None,
+    })
 }

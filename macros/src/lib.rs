@@ -5,7 +5,8 @@
 //! whole model (collecting every error), and expands a validated model; the planner itself
 //! lives once, in `stackscan::plan`, and the generated code calls it. What cannot be checked
 //! syntactically fails through trait bounds and `const` evaluation spanned on the user's
-//! tokens. Generated code names the DSL through `::stackscan::__private`.
+//! tokens. Generated code names the DSL through `::stackscan::__private`, or
+//! `<path>::__private` under the macros' `crate = "path"` option.
 
 mod args;
 mod errors;
@@ -38,7 +39,9 @@ use proc_macro::TokenStream;
 /// - `config = Type` (required): the config the shapes are computed from;
 /// - `carry = Type` (required): an `ActivationMarker` naming the activation the layer reads
 ///   and writes; every sub-layer of a stack has the same carry;
-/// - `name = "kind"`: the kind name in plans (default: the struct's name).
+/// - `name = "kind"`: the kind name in plans (default: the struct's name);
+/// - `crate = "path"`: the path the `stackscan` crate is reached by (default `::stackscan`),
+///   for a renamed dependency or a re-export, as serde's `#[serde(crate = "...")]`.
 ///
 /// Field attribute `#[param(...)]`, one per field:
 /// - `shape = [e0, e1, …]` (required): `i64` expressions; the config is bound to `cfg`
@@ -80,7 +83,8 @@ pub fn derive_sublayer(input: TokenStream) -> TokenStream {
 ///   literal or a `const` expression;
 /// - `prefix = [A, …]`: layers before the repeated block (DeepSeek-V3's dense layers);
 /// - `prefetch_fsdp_weights`, `defer_grad_reduce_scatter` (which needs the former): flags;
-/// - `unroll = 1 | 2`: layers per loop trip (default 2).
+/// - `unroll = 1 | 2`: layers per loop trip (default 2);
+/// - `crate = "path"`: the path the `stackscan` crate is reached by (default `::stackscan`).
 ///
 /// Every sub-layer must have the same config and carry as the first; distinct sub-layer types
 /// must have distinct kind names. Errors point at the offending entry or option.
@@ -91,7 +95,52 @@ pub fn layer_stack(attr: TokenStream, item: TokenStream) -> TokenStream {
         .into()
 }
 
-/// The path generated code reaches the DSL by.
+thread_local! {
+    /// The `crate = "path"` of the macro invocation being expanded, if it gave one. A proc
+    /// macro expands one invocation at a time on its thread; [`CrateScope`] sets and clears it.
+    static CRATE_PATH: std::cell::RefCell<Option<syn::Path>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Sets the DSL's path for one expansion (`crate = "path"`, for a renamed dependency or a
+/// re-export) and restores the default when dropped, even if the expansion unwinds.
+struct CrateScope;
+
+impl CrateScope {
+    fn new(path: Option<syn::Path>) -> Self {
+        CRATE_PATH.with(|c| *c.borrow_mut() = path);
+        Self
+    }
+}
+
+impl Drop for CrateScope {
+    fn drop(&mut self) {
+        CRATE_PATH.with(|c| *c.borrow_mut() = None);
+    }
+}
+
+/// The path generated code reaches the DSL by: `::stackscan::__private`, or
+/// `<path>::__private` under `crate = "path"`.
 fn private() -> proc_macro2::TokenStream {
-    quote::quote!(::stackscan::__private)
+    match CRATE_PATH.with(|c| c.borrow().clone()) {
+        Some(path) => quote::quote!(#path::__private),
+        None => quote::quote!(::stackscan::__private),
+    }
+}
+
+/// Reads `crate = "path"`: the path the DSL is reached by, as serde's `#[serde(crate = "…")]`.
+fn crate_path(arg: &args::Arg, errors: &mut errors::Errors) -> Option<syn::Path> {
+    let lit: syn::LitStr = arg.parse("\"path::to::stackscan\"", errors)?;
+    match lit.parse::<syn::Path>() {
+        Ok(path) => Some(path),
+        Err(_) => {
+            errors.error_spanned_by(
+                &lit,
+                format!(
+                    "`crate = {}` is not a path; expected the path the `stackscan` crate is reached by, e.g. `crate = \"ss\"` for a dependency renamed to `ss`",
+                    lit.token()
+                ),
+            );
+            None
+        }
+    }
 }

@@ -34,6 +34,7 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
+mod listing;
 mod loops;
 mod lowering;
 mod model;
@@ -43,6 +44,7 @@ mod reference;
 mod state;
 mod step;
 
+pub use listing::NamedParam;
 pub use model::{Init, InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
 pub use optimizer::{Adam, with_adam};
 pub use reference::reference_step;

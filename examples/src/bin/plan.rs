@@ -2,11 +2,16 @@
 //!
 //! ```text
 //! cargo run -p stackscan-examples --bin plan -- llama|qwen35|deepseek3 [--no-prefetch] [--no-defer] [--unroll 1|2]
+//! cargo run -p stackscan-examples --bin plan -- llama --params
 //! ```
+//!
+//! `--params` lists the macro-declared Llama-3-8B's parameters instead: hierarchical names,
+//! layer copies, shapes, element types and shard dimensions.
 
 use std::process::ExitCode;
 
 use stackscan::plan::{Plan, PlanOptions, Stack};
+use stackscan_examples::llama_macro;
 
 fn stack(name: &str) -> Option<Stack> {
     match name {
@@ -21,7 +26,7 @@ fn stack(name: &str) -> Option<Stack> {
 }
 
 fn main() -> ExitCode {
-    let usage = "usage: plan llama|qwen35|deepseek3 [--no-prefetch] [--no-defer] [--unroll 1|2]";
+    let usage = "usage: plan llama|qwen35|deepseek3 [--no-prefetch] [--no-defer] [--unroll 1|2] | plan llama --params";
     let mut args = std::env::args().skip(1);
     let Some(name) = args.next() else {
         eprintln!("error: no stack named; {usage}");
@@ -34,6 +39,23 @@ fn main() -> ExitCode {
     let mut options = PlanOptions::prefetch_deferred();
     while let Some(flag) = args.next() {
         match flag.as_str() {
+            "--params" if name == "llama" => {
+                return match llama_macro::llama3_8b() {
+                    Ok((m, _)) => {
+                        println!("llama (Llama-3-8B, declared with the macros):");
+                        println!("{}", m.parameter_table());
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        ExitCode::FAILURE
+                    }
+                };
+            }
+            "--params" => {
+                eprintln!("error: `--params` lists the declared model of `llama` only");
+                return ExitCode::from(2);
+            }
             "--no-prefetch" => {
                 options.prefetch_fsdp_weights = false;
                 options.defer_grad_reduce_scatter = false;

@@ -1,5 +1,8 @@
-//! The main job: train the tiny Llama-style model on N CPU devices with FSDP weight prefetch,
-//! printing the loss per step, step times and the compiled memory statistics.
+//! The main job: train the macro-declared tiny Llama
+//! ([`llama_macro::TinyLlama`](stackscan_examples::llama_macro::TinyLlama)) on N CPU devices,
+//! with the schedule options its `#[layer_stack]` attribute declares, printing the loss per
+//! step, step times and the compiled memory statistics. The schedule flags override the
+//! attribute's options, and the job says which ones they changed.
 //!
 //! ```text
 //! cargo run --release -p stackscan-examples --bin train -- [--devices 4] [--steps 30]
@@ -9,8 +12,10 @@
 use std::process::ExitCode;
 
 use stackscan::fsdp::Adam;
+use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
-use stackscan_examples::llama::{LlamaConfig, model, synthetic_batch};
+use stackscan_examples::llama::{LlamaConfig, synthetic_batch};
+use stackscan_examples::llama_macro;
 use stackscan_runtime::train::{HostInput, Trainer};
 use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
 
@@ -19,6 +24,9 @@ struct Args {
     steps: usize,
     plugin: String,
     options: PlanOptions,
+    /// The schedule flags given, in order, each of which overrode the attribute's options.
+    overrides: Vec<String>,
+    model: StackModel,
     lr: f64,
 }
 
@@ -32,11 +40,15 @@ impl Args {
 }
 
 fn parse() -> Result<Args, String> {
+    let (model, declared) =
+        llama_macro::tiny().map_err(|e| format!("the declared model is invalid: {e}"))?;
     let mut a = Args {
         devices: 4,
         steps: 30,
         plugin: "cpu".into(),
-        options: PlanOptions::prefetch_deferred(),
+        options: declared,
+        overrides: Vec::new(),
+        model,
         lr: 1e-2,
     };
     let mut it = std::env::args().skip(1);
@@ -62,13 +74,18 @@ fn parse() -> Result<Args, String> {
             "--unroll" => {
                 a.options.unroll = value("1 or 2")?
                     .parse()
-                    .map_err(|_| "`--unroll` expects 1 or 2")?
+                    .map_err(|_| "`--unroll` expects 1 or 2")?;
+                a.overrides.push(format!("--unroll {}", a.options.unroll));
             }
             "--no-prefetch" => {
                 a.options.prefetch_fsdp_weights = false;
                 a.options.defer_grad_reduce_scatter = false;
+                a.overrides.push(flag.clone());
             }
-            "--no-defer" => a.options.defer_grad_reduce_scatter = false,
+            "--no-defer" => {
+                a.options.defer_grad_reduce_scatter = false;
+                a.overrides.push(flag.clone());
+            }
             other => {
                 return Err(format!(
                     "unknown argument `{other}`; expected `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch` or `--no-defer`"
@@ -87,9 +104,8 @@ fn parse() -> Result<Args, String> {
     a.adam()
         .validate()
         .map_err(|e| format!("invalid `--lr`: {e}"))?;
-    let cfg = LlamaConfig::tiny();
-    model(&cfg)
-        .and_then(|m| m.validate(a.devices))
+    a.model
+        .validate(a.devices)
         .map_err(|e| format!("the model does not fit {} devices: {e}", a.devices))?;
     Ok(a)
 }
@@ -99,9 +115,9 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let plugin = Plugin::load(plugin::resolve(&a.plugin)?)?;
     let client = Client::new(&plugin, &ClientOptions::cpu(a.devices))?;
     let mesh = Mesh::new(&client, "fsdp", a.devices)?;
-    let m = model(&cfg)?;
+    let m = &a.model;
     println!(
-        "tiny Llama: {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device on {} {} devices",
+        "tiny Llama (declared with the macros): {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device on {} {} devices",
         cfg.layers,
         cfg.d_model,
         cfg.heads,
@@ -115,11 +131,19 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         client.platform()
     );
     let o = a.options;
+    let source = if a.overrides.is_empty() {
+        "from the `#[layer_stack]` attribute".to_owned()
+    } else {
+        format!(
+            "from the `#[layer_stack]` attribute, overridden by {}",
+            a.overrides.join(", ")
+        )
+    };
     println!(
-        "prefetch_fsdp_weights={} defer_grad_reduce_scatter={} unroll={}",
+        "prefetch_fsdp_weights={} defer_grad_reduce_scatter={} unroll={} ({source})",
         o.prefetch_fsdp_weights, o.defer_grad_reduce_scatter, o.unroll
     );
-    let mut trainer = Trainer::new(&client, &mesh, &m, o, a.adam(), 17)?;
+    let mut trainer = Trainer::new(&client, &mesh, m, o, a.adam(), 17)?;
     println!("plan:\n{}", trainer.plan().describe(&m.stack));
     println!("compiled in {:.2} s", trainer.compile_seconds());
     let mut losses = Vec::new();

@@ -105,7 +105,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> (syn::Item, Option<Mod
             );
             None
         }
-        (Some(r), None) => check_repeat(r, errors).map(Repeat::Repeat),
+        (Some(r), None) => check_repeat(r, prefix.len(), block_len, errors).map(Repeat::Repeat),
         (None, Some(l)) => check_layers(l, prefix.len(), block_len, errors).map(Repeat::Layers),
     };
     let prefetch = input.prefetch.as_ref().is_some_and(|f| f.on);
@@ -175,6 +175,9 @@ fn entries(list: &List) -> Vec<Entry> {
 fn with_value_type(ty: &Type) -> Type {
     let mut ty = ty.clone();
     match &mut ty {
+        // A `$t:ty` or `$p:path` fragment of a `macro_rules!` arrives in an invisible group.
+        Type::Group(g) => return with_value_type(&g.elem),
+        Type::Paren(p) => return with_value_type(&p.elem),
         Type::Path(p) => {
             if p.qself.is_none()
                 && let Some(last) = p.path.segments.last_mut()
@@ -205,7 +208,14 @@ fn with_value_type(ty: &Type) -> Type {
 /// literal, rather than by the planner at run time.
 const MAX_LAYERS: u64 = 1 << 20;
 
-fn check_repeat(count: Count, errors: &mut Errors) -> Option<Value> {
+/// Checks a literal `repeat` against the limit on the whole stack, `prefix + repeat × block`:
+/// the limit is on layers, so a modest `repeat` of a long block can exceed it.
+fn check_repeat(
+    count: Count,
+    prefix: usize,
+    block: Option<usize>,
+    errors: &mut Errors,
+) -> Option<Value> {
     match count.literal {
         Some(0) => {
             errors.error_spanned_by(&count.expr, "`repeat` must be at least 1");
@@ -218,7 +228,25 @@ fn check_repeat(count: Count, errors: &mut Errors) -> Option<Value> {
             );
             None
         }
-        Some(n) => Some(Value::Literal(n)),
+        Some(n) => {
+            let (p, b) = (prefix as u64, block.unwrap_or(0) as u64);
+            let total = n.saturating_mul(b).saturating_add(p);
+            if total > MAX_LAYERS {
+                let prefix = if p == 0 {
+                    String::new()
+                } else {
+                    format!("the prefix of {p} plus ")
+                };
+                errors.error_spanned_by(
+                    &count.expr,
+                    format!(
+                        "`repeat = {n}` makes {prefix}{n} × {b} = {total} layers; a stack has at most {MAX_LAYERS} layers"
+                    ),
+                );
+                return None;
+            }
+            Some(Value::Literal(n))
+        }
         None => Some(Value::Expr(count.expr)),
     }
 }

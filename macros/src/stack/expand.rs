@@ -167,14 +167,46 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
     }
 }
 
+/// The impl of a stack whose declaration has errors that leave no model (no block): every
+/// item exists so uses of the model type-check, and nothing runs (the build fails).
+pub(crate) fn expand_stub(ident: &syn::Ident) -> TokenStream {
+    let p = private();
+    let name = syn::ext::IdentExt::unraw(ident).to_string();
+    quote! {
+        const _: () = {
+            #[automatically_derived]
+            impl #p::LayerStack for #ident {
+                type Config = ();
+                const OPTIONS: #p::PlanOptions = #p::PlanOptions {
+                    prefetch_fsdp_weights: false,
+                    defer_grad_reduce_scatter: false,
+                    unroll: 2,
+                };
+                const LAYERS: usize = 0;
+                const REPEAT: usize = 0;
+
+                fn stack() -> #p::Result<#p::Stack> {
+                    #p::Err(#p::invalid_stack(#name))
+                }
+
+                fn kinds(_: &Self::Config) -> #p::Vec<#p::LayerKind> {
+                    #p::Vec::new()
+                }
+            }
+        };
+    }
+}
+
 /// The struct a block entry names: the last segment of its path, without generic arguments.
 fn struct_name(ty: &syn::Type) -> String {
     match ty {
-        syn::Type::Path(p) if p.qself.is_none() => p
-            .path
-            .segments
-            .last()
-            .map_or_else(String::new, |s| s.ident.to_string()),
+        syn::Type::Path(p) if p.qself.is_none() => {
+            p.path.segments.last().map_or_else(String::new, |s| {
+                syn::ext::IdentExt::unraw(&s.ident).to_string()
+            })
+        }
+        // A `$t:ty` fragment arrives wrapped in an invisible group.
+        syn::Type::Group(g) => struct_name(&g.elem),
         other => other.to_token_stream().to_string(),
     }
 }

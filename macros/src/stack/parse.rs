@@ -16,6 +16,7 @@ pub(crate) const KEYS: &[&str] = &[
     "prefetch_fsdp_weights",
     "defer_grad_reduce_scatter",
     "unroll",
+    "crate",
 ];
 
 /// The attribute and the item it is on.
@@ -31,6 +32,8 @@ pub(crate) struct Input {
     pub(crate) prefetch: Option<Flag>,
     pub(crate) defer: Option<Flag>,
     pub(crate) unroll: Option<Count>,
+    /// `crate = "path"`: how generated code reaches the DSL.
+    pub(crate) krate: Option<syn::Path>,
     /// Options written but unreadable (an error was reported): not reported missing as well.
     pub(crate) malformed: Vec<Ident>,
 }
@@ -78,6 +81,7 @@ pub(crate) fn parse(attr: proc_macro2::TokenStream, item: syn::Item, errors: &mu
         prefetch: None,
         defer: None,
         unroll: None,
+        krate: None,
         malformed: Vec::new(),
     };
     for arg in args::split(attr, errors) {
@@ -89,6 +93,7 @@ pub(crate) fn parse(attr: proc_macro2::TokenStream, item: syn::Item, errors: &mu
             "repeat" => set(&mut input.repeat, &arg, errors, count),
             "layers" => set(&mut input.layers, &arg, errors, count),
             "unroll" => set(&mut input.unroll, &arg, errors, count),
+            "crate" => set(&mut input.krate, &arg, errors, crate::crate_path),
             "prefetch_fsdp_weights" => set(&mut input.prefetch, &arg, errors, flag),
             "defer_grad_reduce_scatter" => set(&mut input.defer, &arg, errors, flag),
             other => errors.error_spanned_by(
@@ -138,6 +143,42 @@ fn set<T>(
 
 fn list(arg: &Arg, errors: &mut Errors) -> Option<List> {
     let (bracket, tokens) = args::bracketed(arg, "SubLayer, ...", errors)?;
+    let key = &arg.key;
+    if let Some(semi) = args::top_level_semicolon(&tokens) {
+        let hint = if key == "block" {
+            "write each entry (`block = [Mlp, Mlp]`), or repeat the block with `repeat = <count>`"
+        } else {
+            "write each entry (`prefix = [Mlp, Mlp]`)"
+        };
+        errors.error_at(
+            semi,
+            format!("`{key} = [Entry; n]` is not supported; {hint}"),
+        );
+        return None;
+    }
+    // A string entry (`"Mlp"`) is the one likely mistake a type parser reports obscurely.
+    let strings: Vec<_> = tokens
+        .clone()
+        .into_iter()
+        .filter_map(|tt| match tt {
+            proc_macro2::TokenTree::Literal(lit) => {
+                syn::parse2::<syn::LitStr>(proc_macro2::TokenTree::Literal(lit).into()).ok()
+            }
+            _ => None,
+        })
+        .collect();
+    if !strings.is_empty() {
+        for lit in &strings {
+            errors.error_spanned_by(
+                lit,
+                format!(
+                    "a `{key}` entry is a sub-layer type, not a string: write `{}` without quotes",
+                    lit.value()
+                ),
+            );
+        }
+        return None;
+    }
     let parser = Punctuated::<Type, Token![,]>::parse_terminated;
     match syn::parse::Parser::parse2(parser, tokens) {
         Ok(entries) => Some(List {

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use syn::ext::IdentExt;
 use syn::{Expr, Ident, Type};
 
 use super::parse::{self, InitSpec, Input};
@@ -88,7 +89,8 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
             String::new()
         }
         Some(lit) => lit.value(),
-        None => input.ident.to_string(),
+        // `r#type` names the kind `type`: the `r#` only escapes a keyword in Rust source.
+        None => input.ident.unraw().to_string(),
     };
     if matches!(&input.fields, Some(f) if f.is_empty()) {
         errors.error_spanned_by(&input.ident, "a sub-layer needs at least one parameter");
@@ -117,7 +119,16 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
             .name
             .as_ref()
             .map(syn::LitStr::value)
-            .unwrap_or_else(|| f.ident.to_string());
+            .unwrap_or_else(|| f.ident.unraw().to_string());
+        if let Some(lit) = f.name.as_ref().filter(|l| l.value().is_empty()) {
+            errors.error_spanned_by(
+                lit,
+                format!(
+                    "the parameter name of `{}` is empty; write a name or drop `name` to use the field's",
+                    f.ident
+                ),
+            );
+        }
         if let Some(first) = names.get(&pname) {
             let msg = format!("duplicate parameter name `{pname}`; field `{first}` has it already");
             match &f.name {

@@ -2,6 +2,7 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 use super::check::{Init, Model, Stub};
@@ -63,7 +64,7 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
     // Bindings have names no user item plausibly has: a `const` of the same name in scope
     // would turn a binding into a pattern (items are not hygienic).
     let values = syn::Ident::new("__stackscan_values", Span::mixed_site());
-    let type_name = ident.to_string();
+    let type_name = ident.unraw().to_string();
     quote! {
         const _: () = {
             #sublayer
@@ -107,7 +108,7 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
         carry,
         fields,
     } = stub;
-    let type_name = ident.to_string();
+    let type_name = ident.unraw().to_string();
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     let self_ty = quote!(#ident #ty_generics);
     // Placeholders show in the errors of code using the stub (a `Forward` impl, a stack), so

@@ -12,7 +12,8 @@ use crate::errors::Errors;
 pub(crate) fn derive(input: TokenStream) -> syn::Result<TokenStream> {
     let input: syn::DeriveInput = syn::parse2(input)?;
     let mut errors = Errors::new();
-    let parsed = parse::parse(&input, &mut errors);
+    let mut parsed = parse::parse(&input, &mut errors);
+    let _scope = crate::CrateScope::new(parsed.krate.take());
     match check::check(parsed, &mut errors) {
         check::Checked::Valid(model) => {
             errors.finish()?;

@@ -11,7 +11,7 @@ use crate::args::{self, Arg};
 use crate::errors::Errors;
 
 /// Keys of the struct-level `#[sublayer(...)]`.
-pub(crate) const STRUCT_KEYS: &[&str] = &["config", "carry", "name"];
+pub(crate) const STRUCT_KEYS: &[&str] = &["config", "carry", "name", "crate"];
 /// Keys of a field's `#[param(...)]`.
 pub(crate) const PARAM_KEYS: &[&str] = &["shape", "shard", "replicated", "init", "dtype", "name"];
 /// Initialisers.
@@ -30,6 +30,8 @@ pub(crate) struct Input {
     pub(crate) config: Option<Type>,
     pub(crate) carry: Option<Type>,
     pub(crate) name: Option<LitStr>,
+    /// `crate = "path"`: how generated code reaches the DSL.
+    pub(crate) krate: Option<syn::Path>,
     /// Whether `#[sublayer(...)]` was written at all.
     pub(crate) has_sublayer_attr: bool,
     /// Whether reading `#[sublayer(...)]` failed somewhere (then a missing key is not
@@ -75,10 +77,17 @@ pub(crate) fn parse(input: &DeriveInput, errors: &mut Errors) -> Input {
         config: None,
         carry: None,
         name: None,
+        krate: None,
         has_sublayer_attr: false,
         sublayer_attr_malformed: false,
         fields: None,
     };
+    for attr in input.attrs.iter().filter(|a| a.path().is_ident("param")) {
+        errors.error_spanned_by(
+            attr.path(),
+            "`#[param(...)]` goes on a field (one per parameter), not on the struct; the struct takes `#[sublayer(config = <type>, carry = <type>)]`",
+        );
+    }
     let before = errors.len();
     for attr in input.attrs.iter().filter(|a| a.path().is_ident("sublayer")) {
         out.has_sublayer_attr = true;
@@ -90,6 +99,9 @@ pub(crate) fn parse(input: &DeriveInput, errors: &mut Errors) -> Input {
                 "config" => set(&mut out.config, &arg, "a type", errors, Arg::parse),
                 "carry" => set(&mut out.carry, &arg, "a type", errors, Arg::parse),
                 "name" => set(&mut out.name, &arg, "\"kind name\"", errors, Arg::parse),
+                "crate" => set(&mut out.krate, &arg, "", errors, |a, _, e| {
+                    crate::crate_path(a, e)
+                }),
                 other => errors.error_spanned_by(
                     &arg.key,
                     format!(
@@ -184,6 +196,12 @@ fn field(f: &syn::Field, errors: &mut Errors) -> Field {
         dtype: None,
         malformed: false,
     };
+    for attr in f.attrs.iter().filter(|a| a.path().is_ident("sublayer")) {
+        errors.error_spanned_by(
+            attr.path(),
+            "`#[sublayer(...)]` goes on the struct, not on a field; a field takes `#[param(shape = [...], shard = <dim>)]`",
+        );
+    }
     let before = errors.len();
     for attr in f.attrs.iter().filter(|a| a.path().is_ident("param")) {
         if out.attr.is_some() {
@@ -275,15 +293,53 @@ fn list_tokens(attr: &syn::Attribute, errors: &mut Errors) -> Option<proc_macro2
 
 fn shape(arg: &Arg, errors: &mut Errors) -> Option<Shape> {
     let (_, tokens) = args::bracketed(arg, "<dim>, ...", errors)?;
+    if let Some(semi) = args::top_level_semicolon(&tokens) {
+        errors.error_at(
+            semi,
+            "`shape = [dim; n]` is not supported; write each dimension (`shape = [cfg.d, cfg.d]`)",
+        );
+        return None;
+    }
     let parser = Punctuated::<Expr, Token![,]>::parse_terminated;
     match syn::parse::Parser::parse2(parser, tokens) {
-        Ok(dims) => Some(Shape {
-            dims: dims.into_iter().collect(),
-        }),
+        Ok(dims) => {
+            let dims: Vec<Expr> = dims.into_iter().collect();
+            for dim in &dims {
+                check_literal_dim(dim, errors);
+            }
+            Some(Shape { dims })
+        }
         Err(e) => {
             errors.push(e);
             None
         }
+    }
+}
+
+/// Rejects a literal dimension that cannot be a size: `0` or a negated literal. Expressions
+/// are checked when the model is built; a literal is wrong whatever the config.
+fn check_literal_dim(dim: &Expr, errors: &mut Errors) {
+    let int = |e: &Expr| match e {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(lit),
+            ..
+        }) => Some(lit.base10_parse::<u64>().is_ok_and(|v| v == 0)),
+        _ => None,
+    };
+    match dim {
+        Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            expr,
+            ..
+        }) if int(expr).is_some() => errors.error_spanned_by(
+            dim,
+            "a dimension is a positive size; a negative literal is never one",
+        ),
+        _ if int(dim) == Some(true) => errors.error_spanned_by(
+            dim,
+            "a dimension of size 0 makes an empty parameter; dimensions are positive",
+        ),
+        _ => {}
     }
 }
 
@@ -306,7 +362,22 @@ fn init(arg: &Arg, errors: &mut Errors) -> Option<InitSpec> {
     match &expr {
         Expr::Path(p) if p.path.is_ident("ones") => Some(InitSpec::Ones),
         Expr::Path(p) if p.path.is_ident("zeros") => Some(InitSpec::Zeros),
+        Expr::Path(p) if p.path.is_ident("normal") => {
+            errors.error_spanned_by(
+                p,
+                "`normal` needs the standard deviation: write `init = normal(0.02)`",
+            );
+            None
+        }
         Expr::Call(call) => match &*call.func {
+            Expr::Path(p) if p.path.is_ident("ones") || p.path.is_ident("zeros") => {
+                let name = p.path.get_ident().map(Ident::to_string).unwrap_or_default();
+                errors.error_at(
+                    call.paren_token.span.join(),
+                    format!("`{name}` takes no arguments: write `init = {name}`"),
+                );
+                None
+            }
             Expr::Path(p) if p.path.is_ident("normal") => {
                 if call.args.len() == 1 {
                     call.args.first().cloned().map(InitSpec::Normal)

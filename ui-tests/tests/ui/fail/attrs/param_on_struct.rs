@@ -1,0 +1,12 @@
+use stackscan::SubLayer;
+use stackscan_ui_tests::{Cfg, Hidden};
+
+#[derive(SubLayer)]
+#[sublayer(config = Cfg, carry = Hidden)]
+#[param(shape = [4], shard = 0)]
+struct Mlp<T> {
+    #[param(shape = [4], shard = 0)]
+    up: T,
+}
+
+fn main() {}
