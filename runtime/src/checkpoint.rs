@@ -107,7 +107,7 @@ impl Checkpoint {
         };
         let data = &bytes[header_end..];
         let mut metadata = BTreeMap::new();
-        let mut tensors = Vec::new();
+        let mut entries = Vec::new();
         for (name, entry) in header {
             if name == "__metadata__" {
                 let Value::Object(meta) = entry else {
@@ -157,6 +157,12 @@ impl Checkpoint {
                     end - start
                 )));
             }
+            entries.push((start, end, name, shape));
+        }
+        // In file order, so a cut file names the first tensor it cuts.
+        entries.sort_by_key(|(start, ..)| *start);
+        let mut tensors = Vec::with_capacity(entries.len());
+        for (start, end, name, shape) in entries {
             let Some(raw) = data.get(start..end) else {
                 return Err(truncated(Some(&name), header_end + end));
             };
@@ -164,13 +170,9 @@ impl Checkpoint {
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                 .collect();
-            tensors.push((start, Tensor { name, shape, data }));
+            tensors.push(Tensor { name, shape, data });
         }
-        tensors.sort_by_key(|(start, _)| *start);
-        Ok(Checkpoint {
-            tensors: tensors.into_iter().map(|(_, t)| t).collect(),
-            metadata,
-        })
+        Ok(Checkpoint { tensors, metadata })
     }
 
     /// Reads and parses the file at `path`.
