@@ -68,6 +68,8 @@ fn train_rejects_bad_arguments_in_one_line() {
     fails("train", &["--unroll", "0"], 2, &["unroll"]);
     fails("train", &["--unroll", "3"], 2, &["unroll"]);
     fails("train", &["--steps", "0"], 2, &["--steps"]);
+    fails("train", &["--save-every", "0"], 2, &["--save-every"]);
+    fails("train", &["--resume"], 2, &["--resume"]);
     fails("train", &["--devices"], 2, &["--devices"]);
     fails("train", &["--devices", "-1"], 2, &["--devices"]);
     fails("train", &["--frobnicate"], 2, &["--frobnicate"]);

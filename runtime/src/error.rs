@@ -250,6 +250,54 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A checkpoint file ends before the header or a tensor's data does.
+    #[error("checkpoint `{}` is truncated: {} needs {needed} bytes, the file has {actual}", path.display(), tensor.as_deref().map_or("the header".to_owned(), |t| format!("tensor `{t}`")))]
+    CheckpointTruncated {
+        /// The file.
+        path: PathBuf,
+        /// The tensor whose data is cut off, or `None` when the header is.
+        tensor: Option<String>,
+        /// Bytes the file would need.
+        needed: usize,
+        /// Bytes it has.
+        actual: usize,
+    },
+    /// A checkpoint's header is not valid safetensors, or its metadata lacks a field.
+    #[error("checkpoint `{}` is corrupt: {reason}", path.display())]
+    CheckpointCorrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A checkpoint lacks a tensor the model has.
+    #[error("checkpoint `{}` has no tensor `{tensor}`", path.display())]
+    CheckpointMissing {
+        /// The file.
+        path: PathBuf,
+        /// The tensor the model needs.
+        tensor: String,
+    },
+    /// A checkpoint tensor's shape differs from the model's.
+    #[error("checkpoint tensor `{tensor}` has shape {actual:?}, the model's is {expected:?}")]
+    CheckpointShape {
+        /// The tensor.
+        tensor: String,
+        /// The model's shape.
+        expected: Vec<i64>,
+        /// The file's shape.
+        actual: Vec<i64>,
+    },
+    /// A checkpoint tensor's dtype differs from the model's.
+    #[error("checkpoint tensor `{tensor}` is {actual}, the model's is {expected}")]
+    CheckpointDType {
+        /// The tensor.
+        tensor: String,
+        /// The model's dtype (safetensors spelling).
+        expected: String,
+        /// The file's dtype.
+        actual: String,
+    },
     /// A downloaded wheel does not have the pinned hash.
     #[error("sha256 of `{}` is {actual}, expected {expected}; delete the file to fetch it again", path.display())]
     HashMismatch {

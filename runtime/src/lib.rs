@@ -18,6 +18,7 @@
 //! # Ok::<(), stackscan_runtime::Error>(())
 //! ```
 
+pub mod checkpoint;
 pub mod compile_options;
 mod element;
 #[cfg(target_os = "linux")]

@@ -23,6 +23,7 @@
 //! }
 //! ```
 
+mod checkpoint;
 mod input;
 
 use std::time::Instant;
@@ -37,6 +38,7 @@ use crate::pjrt::{Buffer, Client, CompiledMemoryStats, Executable};
 use crate::rng::Rng;
 use crate::shard::shard;
 
+pub use checkpoint::{Progress, weight_names};
 pub use input::HostInput;
 
 /// What one step measured.
@@ -75,6 +77,9 @@ pub struct Trainer {
     inputs: Vec<InputSpec>,
     /// Per device: weights…, first moments…, second moments….
     state: Vec<Vec<Buffer>>,
+    /// Per weight tensor, in state order: its checkpoint name, spec, layer count and
+    /// per-device dims (the moments share the weights' layout).
+    params: Vec<checkpoint::Slot>,
     weights: usize,
     steps: usize,
     skipped: usize,
@@ -125,12 +130,14 @@ impl Trainer {
         let mut rng = Rng::new(seed);
         let mut state: Vec<Vec<Buffer>> = (0..n).map(|_| Vec::new()).collect();
         let mut moments: Vec<Vec<f32>> = Vec::new();
+        let mut params = Vec::with_capacity(specs.len());
         let types = program.main().param_types();
         let first_weight = step.inputs;
         for (j, (spec, layers)) in specs.iter().enumerate() {
             let count = layers * spec.shape.iter().product::<i64>() as usize;
             let full = init_values(spec, count, &mut rng);
             let dims = &types[first_weight + j].dims;
+            params.push(checkpoint::Slot::new(spec, *layers, dims));
             for (d, slab) in shard(spec, *layers, &full, n)?.into_iter().enumerate() {
                 state[d].push(client.buffer(&slab, dims, &mesh.devices()[d])?);
             }
@@ -154,6 +161,7 @@ impl Trainer {
             plan: step.plan,
             inputs: model.inputs.clone(),
             state,
+            params: checkpoint::name_slots(model, params),
             weights: specs.len(),
             steps: 0,
             skipped: 0,

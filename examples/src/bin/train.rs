@@ -7,8 +7,15 @@
 //! ```text
 //! cargo run --release -p stackscan-examples --bin train -- [--devices 4] [--steps 30]
 //!     [--plugin cpu|cpu-0.115|PATH] [--no-prefetch] [--no-defer] [--unroll 1|2] [--lr 0.01]
+//!     [--save-every N --checkpoint-dir DIR] [--resume DIR]
 //! ```
+//!
+//! `--save-every N` writes `DIR/latest.safetensors` (default `DIR` = `checkpoints`) after every
+//! N-th step, atomically, so a crash mid-save leaves the previous one; `--resume DIR` restores
+//! weights, Adam moments and step from `DIR/latest.safetensors` and trains on from the step
+//! after it to `--steps` in all, on exactly the batches an uninterrupted run would see.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use stackscan::fsdp::Adam;
@@ -16,7 +23,7 @@ use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
 use stackscan_examples::llama::{LlamaConfig, synthetic_batch};
 use stackscan_examples::llama_macro;
-use stackscan_runtime::train::{HostInput, Trainer};
+use stackscan_runtime::train::{HostInput, Progress, Trainer};
 use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
 
 struct Args {
@@ -28,6 +35,14 @@ struct Args {
     overrides: Vec<String>,
     model: StackModel,
     lr: f64,
+    save_every: Option<usize>,
+    checkpoint_dir: PathBuf,
+    resume: Option<PathBuf>,
+}
+
+/// The checkpoint file in `dir`.
+fn latest(dir: &std::path::Path) -> PathBuf {
+    dir.join("latest.safetensors")
 }
 
 impl Args {
@@ -50,6 +65,9 @@ fn parse() -> Result<Args, String> {
         overrides: Vec::new(),
         model,
         lr: 1e-2,
+        save_every: None,
+        checkpoint_dir: PathBuf::from("checkpoints"),
+        resume: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -86,9 +104,20 @@ fn parse() -> Result<Args, String> {
                 a.options.defer_grad_reduce_scatter = false;
                 a.overrides.push(flag.clone());
             }
+            "--save-every" => {
+                a.save_every = Some(
+                    value("a count")?
+                        .parse()
+                        .ok()
+                        .filter(|&n: &usize| n > 0)
+                        .ok_or("`--save-every` expects a positive integer")?,
+                )
+            }
+            "--checkpoint-dir" => a.checkpoint_dir = value("a directory")?.into(),
+            "--resume" => a.resume = Some(value("a directory")?.into()),
             other => {
                 return Err(format!(
-                    "unknown argument `{other}`; expected `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch` or `--no-defer`"
+                    "unknown argument `{other}`; expected `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch`, `--no-defer`, `--save-every`, `--checkpoint-dir` or `--resume`"
                 ));
             }
         }
@@ -146,9 +175,20 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let mut trainer = Trainer::new(&client, &mesh, m, o, a.adam(), 17)?;
     println!("plan:\n{}", trainer.plan().describe(&m.stack));
     println!("compiled in {:.2} s", trainer.compile_seconds());
+    let mut start = 0;
+    if let Some(dir) = &a.resume {
+        let progress = trainer.load(&latest(dir))?;
+        // The synthetic batches are a function of the step alone, so the data position is
+        // the next step and the generator state is not needed.
+        start = usize::try_from(progress.data_position)?;
+        println!("resumed from {} at step {start}", latest(dir).display());
+    }
+    if a.save_every.is_some() {
+        std::fs::create_dir_all(&a.checkpoint_dir)?;
+    }
     let mut losses = Vec::new();
     let mut times = Vec::new();
-    for step in 0..a.steps {
+    for step in start..a.steps {
         let inputs: Vec<Vec<HostInput>> = (0..a.devices)
             .map(|d| {
                 let (t, l) =
@@ -165,6 +205,16 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         );
         losses.push(r.loss);
         times.push(r.seconds);
+        if a.save_every.is_some_and(|n| (step + 1) % n == 0) {
+            let progress = Progress {
+                data_position: (step + 1) as u64,
+                rng_state: 0,
+            };
+            trainer.save(&latest(&a.checkpoint_dir), progress)?;
+        }
+    }
+    if losses.is_empty() {
+        return Err(format!("the checkpoint is already at step {start} of {}", a.steps).into());
     }
     let steady: Vec<f64> = times.iter().skip(1).copied().collect();
     let mean = if steady.is_empty() {

@@ -1,0 +1,161 @@
+//! Saving and restoring a [`Trainer`]'s state: every weight with its two Adam moments, in
+//! natural (unsharded) layout so a checkpoint does not depend on the device count, plus Adam's
+//! step and the caller's data position and RNG state.
+//!
+//! Tensors are named from the model: an outer parameter by its own name, a stacked one as
+//! `{kind}.{param}` with shape `[layers, …]`; the moments are `adam.m.{name}` and
+//! `adam.v.{name}`. A restore checks every tensor before it uploads any, so a bad file leaves
+//! the trainer as it was.
+
+use std::path::Path;
+
+use stackscan::fsdp::{ParamSpec, StackModel};
+
+use super::Trainer;
+use crate::checkpoint::{Checkpoint, Tensor};
+use crate::error::{Error, Result};
+use crate::shard::{shard, unshard};
+
+/// Where the caller's data pipeline stands, saved and restored with the trainer's state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// The next batch (or token offset) the pipeline would read.
+    pub data_position: u64,
+    /// The pipeline's generator state ([`crate::rng::Rng::state`]).
+    pub rng_state: u64,
+}
+
+/// One weight tensor's place in the trainer's state.
+#[derive(Clone, Debug)]
+pub(super) struct Slot {
+    name: String,
+    spec: ParamSpec,
+    layers: usize,
+    /// Whether it is a stacked (per-layer) parameter, stored with a leading layer dimension.
+    stacked: bool,
+    /// Per-device dims of the weight and its moments.
+    dims: Vec<i64>,
+}
+
+impl Slot {
+    pub(super) fn new(spec: &ParamSpec, layers: usize, dims: &[i64]) -> Slot {
+        Slot {
+            name: spec.name.clone(),
+            spec: spec.clone(),
+            layers,
+            stacked: false,
+            dims: dims.to_vec(),
+        }
+    }
+
+    /// The full shape as stored: stacked parameters carry their layer dimension.
+    fn shape(&self) -> Vec<i64> {
+        let mut shape = Vec::with_capacity(self.spec.shape.len() + 1);
+        if self.stacked {
+            shape.push(self.layers as i64);
+        }
+        shape.extend_from_slice(&self.spec.shape);
+        shape
+    }
+}
+
+/// The checkpoint names of `model`'s weights, in [`StackModel::weights`] order.
+pub fn weight_names(model: &StackModel) -> Vec<String> {
+    let outer = model.outer_params.iter().map(|p| p.name.clone());
+    let stacked = model.kinds.iter().flat_map(|k| {
+        k.params
+            .iter()
+            .map(move |p| format!("{}.{}", k.name, p.name))
+    });
+    outer.chain(stacked).collect()
+}
+
+/// `slots` (in weights order) with their checkpoint names, the outer ones first.
+pub(super) fn name_slots(model: &StackModel, mut slots: Vec<Slot>) -> Vec<Slot> {
+    let outer = model.outer_params.len();
+    for (j, (slot, name)) in slots.iter_mut().zip(weight_names(model)).enumerate() {
+        slot.name = name;
+        slot.stacked = j >= outer;
+    }
+    slots
+}
+
+const STEP: &str = "step";
+const DATA_POSITION: &str = "data_position";
+const RNG_STATE: &str = "rng_state";
+const MOMENTS: [&str; 2] = ["adam.m.", "adam.v."];
+
+impl Trainer {
+    /// The state as a checkpoint: weights, moments, Adam's step and `progress`.
+    pub fn checkpoint(&self, progress: Progress) -> Result<Checkpoint> {
+        let mut tensors = Vec::with_capacity(3 * self.weights);
+        for (m, prefix) in [""].iter().chain(MOMENTS.iter()).enumerate() {
+            for (j, slot) in self.params.iter().enumerate() {
+                let slabs = self
+                    .state
+                    .iter()
+                    .map(|dev| dev[m * self.weights + j].to_host::<f32>())
+                    .collect::<Result<Vec<_>>>()?;
+                tensors.push(Tensor {
+                    name: format!("{prefix}{}", slot.name),
+                    shape: slot.shape(),
+                    data: unshard(&slot.spec, slot.layers, &slabs)?,
+                });
+            }
+        }
+        let metadata = [
+            (STEP, self.steps as u64),
+            (DATA_POSITION, progress.data_position),
+            (RNG_STATE, progress.rng_state),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_string()))
+        .collect();
+        Ok(Checkpoint { tensors, metadata })
+    }
+
+    /// Writes the state to `path` atomically (see [`crate::checkpoint::write_atomic`]).
+    pub fn save(&self, path: &Path, progress: Progress) -> Result<()> {
+        self.checkpoint(progress)?.write(path)
+    }
+
+    /// Loads the state from `ckpt` (read from `path`, named in errors) and returns the data
+    /// pipeline's progress. Every tensor is checked before any is uploaded: on an error the
+    /// trainer is unchanged.
+    pub fn restore(&mut self, ckpt: &Checkpoint, path: &Path) -> Result<Progress> {
+        let n = self.mesh.size();
+        let steps = ckpt.metadata_u64(STEP, path)?;
+        let progress = Progress {
+            data_position: ckpt.metadata_u64(DATA_POSITION, path)?,
+            rng_state: ckpt.metadata_u64(RNG_STATE, path)?,
+        };
+        let steps = usize::try_from(steps).map_err(|_| Error::CheckpointCorrupt {
+            path: path.to_owned(),
+            reason: format!("step {steps} is out of range"),
+        })?;
+        let mut host: Vec<Vec<Vec<f32>>> = Vec::with_capacity(3 * self.weights);
+        for prefix in [""].iter().chain(MOMENTS.iter()) {
+            for slot in &self.params {
+                let name = format!("{prefix}{}", slot.name);
+                let t = ckpt.tensor(&name, &slot.shape(), path)?;
+                host.push(shard(&slot.spec, slot.layers, &t.data, n)?);
+            }
+        }
+        let mut state: Vec<Vec<_>> = (0..n).map(|_| Vec::with_capacity(host.len())).collect();
+        for (i, slabs) in host.iter().enumerate() {
+            let dims = &self.params[i % self.weights].dims;
+            for (d, slab) in slabs.iter().enumerate() {
+                state[d].push(self.client.buffer(slab, dims, &self.mesh.devices()[d])?);
+            }
+        }
+        self.state = state;
+        self.steps = steps;
+        Ok(progress)
+    }
+
+    /// Reads the checkpoint at `path` and restores it ([`Trainer::restore`]).
+    pub fn load(&mut self, path: &Path) -> Result<Progress> {
+        let ckpt = Checkpoint::read(path)?;
+        self.restore(&ckpt, path)
+    }
+}
