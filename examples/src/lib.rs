@@ -3,4 +3,5 @@
 pub mod gdn;
 pub mod llama;
 pub mod llama_macro;
+pub mod moe;
 pub mod toy;
