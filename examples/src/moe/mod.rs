@@ -16,6 +16,8 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
+pub mod dispatch;
 pub mod router;
 
+pub use dispatch::{DispatchOptions, ExpertWeights, capacity, routed_experts};
 pub use router::{RouterConfig, RouterKind, Routing, route};

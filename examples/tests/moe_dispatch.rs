@@ -1,0 +1,144 @@
+//! Capacity-padded expert dispatch on the CPU plugin against a dense reference that runs
+//! every expert on every token and combines with the router's weights scattered to `[T, E]`;
+//! both token-gather paths; VJPs against f64 central differences; the program-text check of
+//! `direct_token_gather`.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+use stackscan::{Program, Result, Tensor, nn};
+use stackscan_examples::moe::{
+    DispatchOptions, ExpertWeights, RouterConfig, RouterKind, capacity, route, routed_experts,
+};
+use stackscan_runtime::testing as common;
+
+use common::graph::{Arg, Compiled, Rng, TOL, check_vjp, float_arg, function};
+
+const T: i64 = 6;
+/// Differs from `E`, so a token-matrix broadcast cannot be confused with the router's.
+const D: i64 = 5;
+const F: i64 = 3;
+const E: usize = 4;
+const K: usize = 2;
+
+const ROUTER: RouterConfig = RouterConfig {
+    experts: E,
+    top_k: K,
+    kind: RouterKind::SigmoidGrouped {
+        groups: 2,
+        top_groups: 1,
+        scaling: 2.5,
+    },
+};
+
+fn args(seed: u64) -> Vec<Arg> {
+    let mut rng = Rng::new(seed);
+    vec![
+        float_arg(&mut rng, &[T, D], -1.0, 1.0),
+        float_arg(&mut rng, &[D, E as i64], -1.0, 1.0),
+        float_arg(&mut rng, &[E as i64, D, F], -1.0, 1.0),
+        float_arg(&mut rng, &[E as i64, D, F], -1.0, 1.0),
+        float_arg(&mut rng, &[E as i64, F, D], -1.0, 1.0),
+    ]
+}
+
+/// Every token may land on one expert twice over the batch: `C = T · K` drops nothing.
+fn moe(p: &[Tensor], direct_token_gather: bool, cap: usize) -> Result<Tensor> {
+    let routing = route(&ROUTER, &p[0].matmul(&p[1])?, None)?;
+    let w = ExpertWeights {
+        gate: &p[2],
+        up: &p[3],
+        down: &p[4],
+    };
+    let opts = DispatchOptions {
+        capacity: cap,
+        direct_token_gather,
+    };
+    routed_experts(&p[0], &routing, w, opts)
+}
+
+/// All experts on all tokens, combined densely.
+fn dense(p: &[Tensor]) -> Result<Tensor> {
+    let routing = route(&ROUTER, &p[0].matmul(&p[1])?, None)?;
+    let (t, e) = (T, E as i64);
+    let hot = routing.experts.one_hot(E, p[0].dtype())?; // [T, K, E]
+    let combine = hot
+        .mul(
+            &routing
+                .weights
+                .broadcast_in_dim(&[t, K as i64, e], &[0, 1])?,
+        )?
+        .sum(&[1])?; // [T, E]
+    let xs = p[0].broadcast_in_dim(&[e, t, D], &[1, 2])?;
+    let y = nn::silu(&xs.matmul(&p[2])?)?
+        .mul(&xs.matmul(&p[3])?)?
+        .matmul(&p[4])?; // [E, T, D]
+    let c = combine
+        .transpose(&[1, 0])?
+        .broadcast_in_dim(&[e, t, D], &[0, 1])?;
+    y.mul(&c)?.sum(&[0])
+}
+
+fn run(a: &[Arg], build: impl FnOnce(&[Tensor]) -> Result<Tensor>) -> Vec<f64> {
+    let client = common::cpu_client(1);
+    let f = function("moe", a, |p| Ok(vec![build(p)?]));
+    Compiled::new(&client, &f).run(a).remove(0)
+}
+
+#[test]
+fn dispatch_matches_the_dense_reference_on_both_gather_paths() {
+    let a = args(5);
+    let reference = run(&a, dense);
+    let full = (T as usize) * K;
+    for direct in [false, true] {
+        let got = run(&a, |p| moe(p, direct, full));
+        for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
+            assert!(
+                (g - r).abs() <= 1e-12 * (1.0 + r.abs()),
+                "direct_token_gather={direct}: [{i}] {g} vs {r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn dispatch_vjp_matches_central_differences() {
+    let client = common::cpu_client(1);
+    let a = args(9);
+    let full = (T as usize) * K;
+    check_vjp(&client, "moe_replicated", &a, TOL, |p| moe(p, false, full));
+    check_vjp(&client, "moe_direct", &a, TOL, |p| moe(p, true, full));
+}
+
+#[test]
+fn direct_token_gather_builds_no_replicated_token_copy() {
+    let a = args(1);
+    // Forward and backward programs of the layer.
+    let texts = |direct| {
+        let f = function("moe", &a, |p| Ok(vec![moe(p, direct, 4)?]));
+        let grads = stackscan::vjp(&f).unwrap();
+        [f, grads].map(|f| Program::new(f).emit().unwrap())
+    };
+    // The replicated copy: the token matrix broadcast to [T, k, d] (then viewed as [T·k, d]).
+    let copy = format!("(tensor<{T}x{D}xf64>) -> tensor<{T}x{K}x{D}xf64>");
+    let copies = |text: &str| {
+        text.lines()
+            .filter(|l| l.contains("broadcast_in_dim") && l.contains(&copy))
+            .count()
+    };
+    let [forward_off, _] = texts(false);
+    assert_eq!(copies(&forward_off), 1, "the off path builds the copy once");
+    for (which, text) in ["forward", "backward"].iter().zip(texts(true)) {
+        assert_eq!(copies(&text), 0, "{which}: a [T·k, d] token copy found");
+        assert!(text.contains("stablehlo.gather"), "{which}: no gather");
+    }
+}
+
+#[test]
+fn capacity_from_factor() {
+    assert_eq!(capacity(64, 4, 16, 1.0), 16);
+    assert_eq!(capacity(64, 4, 16, 1.25), 20);
+    assert_eq!(capacity(1, 1, 16, 1.0), 1);
+}
