@@ -142,3 +142,53 @@ fn capacity_from_factor() {
     assert_eq!(capacity(64, 4, 16, 1.25), 20);
     assert_eq!(capacity(1, 1, 16, 1.0), 1);
 }
+
+/// The tiny DeepSeek-V3 config's MoE layer (64 tokens, d 128, 16 experts of width 64, top 4)
+/// at capacity factor 1.25: the program's FLOPs, router included, stay within twice the
+/// FLOPs of the experts the tokens actually use, where dense all-experts compute is 4×.
+#[test]
+fn program_flops_stay_within_twice_the_active_experts() {
+    use stackscan::{DType, Scope, TensorType};
+    let (t, d, f, e, k) = (64_i64, 128_i64, 64_i64, 16_usize, 4_usize);
+    let router = RouterConfig {
+        experts: e,
+        top_k: k,
+        kind: RouterKind::SigmoidGrouped {
+            groups: 4,
+            top_groups: 2,
+            scaling: 2.5,
+        },
+    };
+    let s = Scope::new("moe");
+    let ty = |dims: &[i64]| TensorType::new(DType::F32, dims);
+    let x = s.param(ty(&[t, d]));
+    let wr = s.param(ty(&[d, e as i64]));
+    let gate = s.param(ty(&[e as i64, d, f]));
+    let up = s.param(ty(&[e as i64, d, f]));
+    let down = s.param(ty(&[e as i64, f, d]));
+    let routing = route(&router, &x.matmul(&wr).unwrap(), None).unwrap();
+    let opts = DispatchOptions {
+        capacity: capacity(t as usize, k, e, 1.25),
+        direct_token_gather: true,
+    };
+    let w = ExpertWeights {
+        gate: &gate,
+        up: &up,
+        down: &down,
+    };
+    let y = routed_experts(&x, &routing, w, opts).unwrap();
+    let program = s.finish(&[y]).unwrap();
+    let cost = stackscan::cost::of(&program).unwrap();
+    // Three [d × f] products of 2·d·f FLOPs per routed row, plus the SwiGLU's elementwise.
+    let active = (t as u64) * (k as u64) * (3 * 2 * d * f) as u64;
+    let total = cost.flops();
+    assert!(
+        total <= 2 * active,
+        "program FLOPs {total} exceed twice the active experts' {active}"
+    );
+    assert!(
+        cost.matrix_flops.total() >= active,
+        "the experts' products are missing: {} < {active}",
+        cost.matrix_flops.total()
+    );
+}
