@@ -192,3 +192,58 @@ fn program_flops_stay_within_twice_the_active_experts() {
         cost.matrix_flops.total()
     );
 }
+
+/// The whole sub-layer: routed experts (dense reference above) plus a sigmoid-gated shared
+/// expert computed by hand; and its VJP.
+#[test]
+fn moe_layer_with_gated_shared_expert() {
+    use stackscan_examples::moe::{MoeConfig, MoeWeights, SharedExpert, moe};
+    let mut rng = Rng::new(21);
+    let mut a = args(21);
+    a.push(float_arg(&mut rng, &[D, 2], -1.0, 1.0));
+    a.push(float_arg(&mut rng, &[D, 2], -1.0, 1.0));
+    a.push(float_arg(&mut rng, &[2, D], -1.0, 1.0));
+    a.push(float_arg(&mut rng, &[D, 1], -1.0, 1.0));
+    let cfg = MoeConfig {
+        router: ROUTER,
+        // C = T·K: nothing dropped.
+        capacity_factor: E as f64,
+        direct_token_gather: true,
+        gated_shared: true,
+    };
+    let layer = |p: &[Tensor]| {
+        let w = MoeWeights {
+            router: &p[1],
+            router_bias: None,
+            experts: ExpertWeights {
+                gate: &p[2],
+                up: &p[3],
+                down: &p[4],
+            },
+            shared: Some(SharedExpert {
+                gate: &p[5],
+                up: &p[6],
+                down: &p[7],
+                gate_proj: Some(&p[8]),
+            }),
+        };
+        moe(&cfg, &p[0], &w)
+    };
+    let reference = |p: &[Tensor]| {
+        let shared = nn::silu(&p[0].matmul(&p[5])?)?
+            .mul(&p[0].matmul(&p[6])?)?
+            .matmul(&p[7])?;
+        let g = p[0]
+            .matmul(&p[8])?
+            .sigmoid()?
+            .broadcast_in_dim(&[T, D], &[0, 1])?;
+        dense(p)?.add(&shared.mul(&g)?)
+    };
+    let got = run(&a, layer);
+    let want = run(&a, reference);
+    for (i, (g, r)) in got.iter().zip(&want).enumerate() {
+        assert!((g - r).abs() <= 1e-12 * (1.0 + r.abs()), "[{i}] {g} vs {r}");
+    }
+    let client = common::cpu_client(1);
+    check_vjp(&client, "moe_layer", &a, TOL, layer);
+}

@@ -1,8 +1,10 @@
 //! Mixture-of-experts building blocks, config-driven so any model can reuse them.
 //!
-//! So far: the [`router`] (which experts each token goes to, and with what weight), for
-//! both routing schemes in use: softmax top-k renormalised (Qwen-style) and DeepSeek-V3's
-//! sigmoid scores with a selection bias and group-limited top-k.
+//! - [`router`]: which experts each token goes to, and with what weight, for both routing
+//!   schemes in use: softmax top-k renormalised (Qwen-style) and DeepSeek-V3's sigmoid
+//!   scores with a selection bias and group-limited top-k;
+//! - [`dispatch`]: the routed experts as capacity-padded `[E, C, d]` batched products;
+//! - [`layer`]: the whole sub-layer, router, routed and shared experts (optionally gated).
 //!
 //! ```
 //! use stackscan::{DType, Scope, TensorType};
@@ -17,7 +19,9 @@
 //! ```
 
 pub mod dispatch;
+pub mod layer;
 pub mod router;
 
 pub use dispatch::{DispatchOptions, ExpertWeights, capacity, routed_experts};
+pub use layer::{MoeConfig, MoeWeights, SharedExpert, moe};
 pub use router::{RouterConfig, RouterKind, Routing, route};
