@@ -247,3 +247,40 @@ fn moe_layer_with_gated_shared_expert() {
     let client = common::cpu_client(1);
     check_vjp(&client, "moe_layer", &a, TOL, layer);
 }
+
+/// `dlhs_transpose_rhs`: the backward's input gradient of each grouped product contracts the
+/// stacked expert weight in place (the DSL's `dot_general` VJP chooses its dimension numbers
+/// so), so no transposed copy of an expert weight appears in the gradient program.
+#[test]
+fn backward_contracts_expert_weights_in_place() {
+    let a = args(2);
+    let full = (T as usize) * K;
+    for direct in [false, true] {
+        let f = function("moe", &a, |p| Ok(vec![moe(p, direct, full)?]));
+        let text = Program::new(stackscan::vjp(&f).unwrap()).emit().unwrap();
+        let e = E as i64;
+        let weight_types = [
+            format!("(tensor<{e}x{D}x{F}xf64>)"),
+            format!("(tensor<{e}x{F}x{D}xf64>)"),
+        ];
+        let transposed: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("stablehlo.transpose"))
+            .filter(|l| weight_types.iter().any(|w| l.contains(w.as_str())))
+            .collect();
+        assert!(
+            transposed.is_empty(),
+            "direct_token_gather={direct}: expert weight transposed: {transposed:#?}"
+        );
+        // The weights do reach the backward's products: three forward, three for dX.
+        let batched_with_weight = text
+            .lines()
+            .filter(|l| l.contains("stablehlo.dot_general"))
+            .filter(|l| weight_types.iter().any(|w| l.contains(&w[1..w.len() - 1])))
+            .count();
+        assert!(
+            batched_with_weight >= 6,
+            "{batched_with_weight} weight products"
+        );
+    }
+}
