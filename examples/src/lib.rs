@@ -3,5 +3,6 @@
 pub mod gdn;
 pub mod llama;
 pub mod llama_macro;
+pub mod mla;
 pub mod moe;
 pub mod toy;
