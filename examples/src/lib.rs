@@ -1,5 +1,6 @@
 //! Example models and the main job of stackscan.
 
+pub mod deepseek3;
 pub mod gdn;
 pub mod llama;
 pub mod llama_macro;
