@@ -397,3 +397,19 @@ pub fn model<S: LayerStack<Config = DeepSeek3Config>>(c: &DeepSeek3Config) -> Re
         }),
     )
 }
+
+/// The tiny model, as the main job trains it.
+pub fn tiny_model() -> Result<StackModel> {
+    model::<TinyDeepSeek3>(&DeepSeek3Config::tiny())
+}
+
+/// The Llama example's synthetic sequences ([`crate::llama::synthetic_batch`]) at this
+/// config's vocabulary and sequence length: `(tokens, labels)` for `rows` rows.
+pub fn synthetic_batch(c: &DeepSeek3Config, rows: i64, seed: u64) -> (Vec<i32>, Vec<i32>) {
+    let shape = crate::llama::LlamaConfig {
+        vocab: c.vocab,
+        seq: c.seq,
+        ..crate::llama::LlamaConfig::tiny()
+    };
+    crate::llama::synthetic_batch(&shape, rows, seed)
+}

@@ -1,15 +1,17 @@
-//! The main job: train the tiny Llama-style model on N CPU devices with FSDP weight prefetch,
+//! The main job: train the tiny Llama-style (or DeepSeek-V3-style) model on N CPU devices with FSDP weight prefetch,
 //! printing the loss per step, step times and the compiled memory statistics.
 //!
 //! ```text
 //! cargo run --release -p stackscan-examples --bin train -- [--devices 4] [--steps 30]
 //!     [--plugin cpu|cpu-0.115|PATH] [--no-prefetch] [--no-defer] [--unroll 1|2] [--lr 0.01]
+//!     [--model llama|deepseek3]
 //! ```
 
 use std::process::ExitCode;
 
-use stackscan::fsdp::Adam;
+use stackscan::fsdp::{Adam, StackModel};
 use stackscan::plan::PlanOptions;
+use stackscan_examples::deepseek3::{self, DeepSeek3Config};
 use stackscan_examples::llama::{LlamaConfig, model, synthetic_batch};
 use stackscan_runtime::train::{HostInput, Trainer};
 use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
@@ -20,6 +22,72 @@ struct Args {
     plugin: String,
     options: PlanOptions,
     lr: f64,
+    model: ModelKind,
+}
+
+#[derive(Clone, Copy)]
+enum ModelKind {
+    Llama,
+    DeepSeek3,
+}
+
+/// Makes `(tokens, labels)` for one device's batch from a seed.
+type Batches = Box<dyn Fn(u64) -> (Vec<i32>, Vec<i32>)>;
+
+/// What the job trains: the model, a line describing it, and its data.
+struct Job {
+    model: StackModel,
+    describe: String,
+    batch: Batches,
+}
+
+fn job(kind: ModelKind) -> stackscan::Result<Job> {
+    Ok(match kind {
+        ModelKind::Llama => {
+            let c = LlamaConfig::tiny();
+            Job {
+                model: model(&c)?,
+                describe: format!(
+                    "tiny Llama: {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device",
+                    c.layers,
+                    c.d_model,
+                    c.heads,
+                    c.kv_heads,
+                    c.head_dim,
+                    c.ffn,
+                    c.vocab,
+                    c.batch_per_device,
+                    c.seq
+                ),
+                batch: Box::new(move |seed| synthetic_batch(&c, c.batch_per_device, seed)),
+            }
+        }
+        ModelKind::DeepSeek3 => {
+            let c = DeepSeek3Config::tiny();
+            Job {
+                model: deepseek3::tiny_model()?,
+                describe: format!(
+                    "tiny DeepSeek-V3: {} layers ({} dense), d {}, MLA {} heads, {} experts top-{} in {} groups (top {}), {} shared, width {}, vocab {}; {} × {} tokens per device",
+                    c.layers,
+                    c.dense_layers,
+                    c.d,
+                    c.mla.heads,
+                    c.experts,
+                    c.top_k,
+                    c.groups,
+                    c.top_groups,
+                    c.shared_experts,
+                    c.expert_width,
+                    c.vocab,
+                    c.batch_per_device,
+                    c.seq
+                ),
+                batch: Box::new(move |seed| {
+                    deepseek3::synthetic_batch(&c, c.batch_per_device, seed)
+                }),
+            }
+        }
+    })
 }
 
 impl Args {
@@ -38,6 +106,7 @@ fn parse() -> Result<Args, String> {
         plugin: "cpu".into(),
         options: PlanOptions::prefetch_deferred(),
         lr: 1e-2,
+        model: ModelKind::Llama,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -69,9 +138,20 @@ fn parse() -> Result<Args, String> {
                 a.options.defer_grad_reduce_scatter = false;
             }
             "--no-defer" => a.options.defer_grad_reduce_scatter = false,
+            "--model" => {
+                a.model = match value("a model name")?.as_str() {
+                    "llama" => ModelKind::Llama,
+                    "deepseek3" => ModelKind::DeepSeek3,
+                    other => {
+                        return Err(format!(
+                            "unknown model `{other}`; expected `llama` or `deepseek3`"
+                        ));
+                    }
+                }
+            }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}`; expected `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch` or `--no-defer`"
+                    "unknown argument `{other}`; expected `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch`, `--no-defer` or `--model`"
                 ));
             }
         }
@@ -87,30 +167,21 @@ fn parse() -> Result<Args, String> {
     a.adam()
         .validate()
         .map_err(|e| format!("invalid `--lr`: {e}"))?;
-    let cfg = LlamaConfig::tiny();
-    model(&cfg)
-        .and_then(|m| m.validate(a.devices))
+    job(a.model)
+        .and_then(|j| j.model.validate(a.devices))
         .map_err(|e| format!("the model does not fit {} devices: {e}", a.devices))?;
     Ok(a)
 }
 
 fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
-    let cfg = LlamaConfig::tiny();
+    let job = job(a.model)?;
     let plugin = Plugin::load(plugin::resolve(&a.plugin)?)?;
     let client = Client::new(&plugin, &ClientOptions::cpu(a.devices))?;
     let mesh = Mesh::new(&client, "fsdp", a.devices)?;
-    let m = model(&cfg)?;
+    let m = job.model;
     println!(
-        "tiny Llama: {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device on {} {} devices",
-        cfg.layers,
-        cfg.d_model,
-        cfg.heads,
-        cfg.kv_heads,
-        cfg.head_dim,
-        cfg.ffn,
-        cfg.vocab,
-        cfg.batch_per_device,
-        cfg.seq,
+        "{} on {} {} devices",
+        job.describe,
         a.devices,
         client.platform()
     );
@@ -127,8 +198,7 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     for step in 0..a.steps {
         let inputs: Vec<Vec<HostInput>> = (0..a.devices)
             .map(|d| {
-                let (t, l) =
-                    synthetic_batch(&cfg, cfg.batch_per_device, (step * a.devices + d) as u64);
+                let (t, l) = (job.batch)((step * a.devices + d) as u64);
                 vec![HostInput::I32(t), HostInput::I32(l)]
             })
             .collect();
