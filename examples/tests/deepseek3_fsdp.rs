@@ -10,8 +10,9 @@
 
 use stackscan_runtime::testing as common;
 
-use common::fsdp::{check_every_option_set, fixture};
+use common::fsdp::{assert_close, check_every_option_set, fixture, run_step};
 use common::graph::{Arg, Data};
+use stackscan::plan::PlanOptions;
 use stackscan::{DType, TensorType, layer_stack};
 use stackscan_examples::deepseek3::{DeepSeek3Config, Dense, Moe, model};
 use stackscan_examples::llama::{LlamaConfig, synthetic_batch};
@@ -55,10 +56,7 @@ fn config(batch_per_device: i64) -> DeepSeek3Config {
     }
 }
 
-#[test]
-fn deepseek3_step_equals_reference_for_every_option_set_and_device_count() {
-    let max = 8;
-    let client = common::cpu_client(max);
+fn inputs(max: usize) -> Vec<Arg> {
     let llama_like = LlamaConfig {
         vocab: 64,
         seq: 8,
@@ -66,7 +64,7 @@ fn deepseek3_step_equals_reference_for_every_option_set_and_device_count() {
     };
     let (tokens, labels) = synthetic_batch(&llama_like, max as i64, 3);
     let ty = TensorType::new(DType::I32, [max as i64, 8]);
-    let inputs = vec![
+    vec![
         Arg {
             ty: ty.clone(),
             data: Data::I(tokens),
@@ -75,10 +73,47 @@ fn deepseek3_step_equals_reference_for_every_option_set_and_device_count() {
             ty,
             data: Data::I(labels),
         },
-    ];
+    ]
+}
+
+#[test]
+fn deepseek3_step_equals_reference_for_every_option_set_and_device_count() {
+    let max = 8;
+    let client = common::cpu_client(max);
+    let inputs = inputs(max);
     for n in [1, 2, 4, 8] {
         let m = model::<SmallDeepSeek3>(&config((max / n) as i64)).unwrap();
         let fx = fixture(&client, &m, inputs.clone(), n, 11);
         check_every_option_set(&client, &m, &fx, n);
+    }
+}
+
+/// `direct_token_gather` changes how rows reach the experts, not what they compute: the
+/// reference's loss and every gradient agree with it off and on, and the FSDP step with it
+/// on (prefetch + deferred, 4 devices) equals the reference.
+#[test]
+fn direct_token_gather_gives_the_same_loss_and_gradients() {
+    let client = common::cpu_client(4);
+    let off = config(2);
+    let on = DeepSeek3Config {
+        direct_token_gather: true,
+        ..off
+    };
+    let (m_off, m_on) = (
+        model::<SmallDeepSeek3>(&off).unwrap(),
+        model::<SmallDeepSeek3>(&on).unwrap(),
+    );
+    let fx_off = fixture(&client, &m_off, inputs(8), 4, 5);
+    let fx_on = fixture(&client, &m_on, inputs(8), 4, 5);
+    assert_close("loss", &[fx_on.loss], &[fx_off.loss], 1e-5);
+    for (j, (a, b)) in fx_on.grads.iter().zip(&fx_off.grads).enumerate() {
+        assert_close(&format!("gradient {j}"), a, b, 1e-5);
+    }
+    let (losses, grads) = run_step(&client, &m_on, &fx_on, PlanOptions::prefetch_deferred(), 4);
+    for l in &losses {
+        assert_close("sharded loss", &[*l], &[fx_off.loss], 1e-5);
+    }
+    for (j, (g, r)) in grads.iter().zip(&fx_off.grads).enumerate() {
+        assert_close(&format!("sharded gradient {j}"), g, r, 1e-5);
     }
 }
