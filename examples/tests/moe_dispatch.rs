@@ -141,6 +141,8 @@ fn capacity_from_factor() {
     assert_eq!(capacity(64, 4, 16, 1.0), 16);
     assert_eq!(capacity(64, 4, 16, 1.25), 20);
     assert_eq!(capacity(1, 1, 16, 1.0), 1);
+    // Never more slots than tokens: an expert cannot receive more.
+    assert_eq!(capacity(8, 2, 8, 8.0), 8);
 }
 
 /// The tiny DeepSeek-V3 config's MoE layer (64 tokens, d 128, 16 experts of width 64, top 4)

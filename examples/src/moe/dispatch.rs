@@ -33,10 +33,12 @@ pub struct DispatchOptions {
 }
 
 /// Slots per expert for `tokens · top_k` assignments spread over `experts` with headroom
-/// `factor` (1.0 = perfectly balanced), at least one.
+/// `factor` (1.0 = perfectly balanced), at least one and at most `tokens`: a token picks
+/// distinct experts, so no expert receives more than `tokens` rows and `C = tokens` never
+/// drops one.
 pub fn capacity(tokens: usize, top_k: usize, experts: usize, factor: f64) -> usize {
     let balanced = (tokens * top_k) as f64 / experts.max(1) as f64;
-    ((balanced * factor).ceil() as usize).max(1)
+    ((balanced * factor).ceil() as usize).clamp(1, tokens.max(1))
 }
 
 const OP: &str = "moe_dispatch";
