@@ -73,6 +73,13 @@ fn train_rejects_bad_arguments_in_one_line() {
     fails("train", &["--devices"], 2, &["--devices"]);
     fails("train", &["--devices", "-1"], 2, &["--devices"]);
     fails("train", &["--frobnicate"], 2, &["--frobnicate"]);
+    fails(
+        "train",
+        &["--model", "qwen"],
+        2,
+        &["unknown model `qwen`", "`deepseek3`"],
+    );
+    fails("train", &["--model"], 2, &["--model"]);
     for lr in ["0", "-1", "nan", "inf"] {
         fails("train", &["--lr", lr], 2, &["--lr"]);
     }

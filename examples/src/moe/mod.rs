@@ -1,0 +1,27 @@
+//! Mixture-of-experts building blocks, config-driven so any model can reuse them.
+//!
+//! - [`router`]: which experts each token goes to, and with what weight, for both routing
+//!   schemes in use: softmax top-k renormalised (Qwen-style) and DeepSeek-V3's sigmoid
+//!   scores with a selection bias and group-limited top-k;
+//! - [`dispatch`]: the routed experts as capacity-padded `[E, C, d]` batched products;
+//! - [`layer`]: the whole sub-layer, router, routed and shared experts (optionally gated).
+//!
+//! ```
+//! use stackscan::{DType, Scope, TensorType};
+//! use stackscan_examples::moe::{RouterConfig, RouterKind, route};
+//! let s = Scope::new("router");
+//! let logits = s.param(TensorType::new(DType::F32, [64, 16]));
+//! let cfg = RouterConfig { experts: 16, top_k: 4, kind: RouterKind::Softmax };
+//! let r = route(&cfg, &logits, None)?;
+//! assert_eq!(r.weights.dims(), &[64, 4]);
+//! assert_eq!(r.experts.dtype(), DType::I32);
+//! # Ok::<(), stackscan::Error>(())
+//! ```
+
+pub mod dispatch;
+pub mod layer;
+pub mod router;
+
+pub use dispatch::{DispatchOptions, ExpertWeights, capacity, routed_experts};
+pub use layer::{MoeConfig, MoeWeights, SharedExpert, moe};
+pub use router::{RouterConfig, RouterKind, Routing, route};

@@ -1,0 +1,288 @@
+//! Capacity-padded expert dispatch on the CPU plugin against a dense reference that runs
+//! every expert on every token and combines with the router's weights scattered to `[T, E]`;
+//! both token-gather paths; VJPs against f64 central differences; the program-text check of
+//! `direct_token_gather`.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+use stackscan::{Program, Result, Tensor, nn};
+use stackscan_examples::moe::{
+    DispatchOptions, ExpertWeights, RouterConfig, RouterKind, capacity, route, routed_experts,
+};
+use stackscan_runtime::testing as common;
+
+use common::graph::{Arg, Compiled, Rng, TOL, check_vjp, float_arg, function};
+
+const T: i64 = 6;
+/// Differs from `E`, so a token-matrix broadcast cannot be confused with the router's.
+const D: i64 = 5;
+const F: i64 = 3;
+const E: usize = 4;
+const K: usize = 2;
+
+const ROUTER: RouterConfig = RouterConfig {
+    experts: E,
+    top_k: K,
+    kind: RouterKind::SigmoidGrouped {
+        groups: 2,
+        top_groups: 1,
+        scaling: 2.5,
+    },
+};
+
+fn args(seed: u64) -> Vec<Arg> {
+    let mut rng = Rng::new(seed);
+    vec![
+        float_arg(&mut rng, &[T, D], -1.0, 1.0),
+        float_arg(&mut rng, &[D, E as i64], -1.0, 1.0),
+        float_arg(&mut rng, &[E as i64, D, F], -1.0, 1.0),
+        float_arg(&mut rng, &[E as i64, D, F], -1.0, 1.0),
+        float_arg(&mut rng, &[E as i64, F, D], -1.0, 1.0),
+    ]
+}
+
+/// Every token may land on one expert twice over the batch: `C = T · K` drops nothing.
+fn moe(p: &[Tensor], direct_token_gather: bool, cap: usize) -> Result<Tensor> {
+    let routing = route(&ROUTER, &p[0].matmul(&p[1])?, None)?;
+    let w = ExpertWeights {
+        gate: &p[2],
+        up: &p[3],
+        down: &p[4],
+    };
+    let opts = DispatchOptions {
+        capacity: cap,
+        direct_token_gather,
+    };
+    routed_experts(&p[0], &routing, w, opts)
+}
+
+/// All experts on all tokens, combined densely.
+fn dense(p: &[Tensor]) -> Result<Tensor> {
+    let routing = route(&ROUTER, &p[0].matmul(&p[1])?, None)?;
+    let (t, e) = (T, E as i64);
+    let hot = routing.experts.one_hot(E, p[0].dtype())?; // [T, K, E]
+    let combine = hot
+        .mul(
+            &routing
+                .weights
+                .broadcast_in_dim(&[t, K as i64, e], &[0, 1])?,
+        )?
+        .sum(&[1])?; // [T, E]
+    let xs = p[0].broadcast_in_dim(&[e, t, D], &[1, 2])?;
+    let y = nn::silu(&xs.matmul(&p[2])?)?
+        .mul(&xs.matmul(&p[3])?)?
+        .matmul(&p[4])?; // [E, T, D]
+    let c = combine
+        .transpose(&[1, 0])?
+        .broadcast_in_dim(&[e, t, D], &[0, 1])?;
+    y.mul(&c)?.sum(&[0])
+}
+
+fn run(a: &[Arg], build: impl FnOnce(&[Tensor]) -> Result<Tensor>) -> Vec<f64> {
+    let client = common::cpu_client(1);
+    let f = function("moe", a, |p| Ok(vec![build(p)?]));
+    Compiled::new(&client, &f).run(a).remove(0)
+}
+
+#[test]
+fn dispatch_matches_the_dense_reference_on_both_gather_paths() {
+    let a = args(5);
+    let reference = run(&a, dense);
+    let full = (T as usize) * K;
+    for direct in [false, true] {
+        let got = run(&a, |p| moe(p, direct, full));
+        for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
+            assert!(
+                (g - r).abs() <= 1e-12 * (1.0 + r.abs()),
+                "direct_token_gather={direct}: [{i}] {g} vs {r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn dispatch_vjp_matches_central_differences() {
+    let client = common::cpu_client(1);
+    let a = args(9);
+    let full = (T as usize) * K;
+    check_vjp(&client, "moe_replicated", &a, TOL, |p| moe(p, false, full));
+    check_vjp(&client, "moe_direct", &a, TOL, |p| moe(p, true, full));
+}
+
+#[test]
+fn direct_token_gather_builds_no_replicated_token_copy() {
+    let a = args(1);
+    // Forward and backward programs of the layer.
+    let texts = |direct| {
+        let f = function("moe", &a, |p| Ok(vec![moe(p, direct, 4)?]));
+        let grads = stackscan::vjp(&f).unwrap();
+        [f, grads].map(|f| Program::new(f).emit().unwrap())
+    };
+    // The replicated copy: the token matrix broadcast to [T, k, d] (then viewed as [T·k, d]).
+    let copy = format!("(tensor<{T}x{D}xf64>) -> tensor<{T}x{K}x{D}xf64>");
+    let copies = |text: &str| {
+        text.lines()
+            .filter(|l| l.contains("broadcast_in_dim") && l.contains(&copy))
+            .count()
+    };
+    let [forward_off, _] = texts(false);
+    assert_eq!(copies(&forward_off), 1, "the off path builds the copy once");
+    for (which, text) in ["forward", "backward"].iter().zip(texts(true)) {
+        assert_eq!(copies(&text), 0, "{which}: a [T·k, d] token copy found");
+        assert!(text.contains("stablehlo.gather"), "{which}: no gather");
+    }
+}
+
+#[test]
+fn capacity_from_factor() {
+    assert_eq!(capacity(64, 4, 16, 1.0), 16);
+    assert_eq!(capacity(64, 4, 16, 1.25), 20);
+    assert_eq!(capacity(1, 1, 16, 1.0), 1);
+    // Never more slots than tokens: an expert cannot receive more.
+    assert_eq!(capacity(8, 2, 8, 8.0), 8);
+}
+
+/// The tiny DeepSeek-V3 config's MoE layer (64 tokens, d 128, 16 experts of width 64, top 4)
+/// at capacity factor 1.25: the program's FLOPs, router included, stay within twice the
+/// FLOPs of the experts the tokens actually use, where dense all-experts compute is 4×.
+#[test]
+fn program_flops_stay_within_twice_the_active_experts() {
+    use stackscan::{DType, Scope, TensorType};
+    let (t, d, f, e, k) = (64_i64, 128_i64, 64_i64, 16_usize, 4_usize);
+    let router = RouterConfig {
+        experts: e,
+        top_k: k,
+        kind: RouterKind::SigmoidGrouped {
+            groups: 4,
+            top_groups: 2,
+            scaling: 2.5,
+        },
+    };
+    let s = Scope::new("moe");
+    let ty = |dims: &[i64]| TensorType::new(DType::F32, dims);
+    let x = s.param(ty(&[t, d]));
+    let wr = s.param(ty(&[d, e as i64]));
+    let gate = s.param(ty(&[e as i64, d, f]));
+    let up = s.param(ty(&[e as i64, d, f]));
+    let down = s.param(ty(&[e as i64, f, d]));
+    let routing = route(&router, &x.matmul(&wr).unwrap(), None).unwrap();
+    let opts = DispatchOptions {
+        capacity: capacity(t as usize, k, e, 1.25),
+        direct_token_gather: true,
+    };
+    let w = ExpertWeights {
+        gate: &gate,
+        up: &up,
+        down: &down,
+    };
+    let y = routed_experts(&x, &routing, w, opts).unwrap();
+    let program = s.finish(&[y]).unwrap();
+    let cost = stackscan::cost::of(&program).unwrap();
+    // Three [d × f] products of 2·d·f FLOPs per routed row, plus the SwiGLU's elementwise.
+    let active = (t as u64) * (k as u64) * (3 * 2 * d * f) as u64;
+    let total = cost.flops();
+    assert!(
+        total <= 2 * active,
+        "program FLOPs {total} exceed twice the active experts' {active}"
+    );
+    assert!(
+        cost.matrix_flops.total() >= active,
+        "the experts' products are missing: {} < {active}",
+        cost.matrix_flops.total()
+    );
+}
+
+/// The whole sub-layer: routed experts (dense reference above) plus a sigmoid-gated shared
+/// expert computed by hand; and its VJP.
+#[test]
+fn moe_layer_with_gated_shared_expert() {
+    use stackscan_examples::moe::{MoeConfig, MoeWeights, SharedExpert, moe};
+    let mut rng = Rng::new(21);
+    let mut a = args(21);
+    a.push(float_arg(&mut rng, &[D, 2], -1.0, 1.0));
+    a.push(float_arg(&mut rng, &[D, 2], -1.0, 1.0));
+    a.push(float_arg(&mut rng, &[2, D], -1.0, 1.0));
+    a.push(float_arg(&mut rng, &[D, 1], -1.0, 1.0));
+    let cfg = MoeConfig {
+        router: ROUTER,
+        // C = T·K: nothing dropped.
+        capacity_factor: E as f64,
+        direct_token_gather: true,
+        gated_shared: true,
+    };
+    let layer = |p: &[Tensor]| {
+        let w = MoeWeights {
+            router: &p[1],
+            router_bias: None,
+            experts: ExpertWeights {
+                gate: &p[2],
+                up: &p[3],
+                down: &p[4],
+            },
+            shared: Some(SharedExpert {
+                gate: &p[5],
+                up: &p[6],
+                down: &p[7],
+                gate_proj: Some(&p[8]),
+            }),
+        };
+        moe(&cfg, &p[0], &w)
+    };
+    let reference = |p: &[Tensor]| {
+        let shared = nn::silu(&p[0].matmul(&p[5])?)?
+            .mul(&p[0].matmul(&p[6])?)?
+            .matmul(&p[7])?;
+        let g = p[0]
+            .matmul(&p[8])?
+            .sigmoid()?
+            .broadcast_in_dim(&[T, D], &[0, 1])?;
+        dense(p)?.add(&shared.mul(&g)?)
+    };
+    let got = run(&a, layer);
+    let want = run(&a, reference);
+    for (i, (g, r)) in got.iter().zip(&want).enumerate() {
+        assert!((g - r).abs() <= 1e-12 * (1.0 + r.abs()), "[{i}] {g} vs {r}");
+    }
+    let client = common::cpu_client(1);
+    check_vjp(&client, "moe_layer", &a, TOL, layer);
+}
+
+/// `dlhs_transpose_rhs`: the backward's input gradient of each grouped product contracts the
+/// stacked expert weight in place (the DSL's `dot_general` VJP chooses its dimension numbers
+/// so), so no transposed copy of an expert weight appears in the gradient program.
+#[test]
+fn backward_contracts_expert_weights_in_place() {
+    let a = args(2);
+    let full = (T as usize) * K;
+    for direct in [false, true] {
+        let f = function("moe", &a, |p| Ok(vec![moe(p, direct, full)?]));
+        let text = Program::new(stackscan::vjp(&f).unwrap()).emit().unwrap();
+        let e = E as i64;
+        let weight_types = [
+            format!("(tensor<{e}x{D}x{F}xf64>)"),
+            format!("(tensor<{e}x{F}x{D}xf64>)"),
+        ];
+        let transposed: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("stablehlo.transpose"))
+            .filter(|l| weight_types.iter().any(|w| l.contains(w.as_str())))
+            .collect();
+        assert!(
+            transposed.is_empty(),
+            "direct_token_gather={direct}: expert weight transposed: {transposed:#?}"
+        );
+        // The weights do reach the backward's products: three forward, three for dX.
+        let batched_with_weight = text
+            .lines()
+            .filter(|l| l.contains("stablehlo.dot_general"))
+            .filter(|l| weight_types.iter().any(|w| l.contains(&w[1..w.len() - 1])))
+            .count();
+        assert!(
+            batched_with_weight >= 6,
+            "{batched_with_weight} weight products"
+        );
+    }
+}
