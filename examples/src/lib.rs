@@ -1,6 +1,7 @@
 //! Example models and the main job of stackscan.
 
 pub mod gdn;
+pub mod gdn_layer;
 pub mod llama;
 pub mod llama_macro;
 pub mod toy;
