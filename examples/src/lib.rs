@@ -1,5 +1,6 @@
 //! Example models and the main job of stackscan.
 
+pub mod gated_attention;
 pub mod gdn;
 pub mod gdn_layer;
 pub mod llama;
