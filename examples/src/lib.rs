@@ -5,4 +5,5 @@ pub mod gdn;
 pub mod gdn_layer;
 pub mod llama;
 pub mod llama_macro;
+pub mod qwen35;
 pub mod toy;
