@@ -297,3 +297,8 @@ pub fn model<S: LayerStack<Config = Qwen35Config>>(c: &Qwen35Config) -> Result<S
 pub fn synthetic_batch(c: &Qwen35Config, rows: i64, seed: u64) -> (Vec<i32>, Vec<i32>) {
     crate::llama::synthetic_batch(&c.outer(), rows, seed)
 }
+
+/// The main job's model: [`Qwen35Tiny`] with [`Qwen35Config::tiny`].
+pub fn tiny_model() -> Result<StackModel> {
+    model::<Qwen35Tiny>(&Qwen35Config::tiny())
+}

@@ -1,20 +1,53 @@
-//! The main job: train the tiny Llama-style model on N CPU devices with FSDP weight prefetch,
-//! printing the loss per step, step times and the compiled memory statistics.
+//! The main job: train the tiny Llama-style model (or, with `--model qwen35`, the tiny
+//! Qwen3.5-style hybrid) on N CPU devices with FSDP weight prefetch, printing the loss per
+//! step, step times and the compiled memory statistics.
 //!
 //! ```text
-//! cargo run --release -p stackscan-examples --bin train -- [--devices 4] [--steps 30]
+//! cargo run --release -p stackscan-examples --bin train -- [--model llama|qwen35] [--devices 4] [--steps 30]
 //!     [--plugin cpu|cpu-0.115|PATH] [--no-prefetch] [--no-defer] [--unroll 1|2] [--lr 0.01]
 //! ```
 
 use std::process::ExitCode;
 
-use stackscan::fsdp::Adam;
+use stackscan::fsdp::{Adam, StackModel};
 use stackscan::plan::PlanOptions;
 use stackscan_examples::llama::{LlamaConfig, model, synthetic_batch};
+use stackscan_examples::qwen35::{self, Qwen35Config};
 use stackscan_runtime::train::{HostInput, Trainer};
 use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
 
+/// The model the job trains.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Model {
+    Llama,
+    Qwen35,
+}
+
+impl Model {
+    fn build(self) -> stackscan::Result<StackModel> {
+        match self {
+            Model::Llama => model(&LlamaConfig::tiny()),
+            Model::Qwen35 => qwen35::tiny_model(),
+        }
+    }
+
+    /// `(tokens, labels)` for one device's batch.
+    fn batch(self, seed: u64) -> (Vec<i32>, Vec<i32>) {
+        match self {
+            Model::Llama => {
+                let c = LlamaConfig::tiny();
+                synthetic_batch(&c, c.batch_per_device, seed)
+            }
+            Model::Qwen35 => {
+                let c = Qwen35Config::tiny();
+                qwen35::synthetic_batch(&c, c.batch_per_device, seed)
+            }
+        }
+    }
+}
+
 struct Args {
+    model: Model,
     devices: usize,
     steps: usize,
     plugin: String,
@@ -33,6 +66,7 @@ impl Args {
 
 fn parse() -> Result<Args, String> {
     let mut a = Args {
+        model: Model::Llama,
         devices: 4,
         steps: 30,
         plugin: "cpu".into(),
@@ -54,6 +88,17 @@ fn parse() -> Result<Args, String> {
                     .map_err(|_| "`--steps` expects a positive integer")?
             }
             "--plugin" => a.plugin = value("a plugin name or path")?,
+            "--model" => {
+                a.model = match value("`llama` or `qwen35`")?.as_str() {
+                    "llama" => Model::Llama,
+                    "qwen35" => Model::Qwen35,
+                    other => {
+                        return Err(format!(
+                            "unknown model `{other}`; expected `llama` or `qwen35`"
+                        ));
+                    }
+                }
+            }
             "--lr" => {
                 a.lr = value("a number")?
                     .parse()
@@ -71,7 +116,7 @@ fn parse() -> Result<Args, String> {
             "--no-defer" => a.options.defer_grad_reduce_scatter = false,
             other => {
                 return Err(format!(
-                    "unknown argument `{other}`; expected `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch` or `--no-defer`"
+                    "unknown argument `{other}`; expected `--model`, `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch` or `--no-defer`"
                 ));
             }
         }
@@ -87,33 +132,54 @@ fn parse() -> Result<Args, String> {
     a.adam()
         .validate()
         .map_err(|e| format!("invalid `--lr`: {e}"))?;
-    let cfg = LlamaConfig::tiny();
-    model(&cfg)
+    a.model
+        .build()
         .and_then(|m| m.validate(a.devices))
         .map_err(|e| format!("the model does not fit {} devices: {e}", a.devices))?;
     Ok(a)
 }
 
 fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
-    let cfg = LlamaConfig::tiny();
     let plugin = Plugin::load(plugin::resolve(&a.plugin)?)?;
     let client = Client::new(&plugin, &ClientOptions::cpu(a.devices))?;
     let mesh = Mesh::new(&client, "fsdp", a.devices)?;
-    let m = model(&cfg)?;
-    println!(
-        "tiny Llama: {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device on {} {} devices",
-        cfg.layers,
-        cfg.d_model,
-        cfg.heads,
-        cfg.kv_heads,
-        cfg.head_dim,
-        cfg.ffn,
-        cfg.vocab,
-        cfg.batch_per_device,
-        cfg.seq,
-        a.devices,
-        client.platform()
-    );
+    let m = a.model.build()?;
+    if a.model == Model::Qwen35 {
+        let c = Qwen35Config::tiny();
+        println!(
+            "tiny Qwen3.5-style hybrid: {} layers of [GDN, GDN, GDN, attention], d {}, GDN {}/{} heads × {}, attention {}/{} heads × {}, dense FFN {}, vocab {}; {} × {} tokens per device on {} {} devices",
+            c.layers,
+            c.d_model,
+            c.gdn.key_heads,
+            c.gdn.value_heads,
+            c.gdn.key_dim,
+            c.attention.heads,
+            c.attention.kv_heads,
+            c.attention.head_dim,
+            c.ffn,
+            c.vocab,
+            c.batch_per_device,
+            c.seq,
+            a.devices,
+            client.platform()
+        );
+    } else {
+        let cfg = LlamaConfig::tiny();
+        println!(
+            "tiny Llama: {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device on {} {} devices",
+            cfg.layers,
+            cfg.d_model,
+            cfg.heads,
+            cfg.kv_heads,
+            cfg.head_dim,
+            cfg.ffn,
+            cfg.vocab,
+            cfg.batch_per_device,
+            cfg.seq,
+            a.devices,
+            client.platform()
+        );
+    }
     let o = a.options;
     println!(
         "prefetch_fsdp_weights={} defer_grad_reduce_scatter={} unroll={}",
@@ -127,8 +193,7 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     for step in 0..a.steps {
         let inputs: Vec<Vec<HostInput>> = (0..a.devices)
             .map(|d| {
-                let (t, l) =
-                    synthetic_batch(&cfg, cfg.batch_per_device, (step * a.devices + d) as u64);
+                let (t, l) = a.model.batch((step * a.devices + d) as u64);
                 vec![HostInput::I32(t), HostInput::I32(l)]
             })
             .collect();
