@@ -86,7 +86,7 @@ fn hybrid_step_equals_reference_for_every_option_set_and_device_count() {
 }
 
 #[test]
-#[ignore = "about 1 minute per compiled step on 2 shared cores (24 FSDP steps and 4 references per model); 1 and 2 devices checked, 4 and 8 not yet; run with --ignored"]
+#[ignore = "about 1 minute per compiled step on 2 shared cores (24 FSDP steps and 4 references per model); not yet run to completion; run with --ignored"]
 fn attention_first_step_equals_reference_for_every_option_set_and_device_count() {
     step_equals_reference::<Qwen35AttentionFirst>();
 }
