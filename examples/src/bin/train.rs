@@ -1,12 +1,14 @@
 //! The main job: train the macro-declared tiny Llama
-//! ([`llama_macro::TinyLlama`](stackscan_examples::llama_macro::TinyLlama)) on N CPU devices,
+//! ([`llama_macro::TinyLlama`](stackscan_examples::llama_macro::TinyLlama)), or with `--model`
+//! the tiny DeepSeek-V3-style or Qwen3.5-style model, on N CPU devices,
 //! with the schedule options its `#[layer_stack]` attribute declares, printing the loss per
 //! step, step times and the compiled memory statistics. The schedule flags override the
 //! attribute's options, and the job says which ones they changed.
 //!
 //! ```text
-//! cargo run --release -p stackscan-examples --bin train -- [--devices 4] [--steps 30]
-//!     [--plugin cpu|cpu-0.115|PATH] [--no-prefetch] [--no-defer] [--unroll 1|2] [--lr 0.01]
+//! cargo run --release -p stackscan-examples --bin train -- [--model llama|deepseek3|qwen35]
+//!     [--devices 4] [--steps 30] [--plugin cpu|cpu-0.115|PATH] [--no-prefetch] [--no-defer]
+//!     [--unroll 1|2] [--lr 0.01 (llama, qwen35), 0.003 (deepseek3)]
 //!     [--save-every N --checkpoint-dir DIR] [--resume DIR]
 //! ```
 //!
@@ -19,25 +21,52 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use stackscan::fsdp::Adam;
-use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
-use stackscan_examples::llama::{LlamaConfig, synthetic_batch};
-use stackscan_examples::llama_macro;
+use stackscan_examples::jobs::{Job, ModelName};
 use stackscan_runtime::train::{HostInput, Progress, Trainer};
 use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
 
 struct Args {
+    model: ModelName,
     devices: usize,
     steps: usize,
     plugin: String,
-    options: PlanOptions,
-    /// The schedule flags given, in order, each of which overrode the attribute's options.
-    overrides: Vec<String>,
-    model: StackModel,
-    lr: f64,
+    /// The schedule flags given, in order; each overrides the attribute's options.
+    overrides: Vec<Override>,
+    /// `None`: the model's default.
+    lr: Option<f64>,
     save_every: Option<usize>,
     checkpoint_dir: PathBuf,
     resume: Option<PathBuf>,
+}
+
+/// A schedule flag that overrides the options of the model's `#[layer_stack]` attribute.
+#[derive(Clone, Copy)]
+enum Override {
+    NoPrefetch,
+    NoDefer,
+    Unroll(usize),
+}
+
+impl Override {
+    fn apply(self, o: &mut PlanOptions) {
+        match self {
+            Override::NoPrefetch => {
+                o.prefetch_fsdp_weights = false;
+                o.defer_grad_reduce_scatter = false;
+            }
+            Override::NoDefer => o.defer_grad_reduce_scatter = false,
+            Override::Unroll(u) => o.unroll = u,
+        }
+    }
+
+    fn flag(self) -> String {
+        match self {
+            Override::NoPrefetch => "--no-prefetch".into(),
+            Override::NoDefer => "--no-defer".into(),
+            Override::Unroll(u) => format!("--unroll {u}"),
+        }
+    }
 }
 
 /// The checkpoint file in `dir`.
@@ -46,25 +75,31 @@ fn latest(dir: &std::path::Path) -> PathBuf {
 }
 
 impl Args {
-    fn adam(&self) -> Adam {
+    fn adam(&self, job: &Job) -> Adam {
         Adam {
-            lr: self.lr,
+            lr: self.lr.unwrap_or(job.default_lr),
             ..Adam::default()
         }
     }
+
+    /// The attribute's options with the flags applied in order.
+    fn options(&self, job: &Job) -> PlanOptions {
+        let mut o = job.options;
+        for f in &self.overrides {
+            f.apply(&mut o);
+        }
+        o
+    }
 }
 
-fn parse() -> Result<Args, String> {
-    let (model, declared) =
-        llama_macro::tiny().map_err(|e| format!("the declared model is invalid: {e}"))?;
+fn parse() -> Result<(Args, Job), String> {
     let mut a = Args {
+        model: ModelName::Llama,
         devices: 4,
         steps: 30,
         plugin: "cpu".into(),
-        options: declared,
         overrides: Vec::new(),
-        model,
-        lr: 1e-2,
+        lr: None,
         save_every: None,
         checkpoint_dir: PathBuf::from("checkpoints"),
         resume: None,
@@ -73,6 +108,11 @@ fn parse() -> Result<Args, String> {
     while let Some(flag) = it.next() {
         let mut value = |what: &str| it.next().ok_or_else(|| format!("`{flag}` needs {what}"));
         match flag.as_str() {
+            "--model" => {
+                a.model = value("a model name")?
+                    .parse()
+                    .map_err(|e: stackscan_examples::jobs::UnknownModel| e.to_string())?
+            }
             "--devices" => {
                 a.devices = value("a count")?
                     .parse()
@@ -85,25 +125,19 @@ fn parse() -> Result<Args, String> {
             }
             "--plugin" => a.plugin = value("a plugin name or path")?,
             "--lr" => {
-                a.lr = value("a number")?
+                a.lr = Some(
+                    value("a number")?
+                        .parse()
+                        .map_err(|_| "`--lr` expects a number")?,
+                )
+            }
+            "--unroll" => a.overrides.push(Override::Unroll(
+                value("1 or 2")?
                     .parse()
-                    .map_err(|_| "`--lr` expects a number")?
-            }
-            "--unroll" => {
-                a.options.unroll = value("1 or 2")?
-                    .parse()
-                    .map_err(|_| "`--unroll` expects 1 or 2")?;
-                a.overrides.push(format!("--unroll {}", a.options.unroll));
-            }
-            "--no-prefetch" => {
-                a.options.prefetch_fsdp_weights = false;
-                a.options.defer_grad_reduce_scatter = false;
-                a.overrides.push(flag.clone());
-            }
-            "--no-defer" => {
-                a.options.defer_grad_reduce_scatter = false;
-                a.overrides.push(flag.clone());
-            }
+                    .map_err(|_| "`--unroll` expects 1 or 2")?,
+            )),
+            "--no-prefetch" => a.overrides.push(Override::NoPrefetch),
+            "--no-defer" => a.overrides.push(Override::NoDefer),
             "--save-every" => {
                 a.save_every = Some(
                     value("a count")?
@@ -117,7 +151,7 @@ fn parse() -> Result<Args, String> {
             "--resume" => a.resume = Some(value("a directory")?.into()),
             other => {
                 return Err(format!(
-                    "unknown argument `{other}`; expected `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch`, `--no-defer`, `--save-every`, `--checkpoint-dir` or `--resume`"
+                    "unknown argument `{other}`; expected `--model`, `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch`, `--no-defer`, `--save-every`, `--checkpoint-dir` or `--resume`"
                 ));
             }
         }
@@ -127,52 +161,45 @@ fn parse() -> Result<Args, String> {
     }
     // Everything that can be checked without a plugin is, so a mistake costs no plugin load
     // and its message is the only line the job prints.
-    a.options
+    let job = Job::tiny(a.model).map_err(|e| format!("the declared model is invalid: {e}"))?;
+    a.options(&job)
         .validate()
         .map_err(|e| format!("invalid schedule options: {e}"))?;
-    a.adam()
+    a.adam(&job)
         .validate()
         .map_err(|e| format!("invalid `--lr`: {e}"))?;
-    a.model
+    job.model
         .validate(a.devices)
         .map_err(|e| format!("the model does not fit {} devices: {e}", a.devices))?;
-    Ok(a)
+    Ok((a, job))
 }
 
-fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
-    let cfg = LlamaConfig::tiny();
+fn run(a: &Args, job: &Job) -> Result<bool, Box<dyn std::error::Error>> {
     let plugin = Plugin::load(plugin::resolve(&a.plugin)?)?;
     let client = Client::new(&plugin, &ClientOptions::cpu(a.devices))?;
     let mesh = Mesh::new(&client, "fsdp", a.devices)?;
-    let m = &a.model;
+    let m = &job.model;
     println!(
-        "tiny Llama (declared with the macros): {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device on {} {} devices",
-        cfg.layers,
-        cfg.d_model,
-        cfg.heads,
-        cfg.kv_heads,
-        cfg.head_dim,
-        cfg.ffn,
-        cfg.vocab,
-        cfg.batch_per_device,
-        cfg.seq,
+        "{} on {} {} devices",
+        job.describe,
         a.devices,
         client.platform()
     );
-    let o = a.options;
+    let o = a.options(job);
     let source = if a.overrides.is_empty() {
         "from the `#[layer_stack]` attribute".to_owned()
     } else {
+        let flags: Vec<String> = a.overrides.iter().map(|f| f.flag()).collect();
         format!(
             "from the `#[layer_stack]` attribute, overridden by {}",
-            a.overrides.join(", ")
+            flags.join(", ")
         )
     };
     println!(
         "prefetch_fsdp_weights={} defer_grad_reduce_scatter={} unroll={} ({source})",
         o.prefetch_fsdp_weights, o.defer_grad_reduce_scatter, o.unroll
     );
-    let mut trainer = Trainer::new(&client, &mesh, m, o, a.adam(), 17)?;
+    let mut trainer = Trainer::new(&client, &mesh, m, o, a.adam(job), 17)?;
     println!("plan:\n{}", trainer.plan().describe(&m.stack));
     println!("compiled in {:.2} s", trainer.compile_seconds());
     let mut start = 0;
@@ -191,8 +218,7 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     for step in start..a.steps {
         let inputs: Vec<Vec<HostInput>> = (0..a.devices)
             .map(|d| {
-                let (t, l) =
-                    synthetic_batch(&cfg, cfg.batch_per_device, (step * a.devices + d) as u64);
+                let (t, l) = (job.batch)((step * a.devices + d) as u64);
                 vec![HostInput::I32(t), HostInput::I32(l)]
             })
             .collect();
@@ -246,14 +272,14 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse() {
+    let (args, job) = match parse() {
         Ok(a) => a,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    match run(&args) {
+    match run(&args, &job) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
             eprintln!(

@@ -1,0 +1,199 @@
+//! The models the main job can train, by name: each with its macro-declared stack, the
+//! schedule options that stack's `#[layer_stack]` attribute declares, a one-line description,
+//! its default learning rate and its synthetic batches. One place to add a model, so the
+//! binaries do not each keep their own list.
+//!
+//! ```
+//! use stackscan_examples::jobs::{Job, ModelName};
+//!
+//! let name: ModelName = "deepseek3".parse()?;
+//! let job = Job::tiny(name)?;
+//! assert!(job.options.prefetch_fsdp_weights);
+//! assert_eq!(job.model.stack.len(), 8);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+
+use stackscan::fsdp::StackModel;
+use stackscan::plan::PlanOptions;
+use stackscan::{LayerStack, Result};
+
+use crate::deepseek3::{self, DeepSeek3Config, TinyDeepSeek3};
+use crate::llama::{self, LlamaConfig};
+use crate::llama_macro;
+use crate::qwen35::{self, Qwen35Config, Qwen35Tiny};
+
+/// A model the main job knows by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelName {
+    /// The tiny Llama-style decoder.
+    Llama,
+    /// The tiny DeepSeek-V3-style model: MLA, a dense prefix, then MoE layers.
+    DeepSeek3,
+    /// The tiny Qwen3.5-style hybrid: blocks of `[GDN, GDN, GDN, attention]`.
+    Qwen35,
+}
+
+impl ModelName {
+    /// Every name, in the order the help text lists them.
+    pub const ALL: [ModelName; 3] = [ModelName::Llama, ModelName::DeepSeek3, ModelName::Qwen35];
+
+    /// The name as written on the command line.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ModelName::Llama => "llama",
+            ModelName::DeepSeek3 => "deepseek3",
+            ModelName::Qwen35 => "qwen35",
+        }
+    }
+}
+
+impl fmt::Display for ModelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A model name that is none of [`ModelName::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownModel(pub String);
+
+impl fmt::Display for UnknownModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<String> = ModelName::ALL.iter().map(|n| format!("`{n}`")).collect();
+        write!(
+            f,
+            "unknown model `{}`; expected one of {}",
+            self.0,
+            names.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownModel {}
+
+impl FromStr for ModelName {
+    type Err = UnknownModel;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        ModelName::ALL
+            .into_iter()
+            .find(|n| n.as_str() == s)
+            .ok_or_else(|| UnknownModel(s.to_owned()))
+    }
+}
+
+/// Makes `(tokens, labels)` for one device's batch from a seed.
+pub type Batches = Box<dyn Fn(u64) -> (Vec<i32>, Vec<i32>)>;
+
+/// What the main job trains.
+pub struct Job {
+    /// The model, built from its macro-declared stack.
+    pub model: StackModel,
+    /// The schedule options of the stack's `#[layer_stack]` attribute.
+    pub options: PlanOptions,
+    /// One line saying what the model is.
+    pub describe: String,
+    /// The learning rate the model trains well with on its synthetic data.
+    pub default_lr: f64,
+    /// The synthetic batches, one per device and step.
+    pub batch: Batches,
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("describe", &self.describe)
+            .field("options", &self.options)
+            .field("default_lr", &self.default_lr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Job {
+    /// The tiny config of model `name`.
+    pub fn tiny(name: ModelName) -> Result<Job> {
+        Ok(match name {
+            ModelName::Llama => {
+                let c = LlamaConfig::tiny();
+                let (model, options) = llama_macro::tiny()?;
+                Job {
+                    model,
+                    options,
+                    describe: format!(
+                        "tiny Llama (declared with the macros): {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device",
+                        c.layers,
+                        c.d_model,
+                        c.heads,
+                        c.kv_heads,
+                        c.head_dim,
+                        c.ffn,
+                        c.vocab,
+                        c.batch_per_device,
+                        c.seq
+                    ),
+                    default_lr: 1e-2,
+                    batch: Box::new(move |seed| {
+                        llama::synthetic_batch(&c, c.batch_per_device, seed)
+                    }),
+                }
+            }
+            ModelName::DeepSeek3 => {
+                let c = DeepSeek3Config::tiny();
+                Job {
+                    model: deepseek3::tiny_model()?,
+                    options: TinyDeepSeek3::OPTIONS,
+                    describe: format!(
+                        "tiny DeepSeek-V3: {} layers ({} dense), d {}, MLA {} heads, {} experts top-{} in {} groups (top {}), {} shared, width {}, vocab {}; {} × {} tokens per device",
+                        c.layers,
+                        c.dense_layers,
+                        c.d,
+                        c.mla.heads,
+                        c.experts,
+                        c.top_k,
+                        c.groups,
+                        c.top_groups,
+                        c.shared_experts,
+                        c.expert_width,
+                        c.vocab,
+                        c.batch_per_device,
+                        c.seq
+                    ),
+                    // At 1e-2 the MoE model's loss barely falls in 30 steps (6.39 → 6.31).
+                    default_lr: 3e-3,
+                    batch: Box::new(move |seed| {
+                        deepseek3::synthetic_batch(&c, c.batch_per_device, seed)
+                    }),
+                }
+            }
+            ModelName::Qwen35 => {
+                let c = Qwen35Config::tiny();
+                Job {
+                    model: qwen35::tiny_model()?,
+                    options: Qwen35Tiny::OPTIONS,
+                    describe: format!(
+                        "tiny Qwen3.5-style hybrid: {} layers of [GDN, GDN, GDN, attention], d {}, GDN {}/{} heads × {}, attention {}/{} heads × {}, dense FFN {}, vocab {}; {} × {} tokens per device",
+                        c.layers,
+                        c.d_model,
+                        c.gdn.key_heads,
+                        c.gdn.value_heads,
+                        c.gdn.key_dim,
+                        c.attention.heads,
+                        c.attention.kv_heads,
+                        c.attention.head_dim,
+                        c.ffn,
+                        c.vocab,
+                        c.batch_per_device,
+                        c.seq
+                    ),
+                    default_lr: 1e-2,
+                    batch: Box::new(move |seed| {
+                        qwen35::synthetic_batch(&c, c.batch_per_device, seed)
+                    }),
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,118 @@
+//! The Qwen3.5-style hybrid, `[GDN, GDN, GDN, attention]` and `[attention, GDN, GDN, GDN]`
+//! over two blocks: the whole model with the recurrent delta rule against the chunked one
+//! (loss and every gradient), and the printed plans.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+use stackscan_runtime::testing as common;
+
+use common::fsdp::{assert_close, fixture};
+use common::graph::{Arg, Data};
+use stackscan::{DType, LayerStack, TensorType};
+use stackscan_examples::gated_attention::AttentionConfig;
+use stackscan_examples::gdn_layer::{GdnConfig, GdnForm};
+use stackscan_examples::qwen35::{
+    Qwen35AttentionFirst, Qwen35Config, Qwen35Full, Qwen35Tiny, model, synthetic_batch,
+};
+
+const SEQ: i64 = 8;
+
+/// The tiny config's structure (fewer key than value heads, one kv head, 25 % rotary) at
+/// sizes that compile 24 step variants quickly.
+fn config(batch_per_device: i64, form: GdnForm) -> Qwen35Config {
+    Qwen35Config {
+        vocab: 64,
+        d_model: 32,
+        layers: 8,
+        gdn: GdnConfig {
+            d_model: 32,
+            key_heads: 2,
+            value_heads: 4,
+            key_dim: 8,
+            value_dim: 8,
+            conv_kernel: 4,
+            form,
+            model_layers: 8,
+        },
+        attention: AttentionConfig {
+            d_model: 32,
+            heads: 4,
+            kv_heads: 1,
+            head_dim: 8,
+            rotary_dim: 2,
+            rope_theta: 10_000.0,
+            model_layers: 8,
+        },
+        ffn: 40,
+        seq: SEQ,
+        batch_per_device,
+    }
+}
+
+/// Tokens and labels for `rows` sequences.
+fn inputs(rows: usize) -> Vec<Arg> {
+    let (tokens, labels) = synthetic_batch(&config(1, GdnForm::Recurrent), rows as i64, 3);
+    let ty = TensorType::new(DType::I32, [rows as i64, SEQ]);
+    vec![
+        Arg {
+            ty: ty.clone(),
+            data: Data::I(tokens),
+        },
+        Arg {
+            ty,
+            data: Data::I(labels),
+        },
+    ]
+}
+
+/// The whole model's reference loss and gradients with the chunked delta rule equal those
+/// with the recurrent one (f32; the two forms round differently, hence 1e-4).
+fn recurrent_matches_chunked<S: LayerStack<Config = Qwen35Config>>() {
+    let client = common::cpu_client(1);
+    let recurrent = model::<S>(&config(2, GdnForm::Recurrent)).unwrap();
+    let chunked = model::<S>(&config(2, GdnForm::Chunked(4))).unwrap();
+    let a = fixture(&client, &recurrent, inputs(2), 1, 7);
+    let b = fixture(&client, &chunked, inputs(2), 1, 7);
+    assert!(a.loss.is_finite() && a.loss > 0.0, "loss {}", a.loss);
+    assert_close("loss", &[b.loss], &[a.loss], 1e-5);
+    assert_eq!(a.grads.len(), b.grads.len());
+    for (j, (g, r)) in b.grads.iter().zip(&a.grads).enumerate() {
+        assert!(r.iter().any(|&x| x != 0.0), "gradient {j} is zero");
+        assert_close(&format!("gradient {j}"), g, r, 1e-4);
+    }
+}
+
+#[test]
+fn recurrent_and_chunked_gdn_give_the_same_model() {
+    recurrent_matches_chunked::<Qwen35Tiny>();
+    recurrent_matches_chunked::<Qwen35AttentionFirst>();
+}
+
+/// The seed's plan: `[GDN 0, GDN 1] → [GDN 2] → [attention]` forward and its mirror
+/// backward, per block, for the tiny (2 blocks) and the full (10 blocks: a loop of 9 and the
+/// peeled last block) config, and for the attention-first variant.
+#[test]
+fn plans_print_the_seed_notation() {
+    let fwd = "[GDN 0, GDN 1] → [GDN 2] → [attention]";
+    let bwd = "[attention] → [GDN 2] → [GDN 1] → [GDN 0]";
+    assert_eq!(
+        Qwen35Tiny::plan_notation().unwrap(),
+        (format!("{fwd} → {fwd}"), format!("{bwd} → {bwd}"))
+    );
+    assert_eq!(
+        Qwen35Full::plan_notation().unwrap(),
+        (
+            format!("{{{fwd}}} × 9 → {fwd}"),
+            format!("{bwd} → {{{bwd}}} × 8 → {bwd}")
+        )
+    );
+    let fwd = "[attention] → [GDN 1, GDN 2] → [GDN 3]";
+    let bwd = "[GDN 3] → [GDN 2] → [GDN 1] → [attention]";
+    assert_eq!(
+        Qwen35AttentionFirst::plan_notation().unwrap(),
+        (format!("{fwd} → {fwd}"), format!("{bwd} → {bwd}"))
+    );
+}
