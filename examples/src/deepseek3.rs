@@ -388,14 +388,28 @@ pub fn model<S: LayerStack<Config = DeepSeek3Config>>(c: &DeepSeek3Config) -> Re
             ParamSpec::replicated("final_norm", &[c.d], f32),
             ParamSpec::sharded("lm_head", &[c.d, vocab], f32, 0),
         ],
-        Rc::new(|inputs, w| w[0].take(&inputs[0], 0)),
+        Rc::new(|inputs, w| match (inputs, w) {
+            ([tokens, _], [embed, ..]) => embed.take(tokens, 0),
+            _ => Err(outer_arity(inputs.len(), w.len())),
+        }),
         Rc::new(move |h, inputs, w| {
+            let ([_, labels], [_, final_norm, lm_head]) = (inputs, w) else {
+                return Err(outer_arity(inputs.len(), w.len()));
+            };
             let (b, t) = (h.dims()[0], h.dims()[1]);
-            let logits = nn::rms_norm(h, &w[1], 1e-6)?.matmul(&w[2])?;
+            let logits = nn::rms_norm(h, final_norm, 1e-6)?.matmul(lm_head)?;
             let logits = logits.reshape(&[b * t, vocab])?;
-            nn::cross_entropy(&logits, &inputs[1].reshape(&[b * t])?)
+            nn::cross_entropy(&logits, &labels.reshape(&[b * t])?)
         }),
     )
+}
+
+/// The error of an outer function given another number of inputs or weights than declared.
+fn outer_arity(inputs: usize, weights: usize) -> Error {
+    Error::InvalidOp {
+        op: "deepseek3",
+        message: format!("the outer parts take 2 inputs and 3 weights, got {inputs} and {weights}"),
+    }
 }
 
 /// The tiny model, as the main job trains it.

@@ -143,22 +143,21 @@ fn check(c: &AttentionConfig, h: &Tensor, w: &[Tensor]) -> Result<()> {
 /// of [`attention_params`].
 pub fn gated_attention(c: &AttentionConfig, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
     check(c, h, w)?;
+    let [norm, wq, wk, wv, q_norm, k_norm, wo] = w else {
+        return Err(invalid(format!("expected 7 weights, got {}", w.len())));
+    };
     let (b, t) = (h.dims()[0], h.dims()[1]);
     let (nh, nkv, hd) = (c.heads, c.kv_heads, c.head_dim);
     let rotary = usize::try_from(c.rotary_dim)
         .map_err(|_| invalid(format!("rotary_dim {} is negative", c.rotary_dim)))?;
-    let x = nn::rms_norm(h, &w[0], NORM_EPS)?;
-    let qg = x.matmul(&w[1])?.reshape(&[b, t, nh, 2 * hd])?;
+    let x = nn::rms_norm(h, norm, NORM_EPS)?;
+    let qg = x.matmul(wq)?.reshape(&[b, t, nh, 2 * hd])?;
     let gate = qg.slice_axis(3, hd, 2 * hd)?.reshape(&[b, t, nh * hd])?;
-    let q = nn::rms_norm(&qg.slice_axis(3, 0, hd)?, &w[4], NORM_EPS)?;
+    let q = nn::rms_norm(&qg.slice_axis(3, 0, hd)?, q_norm, NORM_EPS)?;
     let q = nn::rope(&q, c.rope_theta, rotary)?;
-    let k = nn::rms_norm(
-        &x.matmul(&w[2])?.reshape(&[b, t, nkv, hd])?,
-        &w[5],
-        NORM_EPS,
-    )?;
+    let k = nn::rms_norm(&x.matmul(wk)?.reshape(&[b, t, nkv, hd])?, k_norm, NORM_EPS)?;
     let k = nn::rope(&k, c.rope_theta, rotary)?;
-    let v = x.matmul(&w[3])?.reshape(&[b, t, nkv, hd])?;
+    let v = x.matmul(wv)?.reshape(&[b, t, nkv, hd])?;
     // Grouped-query attention: key/value head `j` serves query heads `j·g .. (j+1)·g`.
     let group = nh / nkv;
     let expand = |z: &Tensor| -> Result<Tensor> {
@@ -190,5 +189,5 @@ pub fn gated_attention(c: &AttentionConfig, h: &Tensor, w: &[Tensor]) -> Result<
         )? // [B, H, T, hd]
         .transpose(&[0, 2, 1, 3])?
         .reshape(&[b, t, nh * hd])?;
-    h.add(&attn.mul(&gate.sigmoid()?)?.matmul(&w[6])?)
+    h.add(&attn.mul(&gate.sigmoid()?)?.matmul(wo)?)
 }

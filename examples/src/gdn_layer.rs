@@ -207,14 +207,28 @@ fn check(c: &GdnConfig, h: &Tensor, w: &[Tensor]) -> Result<()> {
 /// own (the core works on one sequence, heads batched).
 pub fn gdn_sublayer(c: &GdnConfig, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
     check(c, h, w)?;
+    let [
+        norm,
+        wq,
+        wk,
+        wv,
+        wz,
+        wa,
+        wb,
+        conv,
+        a_log,
+        dt_bias,
+        o_norm,
+        wo,
+    ] = w
+    else {
+        return Err(invalid(format!("expected 12 weights, got {}", w.len())));
+    };
     let (b, t) = (h.dims()[0], h.dims()[1]);
     let (hk, hv, dk, dv) = (c.key_heads, c.value_heads, c.key_dim, c.value_dim);
-    let x = nn::rms_norm(h, &w[0], NORM_EPS)?;
-    let qkv = concatenate(
-        &[&x.matmul(&w[1])?, &x.matmul(&w[2])?, &x.matmul(&w[3])?],
-        2,
-    )?;
-    let qkv = nn::silu(&causal_depthwise_conv(&qkv, &w[7])?)?;
+    let x = nn::rms_norm(h, norm, NORM_EPS)?;
+    let qkv = concatenate(&[&x.matmul(wq)?, &x.matmul(wk)?, &x.matmul(wv)?], 2)?;
+    let qkv = nn::silu(&causal_depthwise_conv(&qkv, conv)?)?;
     let q = qkv.slice_axis(2, 0, hk * dk)?.reshape(&[b, t, hk, dk])?;
     let k = qkv
         .slice_axis(2, hk * dk, 2 * hk * dk)?
@@ -222,11 +236,11 @@ pub fn gdn_sublayer(c: &GdnConfig, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
     let v = qkv
         .slice_axis(2, 2 * hk * dk, c.conv_channels())?
         .reshape(&[b, t, hv, dv])?;
-    let z = x.matmul(&w[4])?.reshape(&[b, t, hv, dv])?;
-    let beta = x.matmul(&w[6])?.sigmoid()?;
-    let rate = w[8].exp()?.broadcast_in_dim(&[b, t, hv], &[2])?;
-    let dt_bias = w[9].broadcast_in_dim(&[b, t, hv], &[2])?;
-    let g = nn::softplus(&x.matmul(&w[5])?.add(&dt_bias)?)?
+    let z = x.matmul(wz)?.reshape(&[b, t, hv, dv])?;
+    let beta = x.matmul(wb)?.sigmoid()?;
+    let rate = a_log.exp()?.broadcast_in_dim(&[b, t, hv], &[2])?;
+    let bias = dt_bias.broadcast_in_dim(&[b, t, hv], &[2])?;
+    let g = nn::softplus(&x.matmul(wa)?.add(&bias)?)?
         .mul(&rate)?
         .neg()?;
     let row = |a: &Tensor, i: i64| -> Result<Tensor> {
@@ -250,6 +264,6 @@ pub fn gdn_sublayer(c: &GdnConfig, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
     }
     let refs: Vec<&Tensor> = outs.iter().collect();
     let o = concatenate(&refs, 0)?;
-    let gated = nn::rms_norm(&o, &w[10], NORM_EPS)?.mul(&nn::silu(&z)?)?;
-    h.add(&gated.reshape(&[b, t, hv * dv])?.matmul(&w[11])?)
+    let gated = nn::rms_norm(&o, o_norm, NORM_EPS)?.mul(&nn::silu(&z)?)?;
+    h.add(&gated.reshape(&[b, t, hv * dv])?.matmul(wo)?)
 }
