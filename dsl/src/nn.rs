@@ -15,6 +15,7 @@
 use crate::builder::Tensor;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ir::DotDims;
 use crate::ops::concatenate;
 use crate::types::TensorType;
 
@@ -136,6 +137,72 @@ pub fn causal_mask(scores: &Tensor) -> Result<Tensor> {
     let k = s.iota(ty, r - 1)?;
     let keep = k.le(&q)?;
     keep.select(scores, &scores.full_like(-1e30)?)
+}
+
+/// Grouped-query attention's key/value sharing: `z: [B, T, KV, D]` repeated to
+/// `[B, T, heads, D]`, head `j` of `z` serving query heads `j·g .. (j+1)·g` with
+/// `g = heads / KV`.
+pub fn repeat_kv(z: &Tensor, heads: i64) -> Result<Tensor> {
+    let &[b, t, kv, d] = z.dims() else {
+        return Err(Error::invalid(
+            "repeat_kv",
+            format!("needs [B, T, KV, D], got {}", z.ty()),
+        ));
+    };
+    if kv <= 0 || heads % kv != 0 {
+        return Err(Error::invalid(
+            "repeat_kv",
+            format!("{heads} query heads do not split over {kv} key/value heads"),
+        ));
+    }
+    z.broadcast_in_dim(&[b, t, kv, heads / kv, d], &[0, 1, 2, 4])?
+        .reshape(&[b, t, heads, d])
+}
+
+/// Causal softmax attention: `q: [B, T, H, Dk]` against `k: [B, T, H, Dk]` and
+/// `v: [B, T, H, Dv]`, scores scaled by `scale`, query `i` attending to keys `j ≤ i`; the
+/// heads' outputs side by side, `[B, T, H·Dv]`, ready for the output projection.
+pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Tensor> {
+    let (&[b, t, h, dk], &[_, _, _, dv]) = (q.dims(), v.dims()) else {
+        return Err(Error::invalid(
+            "causal_attention",
+            format!("needs rank-4 q and v, got {} and {}", q.ty(), v.ty()),
+        ));
+    };
+    if k.dims() != [b, t, h, dk] || v.dims()[..3] != [b, t, h] {
+        return Err(Error::invalid(
+            "causal_attention",
+            format!(
+                "expected k [{b}, {t}, {h}, {dk}] and v [{b}, {t}, {h}, Dv], got {} and {}",
+                k.ty(),
+                v.ty()
+            ),
+        ));
+    }
+    let scores = q
+        .dot_general(
+            k,
+            DotDims {
+                lhs_batch: vec![0, 2],
+                rhs_batch: vec![0, 2],
+                lhs_contract: vec![3],
+                rhs_contract: vec![3],
+            },
+        )?
+        .scale(scale)?; // [B, H, T, S]
+    let probs = softmax(&causal_mask(&scores)?, 3)?;
+    probs
+        .dot_general(
+            v,
+            DotDims {
+                lhs_batch: vec![0, 1],
+                rhs_batch: vec![0, 2],
+                lhs_contract: vec![3],
+                rhs_contract: vec![1],
+            },
+        )? // [B, H, T, Dv]
+        .transpose(&[0, 2, 1, 3])?
+        .reshape(&[b, t, h * dv])
 }
 
 /// Mean cross-entropy of `logits: [N, V]` against integer `labels: [N]`.

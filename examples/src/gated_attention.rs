@@ -24,7 +24,7 @@
 //! ```
 
 use stackscan::fsdp::{Init, ParamSpec};
-use stackscan::{DType, DotDims, Error, Result, Tensor, nn};
+use stackscan::{DType, Error, Result, Tensor, nn};
 
 /// RMSNorm epsilon of the input norm and the QK-norm.
 const NORM_EPS: f64 = 1e-6;
@@ -159,35 +159,7 @@ pub fn gated_attention(c: &AttentionConfig, h: &Tensor, w: &[Tensor]) -> Result<
     let k = nn::rope(&k, c.rope_theta, rotary)?;
     let v = x.matmul(wv)?.reshape(&[b, t, nkv, hd])?;
     // Grouped-query attention: key/value head `j` serves query heads `j·g .. (j+1)·g`.
-    let group = nh / nkv;
-    let expand = |z: &Tensor| -> Result<Tensor> {
-        z.broadcast_in_dim(&[b, t, nkv, group, hd], &[0, 1, 2, 4])?
-            .reshape(&[b, t, nh, hd])
-    };
-    let (k, v) = (expand(&k)?, expand(&v)?);
-    let scores = q
-        .dot_general(
-            &k,
-            DotDims {
-                lhs_batch: vec![0, 2],
-                rhs_batch: vec![0, 2],
-                lhs_contract: vec![3],
-                rhs_contract: vec![3],
-            },
-        )?
-        .scale(1.0 / (hd as f64).sqrt())?; // [B, H, T, S]
-    let probs = nn::softmax(&nn::causal_mask(&scores)?, 3)?;
-    let attn = probs
-        .dot_general(
-            &v,
-            DotDims {
-                lhs_batch: vec![0, 1],
-                rhs_batch: vec![0, 2],
-                lhs_contract: vec![3],
-                rhs_contract: vec![1],
-            },
-        )? // [B, H, T, hd]
-        .transpose(&[0, 2, 1, 3])?
-        .reshape(&[b, t, nh * hd])?;
+    let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
+    let attn = nn::causal_attention(&q, &k, &v, 1.0 / (hd as f64).sqrt())?;
     h.add(&attn.mul(&gate.sigmoid()?)?.matmul(wo)?)
 }

@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 use stackscan::fsdp::{Init, InputSpec, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
 use stackscan::plan::Stack;
-use stackscan::{DType, DotDims, Error, Result, Tensor, TensorType, nn};
+use stackscan::{DType, Error, Result, Tensor, TensorType, nn};
 use stackscan_runtime::rng::Rng;
 
 /// Sizes of a Llama-style model.
@@ -142,36 +142,8 @@ pub fn decoder_layer(c: LlamaConfig, h: &Tensor, w: &DecoderWeights<'_>) -> Resu
     )?;
     let v = x.matmul(w.wv)?.reshape(&[b, t, nkv, hd])?;
     // Grouped-query attention: each key/value head serves heads/kv_heads query heads.
-    let group = nh / nkv;
-    let expand = |z: &Tensor| -> Result<Tensor> {
-        z.broadcast_in_dim(&[b, t, nkv, group, hd], &[0, 1, 2, 4])?
-            .reshape(&[b, t, nh, hd])
-    };
-    let (k, v) = (expand(&k)?, expand(&v)?);
-    let scores = q
-        .dot_general(
-            &k,
-            DotDims {
-                lhs_batch: vec![0, 2],
-                rhs_batch: vec![0, 2],
-                lhs_contract: vec![3],
-                rhs_contract: vec![3],
-            },
-        )?
-        .scale(1.0 / (hd as f64).sqrt())?; // [B, H, T, S]
-    let probs = nn::softmax(&nn::causal_mask(&scores)?, 3)?;
-    let attn = probs
-        .dot_general(
-            &v,
-            DotDims {
-                lhs_batch: vec![0, 1],
-                rhs_batch: vec![0, 2],
-                lhs_contract: vec![3],
-                rhs_contract: vec![1],
-            },
-        )? // [B, H, T, hd]
-        .transpose(&[0, 2, 1, 3])?
-        .reshape(&[b, t, nh * hd])?;
+    let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
+    let attn = nn::causal_attention(&q, &k, &v, 1.0 / (hd as f64).sqrt())?;
     let h = h.add(&attn.matmul(w.wo)?)?;
     let y = nn::rms_norm(&h, w.mlp_norm, 1e-5)?;
     let mlp = nn::silu(&y.matmul(w.w_gate)?)?

@@ -18,7 +18,7 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
-use stackscan::{DotDims, Error, Result, Tensor, concatenate, nn};
+use stackscan::{Error, Result, Tensor, concatenate, nn};
 
 /// MLA's sizes.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -174,29 +174,5 @@ pub fn mla(c: &MlaConfig, x: &Tensor, w: &MlaWeights<'_>) -> Result<Tensor> {
     let k = concatenate(&[&kv.slice_axis(3, 0, nope)?, &k_rope], 3)?;
     let v = kv.slice_axis(3, nope, nope + c.v)?;
 
-    let scores = q
-        .dot_general(
-            &k,
-            DotDims {
-                lhs_batch: vec![0, 2],
-                rhs_batch: vec![0, 2],
-                lhs_contract: vec![3],
-                rhs_contract: vec![3],
-            },
-        )?
-        .scale(1.0 / (c.qk_head() as f64).sqrt())?; // [B, H, T, S]
-    let probs = nn::softmax(&nn::causal_mask(&scores)?, 3)?;
-    probs
-        .dot_general(
-            &v,
-            DotDims {
-                lhs_batch: vec![0, 1],
-                rhs_batch: vec![0, 2],
-                lhs_contract: vec![3],
-                rhs_contract: vec![1],
-            },
-        )? // [B, H, T, v]
-        .transpose(&[0, 2, 1, 3])?
-        .reshape(&[b, t, h * c.v])?
-        .matmul(w.out)
+    nn::causal_attention(&q, &k, &v, 1.0 / (c.qk_head() as f64).sqrt())?.matmul(w.out)
 }

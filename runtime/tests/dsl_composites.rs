@@ -246,3 +246,33 @@ fn constants_beyond_f32_range_become_infinities() {
     assert_eq!(out[0], vec![f64::NEG_INFINITY; 2]);
     assert_eq!(out[1], vec![f64::NEG_INFINITY, 5.0]);
 }
+
+#[test]
+fn causal_attention_of_a_hand_derived_case() {
+    // One sequence of two tokens, two query heads of width 1 sharing one key/value head with
+    // keys 0 and ln 3 and values 2 and 4; head 0's queries are 0, head 1's are 1.
+    let q = f64_arg(&[1, 2, 2, 1], vec![0.0, 1.0, 0.0, 1.0]);
+    let k = f64_arg(&[1, 2, 1, 1], vec![0.0, 3f64.ln()]);
+    let v = f64_arg(&[1, 2, 1, 1], vec![2.0, 4.0]);
+    let y = run1(&[q, k, v], |p| {
+        let (k, v) = (nn::repeat_kv(&p[1], 2)?, nn::repeat_kv(&p[2], 2)?);
+        nn::causal_attention(&p[0], &k, &v, 1.0)
+    });
+    // Token 0: both heads see only v0. Token 1, head 0: scores 0·0 = 0·ln3 = 0, weights ½, ½;
+    // head 1: scores 0 and ln 3, weights ¼ and ¾, so 2/4 + 3·4/4 = 3.5.
+    close(&y, &[2.0, 2.0, 3.0, 3.5], 1e-14);
+}
+
+#[test]
+fn attention_shapes_that_do_not_fit_are_typed_errors() {
+    let s = stackscan::Scope::new("bad");
+    let q = s.param(TensorType::new(DType::F32, [1, 2, 4, 8]));
+    let kv = s.param(TensorType::new(DType::F32, [1, 2, 3, 8]));
+    let err = nn::repeat_kv(&kv, 4).unwrap_err().to_string();
+    assert!(err.contains("4 query heads do not split over 3"), "{err}");
+    let short = s.param(TensorType::new(DType::F32, [1, 2, 4, 7]));
+    let err = nn::causal_attention(&q, &short, &q, 1.0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("expected k [1, 2, 4, 8]"), "{err}");
+}
