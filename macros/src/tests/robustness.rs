@@ -1,0 +1,85 @@
+//! Expander regressions of the declaration mistakes and options of issue 10, item 7.
+
+use super::*;
+
+/// `crate = "path"` replaces every `::stackscan` of both expansions, so a renamed dependency
+/// (`ss = { package = "stackscan", … }`) needs no `stackscan` in scope.
+#[test]
+fn crate_option_replaces_the_dsl_path_everywhere() {
+    let sublayer = derive(quote! {
+        #[sublayer(crate = "ss", config = Cfg, carry = Hidden)]
+        struct Mlp<T> {
+            #[param(shape = [cfg.d], shard = 0)]
+            w: T,
+        }
+    })
+    .unwrap();
+    let stack = layer_stack(
+        quote!(crate = "ss", block = [Mlp, Attn], repeat = 2),
+        quote!(
+            struct Model;
+        ),
+    )
+    .unwrap();
+    for tokens in [sublayer, stack] {
+        let flat = compact(&tokens.to_string());
+        assert!(!flat.contains("::stackscan"), "{}", pretty(tokens.clone()));
+        assert!(flat.contains("ss::__private"), "{}", pretty(tokens.clone()));
+    }
+    // The default is restored after an expansion with the option.
+    let plain = layer_stack(
+        quote!(block = [Mlp], repeat = 1),
+        quote!(
+            struct Model;
+        ),
+    )
+    .unwrap();
+    assert!(compact(&plain.to_string()).contains("::stackscan::__private"));
+}
+
+/// Regressions of issue 10, item 7, at the expander: each input was mishandled before.
+#[test]
+fn robustness_regressions() {
+    // A turbofish count keeps its inner comma; the `<` of a comparison still does not nest.
+    let out = toy_stack(quote!(
+        block = [Mlp],
+        repeat = Depth::<u8, Vec<u16>>::N,
+        unroll = 1
+    ));
+    assert!(compile_errors(&out).is_empty(), "{}", pretty(out.clone()));
+    assert_contains(&out, &["Depth::<u8, Vec<u16>>::N", "unroll: 1"]);
+    let out = toy_stack(quote!(
+        block = [Mlp],
+        repeat = if A < B { 1 } else { 2 },
+        unroll = 1
+    ));
+    assert!(compile_errors(&out).is_empty(), "{}", pretty(out.clone()));
+    // The layer limit is on prefix + repeat × block.
+    let out = toy_stack(quote!(prefix = [Mlp], block = [Mlp, Attn], repeat = 600000));
+    assert_eq!(
+        compile_errors(&out),
+        [
+            "`repeat = 600000` makes the prefix of 1 plus 600000 × 2 = 1200001 layers; a stack has at most 1048576 layers"
+        ]
+    );
+    // Array-repeat lists and string entries get a hint, and the stub keeps uses quiet.
+    let out = toy_stack(quote!(block = [Mlp; 4], repeat = 1));
+    assert_eq!(compile_errors(&out).len(), 1);
+    assert_contains(
+        &out,
+        &["const REPEAT: usize = 0;", "invalid_stack(\"Toy\")"],
+    );
+    // Raw identifiers lose their `r#` in kind and parameter names.
+    let out = derive(quote! {
+        #[sublayer(config = Cfg, carry = Hidden)]
+        struct r#match<T> {
+            #[param(shape = [cfg.d], shard = 0)]
+            r#type: T,
+        }
+    })
+    .unwrap();
+    assert!(compile_errors(&out).is_empty(), "{}", pretty(out.clone()));
+    let flat = compact(&out.to_string());
+    assert!(!flat.contains("\"r#"), "{}", pretty(out.clone()));
+    assert!(flat.contains("\"type\""), "{}", pretty(out));
+}
