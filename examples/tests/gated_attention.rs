@@ -7,61 +7,11 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
-use stackscan::{DType, Function, Program, Scope, Tensor, TensorType};
+use stackscan::{DType, Function, Scope, Tensor, TensorType};
 use stackscan_examples::gated_attention::{AttentionConfig, attention_params, gated_attention};
 use stackscan_runtime::rng::Rng;
 use stackscan_runtime::testing as common;
-use stackscan_runtime::{Buffer, Client, Executable, Mesh};
-
-/// Host values of one argument, row-major, with its dimensions.
-#[derive(Clone, Debug)]
-struct Arg {
-    dims: Vec<i64>,
-    values: Vec<f64>,
-}
-
-fn one() -> Arg {
-    Arg {
-        dims: Vec::new(),
-        values: vec![1.0],
-    }
-}
-
-fn compile(client: &Client, f: &Function) -> Executable {
-    let mesh = Mesh::new(client, "x", 1).unwrap();
-    client
-        .compile_program(&Program::new(f.clone()), &mesh)
-        .unwrap()
-}
-
-/// Runs `exe` on `args` converted to `dtype`; each result as f64 values.
-fn execute(client: &Client, exe: &Executable, dtype: DType, args: &[Arg]) -> Vec<Vec<f64>> {
-    let dev = &client.devices()[0];
-    let bufs: Vec<Buffer> = args
-        .iter()
-        .map(|a| match dtype {
-            DType::F32 => {
-                let v: Vec<f32> = a.values.iter().map(|&x| x as f32).collect();
-                client.buffer(&v, &a.dims, dev).unwrap()
-            }
-            _ => client.buffer(&a.values, &a.dims, dev).unwrap(),
-        })
-        .collect();
-    let refs: Vec<&Buffer> = bufs.iter().collect();
-    let out = exe.execute(&[refs]).unwrap();
-    out[0]
-        .iter()
-        .map(|b| match dtype {
-            DType::F32 => b
-                .to_host::<f32>()
-                .unwrap()
-                .into_iter()
-                .map(f64::from)
-                .collect(),
-            _ => b.to_host::<f64>().unwrap(),
-        })
-        .collect()
-}
+use stackscan_runtime::testing::host::{HostArg as Arg, compile, execute, one};
 
 /// `max |a − b| / max |b|`.
 fn relative_error(a: &[f64], b: &[f64]) -> f64 {

@@ -9,11 +9,11 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
-use stackscan::{DType, Function, Program, Scope, Tensor, TensorType};
+use stackscan::{DType, Function, Scope, Tensor, TensorType};
 use stackscan_examples::gdn::{gdn_chunked, gdn_recurrent};
 use stackscan_runtime::rng::Rng;
 use stackscan_runtime::testing as common;
-use stackscan_runtime::{Buffer, Client, Executable, Mesh};
+use stackscan_runtime::testing::host::{HostArg as Arg, compile, execute, one, run};
 
 /// The tiny config's GDN head size and sequence; heads reduced to 2.
 const T: i64 = 64;
@@ -21,13 +21,6 @@ const H: i64 = 2;
 const DK: i64 = 32;
 const DV: i64 = 32;
 const CHUNK: usize = 16;
-
-/// Host values of one argument, row-major, with its dimensions.
-#[derive(Clone, Debug)]
-struct Arg {
-    dims: Vec<i64>,
-    values: Vec<f64>,
-}
 
 /// `q, k, v, g, beta` for a GDN of the test's sizes, with log-gates uniform in `gate`.
 fn inputs(seed: u64, gate: (f64, f64)) -> Vec<Arg> {
@@ -86,56 +79,6 @@ fn loss(form: Form, dtype: DType, args: &[Arg]) -> Function {
 fn gradients(form: Form, dtype: DType, args: &[Arg]) -> Function {
     let f = loss(form, dtype, args);
     stackscan::vjp_wrt(&f, &[true, true, true, true, true, false]).unwrap()
-}
-
-/// The cotangent that seeds a scalar loss.
-fn one() -> Arg {
-    Arg {
-        dims: Vec::new(),
-        values: vec![1.0],
-    }
-}
-
-/// Compiles `f` for one device.
-fn compile(client: &Client, f: &Function) -> Executable {
-    let mesh = Mesh::new(client, "x", 1).unwrap();
-    client
-        .compile_program(&Program::new(f.clone()), &mesh)
-        .unwrap()
-}
-
-/// Runs `exe` on `args` (converted to `dtype`); each result as f64 values.
-fn execute(client: &Client, exe: &Executable, dtype: DType, args: &[Arg]) -> Vec<Vec<f64>> {
-    let dev = &client.devices()[0];
-    let bufs: Vec<Buffer> = args
-        .iter()
-        .map(|a| match dtype {
-            DType::F32 => {
-                let v: Vec<f32> = a.values.iter().map(|&x| x as f32).collect();
-                client.buffer(&v, &a.dims, dev).unwrap()
-            }
-            _ => client.buffer(&a.values, &a.dims, dev).unwrap(),
-        })
-        .collect();
-    let refs: Vec<&Buffer> = bufs.iter().collect();
-    let out = exe.execute(&[refs]).unwrap();
-    out[0]
-        .iter()
-        .map(|b| match dtype {
-            DType::F32 => b
-                .to_host::<f32>()
-                .unwrap()
-                .into_iter()
-                .map(f64::from)
-                .collect(),
-            _ => b.to_host::<f64>().unwrap(),
-        })
-        .collect()
-}
-
-/// Compiles and runs `f` on `args` (converted to `dtype`); each result as f64 values.
-fn run(client: &Client, f: &Function, dtype: DType, args: &[Arg]) -> Vec<Vec<f64>> {
-    execute(client, &compile(client, f), dtype, args)
 }
 
 /// `max |a − b| / max |b|`.

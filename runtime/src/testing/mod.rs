@@ -19,5 +19,6 @@
 mod cpu;
 pub mod fsdp;
 pub mod graph;
+pub mod host;
 
 pub use cpu::{cpu_client, cpu_plugin, newer_cpu_plugin};
