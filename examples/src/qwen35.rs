@@ -21,7 +21,7 @@ use stackscan::layer::{ActivationMarker, Forward, Params};
 use stackscan::{Error, LayerStack, Result, SubLayer, Tensor, layer_stack, nn};
 
 use crate::gated_attention::{AttentionConfig, gated_attention};
-use crate::gdn_layer::{GdnConfig, gdn_sublayer};
+use crate::gdn_layer::{GdnConfig, GdnForm, gdn_sublayer};
 use crate::llama::LlamaConfig;
 
 /// Sizes of the hybrid model.
@@ -46,6 +46,39 @@ pub struct Qwen35Config {
 }
 
 impl Qwen35Config {
+    /// The tiny config's structure (fewer key than value heads, one kv head, 25 % rotary) at
+    /// sizes that compile the 24 step variants of the equivalence tests quickly: d 32, 8
+    /// layers, vocab 64, seq 8, GDN in `form`.
+    pub fn small(batch_per_device: i64, form: GdnForm) -> Qwen35Config {
+        Qwen35Config {
+            vocab: 64,
+            d_model: 32,
+            layers: 8,
+            gdn: GdnConfig {
+                d_model: 32,
+                key_heads: 2,
+                value_heads: 4,
+                key_dim: 8,
+                value_dim: 8,
+                conv_kernel: 4,
+                form,
+                model_layers: 8,
+            },
+            attention: AttentionConfig {
+                d_model: 32,
+                heads: 4,
+                kv_heads: 1,
+                head_dim: 8,
+                rotary_dim: 2,
+                rope_theta: 10_000.0,
+                model_layers: 8,
+            },
+            ffn: 40,
+            seq: 8,
+            batch_per_device,
+        }
+    }
+
     /// The tiny config of issue 12: d 128, 8 layers, attention 8 q / 1 kv heads of 32, GDN
     /// 4 key / 8 value heads of 32, conv 4, chunk 16, vocab 512, seq 64. The FFN is
     /// `(4 routed + 1 shared) × 32 = 160` wide, what the 16-expert top-4 MoE activates.

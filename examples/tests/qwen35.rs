@@ -12,44 +12,16 @@ use stackscan_runtime::testing as common;
 use common::fsdp::{assert_close, fixture};
 use common::graph::{Arg, Data};
 use stackscan::{DType, LayerStack, TensorType};
-use stackscan_examples::gated_attention::AttentionConfig;
-use stackscan_examples::gdn_layer::{GdnConfig, GdnForm};
+use stackscan_examples::gdn_layer::GdnForm;
 use stackscan_examples::qwen35::{
     Qwen35AttentionFirst, Qwen35Config, Qwen35Full, Qwen35Tiny, model, synthetic_batch,
 };
 
 const SEQ: i64 = 8;
 
-/// The tiny config's structure (fewer key than value heads, one kv head, 25 % rotary) at
-/// sizes that compile 24 step variants quickly.
+/// The tiny config's structure at sizes that compile quickly.
 fn config(batch_per_device: i64, form: GdnForm) -> Qwen35Config {
-    Qwen35Config {
-        vocab: 64,
-        d_model: 32,
-        layers: 8,
-        gdn: GdnConfig {
-            d_model: 32,
-            key_heads: 2,
-            value_heads: 4,
-            key_dim: 8,
-            value_dim: 8,
-            conv_kernel: 4,
-            form,
-            model_layers: 8,
-        },
-        attention: AttentionConfig {
-            d_model: 32,
-            heads: 4,
-            kv_heads: 1,
-            head_dim: 8,
-            rotary_dim: 2,
-            rope_theta: 10_000.0,
-            model_layers: 8,
-        },
-        ffn: 40,
-        seq: SEQ,
-        batch_per_device,
-    }
+    Qwen35Config::small(batch_per_device, form)
 }
 
 /// Tokens and labels for `rows` sequences.
