@@ -95,11 +95,13 @@ impl Hardware {
         Hardware::from_toml(&text)
     }
 
-    /// Seconds to run `c` on the compute core: matrix products at the efficient peak for
-    /// their element type, plus the memory-bound ops at the larger of their FLOP time and
-    /// their traffic time (the cost model leaves the products' operands out of the traffic).
-    /// With `as_bf16`, f32 products run at the bf16 rate and f32 traffic is halved: the
-    /// mixed-precision training the reference measures, for models declared in f32.
+    /// Seconds to run `c` on the compute core, from the traffic after fusion
+    /// ([`stackscan::cost::fusion`]): the matrix products at the larger of their FLOP time
+    /// (efficient peak for their element type) and their operands' and results' traffic time,
+    /// a roofline over the layer's products taken together; then everything else at the
+    /// larger of its FLOP time and its fused traffic time. With `as_bf16`, f32 products run at
+    /// the bf16 rate and f32 traffic is halved: the mixed-precision training the reference
+    /// measures, for models declared in f32.
     pub fn compute_seconds(&self, c: &Cost, as_bf16: bool) -> f64 {
         let tera = 1e12 * self.matrix_efficiency;
         let (bf16, f32) = (
@@ -112,10 +114,11 @@ impl Hardware {
         } else {
             bf16 / (self.matrix_tflops_bf16 * tera) + f32 / (self.matrix_tflops_f32 * tera)
         } + other / (self.matrix_tflops_f32 * tera);
-        let traffic = scaled_bytes(c.bytes_read.iter().chain(c.bytes_written.iter()), as_bf16);
-        let memory = traffic / (self.memory_gb_per_s * 1e9);
+        let bandwidth = self.memory_gb_per_s * 1e9;
+        let dot_traffic = scaled_bytes(c.dot_bytes.iter(), as_bf16) / bandwidth;
+        let memory = scaled_bytes(c.hbm_bytes.iter(), as_bf16) / bandwidth;
         let vector = c.vector_flops.total() as f64 / (self.vector_tflops * 1e12);
-        matrix + memory.max(vector)
+        matrix.max(dot_traffic) + memory.max(vector)
     }
 
     /// Seconds for one collective moving `bytes` per device on a lane of `gb_per_s`.

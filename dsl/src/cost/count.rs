@@ -116,6 +116,11 @@ pub struct Cost {
     pub bytes_read: PerDType,
     /// Bytes written by memory-bound ops.
     pub bytes_written: PerDType,
+    /// HBM traffic after fusion, matrix products left out: what crosses a fusion boundary
+    /// (see [`fusion`](super::fusion) for the rule).
+    pub hbm_bytes: PerDType,
+    /// HBM traffic of matrix products after fusion: their operands read and results written.
+    pub dot_bytes: PerDType,
     /// Bytes each device sends, per kind of collective in [`Collective::ALL`]'s order.
     pub(super) collective_bytes: [PerDType; Collective::ALL.len()],
     /// `while` loops run whose bodies are not counted, their trip count being unknown.
@@ -155,6 +160,8 @@ impl AddAssign for Cost {
         self.vector_flops += rhs.vector_flops;
         self.bytes_read += rhs.bytes_read;
         self.bytes_written += rhs.bytes_written;
+        self.hbm_bytes += rhs.hbm_bytes;
+        self.dot_bytes += rhs.dot_bytes;
         for (a, b) in self.collective_bytes.iter_mut().zip(rhs.collective_bytes) {
             *a += b;
         }
@@ -178,6 +185,8 @@ impl Mul<u64> for Cost {
             vector_flops: self.vector_flops * trips,
             bytes_read: self.bytes_read * trips,
             bytes_written: self.bytes_written * trips,
+            hbm_bytes: self.hbm_bytes * trips,
+            dot_bytes: self.dot_bytes * trips,
             collective_bytes: self.collective_bytes.map(|p| p * trips),
             unknown_trip_loops: self.unknown_trip_loops.saturating_mul(trips),
         }

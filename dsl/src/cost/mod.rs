@@ -20,7 +20,8 @@
 //! - **Memory traffic**: every op other than a matrix product, a collective or a loop reads
 //!   all its operands and writes all its results once ([`Cost::bytes_read`],
 //!   [`Cost::bytes_written`]). This is the unfused upper bound: XLA fuses elementwise chains,
-//!   so real traffic is lower. `reshape`, `stop_gradient` and `optimization_barrier` move
+//!   so real traffic is lower; [`Cost::hbm_bytes`] and [`Cost::dot_bytes`] are the traffic
+//!   after fusion, by the rule in [`fusion`]. `reshape`, `stop_gradient` and `optimization_barrier` move
 //!   nothing (a bitcast or a marker) and cost nothing. Matrix products are left out so that
 //!   `matrix FLOPs / peak + bytes / bandwidth` does not count their operands twice.
 //! - **Collectives**: bytes each device sends (equal to what it receives) with the ring
@@ -51,6 +52,7 @@
 //! ```
 
 mod count;
+pub mod fusion;
 mod layers;
 mod walk;
 
@@ -58,6 +60,8 @@ pub use count::{Collective, Cost, PerDType};
 pub use layers::{LayerCost, layer_costs};
 pub use walk::{Accounting, ActiveExperts, of, of_with};
 
+#[cfg(test)]
+mod fusion_tests;
 #[cfg(test)]
 mod layer_tests;
 #[cfg(test)]

@@ -5,6 +5,7 @@ use crate::ir::{DotDims, Function, Node, Op};
 use crate::types::TensorType;
 
 use super::count::{Collective, Cost, PerDType};
+use super::fusion;
 
 /// The marker XLA reads to keep a single-trip loop; the one `while` whose trip count we know.
 const TRIP_COUNT_ONE: &str = "skip-simplify-while-loops_trip-count-one";
@@ -39,12 +40,17 @@ pub struct ActiveExperts {
 /// The cost of one run of `f` under `accounting`.
 pub fn of_with(f: &Function, accounting: &Accounting) -> Result<Cost> {
     let live = live_nodes(f);
-    f.nodes
+    let mut cost: Cost = f
+        .nodes
         .iter()
-        .zip(live)
-        .filter(|&(_, live)| live)
+        .zip(&live)
+        .filter(|&(_, &live)| live)
         .map(|(n, _)| node_cost(f, n, accounting))
-        .sum()
+        .sum::<Result<Cost>>()?;
+    let (hbm, dots) = fusion::traffic(f, &live);
+    cost.hbm_bytes += hbm;
+    cost.dot_bytes += dots;
+    Ok(cost)
 }
 
 /// Which nodes some result of `f` depends on. The others never run, since XLA removes dead

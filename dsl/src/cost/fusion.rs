@@ -1,0 +1,249 @@
+//! HBM traffic after fusion: what a compiler such as XLA actually moves to and from memory,
+//! rather than the unfused upper bound of every op reading and writing its own tensors.
+//!
+//! **The rule.** Ops are of four classes:
+//! - *aliases* (`reshape`, `stop_gradient`, `optimization_barrier`) are bitcasts or markers:
+//!   their result is their operand's buffer;
+//! - *fusible* ops (elementwise unary/binary/compare/select/convert, broadcast, iota,
+//!   constants, transpose, slice, dynamic_slice, pad, concatenate, axis_index) join every
+//!   fusible producer they read into one fusion, so an elementwise chain never touches memory
+//!   between its ops;
+//! - *reductions* (`reduce`, `cumsum`, `top_k`) are fusion roots: the fusible chain feeding
+//!   them is fused in (XLA's input fusion), but their results are always written out;
+//! - *boundaries* (`dot_general`, `triangular_solve`, `take`, `scatter_add`,
+//!   `dynamic_update_slice`, collectives, loops) run on their own.
+//!
+//! A value is *materialised* when it crosses a fusion boundary: it is a result of the function,
+//! or something outside the fusion that produced it reads it. Each materialised value is
+//! written once, by its producer, and read once by every fusion or boundary op that consumes
+//! it; the function's parameters are read the same way and never written. A fusion that only
+//! slices an input reads the slice, not the whole input; a gather reads its result's worth of
+//! rows and its indices; an in-place update (`dynamic_update_slice`, `scatter_add`) reads and
+//! writes its update's worth (twice for the scatter's read-modify-write). Collectives move
+//! their bytes on their own lanes ([`Cost::collective`](super::Cost::collective)) and loops are
+//! costed by their bodies, so neither adds traffic here beyond materialising its operands.
+//!
+//! Traffic of matrix products (their operands and results) is kept apart, in
+//! [`Cost::dot_bytes`](super::Cost::dot_bytes), so a hardware model can bound the products by
+//! the larger of their FLOP time and their traffic time (a roofline) and the rest by theirs.
+
+use std::collections::HashMap;
+
+use crate::ir::{Function, Op, ValueId};
+
+use super::count::PerDType;
+
+/// How an op takes part in fusion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    Alias,
+    Fusible,
+    Reduction,
+    Boundary,
+}
+
+fn class(op: &Op) -> Class {
+    match op {
+        Op::Reshape | Op::StopGradient | Op::OptimizationBarrier => Class::Alias,
+        Op::Constant(_)
+        | Op::Iota { .. }
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare(_)
+        | Op::Select
+        | Op::Convert
+        | Op::BroadcastInDim { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::DynamicSlice { .. }
+        | Op::Pad { .. }
+        | Op::Concatenate { .. }
+        | Op::AxisIndex { .. } => Class::Fusible,
+        Op::Reduce { .. } | Op::Cumsum { .. } | Op::TopK { .. } => Class::Reduction,
+        Op::DotGeneral(_)
+        | Op::TriangularSolve(_)
+        | Op::Take { .. }
+        | Op::ScatterAdd { .. }
+        | Op::DynamicUpdateSlice
+        | Op::AllGather { .. }
+        | Op::ReduceScatter { .. }
+        | Op::AllReduce { .. }
+        | Op::AllToAll { .. }
+        | Op::While { .. }
+        | Op::Scan { .. } => Class::Boundary,
+    }
+}
+
+/// Fusion-aware traffic of one level of `f` (loop bodies are costed by the caller):
+/// `(traffic outside matrix products, traffic of matrix products)`. `live[i]` says whether
+/// node `i` runs.
+pub(super) fn traffic(f: &Function, live: &[bool]) -> (PerDType, PerDType) {
+    let bytes = |v: ValueId| {
+        f.values.get(v).map_or(PerDType::default(), |t| {
+            PerDType::one(t.dtype, t.size_in_bytes() as u64)
+        })
+    };
+    // Resolve aliases to the buffer they name.
+    let mut alias: HashMap<ValueId, ValueId> = HashMap::new();
+    let root = |alias: &HashMap<ValueId, ValueId>, v: ValueId| *alias.get(&v).unwrap_or(&v);
+    // The node producing each (root) value.
+    let mut producer: HashMap<ValueId, usize> = HashMap::new();
+    let mut groups = UnionFind::new(f.nodes.len());
+    for (i, node) in f.nodes.iter().enumerate() {
+        if !live[i] {
+            continue;
+        }
+        match class(&node.op) {
+            Class::Alias => {
+                for (r, o) in node.results.iter().zip(&node.operands) {
+                    let src = root(&alias, *o);
+                    alias.insert(*r, src);
+                }
+                continue;
+            }
+            Class::Fusible | Class::Reduction => {
+                for &o in &node.operands {
+                    let o = root(&alias, o);
+                    if let Some(&p) = producer.get(&o)
+                        && class(&f.nodes[p].op) == Class::Fusible
+                    {
+                        groups.union(i, p);
+                    }
+                }
+            }
+            Class::Boundary => {}
+        }
+        for &r in &node.results {
+            producer.insert(r, i);
+        }
+    }
+
+    let mut other = PerDType::default();
+    let mut dots = PerDType::default();
+    // Reads: per consuming unit (a fusion or a boundary op), each distinct input once, at the
+    // largest extent any of the unit's ops reads of it.
+    let mut reads: HashMap<(usize, ValueId), (PerDType, bool)> = HashMap::new();
+    // Values read outside the unit that produced them.
+    let mut crossing: HashMap<ValueId, bool> = HashMap::new();
+    for (i, node) in f.nodes.iter().enumerate() {
+        if !live[i] {
+            continue;
+        }
+        let c = class(&node.op);
+        if c == Class::Alias {
+            continue;
+        }
+        let unit = if c == Class::Boundary {
+            i
+        } else {
+            groups.find(i)
+        };
+        for (k, &o) in node.operands.iter().enumerate() {
+            let o = root(&alias, o);
+            // Only a fusible producer shares its fusion: a reduction's result is always
+            // written out, even when a consumer is fused with the reduction's own inputs.
+            let same_unit = c != Class::Boundary
+                && producer.get(&o).is_some_and(|&p| {
+                    class(&f.nodes[p].op) == Class::Fusible && groups.find(p) == unit
+                });
+            if same_unit {
+                continue;
+            }
+            crossing.insert(o, true);
+            let extent = match &node.op {
+                Op::Slice { .. } | Op::DynamicSlice { .. } if k == 0 => node
+                    .results
+                    .first()
+                    .map_or(PerDType::default(), |&r| bytes(r)),
+                Op::Take { .. } if k == 0 => node
+                    .results
+                    .first()
+                    .map_or(PerDType::default(), |&r| bytes(r)),
+                Op::DynamicUpdateSlice if k == 0 => PerDType::default(),
+                Op::ScatterAdd { .. } if k == 0 => {
+                    // Read-modify-write of the updated rows: counted with the updates below.
+                    PerDType::default()
+                }
+                // The updates, and the rows they are added to.
+                Op::ScatterAdd { .. } if k == 2 => bytes(o) + bytes(o),
+                Op::AllGather { .. }
+                | Op::ReduceScatter { .. }
+                | Op::AllReduce { .. }
+                | Op::AllToAll { .. }
+                | Op::While { .. }
+                | Op::Scan { .. } => PerDType::default(),
+                _ => bytes(o),
+            };
+            let is_dot = matches!(node.op, Op::DotGeneral(_) | Op::TriangularSolve(_));
+            let e = reads
+                .entry((unit, o))
+                .or_insert((PerDType::default(), is_dot));
+            if extent.total() > e.0.total() {
+                e.0 = extent;
+            }
+        }
+    }
+    for &(ref extent, is_dot) in reads.values() {
+        if is_dot {
+            dots += *extent;
+        } else {
+            other += *extent;
+        }
+    }
+    // Writes: every materialised value its producer writes once.
+    let results: Vec<ValueId> = f.results.iter().map(|&r| root(&alias, r)).collect();
+    for (&v, &p) in &producer {
+        let materialised = crossing.contains_key(&v) || results.contains(&v);
+        if !materialised {
+            continue;
+        }
+        let node = &f.nodes[p];
+        let written = match &node.op {
+            Op::DynamicUpdateSlice => node
+                .operands
+                .get(1)
+                .map_or(PerDType::default(), |&u| bytes(u)),
+            Op::ScatterAdd { .. } => node
+                .operands
+                .get(2)
+                .map_or(PerDType::default(), |&u| bytes(u)),
+            Op::AllGather { .. }
+            | Op::ReduceScatter { .. }
+            | Op::AllReduce { .. }
+            | Op::AllToAll { .. }
+            | Op::While { .. }
+            | Op::Scan { .. } => PerDType::default(),
+            _ => bytes(v),
+        };
+        if matches!(node.op, Op::DotGeneral(_) | Op::TriangularSolve(_)) {
+            dots += written;
+        } else {
+            other += written;
+        }
+    }
+    (other, dots)
+}
+
+/// Disjoint sets of node indices, with path halving.
+struct UnionFind(Vec<usize>);
+
+impl UnionFind {
+    fn new(n: usize) -> Self {
+        UnionFind((0..n).collect())
+    }
+
+    fn find(&mut self, mut i: usize) -> usize {
+        while self.0[i] != i {
+            self.0[i] = self.0[self.0[i]];
+            i = self.0[i];
+        }
+        i
+    }
+
+    fn union(&mut self, a: usize, b: usize) {
+        let (a, b) = (self.find(a), self.find(b));
+        if a != b {
+            self.0[a.max(b)] = a.min(b);
+        }
+    }
+}

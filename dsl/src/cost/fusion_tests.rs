@@ -1,0 +1,74 @@
+//! The fusion rule on graphs small enough to count by hand; each expected byte count is worked
+//! out beside it (f32: 4 bytes an element).
+
+use super::*;
+use crate::builder::Scope;
+use crate::dtype::DType;
+use crate::types::TensorType;
+
+fn f32(dims: &[i64]) -> TensorType {
+    TensorType::new(DType::F32, dims)
+}
+
+#[test]
+fn elementwise_chains_fuse_and_only_boundaries_touch_memory() {
+    let s = Scope::new("f");
+    let x = s.param(f32(&[4, 8])); // 128 B
+    let w = s.param(f32(&[8, 16])); // 512 B
+    // One fusion of exp, ·2, +1 (and their constants): reads x, writes `a` for the product.
+    let a = x
+        .exp()
+        .unwrap()
+        .scale(2.0)
+        .unwrap()
+        .add_scalar(1.0)
+        .unwrap();
+    let z = a.matmul(&w).unwrap(); // [4, 16], 256 B
+    // z² fused into its row sum: reads z, writes the [4] sum (16 B), returned through a
+    // reshape (a bitcast, no traffic).
+    let r = z
+        .square()
+        .unwrap()
+        .sum(&[1])
+        .unwrap()
+        .reshape(&[2, 2])
+        .unwrap();
+    // Another consumer of z in its own fusion: reads z, writes t (256 B).
+    let t = z.scale(3.0).unwrap();
+    // A slice reads only what it keeps: 4·2·4 = 32 B, and writes as much.
+    let u = x.slice_axis(1, 0, 2).unwrap();
+    let c = of(&s.finish(&[r, t, u]).unwrap()).unwrap();
+    // 128 + 128 (fusion 1) + 256 + 16 (z² sum) + 256 + 256 (z·3) + 32 + 32 (slice) = 1104.
+    assert_eq!(c.hbm_bytes.get(DType::F32), 1104);
+    // The product reads a (128) and w (512) and writes z (256).
+    assert_eq!(c.dot_bytes.get(DType::F32), 896);
+    // The unfused count is larger: every op reads and writes its own tensors.
+    assert!(c.bytes_read.total() + c.bytes_written.total() > 2 * 1104);
+}
+
+#[test]
+fn a_reduction_result_is_written_even_when_its_consumer_fuses_with_its_input() {
+    let s = Scope::new("f");
+    let x = s.param(f32(&[4, 8])); // 128 B
+    let m = x.max_over(&[1]).unwrap(); // [4], 16 B
+    let y = x.sub(&m.broadcast_in_dim(&[4, 8], &[0]).unwrap()).unwrap();
+    let c = of(&s.finish(&[y]).unwrap()).unwrap();
+    // The max reads x (128) and writes m (16); the broadcast-subtract reads m (16) and x (128)
+    // and writes y (128): 416.
+    assert_eq!(c.hbm_bytes.get(DType::F32), 416);
+    assert_eq!(c.dot_bytes.total(), 0);
+}
+
+#[test]
+fn a_scan_moves_its_bodys_traffic_once_per_step() {
+    let f = Scope::new("f");
+    let h0 = f.param(f32(&[8]));
+    let (carry, _) = f
+        .scan(&[h0], &[], 5, false, |_, carry, _| {
+            Ok((vec![carry[0].exp()?.add_scalar(1.0)?], vec![]))
+        })
+        .unwrap();
+    let c = of(&f.finish(&carry).unwrap()).unwrap();
+    // Each step reads the 32-byte carry and writes the next one: 64 B, five times.
+    assert_eq!(c.hbm_bytes.get(DType::F32), 320);
+}
