@@ -129,6 +129,14 @@ impl Hardware {
         self.collective_latency_us * 1e-6 + bytes / (gb_per_s * 1e9)
     }
 
+    /// Seconds for `count` token all_to_alls sending `bytes` in all, on the second lane.
+    fn exchanges_seconds(&self, bytes: f64, count: u64) -> f64 {
+        if count == 0 {
+            return 0.0;
+        }
+        count as f64 * self.collective_latency_us * 1e-6 + bytes / (self.second_lane_gb_per_s * 1e9)
+    }
+
     /// One layer's times: forward, backward (recompute + VJP, with the all-reduce of any
     /// replicated gradients and any collective inside the layer counted on the compute lane,
     /// since the plan does not schedule them), its weights' gather on the FSDP lane and its
@@ -160,6 +168,14 @@ impl Hardware {
             reduce_scatter: self.collective_seconds(
                 layer.reduce_scatter_bytes as f64 * shrink,
                 self.second_lane_gb_per_s,
+            ),
+            exchange_forward: self.exchanges_seconds(
+                layer.exchange.forward_bytes as f64 * shrink,
+                layer.exchange.forward_count,
+            ),
+            exchange_backward: self.exchanges_seconds(
+                layer.exchange.backward_bytes as f64 * shrink,
+                layer.exchange.backward_count,
             ),
         }
     }
@@ -224,6 +240,7 @@ mod tests {
             gathered_bytes: 600_000_000,
             reduce_scatter_bytes: 0,
             all_reduce_bytes: 0,
+            exchange: Default::default(),
         };
         let t = h.kind_times(&layer, false);
         // 600 MB at 600 GB/s is 1 ms, plus 10 µs.

@@ -11,15 +11,29 @@ use stackscan::sim::draw::{lane_name, render};
 use stackscan::sim::{OpKind, Timeline};
 use stackscan::{Error, Result};
 
+use stackscan::cost::{Accounting, ActiveExperts, ExpertParallel};
+use stackscan::fsdp::StackModel;
+
+use crate::deepseek3::{self, DeepSeek3, DeepSeek3Config, TinyDeepSeek3};
 use crate::hardware::Hardware;
 use crate::llama::{self, LlamaConfig};
 use crate::predict::{Prediction, predict};
+use crate::qwen35::Qwen35Config;
+use crate::qwen35_moe::{Qwen35Moe, model_with_moe};
+
+/// What every prediction assumes beyond the model, chips and hardware named.
+pub const ASSUMPTIONS: &str = "one FSDP axis over all chips (with --ep K: K-way expert axis, \
+experts' weights gathered over chips/K); weights, activations and collectives priced as bf16 \
+(models declared in f32); batch and sequence per chip from the model's config; full remat \
+(the backward recomputes each layer's forward); traffic after fusion; the layer stack's \
+forward and backward only (embedding, head, loss and optimizer left out)";
 
 /// Arguments of `timeline`.
 #[derive(Clone, Debug, clap::Parser)]
 #[command(about = "Predict a training step and draw its timelines")]
 pub struct TimelineArgs {
-    /// Model: `llama3-8b` (full size), `llama-tiny` (the design's tiny Llama).
+    /// Model: `llama3-8b`, `deepseek-v3`, `qwen3.5-35b-a3b` (full size), `llama-tiny`,
+    /// `deepseek-v3-tiny`, or a Hugging Face `config.json` of DeepSeek-V3 or Qwen3.5.
     #[arg(long)]
     pub model: String,
     /// Hardware: `tpu7x`, `tpu-v5p`, `h200`, or a profile TOML file.
@@ -28,7 +42,8 @@ pub struct TimelineArgs {
     /// Chips on the FSDP axis.
     #[arg(long, default_value_t = 64)]
     pub chips: usize,
-    /// Expert-parallel degree (needs an MoE model; none exists yet).
+    /// Expert-parallel degree: routed experts split over this many chips, tokens exchanged
+    /// by all_to_all on the second collective lane (needs an MoE model).
     #[arg(long)]
     pub ep: Option<usize>,
     /// Directory for the SVGs and `schedule.json`.
@@ -54,15 +69,116 @@ fn invalid(message: impl Into<String>) -> Error {
     }
 }
 
-/// The model named on the command line.
-pub fn model_by_name(name: &str) -> Result<stackscan::fsdp::StackModel> {
+/// A model to price and what its graph cannot say about it.
+#[derive(Debug)]
+pub struct PricedModel {
+    /// The model.
+    pub model: StackModel,
+    /// Routed experts per MoE layer and experts per token, when it has them.
+    pub experts: Option<ActiveExperts>,
+}
+
+impl PricedModel {
+    /// How to count each kind with expert parallelism `ep` (`None` or 1: none). A kind is a
+    /// routed-expert kind when one of its parameters leads with the expert count.
+    pub fn accounting(&self, ep: Option<usize>) -> Result<Vec<Accounting>> {
+        let ep = ep.filter(|&e| e > 1);
+        let Some(ep) = ep else {
+            return Ok(vec![Accounting::default(); self.model.kinds.len()]);
+        };
+        let Some(e) = self.experts else {
+            return Err(invalid(format!(
+                "`--ep {ep}`: expert parallelism needs an MoE model, and this one has no experts"
+            )));
+        };
+        Ok(self
+            .model
+            .kinds
+            .iter()
+            .map(|k| {
+                let routed = k
+                    .params
+                    .iter()
+                    .any(|p| p.shape.first().is_some_and(|&d| d as u64 == e.experts));
+                Accounting {
+                    expert_parallel: routed.then_some(ExpertParallel {
+                        experts: e.experts,
+                        degree: ep as u64,
+                    }),
+                    ..Accounting::default()
+                }
+            })
+            .collect())
+    }
+}
+
+/// The model names `--model` knows, besides a `config.json` path.
+pub const MODEL_NAMES: [&str; 5] = [
+    "llama3-8b",
+    "llama-tiny",
+    "deepseek-v3",
+    "deepseek-v3-tiny",
+    "qwen3.5-35b-a3b",
+];
+
+/// The model named on the command line: a built-in name ([`MODEL_NAMES`]) or the path of a
+/// Hugging Face `config.json` of DeepSeek-V3 or Qwen3.5 ([`crate::hf_config`]).
+pub fn model_by_name(name: &str) -> Result<PricedModel> {
+    let plain = |model| PricedModel {
+        model,
+        experts: None,
+    };
     match name {
-        "llama3-8b" => llama::model(&LlamaConfig::llama3_8b()),
-        "llama-tiny" => llama::model(&LlamaConfig::tiny()),
+        "llama3-8b" => Ok(plain(llama::model(&LlamaConfig::llama3_8b())?)),
+        "llama-tiny" => Ok(plain(llama::model(&LlamaConfig::tiny())?)),
+        "deepseek-v3" => deepseek(&DeepSeek3Config::deepseek3()),
+        "deepseek-v3-tiny" => deepseek(&DeepSeek3Config::tiny()),
+        "qwen3.5-35b-a3b" => qwen(
+            &Qwen35Config::qwen35_35b_a3b(),
+            &Qwen35Moe::qwen35_35b_a3b(),
+        ),
+        path if path.ends_with(".json") => {
+            match crate::hf_config::load(std::path::Path::new(path))? {
+                crate::hf_config::HfModel::DeepSeek3(c) => deepseek(&c),
+                crate::hf_config::HfModel::Qwen35(c, m) => qwen(&c, &m),
+            }
+        }
         other => Err(invalid(format!(
-            "unknown model `{other}` (known: llama3-8b, llama-tiny)"
+            "unknown model `{other}` (known: {}, or a config.json path)",
+            MODEL_NAMES.join(", ")
         ))),
     }
+}
+
+/// DeepSeek-V3 at `c`'s sizes; the stack must have 61 layers (8 for the tiny sizes).
+pub fn deepseek(c: &DeepSeek3Config) -> Result<PricedModel> {
+    let model = match c.layers {
+        61 => deepseek3::model::<DeepSeek3>(c)?,
+        8 => deepseek3::model::<TinyDeepSeek3>(c)?,
+        n => {
+            return Err(invalid(format!(
+                "DeepSeek-V3 stacks are declared with 61 or 8 layers, the config has {n}"
+            )));
+        }
+    };
+    Ok(PricedModel {
+        model,
+        experts: Some(ActiveExperts {
+            experts: c.experts as u64,
+            active: c.top_k as u64,
+        }),
+    })
+}
+
+/// Qwen3.5 at `c`'s sizes (40 layers) with the MoE FFN `m`.
+pub fn qwen(c: &Qwen35Config, m: &Qwen35Moe) -> Result<PricedModel> {
+    Ok(PricedModel {
+        model: model_with_moe(c, m)?,
+        experts: Some(ActiveExperts {
+            experts: m.experts as u64,
+            active: m.top_k as u64,
+        }),
+    })
 }
 
 /// Runs `timeline`.
@@ -70,21 +186,24 @@ pub fn run(args: &TimelineArgs) -> Result<Summary> {
     if args.chips == 0 {
         return Err(invalid("`--chips` must be at least 1"));
     }
-    if let Some(ep) = args.ep {
-        return Err(invalid(format!(
-            "`--ep {ep}`: expert parallelism needs an MoE model, and `{}` has no experts",
-            args.model
-        )));
-    }
-    let model = model_by_name(&args.model)?;
+    let priced = model_by_name(&args.model)?;
+    let accounting = priced.accounting(args.ep)?;
     let hw = Hardware::load(&args.hardware)?;
-    let off = predict(&model, PlanOptions::baseline(), &hw, args.chips, &[], true)?;
+    let model = &priced.model;
+    let off = predict(
+        model,
+        PlanOptions::baseline(),
+        &hw,
+        args.chips,
+        &accounting,
+        true,
+    )?;
     let on = predict(
-        &model,
+        model,
         PlanOptions::prefetch_deferred(),
         &hw,
         args.chips,
-        &[],
+        &accounting,
         true,
     )?;
     std::fs::create_dir_all(&args.out).map_err(|e| io(&args.out, e))?;
@@ -109,7 +228,8 @@ pub fn run(args: &TimelineArgs) -> Result<Summary> {
         "model": args.model,
         "hardware": hw.name,
         "chips": args.chips,
-        "assumptions": "f32 priced as bf16; outer layers and optimizer left out",
+        "ep": args.ep,
+        "assumptions": ASSUMPTIONS,
         "off": prediction_json(&off),
         "on": prediction_json(&on),
     });
@@ -145,6 +265,7 @@ fn timeline_json(t: &Timeline) -> Value {
                     OpKind::Forward => "forward",
                     OpKind::Vjp => "vjp",
                     OpKind::ReduceScatter => "reduce_scatter",
+                    OpKind::AllToAll => "all_to_all",
                 },
                 "label": b.label(),
                 "layer": b.layer,

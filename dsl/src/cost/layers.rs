@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::fsdp::{LayerKind, StackModel};
 
 use super::Cost;
+use super::exchange::{Exchange, token_exchange};
 use super::walk::{Accounting, of_with};
 
 /// One layer of a kind, on one device of a mesh.
@@ -24,7 +25,9 @@ pub struct LayerCost {
     /// Bytes of one layer's weights, gathered (every parameter at full size).
     pub weight_bytes: u64,
     /// Bytes each device receives all-gathering one layer's sharded weights: `(n−1)/n` of
-    /// their full size, the ring all-gather of the [module](crate::cost) conventions.
+    /// their full size, the ring all-gather of the [module](crate::cost) conventions. With
+    /// expert parallelism of degree `p`, an expert weight is `1/p` of it gathered over the
+    /// `n/p` devices of the rest of the mesh.
     pub gathered_bytes: u64,
     /// Bytes each device sends reduce-scattering one layer's sharded weight gradients (same
     /// element types as the weights): `(n−1)/n` of their full size.
@@ -32,6 +35,8 @@ pub struct LayerCost {
     /// Bytes each device sends all-reducing the gradients of the layer's replicated
     /// parameters: `2·(n−1)/n` of their size.
     pub all_reduce_bytes: u64,
+    /// Token all_to_alls of an expert-parallel kind (zero otherwise).
+    pub exchange: Exchange,
 }
 
 /// The cost of one layer of every kind of `model` on a mesh of `devices`, in the stack's kind
@@ -73,23 +78,42 @@ fn layer_cost(
     let forward_fn = f.finish(&[y])?;
     let backward_fn = vjp(&forward_fn)?;
     let n = devices as u64;
+    // Expert weights are split over the expert axis and gathered over the rest of the mesh.
+    let ep = accounting.expert_parallel.filter(|e| e.degree > 1);
+    if let Some(e) = ep
+        && (n % e.degree != 0 || e.experts % e.degree != 0)
+    {
+        return Err(Error::invalid(
+            "cost",
+            format!(
+                "expert parallelism {} must divide both the {n} devices and the {} experts",
+                e.degree, e.experts
+            ),
+        ));
+    }
     let (mut weight_bytes, mut sharded, mut replicated) = (0u64, 0u64, 0u64);
+    let mut expert_sent = 0u64;
     for p in &kind.params {
         let b = p.full_type().size_in_bytes() as u64;
         weight_bytes += b;
-        if p.shard_dim.is_some() {
-            sharded += b;
-        } else {
-            replicated += b;
+        match ep {
+            Some(e) if p.shape.first().is_some_and(|&d| d as u64 == e.experts) => {
+                let fsdp = n / e.degree;
+                expert_sent += b / e.degree / fsdp * (fsdp - 1);
+            }
+            _ if p.shard_dim.is_some() => sharded += b,
+            _ => replicated += b,
         }
     }
+    let exchange = ep.map_or_else(Exchange::default, |e| token_exchange(&forward_fn, e));
     Ok(LayerCost {
         kind: kind.name.clone(),
         forward: of_with(&forward_fn, accounting)?,
         backward: of_with(&backward_fn, accounting)?,
         weight_bytes,
-        gathered_bytes: sharded / n * (n - 1),
-        reduce_scatter_bytes: sharded / n * (n - 1),
+        gathered_bytes: sharded / n * (n - 1) + expert_sent,
+        reduce_scatter_bytes: sharded / n * (n - 1) + expert_sent,
         all_reduce_bytes: 2 * (replicated / n * (n - 1)),
+        exchange,
     })
 }

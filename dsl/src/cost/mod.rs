@@ -52,11 +52,13 @@
 //! ```
 
 mod count;
+pub mod exchange;
 pub mod fusion;
 mod layers;
 mod walk;
 
 pub use count::{Collective, Cost, PerDType};
+pub use exchange::{Exchange, ExpertParallel, token_exchange};
 pub use layers::{LayerCost, layer_costs};
 pub use walk::{Accounting, ActiveExperts, of, of_with};
 

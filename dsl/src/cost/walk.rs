@@ -26,6 +26,9 @@ pub struct Accounting {
     /// every `experts` of its FLOPs are counted, since a token runs through `active` experts
     /// (the weights of all of them are still gathered, which the FLOPs do not touch).
     pub experts: Option<ActiveExperts>,
+    /// The kind's routed experts split over an expert mesh axis: their weights are gathered
+    /// only over the rest of the mesh, and tokens are exchanged (see [`super::exchange`]).
+    pub expert_parallel: Option<super::ExpertParallel>,
 }
 
 /// Routed experts and how many each token uses.

@@ -1,6 +1,7 @@
 //! Timelines as SVG: replayed passes drawn one above the other on a shared time axis, three
 //! lanes each (TensorCore, FSDP SparseCore 0, SparseCore 1, as the reference labels them),
-//! bars labelled by op and layer (`AG W3`, `fwd L3`, `vjp L3`, `RS dW3`) and a legend, so
+//! bars labelled by op and layer (`AG W3`, `fwd L3`, `vjp L3`, `RS dW3`, `A2A L3`) and a
+//! legend of the ops drawn, so
 //! prefetch off and on can be compared at a glance in a browser.
 //!
 //! Written as text rather than through a drawing crate: the document is a few hundred
@@ -34,6 +35,7 @@ fn colour(op: OpKind) -> &'static str {
         OpKind::Vjp => "#2f5d8a",
         OpKind::Gather => "#f58518",
         OpKind::ReduceScatter => "#54a24b",
+        OpKind::AllToAll => "#b279a2",
     }
 }
 
@@ -43,6 +45,7 @@ fn op_name(op: OpKind) -> &'static str {
         OpKind::Vjp => "recompute + VJP (vjp L)",
         OpKind::Gather => "weight all-gather (AG W)",
         OpKind::ReduceScatter => "gradient reduce-scatter (RS dW)",
+        OpKind::AllToAll => "token all-to-all (A2A L)",
     }
 }
 
@@ -179,13 +182,20 @@ pub fn render(title: &str, panels: &[(&str, &Timeline)]) -> String {
     );
     // The legend.
     let ly = axis_y + 52.0;
+    let drawn = |op: OpKind| {
+        panels
+            .iter()
+            .any(|(_, t)| t.bars.iter().any(|b| b.op == op))
+    };
     for (i, op) in [
         OpKind::Forward,
         OpKind::Vjp,
         OpKind::Gather,
         OpKind::ReduceScatter,
+        OpKind::AllToAll,
     ]
     .into_iter()
+    .filter(|&op| drawn(op))
     .enumerate()
     {
         let lx = LEFT + i as f64 * 250.0;

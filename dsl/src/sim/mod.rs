@@ -32,7 +32,7 @@ mod svg_tests;
 mod tests;
 
 /// How long one layer of a kind takes on each lane, in seconds.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct KindTimes {
     /// The forward pass of one layer.
     pub forward: f64,
@@ -42,6 +42,13 @@ pub struct KindTimes {
     pub gather: f64,
     /// Reduce-scattering one layer's weight gradient.
     pub reduce_scatter: f64,
+    /// The token all_to_alls inside one layer's forward (an expert-parallel MoE's dispatch
+    /// and combine), on the second collective lane. The layer cannot go on without its
+    /// tokens, so the compute lane waits: the forward is drawn as two halves with the
+    /// exchange between them, one bar for all of the layer's exchanges.
+    pub exchange_forward: f64,
+    /// The same for one layer's backward step (the recompute's exchanges and the VJP's).
+    pub exchange_backward: f64,
 }
 
 /// Where an op runs.
@@ -72,6 +79,8 @@ pub enum OpKind {
     Vjp,
     /// Reduce-scatter of a layer's weight gradient (`RS dW3`).
     ReduceScatter,
+    /// The token all_to_alls of a layer (`A2A L3`).
+    AllToAll,
 }
 
 /// One op on the timeline.
@@ -99,6 +108,7 @@ impl Bar {
             OpKind::Forward => format!("fwd L{}", self.layer),
             OpKind::Vjp => format!("vjp L{}", self.layer),
             OpKind::ReduceScatter => format!("RS dW{}", self.layer),
+            OpKind::AllToAll => format!("A2A L{}", self.layer),
         }
     }
 }

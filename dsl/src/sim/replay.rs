@@ -15,7 +15,7 @@ use crate::plan::{Direction, Group, LoopForm, Pass, Segment, Stack};
 /// use stackscan::sim::{KindTimes, SimOptions, simulate};
 /// let stack = Stack::homogeneous("L", 3)?;
 /// let plan = Plan::new(&stack, PlanOptions::baseline())?;
-/// let t = KindTimes { forward: 10.0, backward: 20.0, gather: 4.0, reduce_scatter: 6.0 };
+/// let t = KindTimes { forward: 10.0, backward: 20.0, gather: 4.0, reduce_scatter: 6.0, ..KindTimes::default() };
 /// let fwd = simulate(&plan.forward, &stack, &[t], SimOptions::default())?;
 /// // Without prefetch every gather is exposed: 3 × (4 + 10).
 /// assert_eq!(fwd.total, 42.0);
@@ -80,11 +80,18 @@ pub fn simulate(
             gathered[g] = Some(r.place(Lane::Fsdp, OpKind::Gather, g, pos, start, time(g).gather));
         }
         let ready = gathered[l].unwrap_or(start).max(start);
-        let d = match compute_op {
-            OpKind::Forward => time(l).forward,
-            _ => time(l).backward,
+        let (d, exchange) = match compute_op {
+            OpKind::Forward => (time(l).forward, time(l).exchange_forward),
+            _ => (time(l).backward, time(l).exchange_backward),
         };
-        let end = r.place(Lane::Compute, compute_op, l, pos, ready, d);
+        let end = if exchange > 0.0 {
+            // The layer's first half, its token exchange on the second lane, its second half.
+            let half = r.place(Lane::Compute, compute_op, l, pos, ready, d / 2.0);
+            let tokens = r.place(Lane::Second, OpKind::AllToAll, l, pos, half, exchange);
+            r.place(Lane::Compute, compute_op, l, pos, tokens, d / 2.0)
+        } else {
+            r.place(Lane::Compute, compute_op, l, pos, ready, d)
+        };
         computed[l] = Some(end);
         last_compute_end = end;
         if own_scattered {
@@ -129,6 +136,8 @@ fn check_times(stack: &Stack, times: &[KindTimes]) -> Result<()> {
             ("backward", t.backward),
             ("gather", t.gather),
             ("reduce_scatter", t.reduce_scatter),
+            ("exchange_forward", t.exchange_forward),
+            ("exchange_backward", t.exchange_backward),
         ];
         if let Some((name, v)) = fields.iter().find(|(_, v)| !(v.is_finite() && *v >= 0.0)) {
             return Err(Error::invalid(

@@ -17,6 +17,7 @@ fn t(forward: f64, gather: f64, reduce_scatter: f64) -> KindTimes {
         backward: 3.0 * forward,
         gather,
         reduce_scatter,
+        ..KindTimes::default()
     }
 }
 

@@ -11,6 +11,7 @@ const T: KindTimes = KindTimes {
     backward: 20.0,
     gather: 4.0,
     reduce_scatter: 6.0,
+    ..KindTimes::default()
 };
 
 /// `(lane, label, start, end)` of every bar, in issue order.
@@ -191,6 +192,7 @@ fn kind_times() -> impl Strategy<Value = KindTimes> {
         backward: b.into(),
         gather: g.into(),
         reduce_scatter: r.into(),
+        ..KindTimes::default()
     })
 }
 
@@ -298,7 +300,7 @@ proptest! {
                 forward: f.into(),
                 backward: b.into(),
                 gather: g.into(),
-                reduce_scatter: r.into(),
+                reduce_scatter: r.into(), ..KindTimes::default()
             }),
             3,
         ),
