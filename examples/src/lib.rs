@@ -14,5 +14,6 @@ pub mod moe;
 pub mod predict;
 pub mod qwen35;
 pub mod qwen35_moe;
+pub mod reference;
 pub mod timeline;
 pub mod toy;

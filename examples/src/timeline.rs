@@ -34,7 +34,7 @@ forward and backward only (embedding, head, loss and optimizer left out)";
 pub struct TimelineArgs {
     /// Model: `llama3-8b`, `deepseek-v3`, `qwen3.5-35b-a3b` (full size), `llama-tiny`,
     /// `deepseek-v3-tiny`, or a Hugging Face `config.json` of DeepSeek-V3 or Qwen3.5.
-    #[arg(long)]
+    #[arg(long, default_value = "llama3-8b")]
     pub model: String,
     /// Hardware: `tpu7x`, `tpu-v5p`, `h200`, or a profile TOML file.
     #[arg(long, default_value = "tpu7x")]
@@ -46,6 +46,13 @@ pub struct TimelineArgs {
     /// by all_to_all on the second collective lane (needs an MoE model).
     #[arg(long)]
     pub ep: Option<usize>,
+    /// Sequences per chip (default: the model config's).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Predict the reference's four configurations instead of `--model` (writing each one's
+    /// timelines under `--out`) and print them beside the published figures.
+    #[arg(long)]
+    pub reference: bool,
     /// Directory for the SVGs and `schedule.json`.
     #[arg(long, default_value = "timelines")]
     pub out: PathBuf,
@@ -124,23 +131,43 @@ pub const MODEL_NAMES: [&str; 5] = [
 /// The model named on the command line: a built-in name ([`MODEL_NAMES`]) or the path of a
 /// Hugging Face `config.json` of DeepSeek-V3 or Qwen3.5 ([`crate::hf_config`]).
 pub fn model_by_name(name: &str) -> Result<PricedModel> {
+    model_with_batch(name, None)
+}
+
+/// [`model_by_name`] with `batch` sequences per chip instead of the config's.
+pub fn model_with_batch(name: &str, batch: Option<i64>) -> Result<PricedModel> {
+    if batch.is_some_and(|b| b < 1) {
+        return Err(invalid("`--batch` must be at least 1"));
+    }
     let plain = |model| PricedModel {
         model,
         experts: None,
     };
+    let llama = |c: LlamaConfig| LlamaConfig {
+        batch_per_device: batch.unwrap_or(c.batch_per_device),
+        ..c
+    };
+    let ds = |c: DeepSeek3Config| DeepSeek3Config {
+        batch_per_device: batch.unwrap_or(c.batch_per_device),
+        ..c
+    };
+    let qw = |c: Qwen35Config| Qwen35Config {
+        batch_per_device: batch.unwrap_or(c.batch_per_device),
+        ..c
+    };
     match name {
-        "llama3-8b" => Ok(plain(llama::model(&LlamaConfig::llama3_8b())?)),
-        "llama-tiny" => Ok(plain(llama::model(&LlamaConfig::tiny())?)),
-        "deepseek-v3" => deepseek(&DeepSeek3Config::deepseek3()),
-        "deepseek-v3-tiny" => deepseek(&DeepSeek3Config::tiny()),
+        "llama3-8b" => Ok(plain(llama::model(&llama(LlamaConfig::llama3_8b()))?)),
+        "llama-tiny" => Ok(plain(llama::model(&llama(LlamaConfig::tiny()))?)),
+        "deepseek-v3" => deepseek(&ds(DeepSeek3Config::deepseek3())),
+        "deepseek-v3-tiny" => deepseek(&ds(DeepSeek3Config::tiny())),
         "qwen3.5-35b-a3b" => qwen(
-            &Qwen35Config::qwen35_35b_a3b(),
+            &qw(Qwen35Config::qwen35_35b_a3b()),
             &Qwen35Moe::qwen35_35b_a3b(),
         ),
         path if path.ends_with(".json") => {
             match crate::hf_config::load(std::path::Path::new(path))? {
-                crate::hf_config::HfModel::DeepSeek3(c) => deepseek(&c),
-                crate::hf_config::HfModel::Qwen35(c, m) => qwen(&c, &m),
+                crate::hf_config::HfModel::DeepSeek3(c) => deepseek(&ds(c)),
+                crate::hf_config::HfModel::Qwen35(c, m) => qwen(&qw(c), &m),
             }
         }
         other => Err(invalid(format!(
@@ -186,7 +213,7 @@ pub fn run(args: &TimelineArgs) -> Result<Summary> {
     if args.chips == 0 {
         return Err(invalid("`--chips` must be at least 1"));
     }
-    let priced = model_by_name(&args.model)?;
+    let priced = model_with_batch(&args.model, args.batch.map(|b| b as i64))?;
     let accounting = priced.accounting(args.ep)?;
     let hw = Hardware::load(&args.hardware)?;
     let model = &priced.model;
@@ -299,6 +326,8 @@ mod tests {
             hardware: "tpu7x".into(),
             chips: 16,
             ep: None,
+            batch: None,
+            reference: false,
             out,
         }
     }

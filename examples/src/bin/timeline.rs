@@ -1,13 +1,29 @@
 //! `timeline --model <name> --hardware <profile> --chips N --out DIR`: predicted step time,
-//! prefetch off vs on, and the timelines written as SVG and JSON.
+//! prefetch off vs on, and the timelines written as SVG and JSON; `timeline --reference`
+//! predicts the reference's configurations beside the published figures.
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use stackscan_examples::timeline::{TimelineArgs, run};
+use stackscan_examples::reference;
+use stackscan_examples::timeline::{ASSUMPTIONS, TimelineArgs, run};
 
 fn main() -> ExitCode {
     let args = TimelineArgs::parse();
+    if args.reference {
+        return match reference::predict_all(&args.hardware, args.batch, &args.out) {
+            Ok(rows) => {
+                print!("{}", reference::table(&rows));
+                println!("on {}; assumptions: {ASSUMPTIONS}", args.hardware);
+                println!("timelines under {}", args.out.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("timeline: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match run(&args) {
         Ok(s) => {
             let (off, on) = (s.off.step_seconds(), s.on.step_seconds());
