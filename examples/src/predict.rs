@@ -50,3 +50,58 @@ pub fn predict(
         backward: simulate(&plan.backward, &model.stack, &times, sim)?,
     })
 }
+
+/// Where and how to predict, as `plan --predict` takes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// A hardware profile name or TOML path ([`Hardware::load`]).
+    pub hardware: String,
+    /// Chips on the mesh.
+    pub chips: usize,
+    /// Expert-parallel degree.
+    pub ep: Option<usize>,
+}
+
+/// The predicted step of the full-size model `model` (a
+/// [`timeline`](crate::timeline::model_by_name) name or `config.json`) under `options`, and
+/// prefetch off for comparison, as one line:
+/// `predicted stack step on 64 × TPU7x: 4510.5 ms (forward …, backward …, exposed …); prefetch off 7104.7 ms (−36.5 %)`.
+pub fn describe(model: &str, options: PlanOptions, target: &Target) -> Result<String> {
+    if target.chips == 0 {
+        return Err(stackscan::Error::InvalidOp {
+            op: "predict",
+            message: "`--chips` must be at least 1".into(),
+        });
+    }
+    let priced = crate::timeline::model_by_name(model)?;
+    let accounting = priced.accounting(target.ep)?;
+    let hw = Hardware::load(&target.hardware)?;
+    let chips = target.chips;
+    let this = predict(&priced.model, options, &hw, chips, &accounting, true)?;
+    let off = predict(
+        &priced.model,
+        PlanOptions {
+            prefetch_fsdp_weights: false,
+            defer_grad_reduce_scatter: false,
+            ..options
+        },
+        &hw,
+        chips,
+        &accounting,
+        true,
+    )?;
+    let ms = |s: f64| s * 1e3;
+    let (a, b) = (this.step_seconds(), off.step_seconds());
+    Ok(format!(
+        "predicted stack step on {chips} × {}{}: {:.1} ms (forward {:.1}, backward {:.1}, exposed \
+         communication {:.1}); prefetch off {:.1} ms ({:+.1} %)",
+        hw.name,
+        target.ep.map_or(String::new(), |e| format!(", EP {e}")),
+        ms(a),
+        ms(this.forward.total),
+        ms(this.backward.total),
+        ms(this.forward.exposed_communication + this.backward.exposed_communication),
+        ms(b),
+        (a / b - 1.0) * 100.0
+    ))
+}

@@ -214,3 +214,49 @@ fn plan_rejects_bad_arguments_in_one_line() {
     fails("plan", &["llama", "--frobnicate"], 2, &["--frobnicate"]);
     fails("plan", &["llama", "--unroll", "x"], 2, &["--unroll"]);
 }
+
+#[test]
+fn plan_predicts_the_step_time_under_its_options() {
+    let stdout = succeeds(
+        "plan",
+        &[
+            "deepseek3",
+            "--predict",
+            "--hardware",
+            "tpu7x",
+            "--chips",
+            "64",
+            "--ep",
+            "4",
+        ],
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("predicted stack step on 64 × TPU7x, EP 4: "))
+        .unwrap_or_else(|| panic!("no prediction in:\n{stdout}"));
+    // `…: <on> ms (…); prefetch off <off> ms (<change> %)`: on is faster than off.
+    let number_after = |marker: &str| -> f64 {
+        let rest = &line[line.find(marker).unwrap() + marker.len()..];
+        rest.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let (on, off) = (number_after("EP 4: "), number_after("prefetch off "));
+    assert!(on < off, "{line}");
+    // Without prefetch the plan's own options are the baseline: no change.
+    let stdout = succeeds(
+        "plan",
+        &["llama", "--no-prefetch", "--predict", "--chips", "8"],
+    );
+    assert!(stdout.contains("(+0.0 %)"), "{stdout}");
+    fails(
+        "plan",
+        &["llama", "--predict", "--ep", "2"],
+        1,
+        &["`--ep 2`", "no experts"],
+    );
+    fails(
+        "plan",
+        &["llama", "--chips", "x"],
+        2,
+        &["`--chips` expects a count"],
+    );
+}

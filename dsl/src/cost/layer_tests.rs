@@ -67,6 +67,7 @@ fn only_active_experts_count_for_flops() {
     let f = s.finish(&[y]).unwrap();
     let moe = |experts| Accounting {
         experts: Some(ActiveExperts { experts, active: 1 }),
+        ..Accounting::default()
     };
     // 2·4·3·5·7 = 840 over all four experts; one of four is active.
     assert_eq!(of_with(&f, &moe(4)).unwrap().matrix_flops.total(), 210);
@@ -82,4 +83,52 @@ fn a_failing_kind_is_named() {
     assert!(e.to_string().contains("layer kind `tanh`"), "{e}");
     let e = layer_costs(&model(tanh_layer()), 0, &[]).unwrap_err();
     assert!(e.to_string().contains("at least one device"), "{e}");
+}
+
+/// Four experts of `[8, 6]` over rows `[2, 8]`: the rows dispatched to every expert as a
+/// `[4, 2, 8]` buffer (capacity 2), one batched product, summed back.
+fn expert_model() -> StackModel {
+    let mut m = model(Rc::new(|h, w| {
+        let slots = h.expand_dims(0)?.broadcast_to(&[4, 2, 8])?;
+        let y = slots.matmul(&w[0])?.sum(&[0])?;
+        h.add(&y.matmul(&w[1])?)
+    }));
+    m.kinds[0].params = vec![
+        ParamSpec::sharded("experts", &[4, 8, 6], DType::F32, 0),
+        ParamSpec::sharded("out", &[6, 8], DType::F32, 0),
+    ];
+    m
+}
+
+#[test]
+fn expert_parallelism_splits_expert_weights_and_prices_the_token_exchange() {
+    let ep = |degree| Accounting {
+        expert_parallel: Some(ExpertParallel { experts: 4, degree }),
+        ..Accounting::default()
+    };
+    let c = &layer_costs(&expert_model(), 8, &[ep(4)]).unwrap()[0];
+    // Experts: 4·8·6·4 = 768 B, a quarter per expert shard, gathered over 8/4 = 2 devices:
+    // 768/4/2·1 = 96. `out`: 6·8·4 = 192 B over all 8: 192/8·7 = 168.
+    assert_eq!(c.gathered_bytes, 96 + 168);
+    assert_eq!(c.reduce_scatter_bytes, 96 + 168);
+    // The dispatch buffer [4, 2, 8] f32 is 256 B; each device sends 3/4 of it per exchange:
+    // 192, twice forward, four times backward.
+    assert_eq!(
+        c.exchange,
+        Exchange {
+            forward_bytes: 384,
+            forward_count: 2,
+            backward_bytes: 768,
+            backward_count: 4,
+        }
+    );
+    // Without expert parallelism nothing is exchanged and experts gather over all 8.
+    let plain = &layer_costs(&expert_model(), 8, &[]).unwrap()[0];
+    assert_eq!(plain.exchange, Exchange::default());
+    assert_eq!(plain.gathered_bytes, 768 / 8 * 7 + 168);
+    let e = layer_costs(&expert_model(), 6, &[ep(4)]).unwrap_err();
+    assert!(
+        e.to_string().contains("must divide both the 6 devices"),
+        "{e}"
+    );
 }

@@ -81,7 +81,7 @@ fn layer_cost(
     // Expert weights are split over the expert axis and gathered over the rest of the mesh.
     let ep = accounting.expert_parallel.filter(|e| e.degree > 1);
     if let Some(e) = ep
-        && (n % e.degree != 0 || e.experts % e.degree != 0)
+        && (!n.is_multiple_of(e.degree) || !e.experts.is_multiple_of(e.degree))
     {
         return Err(Error::invalid(
             "cost",

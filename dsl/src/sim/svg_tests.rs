@@ -113,7 +113,12 @@ fn reference_timelines_parse_as_svg_and_show_every_op() {
             for lane in Lane::ALL {
                 assert!(doc.contains(lane_name(lane)));
             }
-            assert!(doc.contains("time (ms)") && doc.contains("gradient reduce-scatter"));
+            // The legend names the ops drawn: reduce-scatters only in the backward.
+            assert!(doc.contains("time (ms)"));
+            assert_eq!(
+                doc.contains("gradient reduce-scatter"),
+                a.lane(Lane::Second).next().is_some() || b.lane(Lane::Second).next().is_some()
+            );
             if let Some(dir) = &keep {
                 std::fs::create_dir_all(dir).unwrap();
                 std::fs::write(dir.join(format!("{name}-{pass}.svg")), &doc).unwrap();

@@ -11,7 +11,8 @@ const T: KindTimes = KindTimes {
     backward: 20.0,
     gather: 4.0,
     reduce_scatter: 6.0,
-    ..KindTimes::default()
+    exchange_forward: 0.0,
+    exchange_backward: 0.0,
 };
 
 /// `(lane, label, start, end)` of every bar, in issue order.
@@ -316,4 +317,33 @@ proptest! {
             prop_assert!(b.total <= a.total, "on {} > off {}", b.total, a.total);
         }
     }
+}
+
+#[test]
+fn a_token_exchange_splits_the_layer_and_waits_on_the_second_lane() {
+    // One layer, prefetch off: AG W0 [0, 4]; fwd L0 halves of 5 around A2A L0 (4) on the
+    // second lane: [4, 9], A2A [9, 13], [13, 18]. The compute lane waits 4 + 4 of 18.
+    let stack = Stack::homogeneous("M", 1).unwrap();
+    let plan = Plan::new(&stack, PlanOptions::baseline()).unwrap();
+    let times = KindTimes {
+        exchange_forward: 4.0,
+        ..T
+    };
+    let t = simulate(&plan.forward, &stack, &[times], SimOptions::default()).unwrap();
+    let spans: Vec<(String, f64, f64)> =
+        t.bars.iter().map(|b| (b.label(), b.start, b.end)).collect();
+    assert_eq!(
+        spans,
+        [
+            ("AG W0".to_owned(), 0.0, 4.0),
+            ("fwd L0".to_owned(), 4.0, 9.0),
+            ("A2A L0".to_owned(), 9.0, 13.0),
+            ("fwd L0".to_owned(), 13.0, 18.0),
+        ]
+    );
+    assert_eq!(t.lane(Lane::Second).count(), 1);
+    assert_eq!(
+        (t.total, t.compute, t.exposed_communication),
+        (18.0, 10.0, 8.0)
+    );
 }

@@ -3,7 +3,11 @@
 //! ```text
 //! cargo run -p stackscan-examples --bin plan -- llama|qwen35|deepseek3 [--no-prefetch] [--no-defer] [--unroll 1|2]
 //! cargo run -p stackscan-examples --bin plan -- llama --params
+//! cargo run -p stackscan-examples --bin plan -- deepseek3 --predict --hardware tpu7x --chips 64 [--ep 4]
 //! ```
+//!
+//! `--predict` adds the full-size model's predicted step time under the printed options
+//! (and prefetch off for comparison), from [`predict::describe`].
 //!
 //! `--params` lists the macro-declared Llama-3-8B's parameters instead: hierarchical names,
 //! layer copies, shapes, element types and shard dimensions.
@@ -12,6 +16,7 @@ use std::process::ExitCode;
 
 use stackscan::plan::{Plan, PlanOptions, Stack};
 use stackscan_examples::llama_macro;
+use stackscan_examples::predict::{self, Target};
 
 fn stack(name: &str) -> Option<Stack> {
     match name {
@@ -25,8 +30,17 @@ fn stack(name: &str) -> Option<Stack> {
     }
 }
 
+/// The full-size model `--predict` prices for a stack name.
+fn full_model(name: &str) -> &'static str {
+    match name {
+        "qwen35" => "qwen3.5-35b-a3b",
+        "deepseek3" => "deepseek-v3",
+        _ => "llama3-8b",
+    }
+}
+
 fn main() -> ExitCode {
-    let usage = "usage: plan llama|qwen35|deepseek3 [--no-prefetch] [--no-defer] [--unroll 1|2] | plan llama --params";
+    let usage = "usage: plan llama|qwen35|deepseek3 [--no-prefetch] [--no-defer] [--unroll 1|2] [--predict [--hardware H] [--chips N] [--ep K]] | plan llama --params";
     let mut args = std::env::args().skip(1);
     let Some(name) = args.next() else {
         eprintln!("error: no stack named; {usage}");
@@ -37,8 +51,33 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let mut options = PlanOptions::prefetch_deferred();
+    let mut target: Option<Target> = None;
+    let default_target = || Target {
+        hardware: "tpu7x".into(),
+        chips: 64,
+        ep: None,
+    };
     while let Some(flag) = args.next() {
         match flag.as_str() {
+            "--predict" => {
+                target.get_or_insert_with(default_target);
+            }
+            "--hardware" | "--chips" | "--ep" => {
+                let t = target.get_or_insert_with(default_target);
+                let Some(value) = args.next() else {
+                    eprintln!("error: `{flag}` expects a value; {usage}");
+                    return ExitCode::from(2);
+                };
+                match (flag.as_str(), value.parse::<usize>()) {
+                    ("--hardware", _) => t.hardware = value,
+                    ("--chips", Ok(n)) => t.chips = n,
+                    ("--ep", Ok(n)) => t.ep = Some(n),
+                    _ => {
+                        eprintln!("error: `{flag}` expects a count, got `{value}`");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             "--params" if name == "llama" => {
                 return match llama_macro::llama3_8b() {
                     Ok((m, _)) => {
@@ -84,6 +123,15 @@ fn main() -> ExitCode {
                 options.unroll
             );
             println!("{}", plan.describe(&stack));
+            if let Some(t) = target {
+                match predict::describe(full_model(&name), options, &t) {
+                    Ok(line) => println!("{line}"),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -1,0 +1,114 @@
+//! The reference's configurations at full size, through the same path as `timeline
+//! --reference`: every timeline written must parse as one balanced SVG document whose bars
+//! are the ops the simulator replayed, the schedule JSON must agree with the prediction, and
+//! the model-specific ops must be there (the dense→MoE boundary of DeepSeek-V3, the token
+//! all_to_alls of EP = 4, the nested Qwen3.5 block's two kinds). Set
+//! `STACKSCAN_TIMELINE_DIR` to keep the files for viewing.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+use std::path::{Path, PathBuf};
+
+use stackscan::sim::Lane;
+use stackscan_examples::reference::{SCENARIOS, predict_all};
+use svg::node::element::tag::Type;
+use svg::parser::Event;
+
+/// Parses `path` as one balanced `svg` element; returns the text of every `title` (the bars'
+/// tooltips).
+fn titles(path: &Path) -> Vec<String> {
+    let doc = std::fs::read_to_string(path).unwrap();
+    let mut open: Vec<String> = Vec::new();
+    let (mut titles, mut roots) = (Vec::new(), 0);
+    for event in svg::read(&doc).unwrap() {
+        match event {
+            Event::Error(e) => panic!("{}: not SVG: {e}", path.display()),
+            Event::Tag(name, Type::Start, _) => {
+                if open.is_empty() {
+                    assert_eq!(name, "svg");
+                    roots += 1;
+                }
+                open.push(name.to_owned());
+            }
+            Event::Tag(name, Type::End, _) => {
+                assert_eq!(open.pop().as_deref(), Some(name), "unbalanced </{name}>");
+            }
+            Event::Text(text) if open.last().map(String::as_str) == Some("title") => {
+                titles.push(text.to_owned());
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        open.is_empty() && roots == 1,
+        "{}: unbalanced",
+        path.display()
+    );
+    titles
+}
+
+#[test]
+fn reference_timelines_parse_and_show_what_was_replayed() {
+    let out = std::env::var_os("STACKSCAN_TIMELINE_DIR").map_or_else(
+        || std::env::temp_dir().join(format!("stackscan-reference-{}", std::process::id())),
+        PathBuf::from,
+    );
+    let rows = predict_all("tpu7x", None, &out).unwrap();
+    assert_eq!(rows.len(), SCENARIOS.len());
+    for row in &rows {
+        let dir = out.join(row.scenario.slug);
+        let s = &row.summary;
+        for (pass, off, on) in [
+            ("forward", &s.off.forward, &s.on.forward),
+            ("backward", &s.off.backward, &s.on.backward),
+        ] {
+            let t = titles(&dir.join(format!("{pass}.svg")));
+            // One tooltip per bar replayed, off panel then on.
+            assert_eq!(
+                t.len(),
+                off.bars.len() + on.bars.len(),
+                "{}",
+                row.scenario.slug
+            );
+            let has = |label: &str| t.iter().any(|x| x.starts_with(label));
+            let compute = if pass == "forward" { "fwd" } else { "vjp" };
+            assert!(has(&format!("{compute} L0 (")) && has("AG W1 ("));
+            if pass == "backward" {
+                assert!(has("RS dW0 ("));
+            }
+            if row.scenario.model == "deepseek-v3" {
+                // The dense prefix ends at layer 2, the MoE layers run from 3.
+                assert!(has(&format!("{compute} L2 (")) && has(&format!("{compute} L3 (")));
+            }
+            // Expert parallelism exchanges tokens in every MoE layer, on the second lane.
+            let exchanges = on
+                .bars
+                .iter()
+                .filter(|b| b.label().starts_with("A2A"))
+                .count();
+            assert_eq!(exchanges, if row.scenario.ep.is_some() { 58 } else { 0 });
+            assert!(on.lane(Lane::Second).all(|b| b.start >= 0.0));
+        }
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("schedule.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            json["on"]["step_seconds"].as_f64(),
+            Some(s.on.step_seconds())
+        );
+        // Prefetch hides communication in every configuration.
+        assert!(row.change_percent() < 0.0, "{}", row.scenario.slug);
+    }
+    // The Qwen3.5 stack is the nested block's 40 layers.
+    let qwen = rows
+        .iter()
+        .find(|r| r.scenario.model.starts_with("qwen"))
+        .unwrap();
+    assert_eq!(qwen.layers, 40);
+    if std::env::var_os("STACKSCAN_TIMELINE_DIR").is_none() {
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+}
