@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 use stackscan::cost::{Collective, Cost, LayerCost};
-use stackscan::sim::KindTimes;
+use stackscan::sim::{KindTimes, SimOptions};
 use stackscan::{DType, Error, Result};
 
 /// One chip's rates.
@@ -31,6 +31,10 @@ pub struct Hardware {
     pub collective_latency_us: f64,
     /// The fraction of the matrix peak that large products reach.
     pub matrix_efficiency: f64,
+    /// Whether the computing cores run the collectives themselves (a CPU, where they are
+    /// copies), so nothing overlaps them; absent means false (a chip with collective cores).
+    #[serde(default)]
+    pub collectives_on_compute: bool,
 }
 
 /// The profiles kept in the repository, by the name `--hardware` takes.
@@ -121,8 +125,17 @@ impl Hardware {
         matrix.max(dot_traffic) + memory.max(vector)
     }
 
+    /// The lanes the simulator places collectives on.
+    pub fn sim_options(&self) -> SimOptions {
+        if self.collectives_on_compute {
+            SimOptions::serial()
+        } else {
+            SimOptions::default()
+        }
+    }
+
     /// Seconds for one collective moving `bytes` per device on a lane of `gb_per_s`.
-    fn collective_seconds(&self, bytes: f64, gb_per_s: f64) -> f64 {
+    pub fn collective_seconds(&self, bytes: f64, gb_per_s: f64) -> f64 {
         if bytes == 0.0 {
             return 0.0;
         }

@@ -3,11 +3,11 @@
 //! backward replayed by the simulator. Generic over any [`StackModel`], so new layer kinds
 //! (MoE, MLA, GDN) are predicted as soon as they exist.
 
-use stackscan::Result;
-use stackscan::cost::{Accounting, layer_costs};
+use stackscan::cost::{Accounting, layer_costs, of};
 use stackscan::fsdp::StackModel;
 use stackscan::plan::{Plan, PlanOptions};
-use stackscan::sim::{SimOptions, Timeline, simulate};
+use stackscan::sim::{Timeline, simulate};
+use stackscan::{Result, Scope, vjp};
 
 use crate::hardware::Hardware;
 
@@ -18,13 +18,71 @@ pub struct Prediction {
     pub forward: Timeline,
     /// The backward pass replayed.
     pub backward: Timeline,
+    /// What the plan does not schedule ([`outer_seconds`]), seconds.
+    pub outer: f64,
 }
 
 impl Prediction {
-    /// Forward plus backward, seconds (the outer layers and optimizer are left out).
-    pub fn step_seconds(&self) -> f64 {
+    /// The layer stack's forward plus backward, seconds: what the schedule changes.
+    pub fn stack_seconds(&self) -> f64 {
         self.forward.total + self.backward.total
     }
+
+    /// The whole step: the stack and the outer parts and optimizer, seconds.
+    pub fn step_seconds(&self) -> f64 {
+        self.stack_seconds() + self.outer
+    }
+}
+
+/// Seconds of one step's work outside the plan: the embedding, final norm, head and loss
+/// (forward and VJP, costed from their traced graph), the gathers and reduce-scatters of
+/// their sharded weights (not prefetched, so exposed), and Adam's update of this device's
+/// share of every parameter, stack included (f32 weight, gradient and both moments read,
+/// weight and moments written: 28 bytes and about 12 FLOPs an element, never shrunk to bf16
+/// since optimizer state stays f32 in mixed precision).
+pub fn outer_seconds(
+    model: &StackModel,
+    hardware: &Hardware,
+    devices: usize,
+    as_bf16: bool,
+) -> Result<f64> {
+    let f = Scope::new("outer");
+    let inputs: Vec<_> = model.inputs.iter().map(|i| f.param(i.ty.clone())).collect();
+    let weights: Vec<_> = model
+        .outer_params
+        .iter()
+        .map(|p| f.param(p.full_type()))
+        .collect();
+    let h = (model.pre)(&inputs, &weights)?;
+    let loss = (model.post)(&h, &inputs, &weights)?;
+    let outer = of(&vjp(&f.finish(&[loss])?)?)?;
+    let n = devices.max(1) as u64;
+    let shrink = if as_bf16 { 0.5 } else { 1.0 };
+    let mut sharded = 0u64;
+    for p in &model.outer_params {
+        if p.shard_dim.is_some() {
+            sharded += p.full_type().size_in_bytes() as u64 / n * (n - 1);
+        }
+    }
+    let collectives = hardware
+        .collective_seconds(sharded as f64 * shrink, hardware.fsdp_lane_gb_per_s)
+        + hardware.collective_seconds(sharded as f64 * shrink, hardware.second_lane_gb_per_s);
+    let local_elements = |p: &stackscan::fsdp::ParamSpec| {
+        let e = p.full_type().num_elements() as f64;
+        if p.shard_dim.is_some() {
+            e / n as f64
+        } else {
+            e
+        }
+    };
+    let stack: f64 = (0..model.stack.len())
+        .filter_map(|l| model.kinds.get(model.stack.kind_of(l)))
+        .flat_map(|k| k.params.iter().map(local_elements))
+        .sum();
+    let elements = stack + model.outer_params.iter().map(local_elements).sum::<f64>();
+    let adam = (elements * 28.0 / (hardware.memory_gb_per_s * 1e9))
+        .max(elements * 12.0 / (hardware.vector_tflops * 1e12));
+    Ok(hardware.compute_seconds(&outer, as_bf16) + collectives + adam)
 }
 
 /// Predicts `model`'s stack under `options` on `devices` chips of `hardware`. `accounting`
@@ -44,10 +102,11 @@ pub fn predict(
         .map(|c| hardware.kind_times(c, as_bf16))
         .collect();
     let plan = Plan::new(&model.stack, options)?;
-    let sim = SimOptions::default();
+    let sim = hardware.sim_options();
     Ok(Prediction {
         forward: simulate(&plan.forward, &model.stack, &times, sim)?,
         backward: simulate(&plan.backward, &model.stack, &times, sim)?,
+        outer: outer_seconds(model, hardware, devices, as_bf16)?,
     })
 }
 
@@ -65,7 +124,8 @@ pub struct Target {
 /// The predicted step of the full-size model `model` (a
 /// [`timeline`](crate::timeline::model_by_name) name or `config.json`) under `options`, and
 /// prefetch off for comparison, as one line:
-/// `predicted stack step on 64 × TPU7x: 4510.5 ms (forward …, backward …, exposed …); prefetch off 7104.7 ms (−36.5 %)`.
+/// `predicted step on 64 × TPU7x: … ms (stack forward …, backward …, exposed …; outer parts
+/// and optimizer …); prefetch off … ms (−… %)`.
 pub fn describe(model: &str, options: PlanOptions, target: &Target) -> Result<String> {
     if target.chips == 0 {
         return Err(stackscan::Error::InvalidOp {
@@ -93,14 +153,15 @@ pub fn describe(model: &str, options: PlanOptions, target: &Target) -> Result<St
     let ms = |s: f64| s * 1e3;
     let (a, b) = (this.step_seconds(), off.step_seconds());
     Ok(format!(
-        "predicted stack step on {chips} × {}{}: {:.1} ms (forward {:.1}, backward {:.1}, exposed \
-         communication {:.1}); prefetch off {:.1} ms ({:+.1} %)",
+        "predicted step on {chips} × {}{}: {:.1} ms (stack forward {:.1}, backward {:.1}, exposed \
+         communication {:.1}; outer parts and optimizer {:.1}); prefetch off {:.1} ms ({:+.1} %)",
         hw.name,
         target.ep.map_or(String::new(), |e| format!(", EP {e}")),
         ms(a),
         ms(this.forward.total),
         ms(this.backward.total),
         ms(this.forward.exposed_communication + this.backward.exposed_communication),
+        ms(this.outer),
         ms(b),
         (a / b - 1.0) * 100.0
     ))

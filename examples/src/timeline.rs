@@ -25,8 +25,8 @@ use crate::qwen35_moe::{Qwen35Moe, model_with_moe};
 pub const ASSUMPTIONS: &str = "one FSDP axis over all chips (with --ep K: K-way expert axis, \
 experts' weights gathered over chips/K); weights, activations and collectives priced as bf16 \
 (models declared in f32); batch and sequence per chip from the model's config; full remat \
-(the backward recomputes each layer's forward); traffic after fusion; the layer stack's \
-forward and backward only (embedding, head, loss and optimizer left out)";
+(the backward recomputes each layer's forward); traffic after fusion; embedding, head, loss \
+and Adam priced outside the plan, serially";
 
 /// Arguments of `timeline`.
 #[derive(Clone, Debug, clap::Parser)]
@@ -275,6 +275,8 @@ fn io(path: &std::path::Path, e: std::io::Error) -> Error {
 fn prediction_json(p: &Prediction) -> Value {
     json!({
         "step_seconds": p.step_seconds(),
+        "stack_seconds": p.stack_seconds(),
+        "outer_seconds": p.outer,
         "forward": timeline_json(&p.forward),
         "backward": timeline_json(&p.backward),
     })

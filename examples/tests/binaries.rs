@@ -232,7 +232,7 @@ fn plan_predicts_the_step_time_under_its_options() {
     );
     let line = stdout
         .lines()
-        .find(|l| l.starts_with("predicted stack step on 64 × TPU7x, EP 4: "))
+        .find(|l| l.starts_with("predicted step on 64 × TPU7x, EP 4: "))
         .unwrap_or_else(|| panic!("no prediction in:\n{stdout}"));
     // `…: <on> ms (…); prefetch off <off> ms (<change> %)`: on is faster than off.
     let number_after = |marker: &str| -> f64 {

@@ -124,19 +124,36 @@ pub struct StepSpan {
     pub end: f64,
 }
 
-/// Which lane carries reduce-scatters.
+/// Which lanes carry the collectives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SimOptions {
     /// [`Lane::Fsdp`] when reduce-scatters share the dedicated FSDP core with the gathers,
-    /// [`Lane::Second`] when they have their own.
+    /// [`Lane::Second`] when they have their own, [`Lane::Compute`] when the computing
+    /// threads run them (a CPU).
     pub reduce_scatter_lane: Lane,
+    /// [`Lane::Fsdp`] on a chip with a core for collectives; [`Lane::Compute`] on a CPU,
+    /// where a gather is a copy the computing threads make, so nothing overlaps it.
+    pub gather_lane: Lane,
+}
+
+impl SimOptions {
+    /// Every collective on the compute lane: a CPU, where collectives are copies made by the
+    /// threads that compute.
+    pub const fn serial() -> Self {
+        SimOptions {
+            reduce_scatter_lane: Lane::Compute,
+            gather_lane: Lane::Compute,
+        }
+    }
 }
 
 impl Default for SimOptions {
-    /// Reduce-scatters on the second collective lane, as in the reference's timelines.
+    /// Gathers on the FSDP lane, reduce-scatters on the second collective lane, as in the
+    /// reference's timelines.
     fn default() -> Self {
         SimOptions {
             reduce_scatter_lane: Lane::Second,
+            gather_lane: Lane::Fsdp,
         }
     }
 }
@@ -150,9 +167,10 @@ pub struct Timeline {
     pub steps: Vec<StepSpan>,
     /// When the last op ends.
     pub total: f64,
-    /// Time the compute lane is busy.
+    /// Time spent computing (forward and VJP bars; collectives placed on the compute lane
+    /// are communication).
     pub compute: f64,
-    /// Time the compute lane waits on communication: `total − compute`.
+    /// Time not spent computing: `total − compute`.
     pub exposed_communication: f64,
 }
 

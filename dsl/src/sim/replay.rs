@@ -77,7 +77,14 @@ pub fn simulate(
             pending_rs_end = end;
         }
         for &g in &step.gathers {
-            gathered[g] = Some(r.place(Lane::Fsdp, OpKind::Gather, g, pos, start, time(g).gather));
+            gathered[g] = Some(r.place(
+                options.gather_lane,
+                OpKind::Gather,
+                g,
+                pos,
+                start,
+                time(g).gather,
+            ));
         }
         let ready = gathered[l].unwrap_or(start).max(start);
         let (d, exchange) = match compute_op {
@@ -225,7 +232,7 @@ impl Replay {
         let compute: f64 = self
             .bars
             .iter()
-            .filter(|b| b.lane == Lane::Compute)
+            .filter(|b| matches!(b.op, OpKind::Forward | OpKind::Vjp))
             .map(|b| b.end - b.start)
             .sum();
         Timeline {

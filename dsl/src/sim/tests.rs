@@ -32,6 +32,7 @@ fn run(o: PlanOptions, dir: Direction, rs: Lane) -> Timeline {
     };
     let options = SimOptions {
         reduce_scatter_lane: rs,
+        ..SimOptions::default()
     };
     simulate(pass, &stack, &[T], options).unwrap()
 }
@@ -283,6 +284,7 @@ proptest! {
         let plan = Plan::new(&stack, o).unwrap();
         let sim = SimOptions {
             reduce_scatter_lane: if rs_on_fsdp { Lane::Fsdp } else { Lane::Second },
+            ..SimOptions::default()
         };
         for pass in [&plan.forward, &plan.backward] {
             let t = simulate(pass, &stack, &times, sim).unwrap();
@@ -346,4 +348,30 @@ fn a_token_exchange_splits_the_layer_and_waits_on_the_second_lane() {
         (t.total, t.compute, t.exposed_communication),
         (18.0, 10.0, 8.0)
     );
+}
+
+#[test]
+fn on_a_cpu_nothing_overlaps_so_prefetch_buys_nothing() {
+    // Every collective on the compute lane: forward 3 × (4 + 10) = 42 either way; backward
+    // 3 × (4 + 20 + 6) = 90 either way. Communication is what is not compute.
+    let stack = Stack::homogeneous("L", 3).unwrap();
+    for o in [PlanOptions::baseline(), PlanOptions::prefetch_deferred()] {
+        let plan = Plan::new(&stack, o).unwrap();
+        let f = simulate(&plan.forward, &stack, &[T], SimOptions::serial()).unwrap();
+        let b = simulate(&plan.backward, &stack, &[T], SimOptions::serial()).unwrap();
+        assert_eq!(
+            (f.total, f.compute, f.exposed_communication),
+            (42.0, 30.0, 12.0)
+        );
+        assert_eq!(
+            (b.total, b.compute, b.exposed_communication),
+            (90.0, 60.0, 30.0)
+        );
+        assert!(
+            f.bars
+                .iter()
+                .chain(&b.bars)
+                .all(|x| x.lane == Lane::Compute)
+        );
+    }
 }

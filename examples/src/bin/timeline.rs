@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         Ok(s) => {
             let (off, on) = (s.off.step_seconds(), s.on.step_seconds());
             println!(
-                "{} on {} chips of {}: predicted stack step {:.2} ms off, {:.2} ms on ({:+.1} %)",
+                "{} on {} chips of {}: predicted step {:.2} ms off, {:.2} ms on ({:+.1} %)",
                 args.model,
                 args.chips,
                 args.hardware,
@@ -38,11 +38,12 @@ fn main() -> ExitCode {
             );
             for (name, p) in [("off", &s.off), ("on", &s.on)] {
                 println!(
-                    "  {name}: forward {:.2} ms (exposed {:.2}), backward {:.2} ms (exposed {:.2})",
+                    "  {name}: forward {:.2} ms (exposed {:.2}), backward {:.2} ms (exposed {:.2}), outer parts and optimizer {:.2} ms",
                     p.forward.total * 1e3,
                     p.forward.exposed_communication * 1e3,
                     p.backward.total * 1e3,
-                    p.backward.exposed_communication * 1e3
+                    p.backward.exposed_communication * 1e3,
+                    p.outer * 1e3
                 );
             }
             for f in &s.files {
