@@ -35,6 +35,11 @@ pub struct Hardware {
     /// copies), so nothing overlaps them; absent means false (a chip with collective cores).
     #[serde(default)]
     pub collectives_on_compute: bool,
+    /// Whether training runs in f32 as the models declare it (a CPU); absent means false:
+    /// mixed-precision bf16, the reference's training, priced by halving f32 bytes and running
+    /// f32 products at the bf16 rate.
+    #[serde(default)]
+    pub trains_in_f32: bool,
 }
 
 /// The profiles kept in the repository, by the name `--hardware` takes.

@@ -137,7 +137,8 @@ pub fn describe(model: &str, options: PlanOptions, target: &Target) -> Result<St
     let accounting = priced.accounting(target.ep)?;
     let hw = Hardware::load(&target.hardware)?;
     let chips = target.chips;
-    let this = predict(&priced.model, options, &hw, chips, &accounting, true)?;
+    let bf16 = !hw.trains_in_f32;
+    let this = predict(&priced.model, options, &hw, chips, &accounting, bf16)?;
     let off = predict(
         &priced.model,
         PlanOptions {
@@ -148,7 +149,7 @@ pub fn describe(model: &str, options: PlanOptions, target: &Target) -> Result<St
         &hw,
         chips,
         &accounting,
-        true,
+        bf16,
     )?;
     let ms = |s: f64| s * 1e3;
     let (a, b) = (this.step_seconds(), off.step_seconds());

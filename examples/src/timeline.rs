@@ -223,7 +223,7 @@ pub fn run(args: &TimelineArgs) -> Result<Summary> {
         &hw,
         args.chips,
         &accounting,
-        true,
+        !hw.trains_in_f32,
     )?;
     let on = predict(
         model,
@@ -231,7 +231,7 @@ pub fn run(args: &TimelineArgs) -> Result<Summary> {
         &hw,
         args.chips,
         &accounting,
-        true,
+        !hw.trains_in_f32,
     )?;
     std::fs::create_dir_all(&args.out).map_err(|e| io(&args.out, e))?;
     let mut files = Vec::new();

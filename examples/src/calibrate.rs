@@ -1,0 +1,241 @@
+//! This machine's CPU as a hardware profile, measured rather than looked up: a matrix
+//! product, a streaming elementwise op, a cache-resident elementwise chain and an all-gather,
+//! each compiled through the same plugin and run on every virtual device at once (the
+//! devices of a training step share the cores, so a per-device rate is only meaningful under
+//! that contention). The profile marks collectives as run by the computing threads, so the
+//! simulator overlaps nothing (on a CPU, prefetch has nothing to hide behind), and training
+//! as f32 (the CPU runs the model as declared).
+//!
+//! [`check`] then trains the tiny Llama at several depths, prefetch off and on, with the
+//! same trainer and the same mean as `train`, and sets each measured step time beside the
+//! one [`predict`](crate::predict::predict) gives from the profile.
+
+use std::time::Instant;
+
+use stackscan::fsdp::Adam;
+use stackscan::plan::PlanOptions;
+use stackscan::{Axis, DType, Program, Scope, Sharding, TensorType};
+use stackscan_runtime::train::{HostInput, Trainer};
+use stackscan_runtime::{Buffer, Client, Mesh, Result};
+
+use crate::hardware::Hardware;
+use crate::llama::{LlamaConfig, model, synthetic_batch};
+use crate::predict::predict;
+
+/// Rates measured per device, with every device running.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rates {
+    /// f32 matrix product, GFLOP/s.
+    pub matmul_gflops: f64,
+    /// Streaming elementwise traffic (read plus write), GB/s.
+    pub copy_gb_per_s: f64,
+    /// Elementwise FLOPs on cache-resident data, GFLOP/s.
+    pub vector_gflops: f64,
+    /// Bytes each device receives per second in a large all-gather, GB/s.
+    pub gather_gb_per_s: f64,
+    /// Time of an all-gather of four bytes a device, µs.
+    pub collective_latency_us: f64,
+}
+
+/// Median of `repeats` runs (after one warm-up) of `f` with one argument list per device.
+fn time(
+    client: &Client,
+    mesh: &Mesh,
+    f: stackscan::Function,
+    arg_dims: &[&[i64]],
+    repeats: usize,
+) -> Result<f64> {
+    let axis = Axis {
+        name: "fsdp".into(),
+        size: mesh.size(),
+    };
+    let params = vec![Sharding::Dim(0); f.params.len()];
+    let results = vec![Sharding::Dim(0); f.results.len()];
+    let program = Program::on_mesh(f, axis, params, results)?;
+    let exe = client.compile_program(&program, mesh)?;
+    let args: Vec<Vec<Buffer>> = client
+        .devices()
+        .iter()
+        .take(mesh.size())
+        .map(|dev| {
+            arg_dims
+                .iter()
+                .map(|dims| {
+                    let n: i64 = dims.iter().product();
+                    let v: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 0.125).collect();
+                    client.buffer(&v, dims, dev)
+                })
+                .collect()
+        })
+        .collect::<Result<_>>()?;
+    let refs: Vec<Vec<&Buffer>> = args.iter().map(|l| l.iter().collect()).collect();
+    exe.execute(&refs)?;
+    let mut times = Vec::with_capacity(repeats);
+    for _ in 0..repeats.max(1) {
+        let t = Instant::now();
+        exe.execute(&refs)?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
+fn f32(dims: &[i64]) -> TensorType {
+    TensorType::new(DType::F32, dims)
+}
+
+/// Measures the rates on `mesh` (every device of it running), each the median of `repeats`.
+pub fn measure(client: &Client, mesh: &Mesh, repeats: usize) -> Result<Rates> {
+    let n = mesh.size() as f64;
+    // A 512³ product: 2·512³ FLOPs a device.
+    let m = 512i64;
+    let s = Scope::new("matmul");
+    let (x, w) = (s.param(f32(&[m, m])), s.param(f32(&[m, m])));
+    let y = x.matmul(&w)?;
+    let t = time(client, mesh, s.finish(&[y])?, &[&[m, m], &[m, m]], repeats)?;
+    let matmul_gflops = 2.0 * (m * m * m) as f64 / t / 1e9;
+    // y = 2x + 1 over 4 Mi elements (16 MiB): one fused pass reading and writing 32 MiB.
+    let big = 4i64 << 20;
+    let s = Scope::new("copy");
+    let y = s.param(f32(&[big])).scale(2.0)?.add_scalar(1.0)?;
+    let t = time(client, mesh, s.finish(&[y])?, &[&[big]], repeats)?;
+    let copy_gb_per_s = 8.0 * big as f64 / t / 1e9;
+    // 64 fused multiply-adds over 16 Ki elements (64 KiB, cache-resident): 128 FLOPs each.
+    let small = 16i64 << 10;
+    let s = Scope::new("vector");
+    let mut y = s.param(f32(&[small]));
+    for _ in 0..64 {
+        y = y.scale(0.999)?.add_scalar(0.001)?;
+    }
+    let t = time(client, mesh, s.finish(&[y])?, &[&[small]], repeats)?;
+    let vector_gflops = 128.0 * small as f64 / t / 1e9;
+    // All-gathers of 1 Mi elements (4 MiB) and of one element a device.
+    let axis = Axis {
+        name: "fsdp".into(),
+        size: mesh.size(),
+    };
+    let gather = |len: i64| -> Result<f64> {
+        let s = Scope::new("gather");
+        let y = s.param(f32(&[len])).all_gather(0, &axis)?;
+        // The gathered value is per device [n·len]; return one slab so results stay sharded.
+        let y = y.slice_axis(0, 0, len)?;
+        time(client, mesh, s.finish(&[y])?, &[&[len]], repeats)
+    };
+    let latency = gather(1)?;
+    let shard = 1i64 << 20;
+    let t = gather(shard)?;
+    let gather_gb_per_s = (n - 1.0).max(1.0) * 4.0 * shard as f64 / (t - latency).max(1e-9) / 1e9;
+    Ok(Rates {
+        matmul_gflops,
+        copy_gb_per_s,
+        vector_gflops,
+        gather_gb_per_s,
+        collective_latency_us: latency * 1e6,
+    })
+}
+
+impl Rates {
+    /// The profile as TOML, each figure's provenance beside it.
+    pub fn profile_toml(&self, devices: usize) -> String {
+        format!(
+            "# This machine's CPU, one of {devices} virtual devices sharing its cores, measured by \
+             `calibrate` (every figure the median of runs with all {devices} devices busy).\n\
+             name = \"CPU ({devices} virtual devices)\"\n\
+             # A 512x512x512 f32 product.\n\
+             matrix_tflops_bf16 = {:.6}\n\
+             matrix_tflops_f32 = {:.6}\n\
+             # 64 fused multiply-adds over 64 KiB.\n\
+             vector_tflops = {:.6}\n\
+             # y = 2x + 1 over 16 MiB (read plus write).\n\
+             memory_gb_per_s = {:.3}\n\
+             # An all-gather of 4 MiB a device, latency subtracted; both lanes are the compute\n\
+             # threads (`collectives_on_compute`).\n\
+             fsdp_lane_gb_per_s = {:.3}\n\
+             second_lane_gb_per_s = {:.3}\n\
+             # An all-gather of 4 bytes a device.\n\
+             collective_latency_us = {:.1}\n\
+             # The product above is the rate reached; no further derating.\n\
+             matrix_efficiency = 1.0\n\
+             collectives_on_compute = true\n\
+             trains_in_f32 = true\n",
+            self.matmul_gflops / 1e3,
+            self.matmul_gflops / 1e3,
+            self.vector_gflops / 1e3,
+            self.copy_gb_per_s,
+            self.gather_gb_per_s,
+            self.gather_gb_per_s,
+            self.collective_latency_us,
+        )
+    }
+}
+
+/// One row of the calibration check.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CheckRow {
+    /// Layers of the tiny Llama.
+    pub layers: usize,
+    /// Prefetch (with deferred reduce-scatter) on.
+    pub prefetch: bool,
+    /// Predicted step, seconds.
+    pub predicted: f64,
+    /// Measured mean step after the first, seconds, as `train` reports it.
+    pub measured: f64,
+}
+
+impl CheckRow {
+    /// `predicted / measured − 1`, percent.
+    pub fn error_percent(&self) -> f64 {
+        (self.predicted / self.measured - 1.0) * 100.0
+    }
+}
+
+/// Trains the tiny Llama at each of `depths` layers on `mesh`, prefetch off and on, `steps`
+/// steps each, and sets the measured mean step (after the first, as `train` computes it)
+/// beside the prediction from `hardware`.
+pub fn check(
+    client: &Client,
+    mesh: &Mesh,
+    hardware: &Hardware,
+    depths: &[usize],
+    steps: usize,
+) -> Result<Vec<CheckRow>> {
+    let devices = mesh.size();
+    let mut rows = Vec::new();
+    for &layers in depths {
+        let cfg = LlamaConfig {
+            layers,
+            ..LlamaConfig::tiny()
+        };
+        let m = model(&cfg)?;
+        for (prefetch, options) in [
+            (false, PlanOptions::baseline()),
+            (true, PlanOptions::prefetch_deferred()),
+        ] {
+            let predicted = predict(&m, options, hardware, devices, &[], !hardware.trains_in_f32)?
+                .step_seconds();
+            let mut trainer = Trainer::new(client, mesh, &m, options, Adam::default(), 17)?;
+            let mut times = Vec::new();
+            for step in 0..steps.max(2) {
+                let inputs: Vec<Vec<HostInput>> = (0..devices)
+                    .map(|d| {
+                        let (t, l) = synthetic_batch(
+                            &cfg,
+                            cfg.batch_per_device,
+                            (step * devices + d) as u64,
+                        );
+                        vec![HostInput::I32(t), HostInput::I32(l)]
+                    })
+                    .collect();
+                times.push(trainer.step(&inputs)?.seconds);
+            }
+            let steady = &times[1..];
+            rows.push(CheckRow {
+                layers,
+                prefetch,
+                predicted,
+                measured: steady.iter().sum::<f64>() / steady.len() as f64,
+            });
+        }
+    }
+    Ok(rows)
+}
