@@ -35,6 +35,8 @@ pub struct Rates {
     pub gather_gb_per_s: f64,
     /// Time of an all-gather of four bytes a device, µs.
     pub collective_latency_us: f64,
+    /// Time of one kernel doing next to nothing (an 8×8 product in a dependent chain), µs.
+    pub kernel_overhead_us: f64,
 }
 
 /// Median of `repeats` runs (after one warm-up) of `f` with one argument list per device.
@@ -121,6 +123,14 @@ pub fn measure(client: &Client, mesh: &Mesh, repeats: usize) -> Result<Rates> {
         let y = y.slice_axis(0, 0, len)?;
         time(client, mesh, s.finish(&[y])?, &[&[len]], repeats)
     };
+    // 64 dependent 8×8 products: each its own kernel, each nearly free of work.
+    let s = Scope::new("kernels");
+    let (mut y, w) = (s.param(f32(&[8, 8])), s.param(f32(&[8, 8])));
+    for _ in 0..64 {
+        y = y.matmul(&w)?;
+    }
+    let t = time(client, mesh, s.finish(&[y])?, &[&[8, 8], &[8, 8]], repeats)?;
+    let kernel_overhead_us = t / 64.0 * 1e6;
     let latency = gather(1)?;
     let shard = 1i64 << 20;
     let t = gather(shard)?;
@@ -131,6 +141,7 @@ pub fn measure(client: &Client, mesh: &Mesh, repeats: usize) -> Result<Rates> {
         vector_gflops,
         gather_gb_per_s,
         collective_latency_us: latency * 1e6,
+        kernel_overhead_us,
     })
 }
 
@@ -156,6 +167,8 @@ impl Rates {
              collective_latency_us = {:.1}\n\
              # The product above is the rate reached; no further derating.\n\
              matrix_efficiency = 1.0\n\
+             # 64 dependent 8x8 products, per product.\n\
+             kernel_overhead_us = {:.2}\n\
              collectives_on_compute = true\n\
              trains_in_f32 = true\n",
             self.matmul_gflops / 1e3,
@@ -165,6 +178,7 @@ impl Rates {
             self.gather_gb_per_s,
             self.gather_gb_per_s,
             self.collective_latency_us,
+            self.kernel_overhead_us,
         )
     }
 }

@@ -40,6 +40,11 @@ pub struct Hardware {
     /// f32 products at the bf16 rate.
     #[serde(default)]
     pub trains_in_f32: bool,
+    /// Fixed cost of launching one kernel (a fusion or a product), µs; absent means zero
+    /// (accelerators queue kernels ahead of the host). Large on a CPU, where each launch
+    /// dispatches to a thread pool.
+    #[serde(default)]
+    pub kernel_overhead_us: f64,
 }
 
 /// The profiles kept in the repository, by the name `--hardware` takes.
@@ -68,11 +73,16 @@ impl Hardware {
                 format!("profile `{}`: `{field}` = {v} must be positive", h.name),
             ));
         }
-        if !(h.collective_latency_us.is_finite() && h.collective_latency_us >= 0.0) {
-            return Err(invalid(
-                "hardware",
-                format!("profile `{}`: `collective_latency_us` must be ≥ 0", h.name),
-            ));
+        for (field, v) in [
+            ("collective_latency_us", h.collective_latency_us),
+            ("kernel_overhead_us", h.kernel_overhead_us),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(invalid(
+                    "hardware",
+                    format!("profile `{}`: `{field}` must be ≥ 0", h.name),
+                ));
+            }
         }
         if !(h.matrix_efficiency > 0.0 && h.matrix_efficiency <= 1.0) {
             return Err(invalid(
@@ -110,7 +120,7 @@ impl Hardware {
     /// a roofline over the layer's products taken together; then everything else at the
     /// larger of its FLOP time and its fused traffic time. With `as_bf16`, f32 products run at
     /// the bf16 rate and f32 traffic is halved: the mixed-precision training the reference
-    /// measures, for models declared in f32.
+    /// measures, for models declared in f32. Each kernel launched adds `kernel_overhead_us`.
     pub fn compute_seconds(&self, c: &Cost, as_bf16: bool) -> f64 {
         let tera = 1e12 * self.matrix_efficiency;
         let (bf16, f32) = (
@@ -127,7 +137,9 @@ impl Hardware {
         let dot_traffic = scaled_bytes(c.dot_bytes.iter(), as_bf16) / bandwidth;
         let memory = scaled_bytes(c.hbm_bytes.iter(), as_bf16) / bandwidth;
         let vector = c.vector_flops.total() as f64 / (self.vector_tflops * 1e12);
-        matrix.max(dot_traffic) + memory.max(vector)
+        matrix.max(dot_traffic)
+            + memory.max(vector)
+            + c.kernels as f64 * self.kernel_overhead_us * 1e-6
     }
 
     /// The lanes the simulator places collectives on.
@@ -223,6 +235,7 @@ fn scaled_bytes<'a>(counts: impl Iterator<Item = (DType, u64)> + 'a, as_bf16: bo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stackscan::cost::PerDType;
 
     #[test]
     fn built_in_profiles_parse() {
@@ -265,5 +278,23 @@ mod tests {
         assert!((t.gather - 1.010e-3).abs() < 1e-12, "{}", t.gather);
         assert_eq!((t.reduce_scatter, t.forward), (0.0, 0.0));
         assert!((h.kind_times(&layer, true).gather - 0.510e-3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn products_take_the_larger_of_flops_and_traffic_and_the_rest_their_fused_traffic() {
+        let h = Hardware::load("tpu7x").unwrap();
+        let mut c = Cost::default();
+        // 2307e12 · 0.6 FLOP/s: 1.3842e12 FLOPs take 1 ms; 7.37e9 bytes take 1 ms.
+        c.matrix_flops = PerDType::one(DType::BF16, 1_384_200_000_000);
+        c.dot_bytes = PerDType::one(DType::BF16, 3_685_000_000);
+        c.hbm_bytes = PerDType::one(DType::BF16, 7_370_000_000);
+        // max(1, 0.5) + max(1, vector 0) = 2 ms.
+        assert!((h.compute_seconds(&c, false) - 2e-3).abs() < 1e-12);
+        // Memory-bound products: 4 × the traffic makes them 2 ms.
+        c.dot_bytes = PerDType::one(DType::BF16, 14_740_000_000);
+        assert!((h.compute_seconds(&c, false) - 3e-3).abs() < 1e-12);
+        // The unfused counts are not what is priced.
+        c.bytes_read = PerDType::one(DType::BF16, u64::MAX / 4);
+        assert!((h.compute_seconds(&c, false) - 3e-3).abs() < 1e-12);
     }
 }

@@ -33,7 +33,8 @@ impl PerDType {
         self.0[slot(dtype)] += n;
     }
 
-    pub(super) fn one(dtype: DType, n: u64) -> Self {
+    /// A count of `n` for `dtype` alone.
+    pub fn one(dtype: DType, n: u64) -> Self {
         let mut p = PerDType::default();
         p.record(dtype, n);
         p
@@ -121,6 +122,8 @@ pub struct Cost {
     pub hbm_bytes: PerDType,
     /// HBM traffic of matrix products after fusion: their operands read and results written.
     pub dot_bytes: PerDType,
+    /// Kernels launched after fusion (see [`fusion`](super::fusion)).
+    pub kernels: u64,
     /// Bytes each device sends, per kind of collective in [`Collective::ALL`]'s order.
     pub(super) collective_bytes: [PerDType; Collective::ALL.len()],
     /// `while` loops run whose bodies are not counted, their trip count being unknown.
@@ -162,6 +165,7 @@ impl AddAssign for Cost {
         self.bytes_written += rhs.bytes_written;
         self.hbm_bytes += rhs.hbm_bytes;
         self.dot_bytes += rhs.dot_bytes;
+        self.kernels += rhs.kernels;
         for (a, b) in self.collective_bytes.iter_mut().zip(rhs.collective_bytes) {
             *a += b;
         }
@@ -187,6 +191,7 @@ impl Mul<u64> for Cost {
             bytes_written: self.bytes_written * trips,
             hbm_bytes: self.hbm_bytes * trips,
             dot_bytes: self.dot_bytes * trips,
+            kernels: self.kernels.saturating_mul(trips),
             collective_bytes: self.collective_bytes.map(|p| p * trips),
             unknown_trip_loops: self.unknown_trip_loops.saturating_mul(trips),
         }

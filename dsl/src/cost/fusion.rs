@@ -23,6 +23,10 @@
 //! their bytes on their own lanes ([`Cost::collective`](super::Cost::collective)) and loops are
 //! costed by their bodies, so neither adds traffic here beyond materialising its operands.
 //!
+//! Each fusion and each boundary op other than a loop or a collective is one kernel launch
+//! ([`Cost::kernels`](super::Cost::kernels)): on a CPU, where each launch is a dispatch to a
+//! thread pool, a fixed cost per kernel is a large part of a small layer's time.
+//!
 //! Traffic of matrix products (their operands and results) is kept apart, in
 //! [`Cost::dot_bytes`](super::Cost::dot_bytes), so a hardware model can bound the products by
 //! the larger of their FLOP time and their traffic time (a roofline) and the rest by theirs.
@@ -74,10 +78,21 @@ fn class(op: &Op) -> Class {
     }
 }
 
-/// Fusion-aware traffic of one level of `f` (loop bodies are costed by the caller):
-/// `(traffic outside matrix products, traffic of matrix products)`. `live[i]` says whether
-/// node `i` runs.
-pub(super) fn traffic(f: &Function, live: &[bool]) -> (PerDType, PerDType) {
+/// What one level of `f` moves and launches after fusion (loop bodies are costed by the
+/// caller).
+pub(super) struct Fused {
+    /// Traffic outside matrix products.
+    pub other: PerDType,
+    /// Traffic of matrix products.
+    pub dots: PerDType,
+    /// Kernels launched: one per fusion and one per boundary op other than a loop or a
+    /// collective (a loop launches its body's, counted with the body).
+    pub kernels: u64,
+}
+
+/// Fusion-aware traffic and kernel count of one level of `f`. `live[i]` says whether node `i`
+/// runs.
+pub(super) fn traffic(f: &Function, live: &[bool]) -> Fused {
     let bytes = |v: ValueId| {
         f.values.get(v).map_or(PerDType::default(), |t| {
             PerDType::one(t.dtype, t.size_in_bytes() as u64)
@@ -120,6 +135,7 @@ pub(super) fn traffic(f: &Function, live: &[bool]) -> (PerDType, PerDType) {
 
     let mut other = PerDType::default();
     let mut dots = PerDType::default();
+    let mut units = std::collections::HashSet::new();
     // Reads: per consuming unit (a fusion or a boundary op), each distinct input once, at the
     // largest extent any of the unit's ops reads of it.
     let mut reads: HashMap<(usize, ValueId), (PerDType, bool)> = HashMap::new();
@@ -138,6 +154,18 @@ pub(super) fn traffic(f: &Function, live: &[bool]) -> (PerDType, PerDType) {
         } else {
             groups.find(i)
         };
+        let launches = !matches!(
+            node.op,
+            Op::AllGather { .. }
+                | Op::ReduceScatter { .. }
+                | Op::AllReduce { .. }
+                | Op::AllToAll { .. }
+                | Op::While { .. }
+                | Op::Scan { .. }
+        );
+        if launches {
+            units.insert(unit);
+        }
         for (k, &o) in node.operands.iter().enumerate() {
             let o = root(&alias, o);
             // Only a fusible producer shares its fusion: a reduction's result is always
@@ -221,7 +249,11 @@ pub(super) fn traffic(f: &Function, live: &[bool]) -> (PerDType, PerDType) {
             other += written;
         }
     }
-    (other, dots)
+    Fused {
+        other,
+        dots,
+        kernels: units.len() as u64,
+    }
 }
 
 /// Disjoint sets of node indices, with path halving.

@@ -42,6 +42,8 @@ fn elementwise_chains_fuse_and_only_boundaries_touch_memory() {
     assert_eq!(c.hbm_bytes.get(DType::F32), 1104);
     // The product reads a (128) and w (512) and writes z (256).
     assert_eq!(c.dot_bytes.get(DType::F32), 896);
+    // Kernels: the exp chain, the product, the z² sum, z·3, the slice.
+    assert_eq!(c.kernels, 5);
     // The unfused count is larger: every op reads and writes its own tensors.
     assert!(c.bytes_read.total() + c.bytes_written.total() > 2 * 1104);
 }
@@ -56,6 +58,8 @@ fn a_reduction_result_is_written_even_when_its_consumer_fuses_with_its_input() {
     // The max reads x (128) and writes m (16); the broadcast-subtract reads m (16) and x (128)
     // and writes y (128): 416.
     assert_eq!(c.hbm_bytes.get(DType::F32), 416);
+    // The max, then the broadcast-subtract.
+    assert_eq!(c.kernels, 2);
     assert_eq!(c.dot_bytes.total(), 0);
 }
 
@@ -71,4 +75,6 @@ fn a_scan_moves_its_bodys_traffic_once_per_step() {
     let c = of(&f.finish(&carry).unwrap()).unwrap();
     // Each step reads the 32-byte carry and writes the next one: 64 B, five times.
     assert_eq!(c.hbm_bytes.get(DType::F32), 320);
+    // One fusion a step.
+    assert_eq!(c.kernels, 5);
 }

@@ -50,9 +50,10 @@ pub fn of_with(f: &Function, accounting: &Accounting) -> Result<Cost> {
         .filter(|&(_, &live)| live)
         .map(|(n, _)| node_cost(f, n, accounting))
         .sum::<Result<Cost>>()?;
-    let (hbm, dots) = fusion::traffic(f, &live);
-    cost.hbm_bytes += hbm;
-    cost.dot_bytes += dots;
+    let fused = fusion::traffic(f, &live);
+    cost.hbm_bytes += fused.other;
+    cost.dot_bytes += fused.dots;
+    cost.kernels += fused.kernels;
     Ok(cost)
 }
 

@@ -55,6 +55,7 @@ fn run(a: &Args) -> Result<String, Box<dyn std::error::Error>> {
             "vector_gflops": rates.vector_gflops,
             "gather_gb_per_s": rates.gather_gb_per_s,
             "collective_latency_us": rates.collective_latency_us,
+            "kernel_overhead_us": rates.kernel_overhead_us,
         },
         "check": rows.iter().map(|r| serde_json::json!({
             "layers": r.layers,
