@@ -281,6 +281,16 @@ mod tests {
     }
 
     #[test]
+    fn the_measured_cpu_example_parses_as_a_serial_f32_profile() {
+        let h = Hardware::from_toml(include_str!("../hardware/cpu-example.toml")).unwrap();
+        assert!(h.collectives_on_compute && h.trains_in_f32 && h.kernel_overhead_us > 0.0);
+        assert_eq!(h.sim_options(), SimOptions::serial());
+        // The accelerators overlap and train in bf16.
+        let t = Hardware::load("tpu7x").unwrap();
+        assert!(!t.collectives_on_compute && !t.trains_in_f32 && t.kernel_overhead_us == 0.0);
+    }
+
+    #[test]
     fn products_take_the_larger_of_flops_and_traffic_and_the_rest_their_fused_traffic() {
         let h = Hardware::load("tpu7x").unwrap();
         let mut c = Cost::default();
