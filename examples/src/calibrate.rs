@@ -8,7 +8,7 @@
 //!
 //! [`check`] then trains the tiny Llama at several depths, prefetch off and on, with the
 //! same trainer and the same mean as `train`, and sets each measured step time beside the
-//! one [`predict`](crate::predict::predict) gives from the profile.
+//! one [`predict`](crate::predict::predict) gives from a profile measured just before.
 
 use std::time::Instant;
 
@@ -205,13 +205,16 @@ impl CheckRow {
 
 /// Trains the tiny Llama at each of `depths` layers on `mesh`, prefetch off and on, `steps`
 /// steps each, and sets the measured mean step (after the first, as `train` computes it)
-/// beside the prediction from `hardware`.
+/// beside the prediction from a profile measured just before that configuration trains
+/// ([`measure`], `repeats` runs each): on a machine shared with other work the rates move
+/// from minute to minute, and a profile is only a prediction of the load it was measured
+/// under.
 pub fn check(
     client: &Client,
     mesh: &Mesh,
-    hardware: &Hardware,
     depths: &[usize],
     steps: usize,
+    repeats: usize,
 ) -> Result<Vec<CheckRow>> {
     let devices = mesh.size();
     let mut rows = Vec::new();
@@ -225,8 +228,17 @@ pub fn check(
             (false, PlanOptions::baseline()),
             (true, PlanOptions::prefetch_deferred()),
         ] {
-            let predicted = predict(&m, options, hardware, devices, &[], !hardware.trains_in_f32)?
-                .step_seconds();
+            let hardware =
+                Hardware::from_toml(&measure(client, mesh, repeats)?.profile_toml(devices))?;
+            let predicted = predict(
+                &m,
+                options,
+                &hardware,
+                devices,
+                &[],
+                !hardware.trains_in_f32,
+            )?
+            .step_seconds();
             let mut trainer = Trainer::new(client, mesh, &m, options, Adam::default(), 17)?;
             let mut times = Vec::new();
             for step in 0..steps.max(2) {

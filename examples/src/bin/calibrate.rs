@@ -40,11 +40,11 @@ fn run(a: &Args) -> Result<String, Box<dyn std::error::Error>> {
     let rates = measure(&client, &mesh, 9)?;
     let toml = rates.profile_toml(a.devices);
     std::fs::write(&a.profile, &toml)?;
-    let hw = Hardware::from_toml(&toml)?;
+    Hardware::from_toml(&toml)?;
     let rows = if a.no_check {
         Vec::new()
     } else {
-        check(&client, &mesh, &hw, &[4, 16], a.steps)?
+        check(&client, &mesh, &[4, 16], a.steps, 9)?
     };
     let json = serde_json::json!({
         "devices": a.devices,
