@@ -1,5 +1,8 @@
 //! Example models and the main job of stackscan.
 
+pub mod bench;
+pub mod cli;
+pub mod collectives;
 pub mod deepseek3;
 pub mod gated_attention;
 pub mod gdn;
@@ -8,9 +11,12 @@ pub mod hardware;
 pub mod jobs;
 pub mod llama;
 pub mod llama_macro;
+pub mod metrics;
 pub mod mla;
 pub mod moe;
+pub mod plot;
 pub mod predict;
+pub mod progress;
 pub mod qwen35;
 pub mod timeline;
 pub mod toy;
