@@ -120,10 +120,10 @@ pub const MAX_STEPS: usize = 1_000_000;
 #[derive(Clone, Debug, clap::Args)]
 pub struct BenchArgs {
     /// CPU devices on the FSDP axis (the tiny Llama splits over 1, 2, 4 or 8).
-    #[arg(long, default_value_t = 4, value_parser = crate::cli::args::device_count)]
+    #[arg(long, default_value_t = 4, value_parser = crate::cli::args::device_count, allow_negative_numbers = true)]
     pub devices: usize,
     /// Measured steps per schedule, after two warm-up steps.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=MAX_STEPS as u64))]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=MAX_STEPS as u64), allow_negative_numbers = true)]
     pub steps: u64,
     /// Write the JSON to FILE (atomically, once the run succeeded) instead of stdout.
     #[arg(long, value_name = "FILE")]

@@ -206,7 +206,7 @@ impl TokenBatches {
             return Err(Error::TokenFile {
                 path: file.path.clone(),
                 reason: format!(
-                    "it holds {} {} tokens, fewer than the {} one sequence of {seq} and its last label need",
+                    "it holds {} tokens ({}), fewer than the {} that one sequence of {seq} and its last label need",
                     file.len(),
                     file.format,
                     seq + 1

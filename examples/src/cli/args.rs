@@ -17,7 +17,7 @@ pub struct RuntimeArgs {
     pub plugin: String,
     /// Devices on the FSDP mesh axis: virtual devices of the CPU plugin, 1 to 4096. The
     /// model's sharded dimensions must divide by it.
-    #[arg(long, default_value_t = 4, value_parser = device_count, value_name = "N")]
+    #[arg(long, default_value_t = 4, value_parser = device_count, value_name = "N", allow_negative_numbers = true)]
     pub devices: usize,
 }
 

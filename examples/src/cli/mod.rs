@@ -134,14 +134,15 @@ pub fn main(
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            // One line, as every failure of stackscan's binaries: clap's first line names
-            // the flag and the value at fault.
+            // One line, as every failure of stackscan's binaries: clap's message up to its
+            // usage block (the flag, the value at fault, the values it takes), joined.
             let rendered = e.render().to_string();
-            let first = rendered
+            let message: Vec<&str> = rendered
                 .lines()
-                .next()
-                .unwrap_or("error: invalid arguments");
-            let _ = writeln!(err, "{first}");
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let _ = writeln!(err, "{}", message.join(" "));
             return ExitCode::from(2);
         }
     };

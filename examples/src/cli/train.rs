@@ -37,11 +37,11 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub schedule: ScheduleArgs,
     /// Steps in all (a resumed run continues to this step).
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_STEPS), value_name = "N")]
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_STEPS), value_name = "N", allow_negative_numbers = true)]
     pub steps: u64,
     /// Adam's learning rate, a finite number above 0 (default: the model's, 0.01 for llama
     /// and qwen35, 0.003 for deepseek3).
-    #[arg(long, value_parser = learning_rate, value_name = "LR")]
+    #[arg(long, value_parser = learning_rate, value_name = "LR", allow_negative_numbers = true)]
     pub lr: Option<f64>,
     /// Seed of the weights' initialisation.
     #[arg(long, default_value_t = 17)]
@@ -63,7 +63,7 @@ pub struct TrainArgs {
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
     /// Save a checkpoint every N steps (atomically, to DIR/latest.safetensors).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), value_name = "N")]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), value_name = "N", allow_negative_numbers = true)]
     pub save_every: Option<u64>,
     /// Where `--save-every` writes.
     #[arg(long, default_value = "checkpoints", value_name = "DIR")]
@@ -261,7 +261,9 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
         }
         losses.push((step + 1, r.loss));
         times.push(r.seconds);
-        if a.save_every.is_some_and(|n| (step as u64 + 1).is_multiple_of(n)) {
+        if a.save_every
+            .is_some_and(|n| (step as u64 + 1).is_multiple_of(n))
+        {
             let p = Progress {
                 data_position: position,
                 rng_state: 0,
