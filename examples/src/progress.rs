@@ -73,9 +73,9 @@ pub struct TrainProgress {
     seconds: f64,
 }
 
-/// The bar's layout: position, loss and throughput in the message, indicatif's ETA.
-const TEMPLATE: &str =
-    "{spinner} step {pos}/{len} [{bar:24}] {msg} | {elapsed_precise} elapsed, eta {eta}";
+/// The bar's layout: position, loss and throughput in the message, indicatif's ETA, and the
+/// bar last, taking what the terminal's width leaves (so the line never wraps).
+const TEMPLATE: &str = "{spinner} step {pos}/{len} {msg} | eta {eta} [{wide_bar}]";
 
 impl TrainProgress {
     /// A display of steps `first..=total` (`first` > 1 when resuming).
@@ -89,7 +89,7 @@ impl TrainProgress {
             bar.set_style(style);
             bar.set_position(first.saturating_sub(1) as u64);
             bar.reset_eta();
-            bar.set_message("compiling");
+            bar.set_message(format!("waiting for step {first}"));
             bar.enable_steady_tick(Duration::from_millis(200));
             *ACTIVE
                 .lock()

@@ -293,6 +293,8 @@ fn xla_info_lines_are_silenced_by_default_and_shown_with_verbose() {
     let stderr = String::from_utf8_lossy(&quiet.stderr);
     assert!(!stderr.contains(XLA_INFO), "{stderr}");
     assert!(!stderr.contains("absl::InitializeLog"), "{stderr}");
+    // No line of the plugin's at all (`I0000 …`, `W0000 …` with a source file).
+    assert!(!stderr.contains(".cc:"), "{stderr}");
     let verbose = command("collectives", &["--devices", "2", "-v"])
         .env_remove("TF_CPP_MIN_LOG_LEVEL")
         .output()

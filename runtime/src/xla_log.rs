@@ -11,7 +11,7 @@
 //! use stackscan_runtime::xla_log::{self, XlaLog};
 //!
 //! // First thing in `main`: no INFO lines from the plugin unless the user asked for them.
-//! xla_log::configure(XlaLog::Warnings)?;
+//! xla_log::configure(XlaLog::Errors)?;
 //! # Ok::<(), stackscan_runtime::Error>(())
 //! ```
 
@@ -26,10 +26,13 @@ pub const LEVEL_ENV: &str = "TF_CPP_MIN_LOG_LEVEL";
 pub enum XlaLog {
     /// Everything from informational lines up (`-v`).
     Info,
-    /// Warnings and errors only: the default of stackscan's binaries.
+    /// Warnings and errors.
     Warnings,
-    /// Errors only (`--quiet`).
+    /// Errors only: the default of stackscan's binaries (the newer CPU plugin warns about
+    /// every Shardy program, "stale model export", which is not the user's to act on).
     Errors,
+    /// Nothing but fatal lines (`--quiet`).
+    Fatal,
 }
 
 impl XlaLog {
@@ -39,6 +42,7 @@ impl XlaLog {
             XlaLog::Info => "0",
             XlaLog::Warnings => "1",
             XlaLog::Errors => "2",
+            XlaLog::Fatal => "3",
         }
     }
 }

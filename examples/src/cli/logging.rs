@@ -42,8 +42,8 @@ pub fn filter(verbose: u8, quiet: bool) -> Targets {
 /// The plugin's log level for `-v`/`--quiet`.
 pub fn xla_level(verbose: u8, quiet: bool) -> XlaLog {
     match (quiet, verbose) {
-        (true, _) => XlaLog::Errors,
-        (false, 0) => XlaLog::Warnings,
+        (true, _) => XlaLog::Fatal,
+        (false, 0) => XlaLog::Errors,
         (false, _) => XlaLog::Info,
     }
 }
@@ -96,9 +96,9 @@ mod tests {
 
     #[test]
     fn verbosity_maps_to_levels() {
-        assert_eq!(xla_level(0, false), XlaLog::Warnings);
+        assert_eq!(xla_level(0, false), XlaLog::Errors);
         assert_eq!(xla_level(1, false), XlaLog::Info);
-        assert_eq!(xla_level(0, true), XlaLog::Errors);
+        assert_eq!(xla_level(0, true), XlaLog::Fatal);
         // Without RUST_LOG (the test environment does not set it for stackscan's targets).
         if std::env::var_os("RUST_LOG").is_none() {
             let t = filter(1, false);
