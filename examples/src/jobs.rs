@@ -100,6 +100,12 @@ pub struct Job {
     pub default_lr: f64,
     /// The synthetic batches, one per device and step.
     pub batch: Batches,
+    /// The vocabulary size (token ids of `--data` must be below it).
+    pub vocab: i64,
+    /// Sequences per device batch.
+    pub batch_per_device: i64,
+    /// Tokens per sequence.
+    pub seq: i64,
 }
 
 impl fmt::Debug for Job {
@@ -138,6 +144,9 @@ impl Job {
                     batch: Box::new(move |seed| {
                         llama::synthetic_batch(&c, c.batch_per_device, seed)
                     }),
+                    vocab: c.vocab,
+                    batch_per_device: c.batch_per_device,
+                    seq: c.seq,
                 }
             }
             ModelName::DeepSeek3 => {
@@ -166,6 +175,9 @@ impl Job {
                     batch: Box::new(move |seed| {
                         deepseek3::synthetic_batch(&c, c.batch_per_device, seed)
                     }),
+                    vocab: c.vocab,
+                    batch_per_device: c.batch_per_device,
+                    seq: c.seq,
                 }
             }
             ModelName::Qwen35 => {
@@ -192,6 +204,9 @@ impl Job {
                     batch: Box::new(move |seed| {
                         qwen35::synthetic_batch(&c, c.batch_per_device, seed)
                     }),
+                    vocab: c.vocab,
+                    batch_per_device: c.batch_per_device,
+                    seq: c.seq,
                 }
             }
         })

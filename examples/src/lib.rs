@@ -1,6 +1,9 @@
 //! Example models and the main job of stackscan.
 
+pub mod bench;
 pub mod calibrate;
+pub mod cli;
+pub mod collectives;
 pub mod deepseek3;
 pub mod gated_attention;
 pub mod gdn;
@@ -10,9 +13,12 @@ pub mod hf_config;
 pub mod jobs;
 pub mod llama;
 pub mod llama_macro;
+pub mod metrics;
 pub mod mla;
 pub mod moe;
+pub mod plot;
 pub mod predict;
+pub mod progress;
 pub mod qwen35;
 pub mod qwen35_moe;
 pub mod reference;

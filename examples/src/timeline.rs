@@ -1,7 +1,7 @@
 //! The `timeline` command: predicts a model's training step on a hardware profile and writes
 //! the forward and backward timelines (prefetch off vs on with deferred reduce-scatter) as
-//! SVG, and the replayed schedule as JSON. The binary only parses arguments and prints, so a
-//! later single CLI can take [`TimelineArgs`] as a subcommand.
+//! SVG, and the replayed schedule as JSON; [`TimelineArgs`] is the CLI's `timeline`
+//! subcommand.
 
 use std::path::PathBuf;
 
@@ -266,6 +266,47 @@ pub fn run(args: &TimelineArgs) -> Result<Summary> {
     std::fs::write(&path, text).map_err(|e| io(&path, e))?;
     files.push(path);
     Ok(Summary { off, on, files })
+}
+
+/// Runs `timeline` and writes its summary to `out` (the CLI's `timeline` command).
+pub fn report(
+    args: &TimelineArgs,
+    out: &mut dyn std::io::Write,
+) -> std::result::Result<(), crate::cli::CliError> {
+    if args.reference {
+        let rows = crate::reference::predict_all(&args.hardware, args.batch, &args.out)?;
+        write!(out, "{}", crate::reference::table(&rows))?;
+        writeln!(out, "on {}; assumptions: {ASSUMPTIONS}", args.hardware)?;
+        writeln!(out, "timelines under {}", args.out.display())?;
+        return Ok(());
+    }
+    let s = run(args)?;
+    let (off, on) = (s.off.step_seconds(), s.on.step_seconds());
+    writeln!(
+        out,
+        "{} on {} chips of {}: predicted step {:.2} ms off, {:.2} ms on ({:+.1} %)",
+        args.model,
+        args.chips,
+        args.hardware,
+        off * 1e3,
+        on * 1e3,
+        (on / off - 1.0) * 100.0
+    )?;
+    for (name, p) in [("off", &s.off), ("on", &s.on)] {
+        writeln!(
+            out,
+            "  {name}: forward {:.2} ms (exposed {:.2}), backward {:.2} ms (exposed {:.2}), outer parts and optimizer {:.2} ms",
+            p.forward.total * 1e3,
+            p.forward.exposed_communication * 1e3,
+            p.backward.total * 1e3,
+            p.backward.exposed_communication * 1e3,
+            p.outer * 1e3
+        )?;
+    }
+    for f in &s.files {
+        writeln!(out, "  wrote {}", f.display())?;
+    }
+    Ok(())
 }
 
 fn io(path: &std::path::Path, e: std::io::Error) -> Error {

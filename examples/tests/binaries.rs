@@ -1,6 +1,7 @@
 //! The binaries as a user runs them: bad input ends in one line on stderr and a non-zero exit
 //! status, never a signal (SIGSEGV at exit and SIGBUS in `dlopen` before), and the cases that
-//! used to fail for no reason (`--steps 1`, many devices) succeed.
+//! used to fail for no reason (`--steps 1`, many devices) succeed. `train` is the main job's
+//! alias of `stackscan train`; every other command runs as `stackscan <command>`.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output};
@@ -9,22 +10,27 @@ use std::process::{Command, Output};
 /// what the binary itself says. The CPU plugin is fetched first, here, so that the lines a
 /// first fetch prints on a fresh machine are not taken for the binary's own.
 fn run(bin: &str, args: &[&str]) -> Output {
+    command(bin, args)
+        .env("TF_CPP_MIN_LOG_LEVEL", "1")
+        .output()
+        .expect("start the binary")
+}
+
+/// `train` (the alias) or `stackscan <bin>`, with `args`.
+fn command(bin: &str, args: &[&str]) -> Command {
     static FETCHED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     FETCHED.get_or_init(|| {
         stackscan_runtime::plugin::resolve("cpu").expect("fetch the cpu plugin");
     });
-    let exe = match bin {
-        "train" => env!("CARGO_BIN_EXE_train"),
-        "bench" => env!("CARGO_BIN_EXE_bench"),
-        "collectives" => env!("CARGO_BIN_EXE_collectives"),
-        "plan" => env!("CARGO_BIN_EXE_plan"),
-        other => panic!("no binary `{other}`"),
+    let mut c = if bin == "train" {
+        Command::new(env!("CARGO_BIN_EXE_train"))
+    } else {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_stackscan"));
+        c.arg(bin);
+        c
     };
-    Command::new(exe)
-        .args(args)
-        .env("TF_CPP_MIN_LOG_LEVEL", "1")
-        .output()
-        .expect("start the binary")
+    c.args(args).env_remove("RUST_LOG");
+    c
 }
 
 /// Requires a failure: exit status `code`, no signal, exactly one line on stderr holding
@@ -112,8 +118,14 @@ fn train_rejects_bad_plugins_in_one_line() {
 
 #[test]
 fn train_one_step_succeeds() {
-    let stdout = succeeds("train", &["--steps", "1", "--devices", "2"]);
-    assert!(stdout.contains("step   1  loss"), "{stdout}");
+    let out = run("train", &["--steps", "1", "--devices", "2"]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Progress on stderr, one plain line per step as stderr is not a terminal here.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("step 1/1  loss "), "{stderr}");
+    assert!(stderr.contains(" tok/s | "), "{stderr}");
+    assert!(stdout.contains("loss "), "{stdout}");
     // The macro-declared model trains, with the options its attribute declares.
     assert!(stdout.contains("declared with the macros"), "{stdout}");
     assert!(
@@ -148,7 +160,7 @@ fn train_flags_override_the_attribute_and_say_so() {
 
 #[test]
 fn plan_lists_hierarchical_parameters() {
-    let stdout = succeeds("plan", &["llama", "--params"]);
+    let stdout = succeeds("params", &["llama"]);
     let line = |path: &str| {
         stdout
             .lines()
@@ -167,7 +179,7 @@ fn plan_lists_hierarchical_parameters() {
     );
     // Llama-3-8B's published count: 8.03 B.
     assert!(stdout.contains("\n8030261248 parameters"), "{stdout}");
-    fails("plan", &["qwen35", "--params"], 2, &["--params"]);
+    fails("params", &["qwen35"], 2, &["'qwen35'"]);
 }
 
 #[test]
@@ -180,7 +192,12 @@ fn bench_rejects_bad_arguments_before_running() {
     );
     fails("bench", &["--steps", "0"], 2, &["--steps"]);
     fails("bench", &["--devices", "3"], 2, &["3 devices"]);
-    fails("bench", &["--steps"], 2, &["needs a value"]);
+    fails(
+        "bench",
+        &["--steps"],
+        2,
+        &["a value is required", "--steps"],
+    );
     // An unwritable destination fails before anything is measured (the only line printed is
     // the error), and leaves nothing behind.
     fails(
@@ -194,11 +211,12 @@ fn bench_rejects_bad_arguments_before_running() {
 #[test]
 fn collectives_reject_bad_counts_and_agree_on_many_devices() {
     fails("collectives", &["--devices", "0"], 2, &["--devices"]);
+    // Beyond the CPU plugin's limit: refused by the parser, before any plugin is loaded.
     fails(
         "collectives",
         &["--devices", "4294967298"],
-        1,
-        &["cpu_device_count"],
+        2,
+        &["--devices", "1 to 4096"],
     );
     // 300 devices: the reduce-scatter's f32 sums round differently from the host's; equal
     // within the summation's error bound (false mismatches before).
@@ -209,10 +227,222 @@ fn collectives_reject_bad_counts_and_agree_on_many_devices() {
 
 #[test]
 fn plan_rejects_bad_arguments_in_one_line() {
-    fails("plan", &[], 2, &["usage"]);
-    fails("plan", &["gpt"], 2, &["unknown stack `gpt`"]);
+    fails("plan", &[], 2, &["required", "<STACK>"]);
+    fails("plan", &["gpt"], 2, &["invalid value 'gpt'", "<STACK>"]);
     fails("plan", &["llama", "--frobnicate"], 2, &["--frobnicate"]);
     fails("plan", &["llama", "--unroll", "x"], 2, &["--unroll"]);
+}
+
+#[test]
+fn help_lists_the_commands_and_explains_each_flag() {
+    let top = succeeds("--help", &[]);
+    for cmd in [
+        "train",
+        "plan",
+        "params",
+        "bench",
+        "calibrate",
+        "timeline",
+        "collectives",
+    ] {
+        assert!(top.contains(&format!("\n  {cmd} ")), "no `{cmd}` in {top}");
+    }
+    assert!(top.contains("-v, --verbose"), "{top}");
+    let train = succeeds("train", &["--help"]);
+    assert!(train.starts_with("Train a tiny model"), "{train}");
+    assert!(
+        train.contains("Usage: stackscan train [OPTIONS]"),
+        "{train}"
+    );
+    // Every flag of `train` with its explanation, the shared ones included.
+    for flag in [
+        "--model <NAME>",
+        "--plugin <NAME|PATH>",
+        "--devices <N>",
+        "--no-prefetch",
+        "--unroll <1|2>",
+        "--lr <LR>",
+        "--data <PATH>",
+        "--data-format <u16|u32|bytes>",
+        "--metrics <FILE>",
+        "--plot <FILE>",
+        "--save-every <N>",
+        "--resume <DIR>",
+        "--quiet",
+    ] {
+        let line = train
+            .lines()
+            .find(|l| l.contains(flag))
+            .unwrap_or_else(|| panic!("no `{flag}` in {train}"));
+        assert!(
+            line.trim_start().len() > flag.len() + 20,
+            "`{flag}` is not explained: {line}"
+        );
+    }
+}
+
+/// The CPU plugin's log line on creating a client with `cpu_device_count`.
+const XLA_INFO: &str = "cpu_device_count set via create_options";
+
+#[test]
+fn xla_info_lines_are_silenced_by_default_and_shown_with_verbose() {
+    let quiet = command("collectives", &["--devices", "2"])
+        .env_remove("TF_CPP_MIN_LOG_LEVEL")
+        .output()
+        .expect("start");
+    assert!(quiet.status.success(), "{quiet:?}");
+    let stderr = String::from_utf8_lossy(&quiet.stderr);
+    assert!(!stderr.contains(XLA_INFO), "{stderr}");
+    assert!(!stderr.contains("absl::InitializeLog"), "{stderr}");
+    // No line of the plugin's at all (`I0000 …`, `W0000 …` with a source file).
+    assert!(!stderr.contains(".cc:"), "{stderr}");
+    let verbose = command("collectives", &["--devices", "2", "-v"])
+        .env_remove("TF_CPP_MIN_LOG_LEVEL")
+        .output()
+        .expect("start");
+    assert!(verbose.status.success(), "{verbose:?}");
+    let stderr = String::from_utf8_lossy(&verbose.stderr);
+    assert!(stderr.contains(XLA_INFO), "{stderr}");
+}
+
+/// A fresh directory for one test's files.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("stackscan-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn utf8(p: &std::path::Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+/// The losses of a `--metrics` file, by step.
+fn metric_losses(path: &std::path::Path) -> Vec<(usize, f32, u64)> {
+    let lines = stackscan_examples::metrics::read(path).expect("metrics");
+    lines
+        .iter()
+        .map(|m| (m.step, m.loss.expect("finite"), m.data_position))
+        .collect()
+}
+
+#[test]
+fn train_on_a_token_file_writes_metrics_and_a_plot_and_resumes_on_its_data() {
+    let dir = scratch("data");
+    // nanoGPT's format: little-endian u16, here a repeating pattern the tiny Llama (vocab
+    // 512) can learn; 4096 tokens = 63 windows of 64 + 1.
+    let data = dir.join("train.bin");
+    let ids: Vec<u8> = (0..4096u32)
+        .flat_map(|i| (((i * 7) % 97) as u16 + 3).to_le_bytes())
+        .collect();
+    std::fs::write(&data, ids).expect("write the tokens");
+    let (metrics, plot, ckpt) = (dir.join("a.jsonl"), dir.join("loss.svg"), dir.join("ckpt"));
+    let first = [
+        "--steps",
+        "3",
+        "--devices",
+        "2",
+        "--data",
+        utf8(&data),
+        "--metrics",
+        utf8(&metrics),
+        "--plot",
+        utf8(&plot),
+        "--save-every",
+        "2",
+        "--checkpoint-dir",
+        utf8(&ckpt),
+    ];
+    let stdout = succeeds("train", &first);
+    assert!(
+        stdout.contains(&format!(
+            "data: {} (4096 u16 tokens, 63 sequences per pass)",
+            data.display()
+        )),
+        "{stdout}"
+    );
+    let a = metric_losses(&metrics);
+    // Two devices of batch 2 each: 2 device batches per step.
+    let positions: Vec<u64> = a.iter().map(|m| m.2).collect();
+    assert_eq!(positions, [2, 4, 6]);
+    assert_eq!(a.iter().map(|m| m.0).collect::<Vec<_>>(), [1, 2, 3]);
+    // The plot is SVG with one polyline of the three steps.
+    let svg = std::fs::read_to_string(&plot).expect("the plot");
+    let mut points = None;
+    for event in svg::read(&svg).expect("parse the SVG") {
+        if let svg::parser::Event::Tag("polyline", _, attrs) = event {
+            points = attrs.get("points").map(|v| v.to_string());
+        }
+    }
+    let points = points.expect("a polyline");
+    assert_eq!(points.split_whitespace().count(), 3, "{points}");
+
+    // Resumed from the step-2 checkpoint, step 3 reads the same batches and gives the
+    // same loss, bit for bit.
+    let resumed = dir.join("b.jsonl");
+    succeeds(
+        "train",
+        &[
+            "--steps",
+            "3",
+            "--devices",
+            "2",
+            "--data",
+            utf8(&data),
+            "--metrics",
+            utf8(&resumed),
+            "--resume",
+            utf8(&ckpt),
+        ],
+    );
+    let b = metric_losses(&resumed);
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert_eq!(b[0].0, 3);
+    assert_eq!(b[0].1.to_bits(), a[2].1.to_bits(), "{a:?} vs {b:?}");
+    assert_eq!(b[0].2, 6);
+    std::fs::remove_dir_all(dir).expect("clean up");
+}
+
+#[test]
+fn bad_token_files_are_refused_before_the_plugin_loads() {
+    let dir = scratch("bad-data");
+    // Token 70 of 100 is 600, outside the tiny Llama's vocabulary of 512.
+    let ids: Vec<u8> = (0..100u16)
+        .flat_map(|i| if i == 70 { 600u16 } else { i }.to_le_bytes())
+        .collect();
+    let big = dir.join("big.bin");
+    std::fs::write(&big, ids).expect("write");
+    fails(
+        "train",
+        &["--data", utf8(&big)],
+        2,
+        &["token 70 is 600", "vocabulary of 512", "big.bin"],
+    );
+    let odd = dir.join("odd.bin");
+    std::fs::write(&odd, [1u8, 0, 2]).expect("write");
+    fails(
+        "train",
+        &["--data", utf8(&odd)],
+        2,
+        &["not a whole number of u16 tokens"],
+    );
+    // Text is read as bytes: 20 bytes are too few for one sequence of 64.
+    let text = dir.join("short.txt");
+    std::fs::write(&text, "twenty bytes of text").expect("write");
+    fails(
+        "train",
+        &["--data", utf8(&text)],
+        2,
+        &["holds 20 tokens (bytes)", "65"],
+    );
+    fails(
+        "train",
+        &["--data", utf8(&dir.join("missing.bin"))],
+        2,
+        &["missing.bin"],
+    );
+    fails("train", &["--data-format", "u16"], 2, &["--data"]);
+    std::fs::remove_dir_all(dir).expect("clean up");
 }
 
 #[test]
@@ -255,8 +485,16 @@ fn plan_predicts_the_step_time_under_its_options() {
     );
     fails(
         "plan",
-        &["llama", "--chips", "x"],
+        &["llama", "--predict", "--chips", "x"],
         2,
-        &["`--chips` expects a count"],
+        &["--chips"],
     );
+    fails(
+        "plan",
+        &["llama", "--predict", "--chips", "0"],
+        2,
+        &["--chips"],
+    );
+    // The prediction's flags need `--predict`.
+    fails("plan", &["llama", "--chips", "8"], 2, &["--predict"]);
 }

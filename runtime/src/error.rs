@@ -298,6 +298,35 @@ pub enum Error {
         /// The file's dtype.
         actual: String,
     },
+    /// The environment was to be set (the plugin's log level) after other threads had
+    /// started, when it can no longer be done soundly.
+    #[error(
+        "cannot set `{variable}`: other threads have started; set it before the process starts, or first thing in `main`"
+    )]
+    EnvironmentAfterThreads {
+        /// The variable.
+        variable: String,
+    },
+    /// A token file for training cannot be used as one.
+    #[error("token file `{}`: {reason}", path.display())]
+    TokenFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (its size, too few tokens for one sequence).
+        reason: String,
+    },
+    /// A token file holds an id outside the model's vocabulary.
+    #[error("token file `{}`: token {position} is {value}, outside the vocabulary of {vocab}", path.display())]
+    TokenOutOfRange {
+        /// The file.
+        path: PathBuf,
+        /// The token's index in the file (in tokens, not bytes).
+        position: u64,
+        /// Its value.
+        value: u32,
+        /// The model's vocabulary size.
+        vocab: usize,
+    },
     /// A downloaded wheel does not have the pinned hash.
     #[error("sha256 of `{}` is {actual}, expected {expected}; delete the file to fetch it again", path.display())]
     HashMismatch {

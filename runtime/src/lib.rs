@@ -38,7 +38,9 @@ pub mod shard;
 mod signature;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tokens;
 pub mod train;
+pub mod xla_log;
 
 pub use compile_options::CompileOptions;
 pub use element::Element;

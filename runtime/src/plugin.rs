@@ -14,8 +14,10 @@
 //! ```
 
 use std::io::Read;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
@@ -239,8 +241,8 @@ pub fn ensure_installed(package: &PluginPackage, cache: &Path, fetch: bool) -> R
     if dir.exists() {
         // A damaged or foreign install (a truncated library crashes the process that loads
         // it): replace it rather than trust it.
-        eprintln!(
-            "stackscan: the plugin in {} is incomplete or damaged; reinstalling it",
+        tracing::warn!(
+            "the plugin in {} is incomplete or damaged; reinstalling it",
             dir.display()
         );
         std::fs::remove_dir_all(&dir)
@@ -260,8 +262,8 @@ pub fn ensure_installed(package: &PluginPackage, cache: &Path, fetch: bool) -> R
     match install_wheel(package, &wheel, cache) {
         // A corrupt wheel left in the cache: fetch a fresh one once.
         Err(Error::HashMismatch { .. }) if cached && fetch => {
-            eprintln!(
-                "stackscan: the cached wheel {} does not match its pinned hash; fetching it again",
+            tracing::warn!(
+                "the cached wheel {} does not match its pinned hash; fetching it again",
                 wheel.display()
             );
             std::fs::remove_file(&wheel)
@@ -309,6 +311,17 @@ fn find_wheel(package: &PluginPackage, cache: &Path) -> Option<PathBuf> {
         .max()
 }
 
+/// Whether [`download`] lets pip draw its own progress bar on this process's stderr.
+static FETCH_PROGRESS: AtomicBool = AtomicBool::new(false);
+
+/// Lets a plugin download show pip's progress bar on this process's stderr (pip draws it only
+/// when stderr is a terminal), for binaries that want the user to see a 63 MB fetch advance.
+/// Off by default: a library does not write to the terminal unasked, and pip's output is then
+/// captured and only its last lines reported in [`Error::Fetch`].
+pub fn show_fetch_progress(on: bool) {
+    FETCH_PROGRESS.store(on, Ordering::Relaxed);
+}
+
 /// Downloads the wheel with `<python> -m pip download` into the cache's wheel directory and
 /// returns its path. [`ensure_installed`] calls this with `python3`.
 pub fn download(package: &PluginPackage, cache: &Path, python: &str) -> Result<PathBuf> {
@@ -321,25 +334,47 @@ pub fn download(package: &PluginPackage, cache: &Path, python: &str) -> Result<P
     let staging = wheels.join(unique_name(".download"));
     std::fs::create_dir_all(&staging)
         .map_err(|e| Error::io(format!("creating `{}`", staging.display()), e))?;
-    eprintln!(
-        "stackscan: fetching the `{}` PJRT plugin: {} (about {} MB) into {}",
+    tracing::info!(
+        "fetching the `{}` PJRT plugin: {} (about {} MB) into {}",
         package.name,
         package.requirement(),
         package.approx_mb,
         wheels.display()
     );
     if package.sha256.is_none() {
-        eprintln!(
-            "stackscan: warning: `{}` has no pinned hash; pip's choice of version is trusted",
+        tracing::warn!(
+            "`{}` has no pinned hash; pip's choice of version is trusted",
             package.package
         );
     }
-    let output = Command::new(python)
-        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
-        .args(["--disable-pip-version-check", "--quiet", "--dest"])
+    let mut pip = Command::new(python);
+    pip.args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
+        .args(["--disable-pip-version-check", "--dest"])
         .arg(&staging)
-        .arg(package.requirement())
-        .output();
+        .arg(package.requirement());
+    let shown = FETCH_PROGRESS.load(Ordering::Relaxed);
+    let output = if shown {
+        // pip's progress and messages go to our stderr (its stdout too, so that they do not
+        // mix with a binary's report on stdout).
+        let to_stderr = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map(Stdio::from);
+        match to_stderr {
+            Ok(out) => pip
+                .arg("--progress-bar=on")
+                .stdout(out)
+                .status()
+                .map(|status| std::process::Output {
+                    status,
+                    stdout: Vec::new(),
+                    stderr: b"(its output is above)".to_vec(),
+                }),
+            Err(e) => Err(e),
+        }
+    } else {
+        pip.arg("--quiet").output()
+    };
     let result = match output {
         Err(e) => Err(fetch_error(format!("cannot run `{python}`: {e}"))),
         Ok(out) if !out.status.success() => {
@@ -420,8 +455,8 @@ pub fn install_wheel(package: &PluginPackage, wheel: &Path, cache: &Path) -> Res
             ));
         }
     }
-    eprintln!(
-        "stackscan: installed the `{}` PJRT plugin in {}",
+    tracing::info!(
+        "installed the `{}` PJRT plugin in {}",
         package.name,
         dir.display()
     );

@@ -1,4 +1,6 @@
-//! The safe layer over the PJRT C API: the one module of stackscan that holds `unsafe` code.
+//! The safe layer over the PJRT C API: the one module of stackscan that holds `unsafe` code
+//! (with [`os`]'s two system calls, a read-only file mapping and setting the environment
+//! before threads start).
 //!
 //! Every raw handle the plugin hands out is owned by an RAII type here whose `Drop` calls the
 //! matching destroy; every call goes through [`Api::get`] (which proves the function's slot
@@ -10,6 +12,7 @@ mod api;
 mod buffer;
 mod client;
 mod executable;
+pub mod os;
 
 pub use api::Plugin;
 pub use buffer::Buffer;

@@ -1,57 +1,17 @@
-//! The main job, for now: one FSDP exchange on N CPU devices.
+//! The `collectives` command: one FSDP exchange on N CPU devices, checked on the host.
 //!
 //! Each device holds one shard of a weight vector. The program (Shardy manual-computation form,
 //! as JAX emits it for `shard_map`) all-gathers the full weights on every device, scales them
 //! by a per-device factor (standing in for each device's local gradient), and reduce-scatters
-//! the result back into shards. The values are printed per device and checked against the same
-//! arithmetic done on the host.
-//!
-//! ```text
-//! cargo run --release -p stackscan-examples --bin collectives -- [--devices 4] [--plugin cpu|PATH]
-//! ```
+//! the result back into shards. The values are written per device and checked against the same
+//! arithmetic done on the host: the smallest end-to-end test of a plugin's collectives.
 
-use std::process::ExitCode;
+use std::io::Write;
 
+use crate::cli::args::RuntimeArgs;
 use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, ProgramForm, plugin};
 
 const SHARD: usize = 2;
-
-struct Args {
-    devices: usize,
-    plugin: String,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        devices: 4,
-        plugin: "cpu".to_owned(),
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("`{flag}` needs a value"));
-        match flag.as_str() {
-            "--devices" => {
-                let v = value()?;
-                args.devices =
-                    v.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
-                        format!("`--devices` expects a positive integer, got `{v}`")
-                    })?;
-            }
-            "--plugin" => args.plugin = value()?,
-            "-h" | "--help" => {
-                return Err(
-                    "usage: collectives [--devices N] [--plugin cpu|cpu-0.115|PATH]".into(),
-                );
-            }
-            other => {
-                return Err(format!(
-                    "unknown argument `{other}`; expected `--devices` or `--plugin`"
-                ));
-            }
-        }
-    }
-    Ok(args)
-}
 
 /// The exchange for `n` devices: gather, scale by `device index + 1`, reduce-scatter.
 fn program(n: usize) -> String {
@@ -87,21 +47,25 @@ fn program(n: usize) -> String {
     )
 }
 
-fn run(args: &Args) -> Result<bool, stackscan_runtime::Error> {
+/// Runs the exchange on `args.devices` devices, writing what each device holds to `out`;
+/// `Ok(false)` when a device's result differs from the host's.
+pub fn run(args: &RuntimeArgs, out: &mut dyn Write) -> Result<bool, Box<dyn std::error::Error>> {
     let plugin = Plugin::load(plugin::resolve(&args.plugin)?)?;
     let (major, minor) = plugin.api_version();
-    println!(
+    writeln!(
+        out,
         "plugin {} (PJRT API {major}.{minor})",
         plugin.path().display()
-    );
+    )?;
     let client = Client::new(&plugin, &ClientOptions::cpu(args.devices))?;
     let mesh = Mesh::new(&client, "fsdp", args.devices)?;
     let n = mesh.size();
-    println!(
+    writeln!(
+        out,
         "{n} {} devices on mesh axis `{}`",
         client.platform(),
         mesh.axis()
-    );
+    )?;
     let exe = client.compile(&program(n), &mesh.compile_options(ProgramForm::Partitions))?;
     let weights: Vec<f32> = (0..n * SHARD).map(|i| i as f32).collect();
     let shards = weights
@@ -120,9 +84,9 @@ fn run(args: &Args) -> Result<bool, stackscan_runtime::Error> {
     let scale_sum = (n as f64) * (n as f64 + 1.0) / 2.0;
     let tolerance = n as f64 * f64::from(f32::EPSILON);
     let mut all_ok = true;
-    for (d, out) in outputs.iter().enumerate() {
-        let gathered = out[0].to_host::<f32>()?;
-        let scattered = out[1].to_host::<f32>()?;
+    for (d, result) in outputs.iter().enumerate() {
+        let gathered = result[0].to_host::<f32>()?;
+        let scattered = result[1].to_host::<f32>()?;
         let expected: Vec<f64> = weights[d * SHARD..(d + 1) * SHARD]
             .iter()
             .map(|&w| f64::from(w) * scale_sum)
@@ -134,37 +98,18 @@ fn run(args: &Args) -> Result<bool, stackscan_runtime::Error> {
                 .all(|(&got, &want)| (f64::from(got) - want).abs() <= tolerance * want.abs());
         let ok = gathered == weights && close;
         all_ok &= ok;
-        println!(
+        writeln!(
+            out,
             "device {d}: shard {:?} -> all_gather {gathered:?} -> reduce_scatter {scattered:?} {}",
             &weights[d * SHARD..(d + 1) * SHARD],
             if ok { "ok" } else { "MISMATCH" }
-        );
+        )?;
     }
     let stats = exe.memory_stats()?;
-    println!(
+    writeln!(
+        out,
         "compiled memory per device: arguments {} B, outputs {} B, temp {} B",
         stats.arguments, stats.outputs, stats.temp
-    );
+    )?;
     Ok(all_ok)
-}
-
-fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(msg) => {
-            eprintln!("error: {msg}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("error: device results differ from the host reference");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
 }

@@ -1,18 +1,20 @@
-//! Benchmark: step time of the tiny Llama with prefetch off / on / on + deferred on N CPU
-//! devices, and compile time at 4, 16 and 48 layers. Writes JSON (stdout, or `--out FILE`).
+//! The `bench` command: step time of the tiny Llama with prefetch off / on / on + deferred
+//! on N CPU devices, and compile time at 4, 16 and 48 layers, as JSON (stdout, or `--out
+//! FILE`). [`run`] is the one entry point the CLI calls.
 //!
 //! ```text
-//! cargo run --release -p stackscan-examples --bin bench -- [--devices 4] [--steps 10] [--out bench.json]
+//! cargo run --release -p stackscan-examples --bin stackscan -- bench [--devices 4] [--steps 10] [--out bench.json]
 //! ```
 
 use std::fmt::Write as _;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::cli::CliError;
+use crate::llama::{LlamaConfig, model, synthetic_batch};
 use stackscan::Axis;
 use stackscan::fsdp::{Adam, train_step, with_adam};
 use stackscan::plan::PlanOptions;
-use stackscan_examples::llama::{LlamaConfig, model, synthetic_batch};
 use stackscan_runtime::train::{HostInput, Trainer};
 use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, ProgramForm, plugin};
 
@@ -31,7 +33,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn run(devices: usize, steps: usize) -> Res<String> {
+fn measure(devices: usize, steps: usize) -> Res<String> {
     let plugin = Plugin::load(plugin::resolve("cpu")?)?;
     let client = Client::new(&plugin, &ClientOptions::cpu(devices))?;
     let mesh = Mesh::new(&client, "fsdp", devices)?;
@@ -78,7 +80,7 @@ fn run(devices: usize, steps: usize) -> Res<String> {
             mem.temp,
             trainer.compile_seconds()
         );
-        eprintln!("{}: median {:.4} s", options_name(*o), median(times));
+        tracing::info!("{}: median {:.4} s", options_name(*o), median(times));
     }
     let _ = writeln!(json, "  }},\n  \"compile_time_s\": {{");
     let depths = [4usize, 16, 48];
@@ -104,7 +106,7 @@ fn run(devices: usize, steps: usize) -> Res<String> {
             "    \"{layers}\": {{\"lower_and_emit\": {lowered:.3}, \"xla_compile\": {compiled:.3}, \"program_bytes\": {}}}{comma}",
             text.len()
         );
-        eprintln!("{layers} layers: lower {lowered:.3} s, compile {compiled:.3} s");
+        tracing::info!("{layers} layers: lower {lowered:.3} s, compile {compiled:.3} s");
     }
     json.push_str("  }\n}\n");
     Ok(json)
@@ -112,19 +114,72 @@ fn run(devices: usize, steps: usize) -> Res<String> {
 
 /// Most measured steps per configuration: a week of the tiny model's steps, far more than a
 /// benchmark needs, and far from the counter's overflow.
-const MAX_STEPS: usize = 1_000_000;
+pub const MAX_STEPS: usize = 1_000_000;
+
+/// Arguments of `bench`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct BenchArgs {
+    /// CPU devices on the FSDP axis (the tiny Llama splits over 1, 2, 4 or 8).
+    #[arg(long, default_value_t = 4, value_parser = crate::cli::args::device_count, allow_negative_numbers = true)]
+    pub devices: usize,
+    /// Measured steps per schedule, after two warm-up steps.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=MAX_STEPS as u64), allow_negative_numbers = true)]
+    pub steps: u64,
+    /// Write the JSON to FILE (atomically, once the run succeeded) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// What `bench` measured, as JSON text.
+#[derive(Debug)]
+pub struct Report {
+    /// The JSON.
+    pub json: String,
+    /// Where it was written; `None`: the caller prints it.
+    pub written: Option<PathBuf>,
+}
+
+/// Checks the arguments (the model fits the devices, the destination is writable) before
+/// anything is measured, then measures and writes the JSON where `--out` says.
+pub fn run(args: &BenchArgs) -> Result<Report, CliError> {
+    model(&LlamaConfig::tiny())
+        .and_then(|m| m.validate(args.devices))
+        .map_err(|e| {
+            CliError::Usage(format!(
+                "the model does not fit {} devices: {e}",
+                args.devices
+            ))
+        })?;
+    let out = args
+        .out
+        .as_deref()
+        .map(Output::create)
+        .transpose()
+        .map_err(CliError::Usage)?;
+    let steps = usize::try_from(args.steps).map_err(|e| CliError::Usage(e.to_string()))?;
+    let json = measure(args.devices, steps)?;
+    let written = match out {
+        Some(out) => {
+            let dest = out.dest.clone();
+            out.finish(&json).map_err(CliError::failed)?;
+            Some(dest)
+        }
+        None => None,
+    };
+    Ok(Report { json, written })
+}
 
 /// Where the JSON goes: a temporary file beside the destination, created before the run so an
 /// unwritable path fails at once, and renamed over the destination when the run succeeded.
 struct Output {
-    dest: std::path::PathBuf,
-    temp: std::path::PathBuf,
+    dest: PathBuf,
+    temp: PathBuf,
     file: std::fs::File,
 }
 
 impl Output {
-    fn create(dest: &str) -> Result<Output, String> {
-        let dest = std::path::PathBuf::from(dest);
+    fn create(dest: &Path) -> Result<Output, String> {
+        let dest = dest.to_path_buf();
         let name = dest
             .file_name()
             .ok_or_else(|| format!("`--out {}` names no file", dest.display()))?;
@@ -153,64 +208,4 @@ impl Drop for Output {
         // After a successful rename there is nothing left to remove.
         let _ = std::fs::remove_file(&self.temp);
     }
-}
-
-fn parse() -> Result<(usize, usize, Option<Output>), String> {
-    let usage = "usage: bench [--devices N] [--steps N] [--out FILE]";
-    let mut devices = 4;
-    let mut steps = 10;
-    let mut out = None;
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let Some(value) = it.next() else {
-            return Err(format!("`{flag}` needs a value; {usage}"));
-        };
-        let count = |what: &str, max: usize| {
-            value
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (1..=max).contains(n))
-                .ok_or_else(|| {
-                    format!("`{what}` expects an integer from 1 to {max}, got `{value}`")
-                })
-        };
-        match flag.as_str() {
-            "--devices" => devices = count("--devices", 4096)?,
-            "--steps" => steps = count("--steps", MAX_STEPS)?,
-            "--out" => out = Some(value),
-            other => return Err(format!("unknown argument `{other}`; {usage}")),
-        }
-    }
-    model(&LlamaConfig::tiny())
-        .and_then(|m| m.validate(devices))
-        .map_err(|e| format!("the model does not fit {devices} devices: {e}"))?;
-    let out = out.as_deref().map(Output::create).transpose()?;
-    Ok((devices, steps, out))
-}
-
-fn main() -> ExitCode {
-    let (devices, steps, out) = match parse() {
-        Ok(parsed) => parsed,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let json = match run(devices, steps) {
-        Ok(json) => json,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match out {
-        Some(out) => {
-            if let Err(e) = out.finish(&json) {
-                eprintln!("error: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-        None => print!("{json}"),
-    }
-    ExitCode::SUCCESS
 }

@@ -1,0 +1,125 @@
+//! The flags more than one command takes, each defined once as a `#[derive(Args)]` struct
+//! that a command flattens into its own (`#[command(flatten)]`), and the value parsers that
+//! reject bad values before anything runs. A new shared flag is one field here; a flag of one
+//! command goes in that command's struct.
+
+use clap::Args;
+use stackscan::plan::PlanOptions;
+use stackscan_runtime::MAX_CPU_DEVICES;
+
+/// Where the programs run.
+#[derive(Clone, Debug, Args)]
+pub struct RuntimeArgs {
+    /// PJRT plugin: `cpu` (XLA's CPU plugin, fetched into the cache on first use),
+    /// `cpu-0.115` (a newer CPU plugin), `tpu`, `cuda`, or a path to a plugin `.so`
+    /// ($STACKSCAN_PJRT_PLUGIN, when set, wins over a name).
+    #[arg(long, default_value = "cpu", value_name = "NAME|PATH")]
+    pub plugin: String,
+    /// Devices on the FSDP mesh axis: virtual devices of the CPU plugin, 1 to 4096. The
+    /// model's sharded dimensions must divide by it.
+    #[arg(long, default_value_t = 4, value_parser = device_count, value_name = "N", allow_negative_numbers = true)]
+    pub devices: usize,
+}
+
+/// Schedule flags: each overrides one option of the model's `#[layer_stack]` attribute.
+#[derive(Clone, Copy, Debug, Default, Args)]
+pub struct ScheduleArgs {
+    /// Gather each layer's weights when it runs, not one layer ahead (also turns off the
+    /// deferred reduce-scatter, which needs prefetch).
+    #[arg(long)]
+    pub no_prefetch: bool,
+    /// Reduce-scatter each layer's gradient at the end of its own backward step instead of
+    /// overlapping it with the next one.
+    #[arg(long)]
+    pub no_defer: bool,
+    /// Layers per loop body: 2 double-buffers the gathered weights (ping-pong), 1 keeps one
+    /// buffer.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2), value_name = "1|2")]
+    pub unroll: Option<u8>,
+}
+
+impl ScheduleArgs {
+    /// `options` with these flags applied.
+    pub fn apply(&self, mut options: PlanOptions) -> PlanOptions {
+        if self.no_prefetch {
+            options.prefetch_fsdp_weights = false;
+            options.defer_grad_reduce_scatter = false;
+        }
+        if self.no_defer {
+            options.defer_grad_reduce_scatter = false;
+        }
+        if let Some(u) = self.unroll {
+            options.unroll = usize::from(u);
+        }
+        options
+    }
+
+    /// The flags given, as written on the command line (empty when none was).
+    pub fn given(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if self.no_prefetch {
+            flags.push("--no-prefetch".to_owned());
+        }
+        if self.no_defer {
+            flags.push("--no-defer".to_owned());
+        }
+        if let Some(u) = self.unroll {
+            flags.push(format!("--unroll {u}"));
+        }
+        flags
+    }
+}
+
+/// A device count: an integer from 1 to the CPU plugin's limit.
+pub fn device_count(s: &str) -> Result<usize, String> {
+    let max = MAX_CPU_DEVICES as usize;
+    s.parse::<usize>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| format!("expected an integer from 1 to {max}"))
+}
+
+/// A learning rate: a finite number above zero.
+pub fn learning_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(lr) if lr.is_finite() && lr > 0.0 => Ok(lr),
+        Ok(_) => Err("expected a finite number above 0".to_owned()),
+        Err(e) => Err(format!("not a number: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_out_of_range_are_refused() {
+        assert_eq!(device_count("4"), Ok(4));
+        for bad in ["0", "-1", "4097", "x", ""] {
+            assert!(device_count(bad).is_err(), "{bad}");
+        }
+        assert_eq!(learning_rate("3e-3"), Ok(3e-3));
+        for bad in ["0", "-1", "nan", "inf", "-inf", "x"] {
+            assert!(learning_rate(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn schedule_flags_apply_in_one_order() {
+        let s = ScheduleArgs {
+            no_prefetch: false,
+            no_defer: true,
+            unroll: Some(1),
+        };
+        let o = s.apply(PlanOptions::prefetch_deferred());
+        assert!(o.prefetch_fsdp_weights && !o.defer_grad_reduce_scatter);
+        assert_eq!(o.unroll, 1);
+        assert_eq!(s.given(), ["--no-defer", "--unroll 1"]);
+        let off = ScheduleArgs {
+            no_prefetch: true,
+            ..ScheduleArgs::default()
+        };
+        let o = off.apply(PlanOptions::prefetch_deferred());
+        assert!(!o.prefetch_fsdp_weights && !o.defer_grad_reduce_scatter);
+    }
+}

@@ -1,0 +1,79 @@
+//! `calibrate`: measures this machine's CPU as a hardware profile and checks the profile's
+//! predicted step times against the tiny Llama's measured ones ([`crate::calibrate`]).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
+
+use super::CliError;
+use super::args::device_count;
+use crate::calibrate::{check, measure};
+use crate::hardware::Hardware;
+
+/// Arguments of `calibrate`.
+#[derive(Clone, Debug, Args)]
+pub struct CalibrateArgs {
+    /// Virtual CPU devices, 1 to 4096.
+    #[arg(long, default_value_t = 4, value_parser = device_count, value_name = "N", allow_negative_numbers = true)]
+    pub devices: usize,
+    /// Training steps per configuration of the check (the first is not counted).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..=100_000))]
+    pub steps: u32,
+    /// Where to write the measured profile (TOML).
+    #[arg(long, default_value = "cpu.toml")]
+    pub profile: PathBuf,
+    /// Where to write the JSON report (default: standard output).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Only measure the profile; skip the step-time check.
+    #[arg(long)]
+    pub no_check: bool,
+}
+
+/// Runs `calibrate`, its JSON on `out` unless `--out` names a file.
+pub fn run(a: &CalibrateArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let plugin = Plugin::load(plugin::resolve("cpu")?)?;
+    let client = Client::new(&plugin, &ClientOptions::cpu(a.devices))?;
+    let mesh = Mesh::new(&client, "fsdp", a.devices)?;
+    let rates = measure(&client, &mesh, 9)?;
+    let toml = rates.profile_toml(a.devices);
+    std::fs::write(&a.profile, &toml)
+        .map_err(|e| CliError::failed(format!("cannot write `{}`: {e}", a.profile.display())))?;
+    Hardware::from_toml(&toml)?;
+    let rows = if a.no_check {
+        Vec::new()
+    } else {
+        check(&client, &mesh, &[4, 16], a.steps as usize, 9)?
+    };
+    let json = serde_json::json!({
+        "devices": a.devices,
+        "profile": a.profile.display().to_string(),
+        "rates": {
+            "matmul_gflops": rates.matmul_gflops,
+            "copy_gb_per_s": rates.copy_gb_per_s,
+            "vector_gflops": rates.vector_gflops,
+            "gather_gb_per_s": rates.gather_gb_per_s,
+            "collective_latency_us": rates.collective_latency_us,
+            "kernel_overhead_us": rates.kernel_overhead_us,
+        },
+        "check": rows.iter().map(|r| serde_json::json!({
+            "layers": r.layers,
+            "prefetch": r.prefetch,
+            "predicted_s": r.predicted,
+            "measured_s": r.measured,
+            "error_percent": r.error_percent(),
+        })).collect::<Vec<_>>(),
+    });
+    let text = serde_json::to_string_pretty(&json)? + "\n";
+    match &a.out {
+        Some(path) => {
+            std::fs::write(path, text)
+                .map_err(|e| CliError::failed(format!("cannot write `{}`: {e}", path.display())))?;
+            writeln!(out, "wrote {}", path.display())?;
+        }
+        None => out.write_all(text.as_bytes())?,
+    }
+    Ok(())
+}

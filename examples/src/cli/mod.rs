@@ -1,0 +1,171 @@
+//! The `stackscan` command line: one clap parser with a subcommand per job (`train`, `plan`,
+//! `params`, `bench`, `calibrate`, `timeline`, `collectives`). Flags that several commands share are
+//! defined once in [`args`] and flattened into each command's struct; global flags (`-v`,
+//! `--quiet`) are on [`Cli`]. The binaries only call [`main`] with the process's arguments and
+//! standard streams, so everything here is testable and prints nothing on its own.
+//!
+//! ```
+//! use clap::Parser;
+//! use stackscan_examples::cli::{Cli, Command};
+//!
+//! let cli = Cli::try_parse_from(["stackscan", "train", "--devices", "2", "--no-defer"])?;
+//! let Command::Train(train) = &cli.command else { unreachable!() };
+//! assert_eq!(train.runtime.devices, 2);
+//! assert!(train.schedule.no_defer);
+//! // The parser refuses what cannot work: no NaN learning rate, no 0 devices.
+//! assert!(Cli::try_parse_from(["stackscan", "train", "--lr", "nan"]).is_err());
+//! assert!(Cli::try_parse_from(["stackscan", "train", "--devices", "0"]).is_err());
+//! # Ok::<(), clap::Error>(())
+//! ```
+
+pub mod args;
+pub mod calibrate;
+pub mod logging;
+pub mod plan;
+pub mod train;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::bench::BenchArgs;
+use crate::timeline::TimelineArgs;
+use args::RuntimeArgs;
+use calibrate::CalibrateArgs;
+use plan::{ParamsArgs, PlanArgs};
+use train::TrainArgs;
+
+/// Declare, plan and train FSDP-prefetching transformer stacks on PJRT devices.
+#[derive(Debug, Parser)]
+#[command(name = "stackscan", version, propagate_version = true)]
+pub struct Cli {
+    /// More log output: `-v` shows debug events and the XLA plugin's own INFO lines, `-vv`
+    /// trace events. RUST_LOG (`warn,stackscan_runtime=debug`) sets the levels of stackscan's
+    /// events directly; TF_CPP_MIN_LOG_LEVEL, when set, the plugin's.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Only errors: no progress display, no log lines but errors.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train a tiny model on CPU devices with FSDP prefetch (the main job).
+    Train(TrainArgs),
+    /// Print the forward and backward schedule of a full-size stack.
+    Plan(PlanArgs),
+    /// List a full-size model's parameters: hierarchical names, copies, shapes, shards.
+    Params(ParamsArgs),
+    /// Measure step times (prefetch off / on / deferred) and compile times, as JSON.
+    Bench(BenchArgs),
+    /// Measure this CPU as a hardware profile and check its predicted step times (JSON).
+    Calibrate(CalibrateArgs),
+    /// Predict a training step on a hardware profile and draw its timelines.
+    Timeline(TimelineArgs),
+    /// Run one all-gather + reduce-scatter on N devices and check it on the host.
+    Collectives(RuntimeArgs),
+}
+
+/// Why a command failed: bad arguments (exit status 2) or a failed run (1).
+#[derive(Debug)]
+pub enum CliError {
+    /// The arguments cannot work (found before anything ran).
+    Usage(String),
+    /// The run failed.
+    Failed(Box<dyn std::error::Error>),
+}
+
+impl CliError {
+    /// A failed run.
+    pub fn failed(e: impl Into<Box<dyn std::error::Error>>) -> CliError {
+        CliError::Failed(e.into())
+    }
+}
+
+impl<E: Into<Box<dyn std::error::Error>>> From<E> for CliError {
+    fn from(e: E) -> CliError {
+        CliError::Failed(e.into())
+    }
+}
+
+/// Runs `cli`, its report on `out`.
+pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
+    match &cli.command {
+        Command::Train(a) => train::run(a, cli.quiet, out),
+        Command::Plan(a) => plan::plan(a, out),
+        Command::Params(a) => plan::params(a, out),
+        Command::Bench(a) => {
+            let report = crate::bench::run(a)?;
+            match report.written {
+                Some(path) => writeln!(out, "wrote {}", path.display())?,
+                None => out.write_all(report.json.as_bytes())?,
+            }
+            Ok(())
+        }
+        Command::Calibrate(a) => calibrate::run(a, out),
+        Command::Timeline(a) => crate::timeline::report(a, out),
+        Command::Collectives(a) => {
+            if crate::collectives::run(a, out)? {
+                Ok(())
+            } else {
+                Err(CliError::failed(
+                    "device results differ from the host reference",
+                ))
+            }
+        }
+    }
+}
+
+/// The whole program: parses `argv`, sets up logging (the XLA plugin's log level first, while
+/// the process has one thread), runs the command and reports an error as one line
+/// `error: …` on `err`. Exit status 0, 1 for a failed run, 2 for bad arguments.
+pub fn main(
+    argv: impl IntoIterator<Item = OsString>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> ExitCode {
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // `--help`, `--version`: clap's text on stdout.
+            let _ = write!(out, "{}", e.render());
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // One line, as every failure of stackscan's binaries: clap's message up to its
+            // usage block (the flag, the value at fault, the values it takes), joined.
+            let rendered = e.render().to_string();
+            let message: Vec<&str> = rendered
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let _ = writeln!(err, "{}", message.join(" "));
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = logging::init(cli.verbose, cli.quiet) {
+        let _ = writeln!(err, "error: {e}");
+        return ExitCode::FAILURE;
+    }
+    match run(&cli, out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Usage(e)) => {
+            let _ = writeln!(err, "error: {e}");
+            ExitCode::from(2)
+        }
+        Err(CliError::Failed(e)) => {
+            // Error messages may span lines (a fetch error gives the command to run); the
+            // first line is the error, the rest its advice.
+            let _ = writeln!(err, "error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! `train`, the main job: a tiny model on N CPU devices with the schedule options its
+//! `#[layer_stack]` attribute declares (the schedule flags override them, and the job says
+//! which), on synthetic batches or a token file (`--data`), with progress on stderr, the report
+//! on stdout, and optionally per-step metrics, a loss plot and checkpoints.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use stackscan::fsdp::Adam;
+use stackscan::plan::PlanOptions;
+use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
+use stackscan_runtime::train::{HostInput, Progress, Trainer};
+use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
+
+use super::CliError;
+use super::args::{RuntimeArgs, ScheduleArgs, learning_rate};
+use crate::jobs::{Job, ModelName};
+use crate::metrics::{MetricsFile, StepMetrics};
+use crate::progress::{Display, StepShown, TrainProgress};
+
+/// Most steps one run may ask for: far beyond any run of the tiny models, and far from the
+/// data position's overflow.
+pub const MAX_STEPS: u64 = 1_000_000_000;
+
+/// Arguments of `train`.
+#[derive(Clone, Debug, Args)]
+pub struct TrainArgs {
+    /// The model: `llama` (the macro-declared tiny Llama), `deepseek3` (MLA, dense prefix, MoE
+    /// layers) or `qwen35` (blocks of GDN, GDN, GDN, gated attention).
+    #[arg(long, default_value = "llama", value_name = "NAME")]
+    pub model: ModelName,
+    /// Plugin and devices.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Schedule flags.
+    #[command(flatten)]
+    pub schedule: ScheduleArgs,
+    /// Steps in all (a resumed run continues to this step).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_STEPS), value_name = "N", allow_negative_numbers = true)]
+    pub steps: u64,
+    /// Adam's learning rate, a finite number above 0 (default: the model's, 0.01 for llama
+    /// and qwen35, 0.003 for deepseek3).
+    #[arg(long, value_parser = learning_rate, value_name = "LR", allow_negative_numbers = true)]
+    pub lr: Option<f64>,
+    /// Seed of the weights' initialisation.
+    #[arg(long, default_value_t = 17)]
+    pub seed: u64,
+    /// Train on this token file instead of synthetic batches: little-endian u16 ids (what
+    /// nanoGPT-style pipelines write as `train.bin`), u32, or a text file read as bytes
+    /// (`.txt`, `.md`: byte-level tokens). Each device reads its own consecutive windows, the
+    /// same on every run.
+    #[arg(long, value_name = "PATH")]
+    pub data: Option<PathBuf>,
+    /// How `--data` stores tokens (default: `bytes` for .txt/.md/.text, else `u16`).
+    #[arg(long, requires = "data", value_name = "u16|u32|bytes")]
+    pub data_format: Option<TokenFormat>,
+    /// Write one JSON line per step to FILE: step, loss, seconds, tokens, tokens/s, lr,
+    /// skipped, data position (appended to when resuming).
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+    /// Write the run's loss curve as SVG to FILE at the end.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Save a checkpoint every N steps (atomically, to DIR/latest.safetensors).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), value_name = "N", allow_negative_numbers = true)]
+    pub save_every: Option<u64>,
+    /// Where `--save-every` writes.
+    #[arg(long, default_value = "checkpoints", value_name = "DIR")]
+    pub checkpoint_dir: PathBuf,
+    /// Resume from DIR/latest.safetensors: weights, Adam moments, step and data position.
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+}
+
+/// The checkpoint file in `dir`.
+fn latest(dir: &Path) -> PathBuf {
+    dir.join("latest.safetensors")
+}
+
+/// Where the batches come from.
+enum Batches<'a> {
+    /// The model's synthetic batches, a function of the batch index.
+    Synthetic(&'a crate::jobs::Batches),
+    /// A token file.
+    File(TokenBatches),
+}
+
+impl Batches<'_> {
+    /// Device batch `index`: `(tokens, labels)`.
+    fn get(&self, index: u64) -> (Vec<i32>, Vec<i32>) {
+        match self {
+            Batches::Synthetic(b) => b(index),
+            Batches::File(f) => f.batch(index),
+        }
+    }
+}
+
+impl TrainArgs {
+    fn adam(&self, job: &Job) -> Adam {
+        Adam {
+            lr: self.lr.unwrap_or(job.default_lr),
+            ..Adam::default()
+        }
+    }
+
+    /// Everything that can be checked without a plugin, so a mistake costs no plugin load
+    /// and its message is the only line the job prints.
+    fn check(&self) -> Result<(Job, PlanOptions), CliError> {
+        let job = Job::tiny(self.model)
+            .map_err(|e| CliError::Usage(format!("the declared model is invalid: {e}")))?;
+        let options = self.schedule.apply(job.options);
+        options
+            .validate()
+            .map_err(|e| CliError::Usage(format!("invalid schedule options: {e}")))?;
+        self.adam(&job)
+            .validate()
+            .map_err(|e| CliError::Usage(format!("invalid `--lr`: {e}")))?;
+        let devices = self.runtime.devices;
+        job.model.validate(devices).map_err(|e| {
+            CliError::Usage(format!("the model does not fit {devices} devices: {e}"))
+        })?;
+        Ok((job, options))
+    }
+
+    /// The token file of `--data`, checked against the model's vocabulary.
+    fn data(&self, job: &Job) -> Result<Option<TokenBatches>, CliError> {
+        let Some(path) = &self.data else {
+            return Ok(None);
+        };
+        let format = self
+            .data_format
+            .unwrap_or_else(|| TokenFormat::for_path(path));
+        let to_usize = |v: i64| usize::try_from(v).map_err(|e| CliError::failed(e.to_string()));
+        let file = TokenFile::open(path, format).map_err(|e| CliError::Usage(e.to_string()))?;
+        let batches = TokenBatches::new(
+            file,
+            to_usize(job.vocab)?,
+            to_usize(job.batch_per_device)?,
+            to_usize(job.seq)?,
+        )
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+        Ok(Some(batches))
+    }
+}
+
+/// Runs `train`; the report goes to `out`, progress to stderr (nothing when `quiet`).
+pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliError> {
+    let (job, options) = a.check()?;
+    let data = a.data(&job)?;
+    let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
+    let devices = a.runtime.devices;
+    let client = Client::new(&plugin, &ClientOptions::cpu(devices))?;
+    let mesh = Mesh::new(&client, "fsdp", devices)?;
+    writeln!(
+        out,
+        "{} on {devices} {} devices",
+        job.describe,
+        client.platform()
+    )?;
+    let flags = a.schedule.given();
+    let source = if flags.is_empty() {
+        "from the `#[layer_stack]` attribute".to_owned()
+    } else {
+        format!(
+            "from the `#[layer_stack]` attribute, overridden by {}",
+            flags.join(", ")
+        )
+    };
+    writeln!(
+        out,
+        "prefetch_fsdp_weights={} defer_grad_reduce_scatter={} unroll={} ({source})",
+        options.prefetch_fsdp_weights, options.defer_grad_reduce_scatter, options.unroll
+    )?;
+    let batches = match data {
+        Some(d) => {
+            writeln!(
+                out,
+                "data: {} ({} {} tokens, {} sequences per pass)",
+                d.file().path().display(),
+                d.file().len(),
+                d.file().format(),
+                d.windows()
+            )?;
+            Batches::File(d)
+        }
+        None => Batches::Synthetic(&job.batch),
+    };
+    let adam = a.adam(&job);
+    let m = &job.model;
+    let mut trainer = Trainer::new(&client, &mesh, m, options, adam, a.seed)?;
+    writeln!(out, "plan:\n{}", trainer.plan().describe(&m.stack))?;
+    writeln!(out, "compiled in {:.2} s", trainer.compile_seconds())?;
+    let total = usize::try_from(a.steps)?;
+    let (mut start, mut position) = (0usize, 0u64);
+    if let Some(dir) = &a.resume {
+        let progress = trainer.load(&latest(dir))?;
+        start = trainer.steps();
+        position = progress.data_position;
+        writeln!(
+            out,
+            "resumed from {} at step {start}, data position {position}",
+            latest(dir).display()
+        )?;
+    }
+    if start >= total {
+        return Err(CliError::failed(format!(
+            "the checkpoint is already at step {start} of {total}"
+        )));
+    }
+    if a.save_every.is_some() {
+        std::fs::create_dir_all(&a.checkpoint_dir)?;
+    }
+    let mut metrics = match &a.metrics {
+        Some(p) => Some(
+            MetricsFile::create(p, a.resume.is_some())
+                .map_err(|e| CliError::Usage(format!("cannot write `{}`: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let mut progress = TrainProgress::new(Display::for_stderr(quiet), start + 1, total);
+    let mut stderr = std::io::stderr();
+    let mut losses = Vec::new();
+    let mut times = Vec::new();
+    for step in start..total {
+        let inputs: Vec<Vec<HostInput>> = (0..devices as u64)
+            .map(|d| {
+                let (t, l) = batches.get(position + d);
+                vec![HostInput::I32(t), HostInput::I32(l)]
+            })
+            .collect();
+        let tokens: usize = inputs
+            .iter()
+            .map(|i| match &i[0] {
+                HostInput::I32(t) => t.len(),
+                _ => 0,
+            })
+            .sum();
+        let r = trainer.step(&inputs)?;
+        position += devices as u64;
+        let shown = StepShown {
+            step: step + 1,
+            loss: r.loss,
+            seconds: r.seconds,
+            tokens,
+        };
+        progress.step(shown, &mut stderr)?;
+        if let Some(f) = &mut metrics {
+            let line = StepMetrics {
+                step: step + 1,
+                loss: r.loss.is_finite().then_some(r.loss),
+                seconds: r.seconds,
+                tokens,
+                tokens_per_second: tokens as f64 / r.seconds.max(1e-9),
+                lr: adam.lr,
+                skipped: r.skipped,
+                data_position: position,
+            };
+            f.write(&line)
+                .map_err(|e| CliError::failed(format!("writing `{}`: {e}", f.path().display())))?;
+        }
+        losses.push((step + 1, r.loss));
+        times.push(r.seconds);
+        if a.save_every
+            .is_some_and(|n| (step as u64 + 1).is_multiple_of(n))
+        {
+            let p = Progress {
+                data_position: position,
+                rng_state: 0,
+            };
+            trainer.save(&latest(&a.checkpoint_dir), p)?;
+            tracing::info!(
+                "saved {} at step {}",
+                latest(&a.checkpoint_dir).display(),
+                step + 1
+            );
+        }
+    }
+    progress.finish();
+    summarise(&trainer, &losses, &times, out)?;
+    if let Some(path) = &a.plot {
+        let title = format!("{}: training loss", a.model);
+        std::fs::write(path, crate::plot::loss_curve(&title, &losses))
+            .map_err(|e| CliError::failed(format!("writing `{}`: {e}", path.display())))?;
+        writeln!(out, "wrote the loss curve to {}", path.display())?;
+    }
+    if let Some(f) = &metrics {
+        writeln!(out, "wrote per-step metrics to {}", f.path().display())?;
+    }
+    learned(&losses)
+}
+
+/// Writes step times, memory and the loss summary.
+fn summarise(
+    trainer: &Trainer,
+    losses: &[(usize, f32)],
+    times: &[f64],
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let steady = &times[1.min(times.len().saturating_sub(1))..];
+    let mean = steady.iter().sum::<f64>() / steady.len().max(1) as f64;
+    let s = trainer.memory_stats()?;
+    writeln!(out, "mean step time (after the first): {mean:.3} s")?;
+    writeln!(
+        out,
+        "compiled memory per device: arguments {} B, outputs {} B, temp {} B, generated code {} B",
+        s.arguments, s.outputs, s.temp, s.generated_code
+    )?;
+    if let (Some(first), Some(last)) = (losses.first(), losses.last()) {
+        writeln!(out, "loss {:.4} -> {:.4}", first.1, last.1)?;
+    }
+    if losses.len() >= 2 {
+        let (early, late) = thirds(losses);
+        let third = (losses.len() / 3).max(1);
+        writeln!(
+            out,
+            "mean loss of the first {third} steps {early:.4}, of the last {third} {late:.4}"
+        )?;
+    }
+    Ok(())
+}
+
+/// The mean loss of the first and of the last third of the run.
+fn thirds(losses: &[(usize, f32)]) -> (f32, f32) {
+    let third = (losses.len() / 3).max(1);
+    let mean = |l: &[(usize, f32)]| l.iter().map(|p| p.1).sum::<f32>() / l.len() as f32;
+    (
+        mean(&losses[..third]),
+        mean(&losses[losses.len() - third..]),
+    )
+}
+
+/// Each step sees a new batch, so single losses are noisy; whether the model learned is
+/// judged on the mean of the first and the last third of the run. One step has nothing to
+/// compare with: it trained if it ran.
+fn learned(losses: &[(usize, f32)]) -> Result<(), CliError> {
+    if losses.len() < 2 {
+        return Ok(());
+    }
+    let (early, late) = thirds(losses);
+    if late < early {
+        Ok(())
+    } else {
+        Err(CliError::failed(
+            "the mean loss of the last third of the steps did not fall below that of the first",
+        ))
+    }
+}
