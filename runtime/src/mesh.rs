@@ -49,6 +49,16 @@ impl Mesh {
         Mesh::from_devices_on(axes, client.devices()[..size].to_vec())
     }
 
+    /// The first devices of `client` laid out as `layout`, the mesh a program was written for.
+    pub fn for_layout(client: &Client, layout: &stackscan::Mesh) -> Result<Mesh> {
+        let axes: Vec<(&str, usize)> = layout
+            .axes()
+            .iter()
+            .map(|a| (a.name.as_str(), a.size))
+            .collect();
+        Mesh::grid(client, &axes)
+    }
+
     /// A one-axis mesh over the given devices, in order.
     pub fn from_devices(axis: &str, devices: Vec<Device>) -> Result<Mesh> {
         if devices.is_empty() {

@@ -8,7 +8,7 @@
 //! ```text
 //! cargo run --release -p stackscan-examples --bin train -- [--model llama|deepseek3|qwen35]
 //!     [--devices 4] [--steps 30] [--plugin cpu|cpu-0.115|PATH] [--no-prefetch] [--no-defer]
-//!     [--unroll 1|2] [--lr 0.01 (llama, qwen35), 0.003 (deepseek3)]
+//!     [--unroll 1|2] [--lr 0.01 (llama, qwen35), 0.003 (deepseek3)] [--ep 1 (deepseek3: 4)]
 //!     [--save-every N --checkpoint-dir DIR] [--resume DIR]
 //! ```
 //!
@@ -16,6 +16,10 @@
 //! N-th step, atomically, so a crash mid-save leaves the previous one; `--resume DIR` restores
 //! weights, Adam moments and step from `DIR/latest.safetensors` and trains on from the step
 //! after it to `--steps` in all, on exactly the batches an uninterrupted run would see.
+//!
+//! `--ep N` (deepseek3) runs with expert parallelism on an `fsdp × expert` mesh of
+//! `devices / N` × `N` ([`Job::tiny_on`]); `N` must divide the devices and the devices the
+//! experts.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +33,7 @@ use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
 struct Args {
     model: ModelName,
     devices: usize,
+    ep: usize,
     steps: usize,
     plugin: String,
     /// The schedule flags given, in order; each overrides the attribute's options.
@@ -92,10 +97,11 @@ impl Args {
     }
 }
 
-fn parse() -> Result<(Args, Job), String> {
+fn parse() -> Result<(Args, Job, stackscan::Mesh), String> {
     let mut a = Args {
         model: ModelName::Llama,
         devices: 4,
+        ep: 1,
         steps: 30,
         plugin: "cpu".into(),
         overrides: Vec::new(),
@@ -117,6 +123,11 @@ fn parse() -> Result<(Args, Job), String> {
                 a.devices = value("a count")?
                     .parse()
                     .map_err(|_| "`--devices` expects a positive integer")?
+            }
+            "--ep" => {
+                a.ep = value("a count")?
+                    .parse()
+                    .map_err(|_| "`--ep` expects a positive integer")?
             }
             "--steps" => {
                 a.steps = value("a count")?
@@ -151,7 +162,7 @@ fn parse() -> Result<(Args, Job), String> {
             "--resume" => a.resume = Some(value("a directory")?.into()),
             other => {
                 return Err(format!(
-                    "unknown argument `{other}`; expected `--model`, `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch`, `--no-defer`, `--save-every`, `--checkpoint-dir` or `--resume`"
+                    "unknown argument `{other}`; expected `--model`, `--devices`, `--ep`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch`, `--no-defer`, `--save-every`, `--checkpoint-dir` or `--resume`"
                 ));
             }
         }
@@ -161,7 +172,8 @@ fn parse() -> Result<(Args, Job), String> {
     }
     // Everything that can be checked without a plugin is, so a mistake costs no plugin load
     // and its message is the only line the job prints.
-    let job = Job::tiny(a.model).map_err(|e| format!("the declared model is invalid: {e}"))?;
+    let (job, layout) = Job::tiny_on(a.model, a.devices, a.ep)
+        .map_err(|e| format!("the declared model is invalid on this mesh: {e}"))?;
     a.options(&job)
         .validate()
         .map_err(|e| format!("invalid schedule options: {e}"))?;
@@ -169,15 +181,15 @@ fn parse() -> Result<(Args, Job), String> {
         .validate()
         .map_err(|e| format!("invalid `--lr`: {e}"))?;
     job.model
-        .validate(a.devices)
+        .validate_on(&layout)
         .map_err(|e| format!("the model does not fit {} devices: {e}", a.devices))?;
-    Ok((a, job))
+    Ok((a, job, layout))
 }
 
-fn run(a: &Args, job: &Job) -> Result<bool, Box<dyn std::error::Error>> {
+fn run(a: &Args, job: &Job, layout: &stackscan::Mesh) -> Result<bool, Box<dyn std::error::Error>> {
     let plugin = Plugin::load(plugin::resolve(&a.plugin)?)?;
     let client = Client::new(&plugin, &ClientOptions::cpu(a.devices))?;
-    let mesh = Mesh::new(&client, "fsdp", a.devices)?;
+    let mesh = Mesh::for_layout(&client, layout)?;
     let m = &job.model;
     println!(
         "{} on {} {} devices",
@@ -272,14 +284,14 @@ fn run(a: &Args, job: &Job) -> Result<bool, Box<dyn std::error::Error>> {
 }
 
 fn main() -> ExitCode {
-    let (args, job) = match parse() {
+    let (args, job, layout) = match parse() {
         Ok(a) => a,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    match run(&args, &job) {
+    match run(&args, &job, &layout) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
             eprintln!(
