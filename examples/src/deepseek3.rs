@@ -456,10 +456,22 @@ pub fn model<S: LayerStack<Config = DeepSeek3Config>>(c: &DeepSeek3Config) -> Re
     if c.expert_mesh.is_parallel() {
         // Expert banks are gathered over `fsdp` only: each rank keeps its own experts.
         let fsdp = c.expert_mesh.fsdp_axis();
+        let mut banks = 0;
         for p in m.kinds.iter_mut().flat_map(|k| k.params.iter_mut()) {
             if EXPERT_BANKS.contains(&p.name.as_str()) {
                 *p = p.clone().gathered_over(fsdp.clone());
+                banks += 1;
             }
+        }
+        // Each MoE kind has the three banks; a renamed one would silently be gathered whole.
+        let moe_kinds = m.kinds.len() - usize::from(c.dense_layers > 0);
+        if banks != EXPERT_BANKS.len() * moe_kinds {
+            return Err(Error::InvalidOp {
+                op: "deepseek3",
+                message: format!(
+                    "expert parallelism found {banks} of the expert banks {EXPERT_BANKS:?}"
+                ),
+            });
         }
     }
     Ok(m)
