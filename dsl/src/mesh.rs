@@ -225,7 +225,16 @@ impl Mesh {
             })
             .collect();
         terms.reverse();
-        Ok(terms)
+        // Adjacent mesh axes that are contiguous in device order and in the index are one
+        // term: the axis over every device is just the device index.
+        let mut merged: Vec<(usize, usize, usize)> = Vec::new();
+        for t in terms {
+            match merged.last_mut() {
+                Some(m) if m.0 == t.0 * t.1 && m.2 == t.2 * t.1 => *m = (t.0, m.1 * t.1, t.2),
+                _ => merged.push(t),
+            }
+        }
+        Ok(merged)
     }
 
     /// Device-index stride of each axis (row-major: the last axis is contiguous).
@@ -275,6 +284,7 @@ mod tests {
     fn index_along_an_axis_inverts_the_groups() {
         let three = Mesh::new(&[("a", 2), ("b", 3), ("c", 2)]).unwrap();
         let ac = Axis::compound(&[&three.axis("a").unwrap(), &three.axis("c").unwrap()]);
+        assert_eq!(three.index_terms(&three.all()).unwrap(), vec![(1, 12, 1)]);
         for axis in [three.axis("b").unwrap(), ac, three.all()] {
             let terms = three.index_terms(&axis).unwrap();
             for group in three.replica_groups(&axis).unwrap() {
