@@ -37,6 +37,7 @@ pub mod ir;
 pub mod layer;
 pub mod layout;
 mod lower;
+mod mesh;
 pub mod nn;
 mod ops;
 pub mod plan;
@@ -53,6 +54,7 @@ pub use ir::{Axis, DotDims, Function, TriangularSolve};
 #[doc(hidden)]
 pub use layer::__private;
 pub use layer::{Forward, LayerStack, SubLayer};
+pub use mesh::Mesh;
 pub use ops::{concatenate, optimization_barrier};
 pub use stackscan_macros::{SubLayer, layer_stack};
 pub use types::TensorType;

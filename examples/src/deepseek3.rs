@@ -34,7 +34,7 @@ use stackscan::{DType, Error, LayerStack, Result, SubLayer, Tensor, TensorType, 
 
 use crate::mla::{MlaConfig, MlaWeights, mla};
 use crate::moe::{
-    ExpertWeights, MoeConfig, MoeWeights, RouterConfig, RouterKind, SharedExpert, moe,
+    ExpertMesh, ExpertWeights, MoeConfig, MoeWeights, RouterConfig, RouterKind, SharedExpert, moe,
 };
 
 /// Sizes of a DeepSeek-V3-style model.
@@ -74,6 +74,9 @@ pub struct DeepSeek3Config {
     pub seq: i64,
     /// Sequences per device.
     pub batch_per_device: i64,
+    /// The expert-parallel mesh the model runs on ([`ExpertMesh::OFF`]: plain FSDP). A run
+    /// setting rather than a size, but the layers' forward sees only the config.
+    pub expert_mesh: ExpertMesh,
 }
 
 impl DeepSeek3Config {
@@ -98,6 +101,43 @@ impl DeepSeek3Config {
             direct_token_gather: false,
             seq: 64,
             batch_per_device: 1,
+            expert_mesh: ExpertMesh::OFF,
+        }
+    }
+
+    /// A small config for equivalence tests: every sharded dimension divisible by 8, 8
+    /// experts top-2 in 4 groups (top 2 groups), sequences of 8 tokens, capacity that never
+    /// drops a token; `layers` in all, the first `dense_layers` dense.
+    pub const fn small(layers: usize, dense_layers: usize, batch_per_device: i64) -> Self {
+        DeepSeek3Config {
+            vocab: 64,
+            d: 32,
+            layers,
+            dense_layers,
+            mla: MlaConfig {
+                d: 32,
+                heads: 2,
+                q_lora: 16,
+                kv_lora: 16,
+                nope: 8,
+                rope: 4,
+                v: 8,
+                rope_theta: 10_000.0,
+                eps: 1e-6,
+            },
+            dense_ffn: 32,
+            experts: 8,
+            top_k: 2,
+            groups: 4,
+            top_groups: 2,
+            expert_width: 16,
+            shared_experts: 1,
+            scaling: 2.5,
+            capacity_factor: 8.0,
+            direct_token_gather: false,
+            seq: 8,
+            batch_per_device,
+            expert_mesh: ExpertMesh::OFF,
         }
     }
 
@@ -121,6 +161,7 @@ impl DeepSeek3Config {
             direct_token_gather: false,
             seq: 4096,
             batch_per_device: 1,
+            expert_mesh: ExpertMesh::OFF,
         }
     }
 
@@ -139,12 +180,22 @@ impl DeepSeek3Config {
             capacity_factor: self.capacity_factor,
             direct_token_gather: self.direct_token_gather,
             gated_shared: false,
+            expert_mesh: self.expert_mesh,
         }
     }
 
     /// `experts` as a dimension.
     pub const fn e(&self) -> i64 {
         self.experts as i64
+    }
+
+    /// The same model with expert parallelism `ep` over `devices` (checked: `ep` divides the
+    /// devices, the devices divide the experts); `ep = 1` is plain FSDP.
+    pub fn with_expert_parallel(self, devices: usize, ep: usize) -> Result<Self> {
+        Ok(DeepSeek3Config {
+            expert_mesh: ExpertMesh::new(devices, ep, self.experts)?,
+            ..self
+        })
     }
 
     /// Shared experts' fused width.
@@ -379,7 +430,7 @@ pub fn model<S: LayerStack<Config = DeepSeek3Config>>(c: &DeepSeek3Config) -> Re
     let (vocab, f32) = (c.vocab, DType::F32);
     let tokens = TensorType::new(DType::I32, [c.batch_per_device, c.seq]);
     let input = |name: &str| InputSpec::new(name, tokens.clone()).with_values(0..vocab);
-    S::stack_model(
+    let mut m = S::stack_model(
         c,
         TensorType::new(f32, [c.batch_per_device, c.seq, c.d]),
         vec![input("tokens"), input("labels")],
@@ -401,8 +452,33 @@ pub fn model<S: LayerStack<Config = DeepSeek3Config>>(c: &DeepSeek3Config) -> Re
             let logits = logits.reshape(&[b * t, vocab])?;
             nn::cross_entropy(&logits, &labels.reshape(&[b * t])?)
         }),
-    )
+    )?;
+    if c.expert_mesh.is_parallel() {
+        // Expert banks are gathered over `fsdp` only: each rank keeps its own experts.
+        let fsdp = c.expert_mesh.fsdp_axis();
+        let mut banks = 0;
+        for p in m.kinds.iter_mut().flat_map(|k| k.params.iter_mut()) {
+            if EXPERT_BANKS.contains(&p.name.as_str()) {
+                *p = p.clone().gathered_over(fsdp.clone());
+                banks += 1;
+            }
+        }
+        // Each MoE kind has the three banks; a renamed one would silently be gathered whole.
+        let moe_kinds = m.kinds.len() - usize::from(c.dense_layers > 0);
+        if banks != EXPERT_BANKS.len() * moe_kinds {
+            return Err(Error::InvalidOp {
+                op: "deepseek3",
+                message: format!(
+                    "expert parallelism found {banks} of the expert banks {EXPERT_BANKS:?}"
+                ),
+            });
+        }
+    }
+    Ok(m)
 }
+
+/// The MoE layer's parameters stacked over experts, `[E, …]`.
+const EXPERT_BANKS: [&str; 3] = ["experts_gate", "experts_up", "experts_down"];
 
 /// The error of an outer function given another number of inputs or weights than declared.
 fn outer_arity(inputs: usize, weights: usize) -> Error {

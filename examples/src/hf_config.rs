@@ -189,6 +189,7 @@ fn deepseek3(f: &Fields) -> Result<DeepSeek3Config> {
         scaling: f.routed_scaling_factor.unwrap_or(1.0),
         capacity_factor: 1.25,
         direct_token_gather: false,
+        expert_mesh: crate::moe::ExpertMesh::OFF,
         seq: SEQ,
         batch_per_device: 1,
     })

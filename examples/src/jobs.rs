@@ -10,6 +10,12 @@
 //! let job = Job::tiny(name)?;
 //! assert!(job.options.prefetch_fsdp_weights);
 //! assert_eq!(job.model.stack.len(), 8);
+//!
+//! // Expert parallelism 4 on 8 devices: a 2 × 4 `fsdp × expert` mesh.
+//! let (_, mesh) = Job::tiny_on(name, 8, 4)?;
+//! assert_eq!(mesh.describe(), "[\"fsdp\"=2, \"expert\"=4]");
+//! assert!(Job::tiny_on(name, 8, 3).is_err());
+//! assert!(Job::tiny_on("llama".parse()?, 8, 2).is_err());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -18,11 +24,12 @@ use std::str::FromStr;
 
 use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
-use stackscan::{LayerStack, Result};
+use stackscan::{Axis, Error, LayerStack, Mesh, Result};
 
 use crate::deepseek3::{self, DeepSeek3Config, TinyDeepSeek3};
 use crate::llama::{self, LlamaConfig};
 use crate::llama_macro;
+use crate::moe::FSDP_AXIS;
 use crate::qwen35::{self, Qwen35Config, Qwen35Tiny};
 
 /// A model the main job knows by name.
@@ -149,37 +156,7 @@ impl Job {
                     seq: c.seq,
                 }
             }
-            ModelName::DeepSeek3 => {
-                let c = DeepSeek3Config::tiny();
-                Job {
-                    model: deepseek3::tiny_model()?,
-                    options: TinyDeepSeek3::OPTIONS,
-                    describe: format!(
-                        "tiny DeepSeek-V3: {} layers ({} dense), d {}, MLA {} heads, {} experts top-{} in {} groups (top {}), {} shared, width {}, vocab {}; {} × {} tokens per device",
-                        c.layers,
-                        c.dense_layers,
-                        c.d,
-                        c.mla.heads,
-                        c.experts,
-                        c.top_k,
-                        c.groups,
-                        c.top_groups,
-                        c.shared_experts,
-                        c.expert_width,
-                        c.vocab,
-                        c.batch_per_device,
-                        c.seq
-                    ),
-                    // At 1e-2 the MoE model's loss barely falls in 30 steps (6.39 → 6.31).
-                    default_lr: 3e-3,
-                    batch: Box::new(move |seed| {
-                        deepseek3::synthetic_batch(&c, c.batch_per_device, seed)
-                    }),
-                    vocab: c.vocab,
-                    batch_per_device: c.batch_per_device,
-                    seq: c.seq,
-                }
-            }
+            ModelName::DeepSeek3 => deepseek3_job(DeepSeek3Config::tiny())?,
             ModelName::Qwen35 => {
                 let c = Qwen35Config::tiny();
                 Job {
@@ -211,4 +188,64 @@ impl Job {
             }
         })
     }
+}
+
+impl Job {
+    /// The tiny config of model `name` on `devices` with expert parallelism `ep`, and the mesh
+    /// it runs on: one `fsdp` axis for `ep = 1`, else `fsdp × expert` with `ep` along `expert`
+    /// (only models with routed experts; `ep` must divide the devices, and the devices the
+    /// experts).
+    pub fn tiny_on(name: ModelName, devices: usize, ep: usize) -> Result<(Job, Mesh)> {
+        if ep == 1 {
+            let mesh = Mesh::line(&Axis::new(FSDP_AXIS, devices))?;
+            return Ok((Job::tiny(name)?, mesh));
+        }
+        match name {
+            ModelName::DeepSeek3 => {
+                let c = DeepSeek3Config::tiny().with_expert_parallel(devices, ep)?;
+                let mut job = deepseek3_job(c)?;
+                job.describe.push_str(&format!(
+                    "; expert parallel: fsdp {} × expert {}",
+                    c.expert_mesh.fsdp, c.expert_mesh.expert
+                ));
+                Ok((job, c.expert_mesh.mesh()?))
+            }
+            other => Err(Error::InvalidOp {
+                op: "expert_parallel",
+                message: format!(
+                    "--ep {ep}: the model `{other}` has no routed experts; expert parallelism needs `deepseek3`"
+                ),
+            }),
+        }
+    }
+}
+
+/// The DeepSeek-V3-style job at config `c` (its stack is the tiny one).
+fn deepseek3_job(c: DeepSeek3Config) -> Result<Job> {
+    Ok(Job {
+        model: deepseek3::model::<TinyDeepSeek3>(&c)?,
+        options: TinyDeepSeek3::OPTIONS,
+        describe: format!(
+            "tiny DeepSeek-V3: {} layers ({} dense), d {}, MLA {} heads, {} experts top-{} in {} groups (top {}), {} shared, width {}, vocab {}; {} × {} tokens per device",
+            c.layers,
+            c.dense_layers,
+            c.d,
+            c.mla.heads,
+            c.experts,
+            c.top_k,
+            c.groups,
+            c.top_groups,
+            c.shared_experts,
+            c.expert_width,
+            c.vocab,
+            c.batch_per_device,
+            c.seq
+        ),
+        // At 1e-2 the MoE model's loss barely falls in 30 steps (6.39 → 6.31).
+        default_lr: 3e-3,
+        vocab: c.vocab,
+        batch_per_device: c.batch_per_device,
+        seq: c.seq,
+        batch: Box::new(move |seed| deepseek3::synthetic_batch(&c, c.batch_per_device, seed)),
+    })
 }

@@ -86,6 +86,22 @@ fn train_rejects_bad_arguments_in_one_line() {
         &["unknown model `qwen`", "`deepseek3`"],
     );
     fails("train", &["--model"], 2, &["--model"]);
+    let ep =
+        |ep: &'static str, model: &'static str| ["--model", model, "--devices", "8", "--ep", ep];
+    fails(
+        "train",
+        &ep("3", "deepseek3"),
+        2,
+        &["--ep 3", "divide the 8 devices"],
+    );
+    fails("train", &ep("0", "deepseek3"), 2, &["--ep"]);
+    fails(
+        "train",
+        &ep("2", "llama"),
+        2,
+        &["--ep 2", "no routed experts"],
+    );
+    fails("train", &["--ep", "x"], 2, &["--ep"]);
     for lr in ["0", "-1", "nan", "inf"] {
         fails("train", &["--lr", lr], 2, &["--lr"]);
     }

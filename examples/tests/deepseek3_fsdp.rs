@@ -16,44 +16,15 @@ use stackscan::plan::PlanOptions;
 use stackscan::{DType, TensorType, layer_stack};
 use stackscan_examples::deepseek3::{DeepSeek3Config, Dense, Moe, model};
 use stackscan_examples::llama::{LlamaConfig, synthetic_batch};
-use stackscan_examples::mla::MlaConfig;
 
 /// The tiny model's structure (3 dense, then MoE) at 6 layers.
 #[layer_stack(prefix = [Dense, Dense, Dense], block = [Moe], layers = 6)]
 #[derive(Debug)]
 struct SmallDeepSeek3;
 
-/// Every sharded dimension divisible by 8; 8 experts in 4 groups, top 2 groups, top-2.
+/// [`DeepSeek3Config::small`] at 6 layers, 3 dense.
 fn config(batch_per_device: i64) -> DeepSeek3Config {
-    DeepSeek3Config {
-        vocab: 64,
-        d: 32,
-        layers: 6,
-        dense_layers: 3,
-        mla: MlaConfig {
-            d: 32,
-            heads: 2,
-            q_lora: 16,
-            kv_lora: 16,
-            nope: 8,
-            rope: 4,
-            v: 8,
-            rope_theta: 10_000.0,
-            eps: 1e-6,
-        },
-        dense_ffn: 32,
-        experts: 8,
-        top_k: 2,
-        groups: 4,
-        top_groups: 2,
-        expert_width: 16,
-        shared_experts: 1,
-        scaling: 2.5,
-        capacity_factor: 8.0,
-        direct_token_gather: false,
-        seq: 8,
-        batch_per_device,
-    }
+    DeepSeek3Config::small(6, 3, batch_per_device)
 }
 
 fn inputs(max: usize) -> Vec<Arg> {

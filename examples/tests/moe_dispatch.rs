@@ -10,7 +10,8 @@
 
 use stackscan::{Program, Result, Tensor, nn};
 use stackscan_examples::moe::{
-    DispatchOptions, ExpertWeights, RouterConfig, RouterKind, capacity, route, routed_experts,
+    DispatchOptions, ExpertMesh, ExpertWeights, RouterConfig, RouterKind, capacity, route,
+    routed_experts,
 };
 use stackscan_runtime::testing as common;
 
@@ -55,6 +56,7 @@ fn moe(p: &[Tensor], direct_token_gather: bool, cap: usize) -> Result<Tensor> {
     let opts = DispatchOptions {
         capacity: cap,
         direct_token_gather,
+        ..DispatchOptions::default()
     };
     routed_experts(&p[0], &routing, w, opts)
 }
@@ -172,6 +174,7 @@ fn program_flops_stay_within_twice_the_active_experts() {
     let opts = DispatchOptions {
         capacity: capacity(t as usize, k, e, 1.25),
         direct_token_gather: true,
+        ..DispatchOptions::default()
     };
     let w = ExpertWeights {
         gate: &gate,
@@ -212,6 +215,7 @@ fn moe_layer_with_gated_shared_expert() {
         capacity_factor: E as f64,
         direct_token_gather: true,
         gated_shared: true,
+        expert_mesh: ExpertMesh::OFF,
     };
     let layer = |p: &[Tensor]| {
         let w = MoeWeights {

@@ -1,8 +1,9 @@
-//! A one-axis device mesh: which devices a program runs on and what its axis is called.
+//! A device mesh: which devices a program runs on and what its axes are called.
 //!
-//! FSDP shards weights and batch over one named axis; a program emitted for a mesh refers to
-//! the axis by name (`sdy.mesh @mesh = <["fsdp"=4]>`) and the compile options place shard `i`
-//! on `devices()[i]`.
+//! FSDP shards weights and batch over one named axis; expert parallelism adds a second
+//! (`fsdp × expert`). A program emitted for a mesh refers to the axes by name
+//! (`sdy.mesh @mesh = <["fsdp"=2, "expert"=4]>`) and the compile options place shard `i` on
+//! `devices()[i]`.
 
 use crate::compile_options::CompileOptions;
 use crate::error::{Error, Result};
@@ -19,16 +20,25 @@ pub enum ProgramForm {
     Partitions,
 }
 
-/// Devices along one named axis.
+/// Devices laid out on named axes (one for FSDP; `fsdp × expert` for expert parallelism).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mesh {
-    axis: String,
+    layout: stackscan::Mesh,
+    /// The compound name of all axes (the one axis's name on a one-axis mesh).
+    all: String,
     devices: Vec<Device>,
 }
 
 impl Mesh {
     /// The first `size` devices of `client` along `axis`.
     pub fn new(client: &Client, axis: &str, size: usize) -> Result<Mesh> {
+        Mesh::grid(client, &[(axis, size)])
+    }
+
+    /// The first devices of `client` on the axes `(name, size)`, major first: device `i` sits
+    /// at the row-major coordinates of `i`, as the programs' `sdy.mesh` orders them.
+    pub fn grid(client: &Client, axes: &[(&str, usize)]) -> Result<Mesh> {
+        let size: usize = axes.iter().map(|&(_, n)| n).product();
         let available = client.devices().len();
         if size == 0 || size > available {
             return Err(Error::DeviceCount {
@@ -36,19 +46,40 @@ impl Mesh {
                 available,
             });
         }
-        Mesh::from_devices(axis, client.devices()[..size].to_vec())
+        Mesh::from_devices_on(axes, client.devices()[..size].to_vec())
     }
 
-    /// A mesh over the given devices, in order.
+    /// The first devices of `client` laid out as `layout`, the mesh a program was written for.
+    pub fn for_layout(client: &Client, layout: &stackscan::Mesh) -> Result<Mesh> {
+        let axes: Vec<(&str, usize)> = layout
+            .axes()
+            .iter()
+            .map(|a| (a.name.as_str(), a.size))
+            .collect();
+        Mesh::grid(client, &axes)
+    }
+
+    /// A one-axis mesh over the given devices, in order.
     pub fn from_devices(axis: &str, devices: Vec<Device>) -> Result<Mesh> {
         if devices.is_empty() {
             return Err(Error::Mesh("a mesh needs at least one device".into()));
         }
-        let valid_name = axis.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-            && axis.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid_name {
+        let n = devices.len();
+        Mesh::from_devices_on(&[(axis, n)], devices)
+    }
+
+    /// A mesh on `axes` over the given devices, in device order.
+    pub fn from_devices_on(axes: &[(&str, usize)], devices: Vec<Device>) -> Result<Mesh> {
+        if devices.is_empty() {
+            return Err(Error::Mesh("a mesh needs at least one device".into()));
+        }
+        let layout = stackscan::Mesh::new(axes).map_err(|e| Error::Mesh(mesh_message(&e)))?;
+        if layout.size() != devices.len() {
             return Err(Error::Mesh(format!(
-                "axis name `{axis}` must start with a letter and hold only letters, digits and `_`"
+                "the mesh {} needs {} devices, {} given",
+                layout.describe(),
+                layout.size(),
+                devices.len()
             )));
         }
         for (i, d) in devices.iter().enumerate() {
@@ -57,17 +88,23 @@ impl Mesh {
             }
         }
         Ok(Mesh {
-            axis: axis.to_owned(),
+            all: layout.all().name,
+            layout,
             devices,
         })
     }
 
-    /// The axis name.
+    /// The axis name on a one-axis mesh; on another the compound of all (`fsdp,expert`).
     pub fn axis(&self) -> &str {
-        &self.axis
+        &self.all
     }
 
-    /// Devices along the axis, shard `i` on `devices()[i]`.
+    /// The named axes, as programs for this mesh are written against.
+    pub fn layout(&self) -> &stackscan::Mesh {
+        &self.layout
+    }
+
+    /// Devices in device order, shard `i` on `devices()[i]`.
     pub fn devices(&self) -> &[Device] {
         &self.devices
     }
@@ -85,5 +122,13 @@ impl Mesh {
             ProgramForm::Replicas => CompileOptions::replicas_on(&ids),
             ProgramForm::Partitions => CompileOptions::partitions_on(&ids),
         }
+    }
+}
+
+/// The message of a mesh-layout error, without the `mesh` op name the DSL gives it.
+fn mesh_message(e: &stackscan::Error) -> String {
+    match e {
+        stackscan::Error::InvalidOp { message, .. } => message.clone(),
+        other => other.to_string(),
     }
 }

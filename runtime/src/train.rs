@@ -28,9 +28,9 @@ mod input;
 
 use std::time::Instant;
 
-use stackscan::fsdp::{Adam, Init, InputSpec, ParamSpec, StackModel, train_step, with_adam};
+use stackscan::DType;
+use stackscan::fsdp::{Adam, Init, InputSpec, ParamSpec, StackModel, train_step_on, with_adam};
 use stackscan::plan::{Plan, PlanOptions};
-use stackscan::{Axis, DType};
 
 use crate::error::{Error, Result};
 use crate::mesh::Mesh;
@@ -117,11 +117,7 @@ impl Trainer {
             });
         }
         let n = mesh.size();
-        let axis = Axis {
-            name: mesh.axis().to_owned(),
-            size: n,
-        };
-        let step = train_step(model, options, &axis)?;
+        let step = train_step_on(model, options, mesh.layout())?;
         let program = with_adam(&step, adam)?;
         let started = Instant::now();
         let exe = client.compile_program(&program, mesh)?;

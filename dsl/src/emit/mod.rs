@@ -19,6 +19,7 @@ pub(crate) mod writer;
 
 use crate::error::{Error, Result};
 use crate::ir::{Axis, Function};
+use crate::mesh::Mesh;
 use crate::types::TensorType;
 
 /// How a parameter or result of a program on a mesh is laid out across devices.
@@ -26,11 +27,12 @@ use crate::types::TensorType;
 pub enum Sharding {
     /// Every device holds the whole value.
     Replicated,
-    /// Split into equal slabs along this dimension, slab `i` on device `i`.
+    /// Split into equal slabs along this dimension, slab `i` on device `i`: over every axis
+    /// of the mesh, the first the major one (Shardy's `{"fsdp", "expert"}`).
     Dim(usize),
 }
 
-/// A function ready to emit: on one device, or on a one-axis mesh.
+/// A function ready to emit: on one device, or on a mesh of one or more named axes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
     main: Function,
@@ -39,7 +41,9 @@ pub struct Program {
 
 #[derive(Clone, Debug, PartialEq)]
 struct MeshLayout {
-    axis: Axis,
+    mesh: Mesh,
+    /// Every device of the mesh, in device order.
+    all: Axis,
     params: Vec<Sharding>,
     results: Vec<Sharding>,
 }
@@ -64,6 +68,18 @@ impl Program {
                 "a mesh axis needs at least one device",
             ));
         }
+        Program::on_device_mesh(main, Mesh::line(&axis)?, params, results)
+    }
+
+    /// A program whose `main` runs per device on `mesh`, whatever its number of axes; values
+    /// split by [`Sharding::Dim`] are split over all of its devices, and collectives may run
+    /// over any of its axes or a compound of them ([`Axis::compound`]).
+    pub fn on_device_mesh(
+        main: Function,
+        mesh: Mesh,
+        params: Vec<Sharding>,
+        results: Vec<Sharding>,
+    ) -> Result<Program> {
         if params.len() != main.params.len() || results.len() != main.results.len() {
             return Err(Error::invalid(
                 "program",
@@ -93,7 +109,8 @@ impl Program {
         Ok(Program {
             main,
             mesh: Some(MeshLayout {
-                axis,
+                all: mesh.all(),
+                mesh,
                 params,
                 results,
             }),
@@ -105,9 +122,15 @@ impl Program {
         &self.main
     }
 
-    /// The mesh axis, for a program on a mesh.
+    /// The axis spanning every device, for a program on a mesh (the mesh's one axis on a
+    /// one-axis mesh).
     pub fn axis(&self) -> Option<&Axis> {
-        self.mesh.as_ref().map(|m| &m.axis)
+        self.mesh.as_ref().map(|m| &m.all)
+    }
+
+    /// The mesh, for a program on one.
+    pub fn mesh(&self) -> Option<&Mesh> {
+        self.mesh.as_ref().map(|m| &m.mesh)
     }
 
     /// How each parameter is laid out, for a program on a mesh.
@@ -132,7 +155,7 @@ impl Program {
                     });
                 }
                 let mut dims = local.dims.clone();
-                dims[d] *= m.axis.size as i64;
+                dims[d] *= m.all.size as i64;
                 Ok(local.with_dims(dims))
             }
             _ => Ok(local.clone()),
@@ -146,7 +169,7 @@ impl Program {
             &lowered,
             self.mesh
                 .as_ref()
-                .map(|m| (&m.axis, m.params.as_slice(), m.results.as_slice())),
+                .map(|m| (&m.mesh, m.params.as_slice(), m.results.as_slice())),
         )
     }
 }

@@ -17,23 +17,24 @@ use super::Sharding;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::family::{collective, constant, control, elementwise, index, linalg, reduce, shape};
-use crate::ir::{Axis, BinaryOp, Function, Node, Op, ValueId};
+use crate::ir::{BinaryOp, Function, Node, Op, ValueId};
+use crate::mesh::Mesh;
 use crate::types::TensorType;
 
 mod program;
 
-type MeshView<'a> = (&'a Axis, &'a [Sharding], &'a [Sharding]);
+type MeshView<'a> = (&'a Mesh, &'a [Sharding], &'a [Sharding]);
 
 /// Writes the whole module.
 pub(crate) fn write_program(main: &Function, mesh: Option<MeshView<'_>>) -> Result<String> {
     validate(main, mesh.map(|m| m.0))?;
-    let mut w = Writer::new(String::new());
+    let mut w = Writer::new(String::new(), mesh.map(|m| m.0.clone()));
     let written = match mesh {
         None => w.write_single(main),
         // One device: every collective is the identity, and XLA leaves Shardy's
         // manual-computation markers unlowered when there is nothing to partition.
-        Some((axis, _, _)) if axis.size == 1 => w.write_single(main),
-        Some((axis, params, results)) => w.write_sharded(main, axis, params, results),
+        Some((m, _, _)) if m.size() == 1 => w.write_single(main),
+        Some((m, params, results)) => w.write_sharded(main, m, params, results),
     };
     // A `String` never refuses text; the only other source of `fmt::Error` is an op that
     // `validate` lets through but no family can write, which would be a bug here.
@@ -45,8 +46,8 @@ pub(crate) fn write_program(main: &Function, mesh: Option<MeshView<'_>>) -> Resu
 
 /// The checks only emission can make, over `f` and its regions in writing order (so the
 /// error is the one the first offending op would have met): every scan was lowered, and every
-/// collective runs on the program's mesh axis.
-fn validate(f: &Function, mesh: Option<&Axis>) -> Result<()> {
+/// collective runs on axes of the program's mesh.
+fn validate(f: &Function, mesh: Option<&Mesh>) -> Result<()> {
     for node in &f.nodes {
         match &node.op {
             Op::Scan { .. } => control::check_lowered(node.op.name())?,
@@ -73,6 +74,8 @@ pub(crate) struct Writer<W> {
     out: W,
     names: Names,
     counters: Counters,
+    /// The program's mesh, from which collectives take their replica groups.
+    mesh: Option<Mesh>,
 }
 
 /// The numbering shared by a writer and the writers of its regions.
@@ -250,7 +253,7 @@ pub(crate) fn indent(depth: usize) -> String {
 }
 
 impl<W: fmt::Write> Writer<W> {
-    fn new(out: W) -> Self {
+    fn new(out: W, mesh: Option<Mesh>) -> Self {
         Writer {
             out,
             names: Names::default(),
@@ -258,7 +261,13 @@ impl<W: fmt::Write> Writer<W> {
                 next_value: 0,
                 next_channel: 1,
             },
+            mesh,
         }
+    }
+
+    /// The program's mesh (validation made every collective's axis one of its axes).
+    pub(crate) fn mesh(&self) -> Option<&Mesh> {
+        self.mesh.as_ref()
     }
 
     /// A new `%{prefix}N` name.
@@ -298,6 +307,11 @@ impl<W: fmt::Write> Writer<W> {
     /// Writes nothing: the node's result is its first operand.
     pub(crate) fn alias(&mut self, node: &Node) {
         self.names.0[node.results[0]] = self.names.of(node.operands[0]).to_owned();
+    }
+
+    /// Names the node's one result `value`, a name already written.
+    pub(crate) fn alias_to(&mut self, node: &Node, value: &str) {
+        self.names.0[node.results[0]] = value.to_owned();
     }
 
     /// Names the node's results and returns the assignment's left-hand side.
@@ -389,6 +403,7 @@ impl<W: fmt::Write> Writer<W> {
                 next_value: self.counters.next_value,
                 next_channel: self.counters.next_channel,
             },
+            mesh: self.mesh.clone(),
         };
         let args = body.name_params(f, "a");
         body.write_nodes(f, depth + 2)?;

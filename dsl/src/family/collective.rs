@@ -1,10 +1,12 @@
-//! Collectives over the mesh axis: `all_gather`, `reduce_scatter`, `all_reduce`,
+//! Collectives over a mesh axis: `all_gather`, `reduce_scatter`, `all_reduce`,
 //! `all_to_all` and `axis_index`.
 //!
-//! Building one needs only the axis; emitting one needs the program to run on that axis,
-//! which only the program knows, so that check runs in the writer's validation pass. On a
-//! one-device axis every collective is the identity and `axis_index` is 0. Each VJP is the
-//! dual collective (a gather's is a reduce-scatter, and so on).
+//! Building one needs only the axis; emitting one needs the program's mesh to hold that axis
+//! (one of its axes, or a compound of several), which only the program knows, so that check
+//! runs in the writer's validation pass; the replica groups come from the mesh too
+//! ([`Mesh::replica_groups`]). On a one-device axis every collective is the identity and
+//! `axis_index` is 0. Each VJP is the dual collective (a gather's is a reduce-scatter, an
+//! all_to_all's the all_to_all back, and so on).
 
 use std::fmt;
 
@@ -14,6 +16,7 @@ use crate::emit::writer::{Site, Writer};
 use crate::error::{Error, Result};
 use crate::infer::{Operands, check_axis as check_dim};
 use crate::ir::{Axis, BinaryOp, Literal, Op};
+use crate::mesh::Mesh;
 use crate::types::TensorType;
 
 pub(crate) fn infer_all_gather(
@@ -82,17 +85,20 @@ pub(crate) fn infer_axis_index(a: &Operands<'_>) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::scalar(DType::I32)])
 }
 
-/// A collective `op` on `axis` can be written only in a program on that axis.
-pub(crate) fn check_axis(op: &'static str, axis: &Axis, mesh: Option<&Axis>) -> Result<()> {
+/// A collective `op` on `axis` can be written only in a program whose mesh holds that axis.
+pub(crate) fn check_axis(op: &'static str, axis: &Axis, mesh: Option<&Mesh>) -> Result<()> {
     match mesh {
-        Some(m) if m == axis => Ok(()),
-        Some(m) => Err(Error::invalid(
-            op,
-            format!(
-                "collective on axis `{}` in a program on axis `{}`",
-                axis.name, m.name
-            ),
-        )),
+        Some(m) => m.resolve(axis).map(|_| ()).map_err(|e| {
+            Error::invalid(
+                op,
+                format!(
+                    "collective on axis `{}` in a program on the mesh {}: {}",
+                    axis.name,
+                    m.describe(),
+                    detail(&e)
+                ),
+            )
+        }),
         None => Err(Error::invalid(
             op,
             format!(
@@ -103,15 +109,22 @@ pub(crate) fn check_axis(op: &'static str, axis: &Axis, mesh: Option<&Axis>) -> 
     }
 }
 
-/// `axis_index` on `axis` can be written only in a program on that axis.
-pub(crate) fn check_axis_index(op: &'static str, axis: &Axis, mesh: Option<&Axis>) -> Result<()> {
-    if mesh == Some(axis) {
-        Ok(())
-    } else {
-        Err(Error::invalid(
+/// `axis_index` on `axis` can be written only in a program whose mesh holds that axis.
+pub(crate) fn check_axis_index(op: &'static str, axis: &Axis, mesh: Option<&Mesh>) -> Result<()> {
+    match mesh.map(|m| m.resolve(axis)) {
+        Some(Ok(_)) => Ok(()),
+        _ => Err(Error::invalid(
             op,
-            format!("axis `{}` is not the program's mesh axis", axis.name),
-        ))
+            format!("axis `{}` is not an axis of the program's mesh", axis.name),
+        )),
+    }
+}
+
+/// The message of an invalid-argument error, without the op it names.
+fn detail(e: &Error) -> String {
+    match e {
+        Error::InvalidOp { message, .. } => message.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -195,39 +208,104 @@ pub(crate) fn write_all_to_all<W: fmt::Write>(
     )
 }
 
-/// The partition id, converted to `i32`; 0 on one device.
+/// This device's index along `axis`: the partition id, converted to `i32`, on the axis over
+/// every device; its coordinates along the axis's mesh axes on another; 0 on one device.
 pub(crate) fn write_axis_index<W: fmt::Write>(
     w: &mut Writer<W>,
     s: &Site<'_>,
     axis: &Axis,
 ) -> fmt::Result {
+    let i32_ty = TensorType::scalar(DType::I32);
     if axis.size == 1 {
         let lhs = w.bind(s.node);
-        let ty = TensorType::scalar(DType::I32);
-        return constant::write_literal(w, s.depth, &lhs, Literal::Int(vec![0]), &ty);
+        return constant::write_literal(w, s.depth, &lhs, Literal::Int(vec![0]), &i32_ty);
     }
+    // Validation resolved the axis in the mesh.
+    let terms = w
+        .mesh()
+        .and_then(|m| m.index_terms(axis).ok())
+        .ok_or(fmt::Error)?;
+    let devices = w.mesh().map_or(axis.size, Mesh::size);
     let pid = w.fresh("v");
     w.line(
         s.depth,
         &format!("{pid} = \"stablehlo.partition_id\"() : () -> tensor<ui32>"),
     )?;
-    let lhs = w.bind(s.node);
-    w.line(
-        s.depth,
-        &format!(
-            "{lhs} = \"stablehlo.{}\"({pid}) : (tensor<ui32>) -> tensor<i32>",
-            Op::Convert.name()
-        ),
-    )
+    let convert = |w: &mut Writer<W>, lhs: &str| {
+        w.line(
+            s.depth,
+            &format!(
+                "{lhs} = \"stablehlo.{}\"({pid}) : (tensor<ui32>) -> tensor<i32>",
+                Op::Convert.name()
+            ),
+        )
+    };
+    if terms == [(1, devices, 1)] {
+        let lhs = w.bind(s.node);
+        return convert(w, &lhs);
+    }
+    let id = w.fresh("v");
+    convert(w, &id)?;
+    let ty = i32_ty.to_string();
+    let binary = |w: &mut Writer<W>, op: &str, a: &str, k: usize| -> Result<String, fmt::Error> {
+        let c = w.fresh("v");
+        constant::write_literal(w, s.depth, &c, Literal::Int(vec![k as i64]), &i32_ty)?;
+        let out = w.fresh("v");
+        w.line(
+            s.depth,
+            &format!("{out} = \"stablehlo.{op}\"({a}, {c}) : ({ty}, {ty}) -> {ty}"),
+        )?;
+        Ok(out)
+    };
+    let mut sum: Option<String> = None;
+    for (stride, size, weight) in terms {
+        let mut v = id.clone();
+        if stride != 1 {
+            v = binary(w, "divide", &v, stride)?;
+        }
+        if stride * size != devices {
+            v = binary(w, "remainder", &v, size)?;
+        }
+        if weight != 1 {
+            v = binary(w, "multiply", &v, weight)?;
+        }
+        sum = Some(match sum {
+            None => v,
+            Some(acc) => {
+                let out = w.fresh("v");
+                w.line(
+                    s.depth,
+                    &format!("{out} = \"stablehlo.add\"({acc}, {v}) : ({ty}, {ty}) -> {ty}"),
+                )?;
+                out
+            }
+        });
+    }
+    // One term at least: an axis names one mesh axis or more.
+    let value = sum.ok_or(fmt::Error)?;
+    w.alias_to(s.node, &value);
+    Ok(())
 }
 
-/// A fresh channel over every device of the axis.
+/// A fresh channel over the axis's groups of devices (one group of every device on a
+/// one-axis mesh).
 fn channel_props<W: fmt::Write>(w: &mut Writer<W>, axis: &Axis) -> String {
+    let groups = w
+        .mesh()
+        .and_then(|m| m.replica_groups(axis).ok())
+        .unwrap_or_else(|| vec![(0..axis.size).collect()]);
     let h = w.channel();
-    let ids: Vec<String> = (0..axis.size).map(|i| i.to_string()).collect();
+    let text: Vec<String> = groups
+        .iter()
+        .map(|g| {
+            let ids: Vec<String> = g.iter().map(ToString::to_string).collect();
+            format!("[{}]", ids.join(", "))
+        })
+        .collect();
     format!(
-        "channel_handle = #stablehlo.channel_handle<handle = {h}, type = 1>, replica_groups = dense<[[{}]]> : tensor<1x{}xi64>",
-        ids.join(", "),
+        "channel_handle = #stablehlo.channel_handle<handle = {h}, type = 1>, replica_groups = dense<[{}]> : tensor<{}x{}xi64>",
+        text.join(", "),
+        groups.len(),
         axis.size
     )
 }

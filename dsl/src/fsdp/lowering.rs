@@ -9,6 +9,7 @@ use crate::builder::{Scope, Tensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ir::{Axis, Function};
+use crate::mesh::Mesh;
 use crate::ops::optimization_barrier;
 use crate::plan::{Plan, Stack};
 
@@ -46,12 +47,14 @@ pub(super) fn row_starts<'t>(row: &'t Tensor, zero: &'t Tensor, rest: usize) -> 
 }
 
 /// What lowering one model under one plan needs throughout: the model, the plan whose
-/// groups and signatures decide every step, the mesh axis, and the traced layer functions.
+/// groups and signatures decide every step, the mesh, and the traced layer functions.
 pub(super) struct Lowering<'a> {
     pub(super) model: &'a StackModel,
     pub(super) plan: &'a Plan,
+    mesh: Mesh,
+    /// Every device of the mesh: the batch's axis, and the weights' unless they say otherwise.
     pub(super) axis: Axis,
-    /// Devices on the axis.
+    /// Devices of the mesh.
     pub(super) n: usize,
     /// Per kind: `(activation, weights…) → activation`.
     layers: Vec<Function>,
@@ -64,15 +67,20 @@ impl<'a> Lowering<'a> {
     pub(super) fn new(
         model: &'a StackModel,
         plan: &'a Plan,
-        axis: &Axis,
+        mesh: &Mesh,
         reduction: GradientReduction,
     ) -> Result<Self> {
+        let n = mesh.size();
         let mut layers = Vec::new();
         let mut layer_vjps = Vec::new();
         for kind in &model.kinds {
             let s = Scope::new(&kind.name);
             let h = s.param(model.activation.clone());
-            let w: Vec<Tensor> = kind.params.iter().map(|p| s.param(p.full_type())).collect();
+            let w: Vec<Tensor> = kind
+                .params
+                .iter()
+                .map(|p| s.param(p.gathered_type(n)))
+                .collect();
             let out = (kind.forward)(&h, &w)?;
             if out.ty() != &model.activation {
                 return Err(Error::invalid(
@@ -92,8 +100,9 @@ impl<'a> Lowering<'a> {
         Ok(Lowering {
             model,
             plan,
-            axis: axis.clone(),
-            n: axis.size,
+            axis: mesh.all(),
+            mesh: mesh.clone(),
+            n,
             layers,
             layer_vjps,
             reduction,
@@ -160,14 +169,19 @@ impl<'a> Lowering<'a> {
                 let mut sizes = vec![1];
                 sizes.extend(&local);
                 let slab = stacked.dynamic_slice(&starts, &sizes)?.reshape(&local)?;
-                match spec.shard_dim {
-                    None => Ok(slab),
-                    Some(_) => slab
-                        .all_gather(0, &self.axis)?
-                        .transpose(&spec.shard_major_to_natural()),
-                }
+                self.gather_slab(spec, slab)
             })
             .collect()
+    }
+
+    /// All-gathers one weight's slab over its gather axis, back to natural layout.
+    pub(super) fn gather_slab(&self, spec: &ParamSpec, slab: Tensor) -> Result<Tensor> {
+        match spec.shard_dim {
+            None => Ok(slab),
+            Some(_) => slab
+                .all_gather(0, &spec.gather_axis(&self.mesh))?
+                .transpose(&spec.shard_major_to_natural()),
+        }
     }
 
     /// All-gathers the weights of a fixed layer (the prologue of a pass).
@@ -183,19 +197,21 @@ impl<'a> Lowering<'a> {
     }
 
     /// Reduces a per-device gradient to this device's slab: a reduce-scatter along the
-    /// shard-major dimension 0 (summing, never slicing), or a psum for a replicated parameter.
+    /// shard-major dimension 0 over the axis the weight was gathered over (summing, never
+    /// slicing), or a psum over every device for a replicated parameter.
     pub(super) fn reduce(&self, spec: &ParamSpec, grad: &Tensor) -> Result<Tensor> {
+        let axis = spec.gather_axis(&self.mesh);
         match (spec.shard_dim, self.reduction) {
             (None, _) => grad.psum(&self.axis),
             (Some(_), GradientReduction::ReduceScatter) => grad
                 .transpose(&spec.natural_to_shard_major())?
-                .reduce_scatter(0, &self.axis),
+                .reduce_scatter(0, &axis),
             (Some(_), GradientReduction::SliceUnreduced) => {
                 let major = grad.transpose(&spec.natural_to_shard_major())?;
                 let s = grad.scope().clone();
-                let slab = major.dims()[0] / self.n as i64;
+                let slab = major.dims()[0] / axis.size as i64;
                 let start = s
-                    .axis_index(&self.axis)?
+                    .axis_index(&axis)?
                     .mul(&s.scalar(slab as f64, DType::I32)?)?;
                 let zero = s.scalar(0.0, DType::I32)?;
                 let starts = row_starts(&start, &zero, major.rank() - 1);

@@ -8,7 +8,9 @@ use std::rc::Rc;
 use crate::builder::Tensor;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ir::Axis;
 use crate::layout;
+use crate::mesh::Mesh;
 use crate::plan::Stack;
 use crate::types::TensorType;
 
@@ -36,6 +38,12 @@ pub struct ParamSpec {
     pub shard_dim: Option<usize>,
     /// The initialiser.
     pub init: Init,
+    /// The mesh axis the shards are gathered over, or `None` for every device. A parameter
+    /// gathered over a sub-axis stays split over the mesh's other axes: an expert bank
+    /// `[E, …]` split over `fsdp × expert` and gathered over `fsdp` gives each device the
+    /// `E / ep` experts of its `expert` coordinate (expert parallelism). Its gradient is
+    /// reduce-scattered over the same axis.
+    pub gathered_over: Option<Axis>,
 }
 
 impl ParamSpec {
@@ -47,6 +55,7 @@ impl ParamSpec {
             dtype,
             shard_dim: Some(shard_dim),
             init: Init::Normal(0.02),
+            gathered_over: None,
         }
     }
 
@@ -58,6 +67,7 @@ impl ParamSpec {
             dtype,
             shard_dim: None,
             init: Init::Ones,
+            gathered_over: None,
         }
     }
 
@@ -67,9 +77,31 @@ impl ParamSpec {
         self
     }
 
+    /// The same parameter gathered only over `axis`; see [`ParamSpec::gathered_over`].
+    pub fn gathered_over(mut self, axis: Axis) -> ParamSpec {
+        self.gathered_over = Some(axis);
+        self
+    }
+
     /// The full parameter's type.
     pub fn full_type(&self) -> TensorType {
         TensorType::new(self.dtype, self.shape.clone())
+    }
+
+    /// The type a layer sees on one of `devices`: the full type, or for a parameter gathered
+    /// over a sub-axis, its part for this device's coordinates on the other axes.
+    pub fn gathered_type(&self, devices: usize) -> TensorType {
+        let mut dims = self.shape.clone();
+        if let (Some(d), Some(axis)) = (self.shard_dim, &self.gathered_over) {
+            dims[d] = dims[d] * axis.size as i64 / devices.max(1) as i64;
+        }
+        TensorType::new(self.dtype, dims)
+    }
+
+    /// The axis the shards are gathered over on `mesh`: [`ParamSpec::gathered_over`], or
+    /// every device.
+    pub fn gather_axis(&self, mesh: &Mesh) -> Axis {
+        self.gathered_over.clone().unwrap_or_else(|| mesh.all())
     }
 
     /// Dimensions in shard-major order: the sharded dimension first, the others in order.
@@ -130,6 +162,31 @@ impl ParamSpec {
             }
         }
         Ok(())
+    }
+
+    /// Checks that the axis this parameter is gathered over belongs to `mesh`.
+    pub(crate) fn check_on(&self, owner: &str, mesh: &Mesh) -> Result<()> {
+        let Some(axis) = &self.gathered_over else {
+            return Ok(());
+        };
+        if self.shard_dim.is_none() {
+            return Err(Error::invalid(
+                "fsdp",
+                format!(
+                    "parameter `{}` of `{owner}` is replicated but says it is gathered over `{}`",
+                    self.name, axis.name
+                ),
+            ));
+        }
+        mesh.resolve(axis).map(|_| ()).map_err(|e| {
+            Error::invalid(
+                "fsdp",
+                format!(
+                    "parameter `{}` of `{owner}` is gathered over `{}`: {e}",
+                    self.name, axis.name
+                ),
+            )
+        })
     }
 }
 
@@ -282,6 +339,28 @@ impl StackModel {
         }
         for input in &self.inputs {
             input.check()?;
+        }
+        Ok(())
+    }
+
+    /// [`StackModel::validate`] on `mesh`'s devices, and every parameter gathered over a
+    /// sub-axis gathered over an axis of `mesh`.
+    pub fn validate_on(&self, mesh: &Mesh) -> Result<()> {
+        self.validate(mesh.size())?;
+        for kind in &self.kinds {
+            for p in &kind.params {
+                p.check_on(&kind.name, mesh)?;
+            }
+        }
+        // The parts before and after the stack see whole weights.
+        if let Some(p) = self.outer_params.iter().find(|p| p.gathered_over.is_some()) {
+            return Err(Error::invalid(
+                "fsdp",
+                format!(
+                    "outer parameter `{}` is gathered over a sub-axis; only a layer's can be",
+                    p.name
+                ),
+            ));
         }
         Ok(())
     }

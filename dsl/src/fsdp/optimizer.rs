@@ -82,11 +82,12 @@ pub fn with_adam(step: &TrainStep, adam: Adam) -> Result<Program> {
         .program
         .param_shardings()
         .ok_or_else(|| Error::invalid("adam", "the training step has no mesh layout"))?;
-    let axis = step
+    let mesh = step
         .program
-        .axis()
+        .mesh()
         .cloned()
-        .ok_or_else(|| Error::invalid("adam", "the training step has no mesh axis"))?;
+        .ok_or_else(|| Error::invalid("adam", "the training step has no mesh"))?;
+    let axis = mesh.all();
     let ni = step.inputs;
     let weight_types = main.param_types()[ni..].to_vec();
     let s = Scope::new("train_step_adam");
@@ -143,7 +144,7 @@ pub fn with_adam(step: &TrainStep, adam: Adam) -> Result<Program> {
     for _ in 0..3 {
         results_sh.extend(weight_sh.iter().copied());
     }
-    Program::on_mesh(f, axis, params_sh, results_sh)
+    Program::on_device_mesh(f, mesh, params_sh, results_sh)
 }
 
 /// How many of `x`'s elements are NaN or ±∞, as an `f32[]` on this device. `|x| < ∞` is false

@@ -21,6 +21,7 @@ use crate::builder::{Scope, Tensor};
 use crate::emit::{Program, Sharding};
 use crate::error::{Error, Result};
 use crate::ir::{Axis, Function};
+use crate::mesh::Mesh;
 use crate::plan::{Plan, PlanOptions};
 use crate::types::TensorType;
 
@@ -35,7 +36,7 @@ pub struct TrainStep {
     pub program: Program,
     /// The plan it was lowered from.
     pub plan: Plan,
-    /// Devices on the FSDP axis.
+    /// Devices of the mesh.
     pub devices: usize,
     /// Leading parameters that are model inputs (the rest are weight slabs).
     pub inputs: usize,
@@ -57,7 +58,7 @@ pub enum GradientReduction {
     SliceUnreduced,
 }
 
-/// Builds the training step of `model` under `options` on `axis`.
+/// Builds the training step of `model` under `options` on the one-axis mesh `axis`.
 pub fn train_step(model: &StackModel, options: PlanOptions, axis: &Axis) -> Result<TrainStep> {
     train_step_with(model, options, axis, GradientReduction::ReduceScatter)
 }
@@ -69,10 +70,30 @@ pub fn train_step_with(
     axis: &Axis,
     reduction: GradientReduction,
 ) -> Result<TrainStep> {
-    let n = axis.size;
-    model.validate(n)?;
+    model.validate(axis.size)?;
+    train_step_on_with(model, options, &Mesh::line(axis)?, reduction)
+}
+
+/// Builds the training step of `model` under `options` on `mesh`, whatever its axes: the
+/// batch and every sharded weight are split over all of its devices (co-sharding) and
+/// gathered over all of them, except a parameter [gathered over a
+/// sub-axis](ParamSpec::gathered_over) (expert banks under expert parallelism); each gradient
+/// is reduce-scattered over the axis its weight was gathered over.
+pub fn train_step_on(model: &StackModel, options: PlanOptions, mesh: &Mesh) -> Result<TrainStep> {
+    train_step_on_with(model, options, mesh, GradientReduction::ReduceScatter)
+}
+
+/// [`train_step_on`] with an explicit gradient reduction.
+pub fn train_step_on_with(
+    model: &StackModel,
+    options: PlanOptions,
+    mesh: &Mesh,
+    reduction: GradientReduction,
+) -> Result<TrainStep> {
+    let n = mesh.size();
+    model.validate_on(mesh)?;
     let plan = Plan::new(&model.stack, options)?;
-    let lowering = Lowering::new(model, &plan, axis, reduction)?;
+    let lowering = Lowering::new(model, &plan, mesh, reduction)?;
     let main = lowering.build()?;
     let mut params = vec![Sharding::Dim(0); model.inputs.len()];
     let shard = |p: &ParamSpec, stacked: bool| match (p.shard_dim, stacked) {
@@ -92,7 +113,7 @@ pub fn train_step_with(
     results.extend(&outer);
     results.extend(&stacked);
     Ok(TrainStep {
-        program: Program::on_mesh(main, axis.clone(), params, results)?,
+        program: Program::on_device_mesh(main, mesh.clone(), params, results)?,
         plan,
         devices: n,
         inputs: model.inputs.len(),
@@ -123,12 +144,7 @@ impl Lowering<'_> {
             .outer_params
             .iter()
             .zip(&outer_slabs)
-            .map(|(spec, slab)| match spec.shard_dim {
-                None => Ok(slab.clone()),
-                Some(_) => slab
-                    .all_gather(0, &self.axis)?
-                    .transpose(&spec.shard_major_to_natural()),
-            })
+            .map(|(spec, slab)| self.gather_slab(spec, slab.clone()))
             .collect::<Result<_>>()?;
         let pre = trace_pre(m)?;
         let post = trace_post(m)?;

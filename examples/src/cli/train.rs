@@ -36,6 +36,11 @@ pub struct TrainArgs {
     /// Schedule flags.
     #[command(flatten)]
     pub schedule: ScheduleArgs,
+    /// Expert parallelism (deepseek3): an `fsdp × expert` mesh of devices/N × N, experts
+    /// split over `expert`, tokens exchanged with all_to_all. N must divide the devices, and
+    /// the devices the experts.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N", allow_negative_numbers = true)]
+    pub ep: u32,
     /// Steps in all (a resumed run continues to this step).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_STEPS), value_name = "N", allow_negative_numbers = true)]
     pub steps: u64,
@@ -106,9 +111,11 @@ impl TrainArgs {
 
     /// Everything that can be checked without a plugin, so a mistake costs no plugin load
     /// and its message is the only line the job prints.
-    fn check(&self) -> Result<(Job, PlanOptions), CliError> {
-        let job = Job::tiny(self.model)
-            .map_err(|e| CliError::Usage(format!("the declared model is invalid: {e}")))?;
+    fn check(&self) -> Result<(Job, PlanOptions, stackscan::Mesh), CliError> {
+        let devices = self.runtime.devices;
+        let (job, layout) = Job::tiny_on(self.model, devices, self.ep as usize).map_err(|e| {
+            CliError::Usage(format!("the declared model is invalid on this mesh: {e}"))
+        })?;
         let options = self.schedule.apply(job.options);
         options
             .validate()
@@ -116,11 +123,10 @@ impl TrainArgs {
         self.adam(&job)
             .validate()
             .map_err(|e| CliError::Usage(format!("invalid `--lr`: {e}")))?;
-        let devices = self.runtime.devices;
-        job.model.validate(devices).map_err(|e| {
+        job.model.validate_on(&layout).map_err(|e| {
             CliError::Usage(format!("the model does not fit {devices} devices: {e}"))
         })?;
-        Ok((job, options))
+        Ok((job, options, layout))
     }
 
     /// The token file of `--data`, checked against the model's vocabulary.
@@ -146,12 +152,12 @@ impl TrainArgs {
 
 /// Runs `train`; the report goes to `out`, progress to stderr (nothing when `quiet`).
 pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliError> {
-    let (job, options) = a.check()?;
+    let (job, options, layout) = a.check()?;
     let data = a.data(&job)?;
     let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
     let devices = a.runtime.devices;
     let client = Client::new(&plugin, &ClientOptions::cpu(devices))?;
-    let mesh = Mesh::new(&client, "fsdp", devices)?;
+    let mesh = Mesh::for_layout(&client, &layout)?;
     writeln!(
         out,
         "{} on {devices} {} devices",

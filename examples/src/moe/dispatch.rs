@@ -6,9 +6,15 @@
 //! the chosen experts), so the layout is a deterministic function of the routing. A pair
 //! whose expert is full (position ≥ `C`) is dropped: it lands in one spare dump row that is
 //! never computed, and contributes nothing. [`capacity`] picks `C` from a capacity factor.
+//!
+//! Under expert parallelism ([`ExpertMesh`]) the weights are this rank's `E / ep` experts, the
+//! chosen experts are renumbered rank-major so the buffer's expert dimension is split by rank,
+//! and the buffer travels to the experts' ranks and back by `all_to_all` over `expert`.
 
+use stackscan::ir::Literal;
 use stackscan::{DType, DotDims, Error, Result, Tensor, TensorType};
 
+use crate::moe::parallel::{self, ExpertMesh};
 use crate::moe::router::Routing;
 
 /// One stacked SwiGLU expert bank: `gate`, `up: [E, d, f]`, `down: [E, f, d]`.
@@ -30,6 +36,9 @@ pub struct DispatchOptions {
     /// Gather each slot's row straight from the token matrix by index, instead of building
     /// a `top_k`-fold replicated copy of the tokens and scattering it into the slots.
     pub direct_token_gather: bool,
+    /// The expert-parallel mesh the layer runs on ([`ExpertMesh::OFF`] for none): with
+    /// `expert > 1` the weights hold this rank's experts only.
+    pub expert_mesh: ExpertMesh,
 }
 
 /// Slots per expert for `tokens · top_k` assignments spread over `experts` with headroom
@@ -55,12 +64,21 @@ pub fn routed_experts(
     w: ExpertWeights<'_>,
     opts: DispatchOptions,
 ) -> Result<Tensor> {
-    let (e, d) = check(x, routing, w, opts)?;
+    let (local_experts, d) = check(x, routing, w, opts)?;
+    let em = opts.expert_mesh;
+    let e = local_experts * em.expert as i64;
     let (t, k) = (x.dims()[0], routing.experts.dims()[1]);
     let (n, c) = (t * k, opts.capacity as i64);
     let s = x.scope();
     // Slot of each assignment: expert · C + its rank among that expert's assignments.
-    let chosen = routing.experts.reshape(&[n])?;
+    let mut chosen = routing.experts.reshape(&[n])?;
+    if em.is_parallel() {
+        let order = s.constant(
+            Literal::Int(em.rank_major(e as usize)),
+            TensorType::new(DType::I32, [e]),
+        )?;
+        chosen = order.take(&chosen, 0)?;
+    }
     let hot = chosen.one_hot(e as usize, DType::F32)?;
     let rank = hot
         .cumsum(0, false)?
@@ -97,9 +115,16 @@ pub fn routed_experts(
         s.full(0.0, TensorType::new(x.dtype(), [rows as i64, d]))?
             .scatter_add(&slot, &replicated, 0)?
     };
-    let slots = buffer.slice_axis(0, 0, e * c)?.reshape(&[e, c, d])?;
+    let mut slots = buffer.slice_axis(0, 0, e * c)?.reshape(&[e, c, d])?;
+    if em.is_parallel() {
+        slots = parallel::dispatch(&slots, &em)?;
+    }
     let hidden = stackscan::nn::silu(&slots.matmul(w.gate)?)?.mul(&slots.matmul(w.up)?)?;
-    let out = hidden.matmul(w.down)?.reshape(&[e * c, d])?;
+    let mut out = hidden.matmul(w.down)?;
+    if em.is_parallel() {
+        out = parallel::combine(&out, &em)?;
+    }
+    let out = out.reshape(&[e * c, d])?;
     let zero_row = s.full(0.0, TensorType::new(x.dtype(), [1, d]))?;
     let out = stackscan::concatenate(&[&out, &zero_row], 0)?;
     let per_choice = out.take(&slot, 0)?.reshape(&[t, k, d])?;

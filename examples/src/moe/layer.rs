@@ -5,6 +5,7 @@
 use stackscan::{Error, Result, Tensor, nn};
 
 use crate::moe::dispatch::{DispatchOptions, ExpertWeights, capacity, routed_experts};
+use crate::moe::parallel::ExpertMesh;
 use crate::moe::router::{RouterConfig, route};
 
 /// An MoE sub-layer's shape and options.
@@ -18,6 +19,8 @@ pub struct MoeConfig {
     pub direct_token_gather: bool,
     /// Whether the shared experts' output is scaled by `sigmoid(x · shared_gate)`.
     pub gated_shared: bool,
+    /// The expert-parallel mesh; see [`DispatchOptions::expert_mesh`].
+    pub expert_mesh: ExpertMesh,
 }
 
 /// The shared experts, fused into one SwiGLU of width `shared · f`.
@@ -58,6 +61,7 @@ pub fn moe(cfg: &MoeConfig, x: &Tensor, w: &MoeWeights<'_>) -> Result<Tensor> {
             cfg.capacity_factor,
         ),
         direct_token_gather: cfg.direct_token_gather,
+        expert_mesh: cfg.expert_mesh,
     };
     let routed = routed_experts(x, &routing, w.experts, opts)?;
     let Some(shared) = w.shared else {

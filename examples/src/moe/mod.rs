@@ -4,7 +4,9 @@
 //!   schemes in use: softmax top-k renormalised (Qwen-style) and DeepSeek-V3's sigmoid
 //!   scores with a selection bias and group-limited top-k;
 //! - [`dispatch`]: the routed experts as capacity-padded `[E, C, d]` batched products;
-//! - [`layer`]: the whole sub-layer, router, routed and shared experts (optionally gated).
+//! - [`layer`]: the whole sub-layer, router, routed and shared experts (optionally gated);
+//! - [`parallel`]: expert parallelism on an `fsdp × expert` mesh (tokens exchanged by
+//!   `all_to_all`).
 //!
 //! ```
 //! use stackscan::{DType, Scope, TensorType};
@@ -20,8 +22,10 @@
 
 pub mod dispatch;
 pub mod layer;
+pub mod parallel;
 pub mod router;
 
 pub use dispatch::{DispatchOptions, ExpertWeights, capacity, routed_experts};
 pub use layer::{MoeConfig, MoeWeights, SharedExpert, moe};
+pub use parallel::{EXPERT_AXIS, ExpertMesh, FSDP_AXIS};
 pub use router::{RouterConfig, RouterKind, Routing, route};

@@ -1,9 +1,9 @@
 //! Host-side helpers for FSDP tests: random full weights, per-device slabs, reassembling
 //! gradient slabs, and running a training step against the unsharded reference.
 
-use stackscan::fsdp::{StackModel, reference_step, train_step};
+use stackscan::fsdp::{StackModel, reference_step, train_step, train_step_on};
 use stackscan::plan::PlanOptions;
-use stackscan::{Axis, Program};
+use stackscan::{Axis, Mesh, Program};
 
 use crate::Client;
 use crate::shard::{shard, unshard};
@@ -78,6 +78,41 @@ pub fn run_step(
     };
     let step = train_step(model, options, &axis).expect("lower the training step");
     run_program(client, model, fx, &step.program, n)
+}
+
+/// [`run_step`] on a mesh of any number of axes (all of its devices).
+pub fn run_step_on(
+    client: &Client,
+    model: &StackModel,
+    fx: &Fixture,
+    options: PlanOptions,
+    mesh: &Mesh,
+) -> (Vec<f64>, Vec<Vec<f64>>) {
+    let step = train_step_on(model, options, mesh).expect("lower the training step");
+    run_program(client, model, fx, &step.program, mesh.size())
+}
+
+/// Runs the step of `model` on `mesh` under each of `options` and asserts loss and every
+/// gradient equal the fixture's reference (f32, rtol 1e-5). `model` may differ from the one
+/// the reference ran (an expert-parallel model against its plain twin) as long as its
+/// weights are the same.
+pub fn check_on_mesh(
+    client: &Client,
+    model: &StackModel,
+    fx: &Fixture,
+    mesh: &Mesh,
+    options: &[PlanOptions],
+) {
+    for &o in options {
+        let what = format!("mesh {}, {o:?}", mesh.describe());
+        let (losses, grads) = run_step_on(client, model, fx, o, mesh);
+        for l in &losses {
+            assert_close(&format!("{what}: loss"), &[*l], &[fx.loss], 1e-5);
+        }
+        for (j, (g, r)) in grads.iter().zip(&fx.grads).enumerate() {
+            assert_close(&format!("{what}: gradient {j}"), g, r, 1e-5);
+        }
+    }
 }
 
 /// Runs a lowered step program (see [`run_step`]).

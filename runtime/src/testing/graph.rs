@@ -240,26 +240,38 @@ pub fn check_vjp_mesh(
     tol: Tol,
     build: impl FnOnce(&[Tensor], &stackscan::Axis) -> stackscan::Result<Tensor>,
 ) {
+    let axis = stackscan::Axis::new("x", n);
+    let mesh = stackscan::Mesh::line(&axis).expect("a one-axis mesh");
+    check_vjp_on_mesh(client, name, &mesh, args, tol, |p, _| build(p, &axis));
+}
+
+/// [`check_vjp_mesh`] on a mesh of any number of axes: `build` picks the axes its collectives
+/// run over; every parameter and the result are split over all of the mesh's devices.
+pub fn check_vjp_on_mesh(
+    client: &Client,
+    name: &str,
+    mesh: &stackscan::Mesh,
+    args: &[Vec<Arg>],
+    tol: Tol,
+    build: impl FnOnce(&[Tensor], &stackscan::Mesh) -> stackscan::Result<Tensor>,
+) {
     use stackscan::Sharding;
-    let axis = stackscan::Axis {
-        name: "x".into(),
-        size: n,
-    };
-    let f = function(name, &args[0], |p| Ok(vec![build(p, &axis)?]));
+    let n = mesh.size();
+    let f = function(name, &args[0], |p| Ok(vec![build(p, mesh)?]));
     let out_ty = f.result_types()[0].clone();
     let shard = |k: usize| vec![Sharding::Dim(0); k];
     let forward = CompiledOnMesh::new(
         client,
-        &Program::on_mesh(f.clone(), axis.clone(), shard(f.params.len()), shard(1))
+        &Program::on_device_mesh(f.clone(), mesh.clone(), shard(f.params.len()), shard(1))
             .expect("forward program"),
         n,
     );
     let g = stackscan::vjp(&f).unwrap_or_else(|e| panic!("vjp `{name}`: {e}"));
     let backward = CompiledOnMesh::new(
         client,
-        &Program::on_mesh(
+        &Program::on_device_mesh(
             g.clone(),
-            axis,
+            mesh.clone(),
             shard(g.params.len()),
             shard(g.results.len()),
         )

@@ -5,13 +5,23 @@ use std::fmt;
 
 use super::{Writer, types};
 use crate::emit::Sharding;
-use crate::ir::{Axis, Function};
+use crate::ir::Function;
+use crate::mesh::Mesh;
 use crate::types::TensorType;
 
-fn shardy_dims(axis: &Axis, rank: usize, s: Sharding) -> String {
+/// `"fsdp", "expert"`: every axis of the mesh, major first.
+fn axis_list(mesh: &Mesh) -> String {
+    mesh.axes()
+        .iter()
+        .map(|a| format!("\"{}\"", a.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn shardy_dims(mesh: &Mesh, rank: usize, s: Sharding) -> String {
     let dims: Vec<String> = (0..rank)
         .map(|d| match s {
-            Sharding::Dim(k) if k == d => format!("{{\"{}\"}}", axis.name),
+            Sharding::Dim(k) if k == d => format!("{{{}}}", axis_list(mesh)),
             _ => "{}".to_owned(),
         })
         .collect();
@@ -65,11 +75,11 @@ impl<W: fmt::Write> Writer<W> {
     pub(super) fn write_sharded(
         &mut self,
         f: &Function,
-        axis: &Axis,
+        mesh: &Mesh,
         params: &[Sharding],
         results: &[Sharding],
     ) -> fmt::Result {
-        let n = axis.size;
+        let n = mesh.size();
         let global = |t: &TensorType, s: Sharding| -> TensorType {
             match s {
                 Sharding::Dim(d) => {
@@ -85,7 +95,7 @@ impl<W: fmt::Write> Writer<W> {
         let gp: Vec<TensorType> = pt.iter().zip(params).map(|(t, &s)| global(t, s)).collect();
         let gr: Vec<TensorType> = rt.iter().zip(results).map(|(t, &s)| global(t, s)).collect();
         let sh =
-            |t: &TensorType, s: Sharding| format!("<@mesh, {}>", shardy_dims(axis, t.rank(), s));
+            |t: &TensorType, s: Sharding| format!("<@mesh, {}>", shardy_dims(mesh, t.rank(), s));
         self.line(
             0,
             &format!(
@@ -93,7 +103,7 @@ impl<W: fmt::Write> Writer<W> {
                 module_name(f)
             ),
         )?;
-        self.line(1, &format!("sdy.mesh @mesh = <[\"{}\"={n}]>", axis.name))?;
+        self.line(1, &format!("sdy.mesh @mesh = <{}>", mesh.describe()))?;
         let gargs: Vec<String> = gp.iter().map(|_| self.fresh("arg")).collect();
         let arg_decls: Vec<String> = gargs
             .iter()
@@ -126,11 +136,11 @@ impl<W: fmt::Write> Writer<W> {
         self.line(
             2,
             &format!(
-                "{lhs} = sdy.manual_computation({}) in_shardings=[{}] out_shardings=[{}] manual_axes={{\"{}\"}} ({}) {{",
+                "{lhs} = sdy.manual_computation({}) in_shardings=[{}] out_shardings=[{}] manual_axes={{{}}} ({}) {{",
                 gargs.join(", "),
                 in_sh.join(", "),
                 out_sh.join(", "),
-                axis.name,
+                axis_list(mesh),
                 local_args.join(", ")
             ),
         )?;
