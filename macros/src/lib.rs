@@ -54,9 +54,40 @@ use proc_macro::TokenStream;
 /// - `name = "checkpoint_name"`: default the field's name; names are unique per sub-layer.
 ///
 /// Frozen (untrained) parameters are not supported: every parameter is differentiated.
-#[proc_macro_derive(SubLayer, attributes(sublayer, param))]
+/// Field attribute `#[module]` (or `#[module(config = <expr>)]`): the field is a sub-module,
+/// a `#[derive(Module)]` struct over the same value type (`attn: Attention<T>`); its
+/// parameters are named `<field>.<name>` (`attn.wq`). Fields are marked rather than inferred
+/// from their type because the derive sees only tokens: `Attention<T>` and an alias of `T`
+/// look alike, and the mark carries the config projection. `config = <expr>` computes the
+/// sub-module's config from the enclosing `cfg` (a `&Config`), e.g. `config = cfg.attention()`;
+/// without it the sub-module reads the enclosing config itself.
+#[proc_macro_derive(SubLayer, attributes(sublayer, param, module))]
 pub fn derive_sublayer(input: TokenStream) -> TokenStream {
     sublayer::derive(input.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Derives `stackscan::Module` (on `M<Tensor>`) and `stackscan::layer::Params` (on `M<T>` for
+/// every `T`) for a reusable part of a layer (attention, an MLP): a struct with one type
+/// parameter whose fields are `#[param(...)]` tensors (as in `#[derive(SubLayer)]`) or
+/// `#[module]` sub-modules.
+///
+/// ```ignore
+/// #[derive(Module)]
+/// #[module(config = AttentionDims)]
+/// pub struct Attention<T> {
+///     #[param(shape = [cfg.d, cfg.heads * cfg.head_dim], shard = 0)]
+///     wq: T,
+///     #[param(shape = [cfg.heads * cfg.head_dim, cfg.d], shard = 0)]
+///     wo: T,
+/// }
+/// ```
+///
+/// Struct attribute `#[module(...)]`: `config = Type` (required), `crate = "path"`.
+#[proc_macro_derive(Module, attributes(module, param))]
+pub fn derive_module(input: TokenStream) -> TokenStream {
+    sublayer::derive_module(input.into())
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }

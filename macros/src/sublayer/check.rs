@@ -6,18 +6,37 @@ use std::collections::HashMap;
 use syn::ext::IdentExt;
 use syn::{Expr, Ident, Type};
 
-use super::parse::{self, InitSpec, Input};
+use super::parse::{self, Derive, InitSpec, Input};
 use crate::args;
 use crate::errors::Errors;
 
-/// A validated sub-layer.
+/// A validated sub-layer or module.
 pub(crate) struct Model {
+    pub(crate) derive: Derive,
     pub(crate) ident: Ident,
     pub(crate) value_ty: Ident,
     pub(crate) config: Type,
-    pub(crate) carry: Type,
+    /// `Some` exactly for a sub-layer.
+    pub(crate) carry: Option<Type>,
     pub(crate) name: String,
-    pub(crate) params: Vec<Param>,
+    pub(crate) members: Vec<Member>,
+}
+
+/// A validated field, in declaration order.
+pub(crate) enum Member {
+    Param(Param),
+    Module(SubModule),
+}
+
+/// A validated sub-module field.
+pub(crate) struct SubModule {
+    pub(crate) field: Ident,
+    /// The name its parameters are nested under (the field's, unraw).
+    pub(crate) name: String,
+    /// The field's type as written, over the value type (`Attention<T>`).
+    pub(crate) ty: Type,
+    /// `config = <expr>`: its config from the enclosing `cfg`; `None`: `cfg` itself.
+    pub(crate) config: Option<Expr>,
 }
 
 /// A validated parameter.
@@ -44,6 +63,7 @@ pub(crate) enum Init {
 /// What a stub impl needs when the declaration is invalid: enough for uses of the type to
 /// type-check, so one mistake does not cascade through every block naming it.
 pub(crate) struct Stub {
+    pub(crate) derive: Derive,
     pub(crate) ident: Ident,
     pub(crate) value_ty: Ident,
     /// The struct's generics as written (bounds, `where` clause, extra parameters).
@@ -64,19 +84,22 @@ pub(crate) enum Checked {
 }
 
 pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
+    let derive = input.derive;
+    let (attr, what) = (derive.attr(), derive.what());
     if !input.has_sublayer_attr {
-        errors.error_spanned_by(
-            &input.ident,
-            "missing `#[sublayer(config = <type>, carry = <type>)]` on the sub-layer",
-        );
+        let expected = match derive {
+            Derive::SubLayer => "`#[sublayer(config = <type>, carry = <type>)]`",
+            Derive::Module => "`#[module(config = <type>)]`",
+        };
+        errors.error_spanned_by(&input.ident, format!("missing {expected} on the {what}"));
     } else if !input.sublayer_attr_malformed {
         if input.config.is_none() {
             errors.error_spanned_by(
                 &input.ident,
-                "missing `config = <type>` in `#[sublayer(...)]`: the config the shapes are computed from",
+                format!("missing `config = <type>` in `#[{attr}(...)]`: the config the shapes are computed from"),
             );
         }
-        if input.carry.is_none() {
+        if input.carry.is_none() && derive == Derive::SubLayer {
             errors.error_spanned_by(
                 &input.ident,
                 "missing `carry = <type>` in `#[sublayer(...)]`: the activation marker this sub-layer reads and writes",
@@ -93,7 +116,10 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
         None => input.ident.unraw().to_string(),
     };
     if matches!(&input.fields, Some(f) if f.is_empty()) {
-        errors.error_spanned_by(&input.ident, "a sub-layer needs at least one parameter");
+        errors.error_spanned_by(
+            &input.ident,
+            format!("a {what} needs at least one parameter"),
+        );
     }
     let fields = input.fields.unwrap_or_default();
     let mut params = Vec::new();
@@ -105,15 +131,53 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
         if f.ident == "_" {
             errors.error_spanned_by(&f.ident, "a parameter field needs a name, not `_`");
         }
-        if let Some(t) = &input.value_ty {
-            let is_value_ty =
-                matches!(&f.ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(t));
-            if !is_value_ty {
+        let is_value_ty =
+            |t: &Ident| matches!(&f.ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(t));
+        if let Some(module) = &f.module {
+            if let Some(param) = &f.attr {
                 errors.error_spanned_by(
-                    &f.ty,
-                    format!("a parameter field has the struct's value type `{t}`"),
+                    param,
+                    format!(
+                        "field `{}` is both a parameter and a sub-module; keep `#[param(...)]` for a tensor `T` or `#[module]` for a module type",
+                        f.ident
+                    ),
                 );
             }
+            if let Some(t) = input.value_ty.as_ref().filter(|t| is_value_ty(t)) {
+                errors.error_spanned_by(
+                    &f.ty,
+                    format!(
+                        "a `#[module]` field has a module type over `{t}` (`Attention<{t}>`), not `{t}` itself; a tensor field takes `#[param(...)]`"
+                    ),
+                );
+            }
+            let name = f.ident.unraw().to_string();
+            if let Some(first) = names.get(&name) {
+                errors.error_spanned_by(
+                    &f.ident,
+                    format!("duplicate parameter name `{name}`; field `{first}` has it already"),
+                );
+            } else {
+                names.insert(name.clone(), f.ident.clone());
+            }
+            params.push(Member::Module(SubModule {
+                field: f.ident.clone(),
+                name,
+                ty: f.ty.clone(),
+                config: module.config.clone(),
+            }));
+            continue;
+        }
+        // Without `#[param]` the missing-attribute error below says it all.
+        if let Some(t) = input
+            .value_ty
+            .as_ref()
+            .filter(|t| f.attr.is_some() && !is_value_ty(t))
+        {
+            errors.error_spanned_by(
+                &f.ty,
+                format!("a parameter field has the struct's value type `{t}`; a field of another type is a sub-module, marked `#[module]`"),
+            );
         }
         let pname = f
             .name
@@ -142,7 +206,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
             errors.error_spanned_by(
                 &f.ident,
                 format!(
-                    "field `{}` has no `#[param(shape = [...], shard = <dim>)]`; every field of a sub-layer is a parameter",
+                    "field `{}` has no `#[param(shape = [...], shard = <dim>)]` or `#[module]`; every field of a {what} is a parameter (`T`) or a sub-module (`Attention<T>`, marked `#[module]`)",
                     f.ident
                 ),
             );
@@ -227,25 +291,30 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
                 }
             },
         };
-        params.push(Param {
+        params.push(Member::Param(Param {
             field: f.ident.clone(),
             name: pname,
             dims: shape.dims.clone(),
             shard,
             init,
             dtype,
-        });
+        }));
     }
+    let carry_ok = input.carry.is_some() || derive == Derive::Module;
     match (input.value_ty, input.config, input.carry) {
-        (Some(value_ty), Some(config), Some(carry)) if errors.is_empty() => Checked::Valid(Model {
-            ident: input.ident,
-            value_ty,
-            config,
-            carry,
-            name,
-            params,
-        }),
+        (Some(value_ty), Some(config), carry) if carry_ok && errors.is_empty() => {
+            Checked::Valid(Model {
+                derive,
+                ident: input.ident,
+                value_ty,
+                config,
+                carry,
+                name,
+                members: params,
+            })
+        }
         (Some(value_ty), config, carry) => Checked::Invalid(Some(Stub {
+            derive,
             ident: input.ident,
             value_ty,
             generics: input.generics,
