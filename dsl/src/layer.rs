@@ -220,12 +220,15 @@ pub mod __private {
     pub use super::{ActivationMarker, Forward, LayerStack, Params, SubLayer, layer_kind};
     pub use crate::builder::Tensor;
     pub use crate::error::Result;
+    pub use crate::fsdp::InputSpec;
     pub use crate::fsdp::{Init, LayerKind, ParamSpec};
+    pub use crate::model::{Inputs, Layers, Model, StackField};
     pub use crate::module::Module;
     pub use crate::plan::{PlanOptions, Stack};
+    pub use crate::types::TensorType;
     pub use crate::{DType, Error};
     pub use core::convert::TryFrom;
-    pub use core::option::Option::{None, Some};
+    pub use core::option::Option::{self, None, Some};
     pub use core::result::Result::{Err, Ok};
     pub use std::string::String;
     pub use std::vec::Vec;

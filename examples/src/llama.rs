@@ -11,14 +11,17 @@
 
 use std::rc::Rc;
 
+use serde::{Deserialize, Serialize};
 use stackscan::fsdp::{Init, InputSpec, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
 use stackscan::layer::{ActivationMarker, Forward, Params};
 use stackscan::plan::Stack;
 use stackscan::{DType, Error, Module, Result, SubLayer, Tensor, TensorType, nn};
 use stackscan_runtime::rng::Rng;
 
-/// Sizes of a Llama-style model.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Sizes of a Llama-style model; data (`examples/configs/llama-*.toml`, [`LlamaConfig::load`]),
+/// every field defaulting to [`LlamaConfig::tiny`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LlamaConfig {
     /// Vocabulary.
     pub vocab: i64,
@@ -42,7 +45,18 @@ pub struct LlamaConfig {
     pub batch_per_device: i64,
 }
 
+impl Default for LlamaConfig {
+    fn default() -> Self {
+        LlamaConfig::tiny()
+    }
+}
+
 impl LlamaConfig {
+    /// A config kept in the repository by name (`tiny`, `llama3-8b`), or a TOML file by path.
+    pub fn load(name_or_path: &str) -> Result<Self> {
+        crate::configs::load(&crate::configs::LLAMA, name_or_path)
+    }
+
     /// The tiny config of the design (Llama-3-8B's structure at d 256, 4 layers).
     pub const fn tiny() -> Self {
         LlamaConfig {

@@ -92,6 +92,51 @@ pub fn derive_module(input: TokenStream) -> TokenStream {
         .into()
 }
 
+/// Derives `stackscan::Model` (on `M<Tensor>`) and `stackscan::layer::Params` for a whole
+/// model: `#[param]` and `#[module]` fields for the parts outside the stack (named by their
+/// path: `embed`, `final_norm`), and one `#[stack]` field of type
+/// `stackscan::model::Layers<S>` for a `#[layer_stack]` type `S`. The model may be generic
+/// over its stack (`struct Llama<T, S>`). The user implements `stackscan::model::ModelForward`
+/// (`embed` before the stack, `loss` after it); `stackscan::model::stack_model` builds it.
+///
+/// ```ignore
+/// #[derive(Model)]
+/// #[model(config = LlamaConfig, inputs = Tokens)]
+/// pub struct Llama<T, S> {
+///     #[param(shape = [cfg.vocab, cfg.d_model], shard = 0)]
+///     embed: T,
+///     #[stack(layers = cfg.layers)]
+///     layers: Layers<S>,
+///     #[param(shape = [cfg.d_model], replicated)]
+///     final_norm: T,
+/// }
+/// ```
+///
+/// Struct attribute `#[model(...)]`: `config = Type` and `inputs = Type` (a `#[derive(Inputs)]`
+/// struct named without its type parameter) required, `crate = "path"`. Field attribute
+/// `#[stack(layers = <expr>)]`: the config's depth, an `usize` expression over `cfg`, checked
+/// once against the stack's declared depth when the model is built (`Error::DepthMismatch`
+/// naming `Config.field`); `#[stack]` alone checks nothing.
+#[proc_macro_derive(Model, attributes(model, param, module, stack))]
+pub fn derive_model(input: TokenStream) -> TokenStream {
+    sublayer::derive_model(input.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Derives `stackscan::Inputs` (on `I<Tensor>`) and `stackscan::layer::Params` for a model's
+/// inputs, declared once: one `#[input(shape = [...], dtype = i32, values = 0..cfg.vocab)]`
+/// field per input. `shape` is the per-device shape (`i64` expressions over `cfg`), `dtype`
+/// one of `i32`, `i64`, `f32`, `bf16`, `f64` (required), `values` the range an integer input
+/// may hold (checked on the host before upload), `name` defaults to the field's. Struct
+/// attribute `#[inputs(config = Type)]`.
+#[proc_macro_derive(Inputs, attributes(inputs, input))]
+pub fn derive_inputs(input: TokenStream) -> TokenStream {
+    sublayer::derive_inputs(input.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
 /// Declares a model's layer stack on a struct and implements `stackscan::layer::LayerStack`
 /// for it: the `Stack`, the `PlanOptions` (checked at compile time), the plan from the one
 /// planner, and the `LayerKind`s that make a `StackModel`.

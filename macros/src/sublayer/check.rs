@@ -20,12 +20,40 @@ pub(crate) struct Model {
     pub(crate) carry: Option<Type>,
     pub(crate) name: String,
     pub(crate) members: Vec<Member>,
+    /// A model's `inputs = Type`.
+    pub(crate) inputs: Option<Type>,
+    /// The generics as written (a model may be generic over its stack).
+    pub(crate) generics: syn::Generics,
 }
 
 /// A validated field, in declaration order.
 pub(crate) enum Member {
     Param(Param),
     Module(SubModule),
+    /// A model's stack field.
+    Stack(StackMember),
+    /// A field of an inputs struct.
+    Input(InputMember),
+}
+
+/// A validated `#[stack]` field.
+pub(crate) struct StackMember {
+    pub(crate) field: Ident,
+    /// `Layers<S>` as written.
+    pub(crate) ty: Type,
+    /// `layers = <expr>` and the config field it reads, as errors name it
+    /// (`LlamaConfig.layers`).
+    pub(crate) layers: Option<(Expr, String)>,
+}
+
+/// A validated `#[input(...)]` field.
+pub(crate) struct InputMember {
+    pub(crate) field: Ident,
+    pub(crate) name: String,
+    pub(crate) dims: Vec<Expr>,
+    /// A variant of `DType`.
+    pub(crate) dtype: &'static str,
+    pub(crate) values: Option<Expr>,
 }
 
 /// A validated sub-module field.
@@ -76,6 +104,10 @@ pub(crate) struct Stub {
 }
 
 /// The outcome of [`check`].
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value per macro invocation, moved once"
+)]
 pub(crate) enum Checked {
     Valid(Model),
     /// Errors were recorded; a stub is possible when the item has a type parameter (its
@@ -87,10 +119,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
     let derive = input.derive;
     let (attr, what) = (derive.attr(), derive.what());
     if !input.has_sublayer_attr {
-        let expected = match derive {
-            Derive::SubLayer => "`#[sublayer(config = <type>, carry = <type>)]`",
-            Derive::Module => "`#[module(config = <type>)]`",
-        };
+        let expected = parse::struct_attr(derive);
         errors.error_spanned_by(&input.ident, format!("missing {expected} on the {what}"));
     } else if !input.sublayer_attr_malformed {
         if input.config.is_none() {
@@ -121,6 +150,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
             format!("a {what} needs at least one parameter"),
         );
     }
+    let has_fields = input.fields.is_some();
     let fields = input.fields.unwrap_or_default();
     let mut params = Vec::new();
     let mut names: HashMap<String, Ident> = HashMap::new();
@@ -130,6 +160,48 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
         // (with a stub) rather than an expansion that is no Rust.
         if f.ident == "_" {
             errors.error_spanned_by(&f.ident, "a parameter field needs a name, not `_`");
+        }
+        if derive == Derive::Inputs {
+            if let Some(m) = input_field(f, input.value_ty.as_ref(), &mut names, errors) {
+                params.push(Member::Input(m));
+            }
+            continue;
+        }
+        if let Some(stack) = &f.stack {
+            if let Some(attr) = f.attr.as_ref() {
+                errors.error_spanned_by(
+                    attr,
+                    format!("field `{}` is the stack; it takes no `#[param]`", f.ident),
+                );
+            }
+            if f.module.is_some() {
+                errors.error_spanned_by(
+                    &stack.path,
+                    format!(
+                        "field `{}` is both the stack and a sub-module; keep one",
+                        f.ident
+                    ),
+                );
+            }
+            if let Some(first) = params.iter().find_map(|m| match m {
+                Member::Stack(s) => Some(s.field.clone()),
+                _ => None,
+            }) {
+                errors.error_spanned_by(
+                    &stack.path,
+                    format!("a model has one stack field; `{first}` is it already"),
+                );
+            }
+            let layers = stack
+                .layers
+                .as_ref()
+                .map(|e| (e.clone(), depth_name(e, input.config.as_ref())));
+            params.push(Member::Stack(StackMember {
+                field: f.ident.clone(),
+                ty: f.ty.clone(),
+                layers,
+            }));
+            continue;
         }
         let is_value_ty =
             |t: &Ident| matches!(&f.ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(t));
@@ -300,7 +372,21 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
             dtype,
         }));
     }
-    let carry_ok = input.carry.is_some() || derive == Derive::Module;
+    if derive == Derive::Model {
+        if !params.iter().any(|m| matches!(m, Member::Stack(_))) && has_fields {
+            errors.error_spanned_by(
+                &input.ident,
+                "a model needs its stack as a field: `#[stack(layers = cfg.layers)] layers: Layers<MyStack>`",
+            );
+        }
+        if input.inputs.is_none() && input.has_sublayer_attr && !input.sublayer_attr_malformed {
+            errors.error_spanned_by(
+                &input.ident,
+                "missing `inputs = <type>` in `#[model(...)]`: the `#[derive(Inputs)]` struct of the model's inputs",
+            );
+        }
+    }
+    let carry_ok = input.carry.is_some() || derive != Derive::SubLayer;
     match (input.value_ty, input.config, input.carry) {
         (Some(value_ty), Some(config), carry) if carry_ok && errors.is_empty() => {
             Checked::Valid(Model {
@@ -311,6 +397,8 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
                 carry,
                 name,
                 members: params,
+                inputs: input.inputs,
+                generics: input.generics,
             })
         }
         (Some(value_ty), config, carry) => Checked::Invalid(Some(Stub {
@@ -324,4 +412,120 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
         })),
         (None, ..) => Checked::Invalid(None),
     }
+}
+
+/// How an error names the depth a `#[stack(layers = …)]` reads: `Config.field` for
+/// `cfg.field`, else the expression as written.
+fn depth_name(expr: &Expr, config: Option<&Type>) -> String {
+    let config_name = match config {
+        Some(Type::Path(p)) => p.path.segments.last().map(|s| s.ident.unraw().to_string()),
+        _ => None,
+    };
+    match (expr, config_name) {
+        (
+            Expr::Field(syn::ExprField {
+                base,
+                member: syn::Member::Named(field),
+                ..
+            }),
+            Some(config),
+        ) if matches!(&**base, Expr::Path(p) if p.path.is_ident(crate::sublayer::expand::CONFIG_BINDING)) =>
+        {
+            format!("{config}.{}", field.unraw())
+        }
+        _ => quote::ToTokens::to_token_stream(expr).to_string(),
+    }
+}
+
+/// A field of an inputs struct: `#[input(shape = [...], dtype = <type>)]` on a value-type field.
+fn input_field(
+    f: &parse::Field,
+    value_ty: Option<&Ident>,
+    names: &mut HashMap<String, Ident>,
+    errors: &mut Errors,
+) -> Option<InputMember> {
+    if let Some(t) = value_ty {
+        let is_value_ty = matches!(&f.ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(t));
+        if !is_value_ty {
+            errors.error_spanned_by(
+                &f.ty,
+                format!("an input field has the struct's value type `{t}`"),
+            );
+        }
+    }
+    let name = f
+        .name
+        .as_ref()
+        .map(syn::LitStr::value)
+        .unwrap_or_else(|| f.ident.unraw().to_string());
+    if let Some(lit) = f.name.as_ref().filter(|l| l.value().is_empty()) {
+        errors.error_spanned_by(lit, format!("the input name of `{}` is empty", f.ident));
+    }
+    if let Some(first) = names.get(&name) {
+        errors.error_spanned_by(
+            &f.ident,
+            format!("duplicate input name `{name}`; field `{first}` has it already"),
+        );
+    } else {
+        names.insert(name.clone(), f.ident.clone());
+    }
+    let Some(attr) = &f.input else {
+        errors.error_spanned_by(
+            &f.ident,
+            format!(
+                "field `{}` has no `#[input(shape = [...], dtype = i32)]`; every field of an inputs struct is an input",
+                f.ident
+            ),
+        );
+        return None;
+    };
+    let Some(shape) = &f.shape else {
+        if !f.malformed {
+            errors.error_spanned_by(
+                attr,
+                format!(
+                    "input `{}` has no shape; add `shape = [<dim>, ...]`",
+                    f.ident
+                ),
+            );
+        }
+        return None;
+    };
+    let dtype = match f.dtype.as_ref().map(|d| (d, d.to_string())) {
+        None => {
+            errors.error_spanned_by(
+                attr,
+                format!(
+                    "input `{}` needs `dtype = <type>`, one of {}",
+                    f.ident,
+                    args::one_of(parse::INPUT_DTYPES)
+                ),
+            );
+            return None;
+        }
+        Some((d, name)) => match name.as_str() {
+            "i32" => "I32",
+            "i64" => "I64",
+            "f32" => "F32",
+            "bf16" => "BF16",
+            "f64" => "F64",
+            other => {
+                errors.error_spanned_by(
+                    d,
+                    format!(
+                        "unsupported input element type `{other}`; expected {}",
+                        args::one_of(parse::INPUT_DTYPES)
+                    ),
+                );
+                return None;
+            }
+        },
+    };
+    Some(InputMember {
+        field: f.ident.clone(),
+        name,
+        dims: shape.dims.clone(),
+        dtype,
+        values: f.values.clone(),
+    })
 }

@@ -5,7 +5,7 @@ use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
-use super::check::{Init, Member, Model, Param, Stub};
+use super::check::{Init, InputMember, Member, Model, Param, Stub};
 use super::parse::Derive;
 use crate::private;
 
@@ -22,6 +22,8 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
         carry,
         name,
         members,
+        generics,
+        ..
     } = model;
     let cfg = syn::Ident::new(CONFIG_BINDING, Span::call_site());
     let specs_name = syn::Ident::new("__stackscan_specs", Span::mixed_site());
@@ -50,22 +52,30 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
             };
             quote!(#specs_name.append(&mut #p::nested(#name, #specs));)
         }
+        Member::Stack(_) | Member::Input(_) => TokenStream::new(),
     });
-    let param_specs = quote! {
-        fn param_specs(#cfg: &Self::Config) -> #p::Vec<#p::ParamSpec> {
-            let _ = #cfg;
-            let mut #specs_name = #p::Vec::new();
-            #(#specs)*
-            #specs_name
+    let specs: Vec<TokenStream> = specs.collect();
+    let specs_fn = |fn_name: &str| {
+        let fn_name = syn::Ident::new(fn_name, Span::call_site());
+        quote! {
+            fn #fn_name(#cfg: &Self::Config) -> #p::Vec<#p::ParamSpec> {
+                let _ = #cfg;
+                let mut #specs_name = #p::Vec::new();
+                #(#specs)*
+                #specs_name
+            }
         }
     };
+    let param_specs = specs_fn("param_specs");
     let trait_impl = match (derive, carry) {
         (Derive::SubLayer, Some(carry)) => {
             sublayer_impl(ident, value_ty, config, carry, name, param_specs)
         }
+        (Derive::Model, _) => model_impl(model, specs_fn("outer_specs")),
+        (Derive::Inputs, _) => inputs_impl(ident, config, members),
         _ => module_impl(ident, value_ty, config, param_specs),
     };
-    let params = params_impl(ident, value_ty, members);
+    let params = params_impl(ident, value_ty, generics, members);
     quote! {
         const _: () = {
             #trait_impl
@@ -101,7 +111,12 @@ fn param_spec(param: &Param) -> TokenStream {
 
 /// `Params<T>` for the struct over every value type: its own parameters one value each, a
 /// sub-module's as a run of `LEN` values, in declaration order.
-fn params_impl(ident: &syn::Ident, value_ty: &syn::Ident, members: &[Member]) -> TokenStream {
+fn params_impl(
+    ident: &syn::Ident,
+    value_ty: &syn::Ident,
+    generics: &syn::Generics,
+    members: &[Member],
+) -> TokenStream {
     let p = private();
     // Bindings have names no user item plausibly has: a `const` of the same name in scope
     // would turn a binding into a pattern (items are not hygienic).
@@ -114,8 +129,11 @@ fn params_impl(ident: &syn::Ident, value_ty: &syn::Ident, members: &[Member]) ->
     let mut refs = Vec::new();
     for member in members {
         match member {
-            Member::Param(param) => {
-                let field = &param.field;
+            Member::Stack(stack) => {
+                let field = &stack.field;
+                build.push(quote_spanned!(stack.ty.span()=> #field: #p::Layers::new()));
+            }
+            Member::Input(InputMember { field, .. }) | Member::Param(Param { field, .. }) => {
                 build.push(quote!(#field: #values.one()?));
                 into.push(quote!(#out.push(self.#field);));
                 refs.push(quote!(#out.push(&self.#field);));
@@ -140,11 +158,12 @@ fn params_impl(ident: &syn::Ident, value_ty: &syn::Ident, members: &[Member]) ->
     }
     let own = members
         .iter()
-        .filter(|m| matches!(m, Member::Param(_)))
+        .filter(|m| matches!(m, Member::Param(_) | Member::Input(_)))
         .count();
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     quote! {
         #[automatically_derived]
-        impl<#value_ty> #p::Params<#value_ty> for #ident<#value_ty> {
+        impl #impl_generics #p::Params<#value_ty> for #ident #ty_generics #where_clause {
             const LEN: usize = #own #(+ #lens)*;
 
             fn from_values(#values: #p::Vec<#value_ty>) -> #p::Result<Self> {
@@ -293,6 +312,19 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
                 }
             }
         },
+        // A model stub would need a stack type; its `Params` alone keeps uses of its fields
+        // quiet.
+        Derive::Model => TokenStream::new(),
+        Derive::Inputs => quote! {
+            #[automatically_derived]
+            impl #impl_generics #p::Inputs for #self_ty #sublayer_where {
+                #config
+
+                fn input_specs(_: &Self::Config) -> #p::Vec<#p::InputSpec> {
+                    #p::Vec::new()
+                }
+            }
+        },
         Derive::Module => quote! {
             #[automatically_derived]
             impl #impl_generics #p::Module for #self_ty #sublayer_where {
@@ -326,6 +358,126 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
                 #struct_params
             }
         };
+    }
+}
+
+/// `Model` for the model struct over `Tensor` (other type parameters, the stack's, kept).
+fn model_impl(model: &Model, outer_specs: TokenStream) -> TokenStream {
+    let p = private();
+    let Model {
+        ident,
+        value_ty,
+        config,
+        members,
+        inputs,
+        generics,
+        ..
+    } = model;
+    let Some(stack) = members.iter().find_map(|m| match m {
+        Member::Stack(s) => Some(s),
+        _ => None,
+    }) else {
+        return TokenStream::new();
+    };
+    let (impl_generics, self_ty) = over_tensor(ident, value_ty, generics);
+    let stack_ty = on_tensor(&stack.ty, value_ty);
+    let span = stack.ty.span();
+    let stack_of = quote_spanned!(span=> <#stack_ty as #p::StackField>::Stack);
+    let where_clause = generics.where_clause.as_ref().map(|w| &w.predicates);
+    let inputs = inputs
+        .as_ref()
+        .map(|i| quote_spanned!(i.span()=> type Inputs = #i<#p::Tensor>;));
+    let depth = match &stack.layers {
+        Some((expr, name)) => quote_spanned! {expr.span()=>
+            let __stackscan_depth: usize = #expr;
+            #p::Some((#name, __stackscan_depth))
+        },
+        None => quote!(#p::None),
+    };
+    let cfg = syn::Ident::new(CONFIG_BINDING, Span::call_site());
+    let config_item = quote_spanned!(config.span()=> type Config = #config;);
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics #p::Model for #self_ty
+        where
+            #stack_ty: #p::StackField,
+            #stack_of: #p::LayerStack<Config = #config>,
+            Self: 'static,
+            #where_clause
+        {
+            #config_item
+            type Stack = #stack_of;
+            #inputs
+
+            #outer_specs
+
+            fn depth(#cfg: &Self::Config) -> #p::Option<(&'static str, usize)> {
+                let _ = #cfg;
+                #depth
+            }
+        }
+    }
+}
+
+/// The struct's generics without the value type, and the struct over `Tensor`.
+fn over_tensor(
+    ident: &syn::Ident,
+    value_ty: &syn::Ident,
+    generics: &syn::Generics,
+) -> (TokenStream, TokenStream) {
+    let p = private();
+    let rest: Vec<_> = generics
+        .params
+        .iter()
+        .filter(|g| !matches!(g, syn::GenericParam::Type(t) if t.ident == *value_ty))
+        .collect();
+    let args = generics.params.iter().map(|g| match g {
+        syn::GenericParam::Type(t) if t.ident == *value_ty => quote!(#p::Tensor),
+        syn::GenericParam::Type(t) => t.ident.to_token_stream(),
+        syn::GenericParam::Lifetime(l) => l.lifetime.to_token_stream(),
+        syn::GenericParam::Const(c) => c.ident.to_token_stream(),
+    });
+    let impl_generics = if rest.is_empty() {
+        TokenStream::new()
+    } else {
+        quote!(<#(#rest),*>)
+    };
+    (impl_generics, quote!(#ident<#(#args),*>))
+}
+
+/// `Inputs` for the inputs struct over `Tensor`.
+fn inputs_impl(ident: &syn::Ident, config: &syn::Type, members: &[Member]) -> TokenStream {
+    let p = private();
+    let cfg = syn::Ident::new(CONFIG_BINDING, Span::call_site());
+    let specs = members.iter().filter_map(|m| match m {
+        Member::Input(i) => Some(i),
+        _ => None,
+    });
+    let specs = specs.map(|i| {
+        let (name, dims) = (&i.name, &i.dims);
+        let dtype = format_ident!("{}", i.dtype);
+        let values = i
+            .values
+            .as_ref()
+            .map(|v| quote_spanned!(v.span()=> .with_values(#v)));
+        quote! {
+            #p::InputSpec::new(
+                #name,
+                #p::TensorType::new(#p::DType::#dtype, #p::list([#(#dims),*])),
+            )#values
+        }
+    });
+    let config_item = quote_spanned!(config.span()=> type Config = #config;);
+    quote! {
+        #[automatically_derived]
+        impl #p::Inputs for #ident<#p::Tensor> {
+            #config_item
+
+            fn input_specs(#cfg: &Self::Config) -> #p::Vec<#p::InputSpec> {
+                let _ = #cfg;
+                #p::list([#(#specs),*])
+            }
+        }
     }
 }
 

@@ -15,6 +15,16 @@ pub(crate) fn derive(input: TokenStream) -> syn::Result<TokenStream> {
     derive_as(input, parse::Derive::SubLayer)
 }
 
+/// `#[derive(Model)]`'s output.
+pub(crate) fn derive_model(input: TokenStream) -> syn::Result<TokenStream> {
+    derive_as(input, parse::Derive::Model)
+}
+
+/// `#[derive(Inputs)]`'s output.
+pub(crate) fn derive_inputs(input: TokenStream) -> syn::Result<TokenStream> {
+    derive_as(input, parse::Derive::Inputs)
+}
+
 /// `#[derive(Module)]`'s output.
 pub(crate) fn derive_module(input: TokenStream) -> syn::Result<TokenStream> {
     derive_as(input, parse::Derive::Module)

@@ -16,6 +16,14 @@ pub(crate) const STRUCT_KEYS: &[&str] = &["config", "carry", "name", "crate"];
 pub(crate) const MODULE_KEYS: &[&str] = &["config", "crate"];
 /// Keys of a sub-module field's `#[module(...)]`.
 pub(crate) const FIELD_MODULE_KEYS: &[&str] = &["config"];
+/// Keys of the struct-level `#[model(...)]` of `#[derive(Model)]`.
+pub(crate) const MODEL_KEYS: &[&str] = &["config", "inputs", "crate"];
+/// Keys of the struct-level `#[inputs(...)]` of `#[derive(Inputs)]`.
+pub(crate) const INPUTS_KEYS: &[&str] = &["config", "crate"];
+/// Keys of an input field's `#[input(...)]`.
+pub(crate) const INPUT_KEYS: &[&str] = &["shape", "dtype", "values", "name"];
+/// Element types an input may have.
+pub(crate) const INPUT_DTYPES: &[&str] = &["i32", "i64", "f32", "bf16", "f64"];
 
 /// Which derive is reading the struct: a sub-layer (a kind of a stack) or a module (a part of
 /// one); both hold parameters and sub-modules, only a sub-layer has a carry and a kind name.
@@ -23,6 +31,10 @@ pub(crate) const FIELD_MODULE_KEYS: &[&str] = &["config"];
 pub(crate) enum Derive {
     SubLayer,
     Module,
+    /// A whole model: outer parameters and modules, and one `#[stack]` field.
+    Model,
+    /// A model's inputs: `#[input(...)]` fields only.
+    Inputs,
 }
 
 impl Derive {
@@ -31,6 +43,8 @@ impl Derive {
         match self {
             Derive::SubLayer => "SubLayer",
             Derive::Module => "Module",
+            Derive::Model => "Model",
+            Derive::Inputs => "Inputs",
         }
     }
 
@@ -39,6 +53,8 @@ impl Derive {
         match self {
             Derive::SubLayer => "sublayer",
             Derive::Module => "module",
+            Derive::Model => "model",
+            Derive::Inputs => "inputs",
         }
     }
 
@@ -47,6 +63,8 @@ impl Derive {
         match self {
             Derive::SubLayer => "sub-layer",
             Derive::Module => "module",
+            Derive::Model => "model",
+            Derive::Inputs => "inputs struct",
         }
     }
 }
@@ -68,6 +86,8 @@ pub(crate) struct Input {
     pub(crate) generics: syn::Generics,
     pub(crate) config: Option<Type>,
     pub(crate) carry: Option<Type>,
+    /// `inputs = Type` of a model: its `#[derive(Inputs)]` struct, named without `<T>`.
+    pub(crate) inputs: Option<Type>,
     pub(crate) name: Option<LitStr>,
     /// `crate = "path"`: how generated code reaches the DSL.
     pub(crate) krate: Option<syn::Path>,
@@ -86,6 +106,12 @@ pub(crate) struct Field {
     pub(crate) ty: Type,
     /// The field's `#[module]` or `#[module(config = <expr>)]`, if it is a sub-module.
     pub(crate) module: Option<ModuleAttr>,
+    /// The field's `#[stack(...)]` (a model's stack field).
+    pub(crate) stack: Option<StackAttr>,
+    /// The `input` of the field's `#[input(...)]` (an input of an inputs struct).
+    pub(crate) input: Option<syn::Path>,
+    /// `values = <range>` of an input.
+    pub(crate) values: Option<Expr>,
     /// The `param` of the field's `#[param(...)]`, `None` if it has none.
     pub(crate) attr: Option<syn::Path>,
     pub(crate) name: Option<LitStr>,
@@ -102,6 +128,14 @@ pub(crate) struct Field {
 pub(crate) struct ModuleAttr {
     /// `config = <expr>`: the sub-module's config computed from the enclosing `cfg`.
     pub(crate) config: Option<Expr>,
+}
+
+/// A model's `#[stack]` or `#[stack(layers = <expr>)]` field attribute.
+pub(crate) struct StackAttr {
+    /// The attribute's path, where a misplaced or repeated stack field is reported.
+    pub(crate) path: syn::Path,
+    /// `layers = <expr>`: the config's depth (`cfg.layers`), checked against the stack.
+    pub(crate) layers: Option<Expr>,
 }
 
 /// `shape = [d0, d1, …]`: dimensions as expressions over the config.
@@ -124,16 +158,14 @@ pub(crate) fn parse(input: &DeriveInput, derive: Derive, errors: &mut Errors) ->
         generics: input.generics.clone(),
         config: None,
         carry: None,
+        inputs: None,
         name: None,
         krate: None,
         has_sublayer_attr: false,
         sublayer_attr_malformed: false,
         fields: None,
     };
-    let struct_attr = match derive {
-        Derive::SubLayer => "`#[sublayer(config = <type>, carry = <type>)]`",
-        Derive::Module => "`#[module(config = <type>)]`",
-    };
+    let struct_attr = struct_attr(derive);
     for attr in input.attrs.iter().filter(|a| a.path().is_ident("param")) {
         errors.error_spanned_by(
             attr.path(),
@@ -151,6 +183,8 @@ pub(crate) fn parse(input: &DeriveInput, derive: Derive, errors: &mut Errors) ->
     let (keys, attr_name) = match derive {
         Derive::SubLayer => (STRUCT_KEYS, "sublayer"),
         Derive::Module => (MODULE_KEYS, "module"),
+        Derive::Model => (MODEL_KEYS, "model"),
+        Derive::Inputs => (INPUTS_KEYS, "inputs"),
     };
     let before = errors.len();
     for attr in input.attrs.iter().filter(|a| a.path().is_ident(attr_name)) {
@@ -167,10 +201,13 @@ pub(crate) fn parse(input: &DeriveInput, derive: Derive, errors: &mut Errors) ->
                 "name" if derive == Derive::SubLayer => {
                     set(&mut out.name, &arg, "\"kind name\"", errors, Arg::parse);
                 }
+                "inputs" if derive == Derive::Model => {
+                    set(&mut out.inputs, &arg, "a type", errors, Arg::parse);
+                }
                 "crate" => set(&mut out.krate, &arg, "", errors, |a, _, e| {
                     crate::crate_path(a, e)
                 }),
-                "carry" | "name" => errors.error_spanned_by(
+                "carry" | "name" if derive == Derive::Module => errors.error_spanned_by(
                     &arg.key,
                     format!(
                         "a module has no `{}`: it is a part of a layer, not a kind of a stack; use `#[derive(SubLayer)]` for a layer",
@@ -220,6 +257,16 @@ pub(crate) fn parse(input: &DeriveInput, derive: Derive, errors: &mut Errors) ->
     out
 }
 
+/// The struct-level attribute of `derive`, as a message shows it.
+pub(crate) fn struct_attr(derive: Derive) -> &'static str {
+    match derive {
+        Derive::SubLayer => "`#[sublayer(config = <type>, carry = <type>)]`",
+        Derive::Module => "`#[module(config = <type>)]`",
+        Derive::Model => "`#[model(config = <type>, inputs = <type>)]`",
+        Derive::Inputs => "`#[inputs(config = <type>)]`",
+    }
+}
+
 /// The one type parameter, without bounds.
 fn value_type(input: &DeriveInput, derive: Derive, errors: &mut Errors) -> Option<Ident> {
     let g = &input.generics;
@@ -251,13 +298,15 @@ fn value_type(input: &DeriveInput, derive: Derive, errors: &mut Errors) -> Optio
                 c,
                 format!("const parameters are not supported: {hint}, and no lifetime or const parameters"),
             ),
+            // A model may be generic over its stack (`Llama<T, S>`).
+            GenericParam::Type(_) if derive == Derive::Model => {}
             GenericParam::Type(t) => errors.error_spanned_by(
                 t,
                 format!("a second type parameter is not supported: {hint}"),
             ),
         }
     }
-    if let Some(w) = &g.where_clause {
+    if let Some(w) = g.where_clause.as_ref().filter(|_| derive != Derive::Model) {
         errors.error_spanned_by(w, format!("a {what} takes no `where` clause"));
     }
     value_ty
@@ -266,6 +315,9 @@ fn value_type(input: &DeriveInput, derive: Derive, errors: &mut Errors) -> Optio
 fn field(f: &syn::Field, errors: &mut Errors) -> Field {
     let mut out = Field {
         module: None,
+        stack: None,
+        input: None,
+        values: None,
         // Named fields always have an ident; the span fallback only keeps this total.
         ident: f
             .ident
@@ -300,6 +352,53 @@ fn field(f: &syn::Field, errors: &mut Errors) -> Field {
             continue;
         }
         out.module = Some(module_attr(attr, errors));
+    }
+    for attr in f.attrs.iter().filter(|a| a.path().is_ident("stack")) {
+        if out.stack.is_some() {
+            errors.error_spanned_by(
+                attr.path(),
+                format!(
+                    "duplicate `#[stack]` on `{}`; merge them into one",
+                    out.ident
+                ),
+            );
+            continue;
+        }
+        out.stack = Some(stack_attr(attr, errors));
+    }
+    for attr in f.attrs.iter().filter(|a| a.path().is_ident("input")) {
+        if out.input.is_some() {
+            errors.error_spanned_by(
+                attr.path(),
+                format!(
+                    "duplicate `#[input]` on `{}`; merge them into one",
+                    out.ident
+                ),
+            );
+            continue;
+        }
+        out.input = Some(attr.path().clone());
+        let Some(tokens) = list_tokens(attr, errors) else {
+            continue;
+        };
+        for arg in args::split(tokens, errors) {
+            match arg.key.to_string().as_str() {
+                "shape" => {
+                    let shape = shape(&arg, errors);
+                    set(&mut out.shape, &arg, "", errors, |_, _, _| shape);
+                }
+                "dtype" => set(&mut out.dtype, &arg, "i32", errors, Arg::parse),
+                "values" => set(&mut out.values, &arg, "<start>..<end>", errors, Arg::parse),
+                "name" => set(&mut out.name, &arg, "\"name\"", errors, Arg::parse),
+                other => errors.error_spanned_by(
+                    &arg.key,
+                    format!(
+                        "unknown input option `{other}`; expected {}",
+                        args::one_of(INPUT_KEYS)
+                    ),
+                ),
+            }
+        }
     }
     for attr in f.attrs.iter().filter(|a| a.path().is_ident("param")) {
         if out.attr.is_some() {
@@ -354,6 +453,43 @@ fn field(f: &syn::Field, errors: &mut Errors) -> Field {
         }
     }
     out.malformed = errors.len() > before;
+    out
+}
+
+/// A field's `#[stack]` or `#[stack(layers = <expr>)]`.
+fn stack_attr(attr: &syn::Attribute, errors: &mut Errors) -> StackAttr {
+    let mut out = StackAttr {
+        path: attr.path().clone(),
+        layers: None,
+    };
+    let tokens = match &attr.meta {
+        syn::Meta::Path(_) => return out,
+        syn::Meta::List(list) => list.tokens.clone(),
+        syn::Meta::NameValue(nv) => {
+            errors.error_spanned_by(
+                nv,
+                "expected `#[stack]` or `#[stack(layers = <expr>)]` on the stack field",
+            );
+            return out;
+        }
+    };
+    for arg in args::split(tokens, errors) {
+        match arg.key.to_string().as_str() {
+            "layers" => set(
+                &mut out.layers,
+                &arg,
+                "<the config's depth, e.g. `cfg.layers`>",
+                errors,
+                Arg::parse,
+            ),
+            other => errors.error_spanned_by(
+                &arg.key,
+                format!(
+                    "unknown stack field option `{other}`; expected `layers` (the block pattern and the options are the `#[layer_stack]` type's)"
+                ),
+            ),
+        }
+    }
     out
 }
 
