@@ -135,6 +135,7 @@ pub fn layer_kind<L: Forward>(cfg: &L::Config) -> LayerKind {
 
 /// A layer stack: sub-layer kinds in order and the plan options; implemented by
 /// `#[layer_stack(...)]`.
+///
 /// `'static`: a stack is a type-level declaration (a unit struct), named in models and kinds.
 pub trait LayerStack: 'static {
     /// The config every sub-layer of the stack reads.
