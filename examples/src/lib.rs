@@ -4,6 +4,7 @@ pub mod bench;
 pub mod calibrate;
 pub mod cli;
 pub mod collectives;
+pub mod configs;
 pub mod deepseek3;
 pub mod gated_attention;
 pub mod gdn;

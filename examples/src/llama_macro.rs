@@ -1,8 +1,7 @@
-//! The Llama-style decoder of [`llama`](crate::llama) declared with the macros: one
-//! `#[derive(SubLayer)]` struct whose fields are the layer's weights (the forward is the
-//! hand-built model's layer function, handed the fields by name), and `#[layer_stack]` models for the tiny config and for
-//! Llama-3-8B's depth. The resulting [`StackModel`] is the hand-built one: same parameters, same
-//! program text.
+//! The stacks of the declared Llama ([`llama::Llama`](crate::llama::Llama), whose layer is
+//! the nested [`Decoder`]): `#[layer_stack]` types for the tiny config and for Llama-3-8B's
+//! depth, and the declared model lowered to a [`StackModel`]. The result is the run-time API's
+//! hand-built [`llama::model`](crate::llama::model): same parameters, same program text.
 //!
 //! ```
 //! use stackscan::LayerStack;
@@ -10,7 +9,8 @@
 //! use stackscan_examples::llama_macro::{Llama3_8b, TinyLlama, model};
 //!
 //! let m = model::<TinyLlama>(&LlamaConfig::tiny())?;
-//! assert_eq!(m.kinds[0].params[1].name, "wq");
+//! assert_eq!(m.kinds[0].params[1].name, "attn.wq");
+//! assert_eq!(m.parameters()[4].path, "layers.attn.wq");
 //! assert_eq!(Llama3_8b::plan_notation()?.0, "[layer 0 … layer 30] → [layer 31]");
 //! // The config's depth must be the declared one.
 //! let e = model::<Llama3_8b>(&LlamaConfig::tiny()).unwrap_err();
@@ -26,77 +26,13 @@
 //! ```
 
 use stackscan::fsdp::StackModel;
-use stackscan::layer::{ActivationMarker, Forward};
+use stackscan::model::stack_model;
 use stackscan::plan::PlanOptions;
-use stackscan::{LayerStack, Result, SubLayer, Tensor, layer_stack};
+use stackscan::{LayerStack, Result, Tensor, layer_stack};
 
-use crate::llama::{DecoderWeights, LlamaConfig};
+use crate::llama::{Llama, LlamaConfig};
 
-/// The residual stream `[batch, seq, d_model]`.
-#[derive(Debug)]
-pub enum Residual {}
-
-impl ActivationMarker for Residual {}
-
-/// One decoder layer: attention and SwiGLU MLP, each behind an RMSNorm, with residuals.
-/// Output projections start smaller (`0.02 / √(2·layers)`), as in the hand-built model.
-#[derive(Debug, SubLayer)]
-#[sublayer(config = LlamaConfig, carry = Residual, name = "layer")]
-pub struct Decoder<T> {
-    /// RMSNorm scale before attention.
-    #[param(shape = [cfg.d_model], replicated)]
-    pub attn_norm: T,
-    /// Query projection.
-    #[param(shape = [cfg.d_model, cfg.heads * cfg.head_dim], shard = 0)]
-    pub wq: T,
-    /// Key projection.
-    #[param(shape = [cfg.d_model, cfg.kv_heads * cfg.head_dim], shard = 0)]
-    pub wk: T,
-    /// Value projection.
-    #[param(shape = [cfg.d_model, cfg.kv_heads * cfg.head_dim], shard = 0)]
-    pub wv: T,
-    /// Attention output projection.
-    #[param(
-        shape = [cfg.heads * cfg.head_dim, cfg.d_model],
-        shard = 0,
-        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
-    )]
-    pub wo: T,
-    /// RMSNorm scale before the MLP.
-    #[param(shape = [cfg.d_model], replicated)]
-    pub mlp_norm: T,
-    /// MLP gate.
-    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
-    pub w_gate: T,
-    /// MLP up projection.
-    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
-    pub w_up: T,
-    /// MLP down projection.
-    #[param(
-        shape = [cfg.ffn, cfg.d_model],
-        shard = 0,
-        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
-    )]
-    pub w_down: T,
-}
-
-impl Forward for Decoder<Tensor> {
-    /// The same layer function as the hand-built model, handed the fields by name.
-    fn forward(&self, c: &LlamaConfig, h: &Tensor) -> Result<Tensor> {
-        let w = DecoderWeights {
-            attn_norm: &self.attn_norm,
-            wq: &self.wq,
-            wk: &self.wk,
-            wv: &self.wv,
-            wo: &self.wo,
-            mlp_norm: &self.mlp_norm,
-            w_gate: &self.w_gate,
-            w_up: &self.w_up,
-            w_down: &self.w_down,
-        };
-        crate::llama::decoder_layer(*c, h, &w)
-    }
-}
+pub use crate::llama::{Decoder, Residual};
 
 /// The tiny config's stack: 4 decoder layers, prefetch and deferred reduce-scatter.
 #[layer_stack(
@@ -118,27 +54,28 @@ pub struct TinyLlama;
 #[derive(Debug)]
 pub struct Llama3_8b;
 
-/// The model with stack `S`: tokens and next-token labels `[batch_per_device, seq]` per
-/// device, embedding before the stack, final norm, LM head and cross-entropy after it.
-pub fn model<S: LayerStack<Config = LlamaConfig>>(c: &LlamaConfig) -> Result<StackModel> {
-    S::check_depth("LlamaConfig.layers", c.layers)?;
-    let o = crate::llama::outer(c)?;
-    S::stack_model(c, o.activation, o.inputs, o.params, o.pre, o.post)
+/// The model with stack `S`: the declared [`Llama`] lowered to the run-time model (the depth
+/// checked once against `LlamaConfig.layers`).
+pub fn model<S: LayerStack<Config = LlamaConfig> + 'static>(c: &LlamaConfig) -> Result<StackModel> {
+    Ok(stack_model::<Llama<Tensor, S>>(c)?.0)
 }
 
-/// The main job's model: the macro-declared tiny Llama with its attribute's options.
+/// The main job's model: the declared tiny Llama with its attribute's options.
 pub fn tiny() -> Result<(StackModel, PlanOptions)> {
-    Ok((
-        model::<TinyLlama>(&LlamaConfig::tiny())?,
-        TinyLlama::OPTIONS,
-    ))
+    stack_model::<Llama<Tensor, TinyLlama>>(&LlamaConfig::tiny())
 }
 
 /// Llama-3-8B declared with the macros, with its attribute's options (for plans and
 /// parameter listings; far too big to train here).
 pub fn llama3_8b() -> Result<(StackModel, PlanOptions)> {
-    Ok((
-        model::<Llama3_8b>(&LlamaConfig::llama3_8b())?,
-        Llama3_8b::OPTIONS,
-    ))
+    stack_model::<Llama<Tensor, Llama3_8b>>(&LlamaConfig::llama3_8b())
+}
+
+/// The declared model for a config loaded by name or path: the declared stack of its depth
+/// (4 layers: [`TinyLlama`], 32: [`Llama3_8b`]), since a stack's depth is part of its type.
+pub fn for_config(c: &LlamaConfig) -> Result<(StackModel, PlanOptions)> {
+    match c.layers {
+        n if n == Llama3_8b::LAYERS => stack_model::<Llama<Tensor, Llama3_8b>>(c),
+        _ => stack_model::<Llama<Tensor, TinyLlama>>(c),
+    }
 }

@@ -190,7 +190,8 @@ fn sublayer_expands_to_both_impls_in_a_const_block() {
             "ParamSpec::replicated(\"b\", &[cfg.d], ::stackscan::__private::DType::BF16)",
             ".with_init(::stackscan::__private::Init::Zeros)",
             "const LEN: usize = 4usize;",
-            "list([self.w1, self.w2, self.gain, self.bias])",
+            "__stackscan_out.push(self.w1); __stackscan_out.push(self.w2);",
+            "w1: __stackscan_values.one()?, w2: __stackscan_values.one()?",
         ],
     );
 }
@@ -549,4 +550,5 @@ fn malformed_arguments_never_panic() {
     }
 }
 
+mod nesting;
 mod robustness;

@@ -66,3 +66,26 @@ impl Forward for Attn<Tensor> {
         h.add(&h.matmul(&self.u)?.sin()?.mul(&gain)?)
     }
 }
+
+/// A square projection reused by the nested cases: a module, not a layer.
+#[derive(Debug, stackscan::Module)]
+#[module(config = Cfg)]
+pub struct Proj<T> {
+    /// The square weight.
+    #[param(shape = [cfg.d, cfg.d], shard = 0)]
+    pub w: T,
+}
+
+/// A two-layer stack of [`Mlp`] for the model cases.
+#[stackscan::layer_stack(block = [Mlp], layers = 2, prefetch_fsdp_weights)]
+#[derive(Debug)]
+pub struct TwoMlps;
+
+/// The inputs of the model cases: token ids `[d]` in `0..d`.
+#[derive(Debug, stackscan::Inputs)]
+#[inputs(config = Cfg)]
+pub struct Batch<T> {
+    /// Token ids.
+    #[input(shape = [cfg.d], dtype = i32, values = 0..cfg.d)]
+    pub tokens: T,
+}

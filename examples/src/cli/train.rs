@@ -30,6 +30,10 @@ pub struct TrainArgs {
     /// layers) or `qwen35` (blocks of GDN, GDN, GDN, gated attention).
     #[arg(long, default_value = "llama", value_name = "NAME")]
     pub model: ModelName,
+    /// The model's config (llama only): a built-in name (`tiny`, `llama3-8b`) or a TOML
+    /// file (fields as in `examples/configs/llama-tiny.toml`; an unknown field is an error).
+    #[arg(long, value_name = "NAME|PATH")]
+    pub config: Option<String>,
     /// Plugin and devices.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -113,9 +117,13 @@ impl TrainArgs {
     /// and its message is the only line the job prints.
     fn check(&self) -> Result<(Job, PlanOptions, stackscan::Mesh), CliError> {
         let devices = self.runtime.devices;
-        let (job, layout) = Job::tiny_on(self.model, devices, self.ep as usize).map_err(|e| {
-            CliError::Usage(format!("the declared model is invalid on this mesh: {e}"))
-        })?;
+        let (job, layout) = Job::on(
+            self.model,
+            self.config.as_deref(),
+            devices,
+            self.ep as usize,
+        )
+        .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
         let options = self.schedule.apply(job.options);
         options
             .validate()
