@@ -305,6 +305,22 @@ layout_table! {
         args PJRT_Buffer_Dimensions_Args => [PJRT_Buffer_Dimensions_Args] {
             struct_size, extension_start, buffer, dims, num_dims,
         }
+        args PJRT_Buffer_IsDeleted_Args => [PJRT_Buffer_IsDeleted_Args] {
+            struct_size, extension_start, buffer, is_deleted,
+        }
+        args PJRT_Executable_Serialize_Args => [PJRT_Executable_Serialize_Args] {
+            struct_size, extension_start, executable, serialized_bytes, serialized_bytes_size,
+            serialized_executable, serialized_executable_deleter,
+        }
+        args PJRT_Executable_DeserializeAndLoad_Args
+            => [PJRT_Executable_DeserializeAndLoad_Args] {
+            struct_size, extension_start, client, serialized_executable,
+            serialized_executable_size, loaded_executable, overridden_serialized_compile_options,
+            overridden_serialized_compile_options_size,
+        }
+        args PJRT_Client_PlatformVersion_Args => [PJRT_Client_PlatformVersion_Args] {
+            struct_size, extension_start, client, platform_version, platform_version_size,
+        }
         args PJRT_Buffer_ToHostBuffer_Args => [PJRT_Buffer_ToHostBuffer_Args] {
             struct_size, extension_start, src, host_layout, dst, dst_size, event,
         }

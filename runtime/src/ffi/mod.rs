@@ -73,6 +73,7 @@ opaque!(
     PJRT_ExecuteContext,
     PJRT_SendCallbackInfo,
     PJRT_RecvCallbackInfo,
+    PJRT_SerializedExecutable,
 );
 
 /// `PJRT_Error_Code`.
@@ -228,6 +229,16 @@ pub struct PJRT_Client_PlatformName_Args {
 
 #[repr(C)]
 #[derive(Debug)]
+pub struct PJRT_Client_PlatformVersion_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub client: *mut PJRT_Client,
+    pub platform_version: *const c_char,
+    pub platform_version_size: usize,
+}
+
+#[repr(C)]
+#[derive(Debug)]
 pub struct PJRT_Client_AddressableDevices_Args {
     pub struct_size: usize,
     pub extension_start: *mut PJRT_Extension_Base,
@@ -364,6 +375,35 @@ pub struct PJRT_Executable_GetCompiledMemoryStats_Args {
     pub peak_memory_in_bytes: i64,
 }
 
+/// Frees the bytes `PJRT_Executable_Serialize` returned.
+pub type PJRT_SerializedExecutableDeleter =
+    Option<unsafe extern "C" fn(exec: *mut PJRT_SerializedExecutable)>;
+
+#[repr(C)]
+#[derive(Debug)]
+pub struct PJRT_Executable_Serialize_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub executable: *const PJRT_Executable,
+    pub serialized_bytes: *const c_char,
+    pub serialized_bytes_size: usize,
+    pub serialized_executable: *mut PJRT_SerializedExecutable,
+    pub serialized_executable_deleter: PJRT_SerializedExecutableDeleter,
+}
+
+#[repr(C)]
+#[derive(Debug)]
+pub struct PJRT_Executable_DeserializeAndLoad_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub client: *mut PJRT_Client,
+    pub serialized_executable: *const c_char,
+    pub serialized_executable_size: usize,
+    pub loaded_executable: *mut PJRT_LoadedExecutable,
+    pub overridden_serialized_compile_options: *const c_char,
+    pub overridden_serialized_compile_options_size: usize,
+}
+
 #[repr(C)]
 #[derive(Debug)]
 pub struct PJRT_LoadedExecutable_Destroy_Args {
@@ -454,6 +494,15 @@ pub struct PJRT_Buffer_Dimensions_Args {
 
 #[repr(C)]
 #[derive(Debug)]
+pub struct PJRT_Buffer_IsDeleted_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub buffer: *mut PJRT_Buffer,
+    pub is_deleted: bool,
+}
+
+#[repr(C)]
+#[derive(Debug)]
 pub struct PJRT_Buffer_ToHostBuffer_Args {
     pub struct_size: usize,
     pub extension_start: *mut PJRT_Extension_Base,
@@ -475,6 +524,7 @@ args! {
     PJRT_Client_Create_Args => kv_try_get_user_arg,
     PJRT_Client_Destroy_Args => client,
     PJRT_Client_PlatformName_Args => platform_name_size,
+    PJRT_Client_PlatformVersion_Args => platform_version_size,
     PJRT_Client_AddressableDevices_Args => num_addressable_devices,
     PJRT_Program => format_size,
     PJRT_Client_Compile_Args => executable,
@@ -487,6 +537,8 @@ args! {
     PJRT_Executable_OutputElementTypes_Args => num_output_types,
     PJRT_Executable_OutputDimensions_Args => dim_sizes,
     PJRT_Executable_GetCompiledMemoryStats_Args => peak_memory_in_bytes,
+    PJRT_Executable_Serialize_Args => serialized_executable_deleter,
+    PJRT_Executable_DeserializeAndLoad_Args => overridden_serialized_compile_options_size,
     PJRT_LoadedExecutable_Destroy_Args => executable,
     PJRT_LoadedExecutable_GetExecutable_Args => executable,
     PJRT_LoadedExecutable_AddressableDevices_Args => num_addressable_devices,
@@ -495,6 +547,7 @@ args! {
     PJRT_Buffer_Destroy_Args => buffer,
     PJRT_Buffer_ElementType_Args => type_,
     PJRT_Buffer_Dimensions_Args => num_dims,
+    PJRT_Buffer_IsDeleted_Args => is_deleted,
     PJRT_Buffer_ToHostBuffer_Args => event,
 }
 
@@ -533,7 +586,7 @@ pub struct PJRT_Api {
     pub PJRT_Client_Destroy: Option<PjrtFn<PJRT_Client_Destroy_Args>>,
     pub PJRT_Client_PlatformName: Option<PjrtFn<PJRT_Client_PlatformName_Args>>,
     pub PJRT_Client_ProcessIndex: Unused,
-    pub PJRT_Client_PlatformVersion: Unused,
+    pub PJRT_Client_PlatformVersion: Option<PjrtFn<PJRT_Client_PlatformVersion_Args>>,
     pub PJRT_Client_Devices: Unused,
     pub PJRT_Client_AddressableDevices: Option<PjrtFn<PJRT_Client_AddressableDevices_Args>>,
     pub PJRT_Client_LookupDevice: Unused,
@@ -572,7 +625,7 @@ pub struct PJRT_Api {
     pub PJRT_Executable_GetCostAnalysis: Unused,
     pub PJRT_Executable_OutputMemoryKinds: Unused,
     pub PJRT_Executable_OptimizedProgram: Unused,
-    pub PJRT_Executable_Serialize: Unused,
+    pub PJRT_Executable_Serialize: Option<PjrtFn<PJRT_Executable_Serialize_Args>>,
 
     pub PJRT_LoadedExecutable_Destroy: Option<PjrtFn<PJRT_LoadedExecutable_Destroy_Args>>,
     pub PJRT_LoadedExecutable_GetExecutable:
@@ -582,7 +635,7 @@ pub struct PJRT_Api {
     pub PJRT_LoadedExecutable_Delete: Unused,
     pub PJRT_LoadedExecutable_IsDeleted: Unused,
     pub PJRT_LoadedExecutable_Execute: Option<PjrtFn<PJRT_LoadedExecutable_Execute_Args>>,
-    pub PJRT_Executable_DeserializeAndLoad: Unused,
+    pub PJRT_Executable_DeserializeAndLoad: Option<PjrtFn<PJRT_Executable_DeserializeAndLoad_Args>>,
     pub PJRT_LoadedExecutable_Fingerprint: Unused,
 
     pub PJRT_Buffer_Destroy: Option<PjrtFn<PJRT_Buffer_Destroy_Args>>,
@@ -595,7 +648,7 @@ pub struct PJRT_Api {
     pub PJRT_Buffer_Device: Unused,
     pub PJRT_Buffer_Memory: Unused,
     pub PJRT_Buffer_Delete: Unused,
-    pub PJRT_Buffer_IsDeleted: Unused,
+    pub PJRT_Buffer_IsDeleted: Option<PjrtFn<PJRT_Buffer_IsDeleted_Args>>,
     pub PJRT_Buffer_CopyToDevice: Unused,
     pub PJRT_Buffer_ToHostBuffer: Option<PjrtFn<PJRT_Buffer_ToHostBuffer_Args>>,
     pub PJRT_Buffer_IsOnCpu: Unused,
