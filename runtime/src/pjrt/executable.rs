@@ -29,6 +29,23 @@ pub struct CompiledMemoryStats {
     pub host_temp: i64,
 }
 
+impl std::fmt::Display for CacheOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CacheOutcome::Off => f.write_str("compile cache off"),
+            CacheOutcome::Hit => f.write_str("loaded from the compile cache, nothing compiled"),
+            CacheOutcome::Miss => f.write_str("not in the compile cache; compiled and stored"),
+            CacheOutcome::Replaced(why) => {
+                write!(
+                    f,
+                    "compile cache entry not trusted ({why}); compiled and replaced"
+                )
+            }
+            CacheOutcome::NotStored(why) => write!(f, "compiled; not stored in the cache: {why}"),
+        }
+    }
+}
+
 /// A program compiled for a set of devices.
 pub struct Executable {
     client: Arc<ClientInner>,
