@@ -77,7 +77,11 @@ fn check_donated_state(plugin: &Plugin) {
     // (8 bytes per result), which XLA counts as output.
     assert_eq!(stats.arguments - stats.alias, 2 * 16 * 4 + 4, "{stats:?}");
     let results = 2 + 3 * m.weights().len() as i64;
-    assert_eq!(stats.outputs - stats.alias, 4 + 4 + 8 * results, "{stats:?}");
+    assert_eq!(
+        stats.outputs - stats.alias,
+        4 + 4 + 8 * results,
+        "{stats:?}"
+    );
     let run = losses(&mut t, 4);
     assert!(f32::from_bits(run[3]) < f32::from_bits(run[0]), "{run:?}");
     let ckpt = t.checkpoint(Progress::default()).unwrap();

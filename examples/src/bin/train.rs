@@ -9,8 +9,13 @@
 //! cargo run --release -p stackscan-examples --bin train -- [--model llama|deepseek3|qwen35]
 //!     [--devices 4] [--steps 30] [--plugin cpu|cpu-0.115|PATH] [--no-prefetch] [--no-defer]
 //!     [--unroll 1|2] [--lr 0.01 (llama, qwen35), 0.003 (deepseek3)]
-//!     [--save-every N --checkpoint-dir DIR] [--resume DIR]
+//!     [--save-every N --checkpoint-dir DIR] [--resume DIR] [--no-compile-cache]
 //! ```
+//!
+//! The compiled step is kept in the persistent compile cache
+//! ([`CompileCache::from_env`](stackscan_runtime::CompileCache::from_env): under the stackscan
+//! cache directory, `STACKSCAN_COMPILE_CACHE=off` or `--no-compile-cache` turn it off), so a
+//! second run of the same job loads it instead of compiling; the job says which happened.
 //!
 //! `--save-every N` writes `DIR/latest.safetensors` (default `DIR` = `checkpoints`) after every
 //! N-th step, atomically, so a crash mid-save leaves the previous one; `--resume DIR` restores
@@ -24,7 +29,7 @@ use stackscan::fsdp::Adam;
 use stackscan::plan::PlanOptions;
 use stackscan_examples::jobs::{Job, ModelName};
 use stackscan_runtime::train::{HostInput, Progress, Trainer};
-use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
+use stackscan_runtime::{Client, ClientOptions, CompileCache, Mesh, Plugin, plugin};
 
 struct Args {
     model: ModelName,
@@ -38,6 +43,7 @@ struct Args {
     save_every: Option<usize>,
     checkpoint_dir: PathBuf,
     resume: Option<PathBuf>,
+    compile_cache: bool,
 }
 
 /// A schedule flag that overrides the options of the model's `#[layer_stack]` attribute.
@@ -103,6 +109,7 @@ fn parse() -> Result<(Args, Job), String> {
         save_every: None,
         checkpoint_dir: PathBuf::from("checkpoints"),
         resume: None,
+        compile_cache: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -149,9 +156,10 @@ fn parse() -> Result<(Args, Job), String> {
             }
             "--checkpoint-dir" => a.checkpoint_dir = value("a directory")?.into(),
             "--resume" => a.resume = Some(value("a directory")?.into()),
+            "--no-compile-cache" => a.compile_cache = false,
             other => {
                 return Err(format!(
-                    "unknown argument `{other}`; expected `--model`, `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch`, `--no-defer`, `--save-every`, `--checkpoint-dir` or `--resume`"
+                    "unknown argument `{other}`; expected `--model`, `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch`, `--no-defer`, `--save-every`, `--checkpoint-dir`, `--resume` or `--no-compile-cache`"
                 ));
             }
         }
@@ -176,7 +184,8 @@ fn parse() -> Result<(Args, Job), String> {
 
 fn run(a: &Args, job: &Job) -> Result<bool, Box<dyn std::error::Error>> {
     let plugin = Plugin::load(plugin::resolve(&a.plugin)?)?;
-    let client = Client::new(&plugin, &ClientOptions::cpu(a.devices))?;
+    let cache = CompileCache::from_env().filter(|_| a.compile_cache);
+    let client = Client::new(&plugin, &ClientOptions::cpu(a.devices))?.with_compile_cache(cache);
     let mesh = Mesh::new(&client, "fsdp", a.devices)?;
     let m = &job.model;
     println!(
@@ -201,7 +210,11 @@ fn run(a: &Args, job: &Job) -> Result<bool, Box<dyn std::error::Error>> {
     );
     let mut trainer = Trainer::new(&client, &mesh, m, o, a.adam(job), 17)?;
     println!("plan:\n{}", trainer.plan().describe(&m.stack));
-    println!("compiled in {:.2} s", trainer.compile_seconds());
+    println!(
+        "compiled in {:.2} s ({})",
+        trainer.compile_seconds(),
+        trainer.cache_outcome()
+    );
     let mut start = 0;
     if let Some(dir) = &a.resume {
         let progress = trainer.load(&latest(dir))?;
@@ -251,8 +264,8 @@ fn run(a: &Args, job: &Job) -> Result<bool, Box<dyn std::error::Error>> {
     let s = trainer.memory_stats()?;
     println!("mean step time (after the first): {mean:.3} s");
     println!(
-        "compiled memory per device: arguments {} B, outputs {} B, temp {} B, generated code {} B",
-        s.arguments, s.outputs, s.temp, s.generated_code
+        "compiled memory per device: arguments {} B, outputs {} B, alias {} B, temp {} B, generated code {} B",
+        s.arguments, s.outputs, s.alias, s.temp, s.generated_code
     );
     let (first, last) = (losses[0], *losses.last().unwrap_or(&losses[0]));
     println!("loss {first:.4} -> {last:.4}");
