@@ -61,6 +61,11 @@ fn check_donation(plugin: &Plugin) {
         .unwrap();
     let stats = donating.memory_stats().unwrap();
     assert_eq!(stats.alias, bytes, "{stats:?}");
+    let before = kept.memory_stats().unwrap();
+    assert!(
+        stats.footprint() + bytes <= before.footprint(),
+        "donating saves the state's bytes: {stats:?} vs {before:?}"
+    );
     assert_eq!(donating.donated_parameters(), Some(&[0usize][..]));
 
     let upload = |v: f32, d: usize| {

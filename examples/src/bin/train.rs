@@ -264,8 +264,13 @@ fn run(a: &Args, job: &Job) -> Result<bool, Box<dyn std::error::Error>> {
     let s = trainer.memory_stats()?;
     println!("mean step time (after the first): {mean:.3} s");
     println!(
-        "compiled memory per device: arguments {} B, outputs {} B, alias {} B, temp {} B, generated code {} B",
-        s.arguments, s.outputs, s.alias, s.temp, s.generated_code
+        "compiled memory per device: arguments {} B, outputs {} B, alias {} B, temp {} B, generated code {} B; held {} B",
+        s.arguments,
+        s.outputs,
+        s.alias,
+        s.temp,
+        s.generated_code,
+        s.footprint()
     );
     let (first, last) = (losses[0], *losses.last().unwrap_or(&losses[0]));
     println!("loss {first:.4} -> {last:.4}");

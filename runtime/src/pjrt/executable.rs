@@ -29,6 +29,15 @@ pub struct CompiledMemoryStats {
     pub host_temp: i64,
 }
 
+impl CompiledMemoryStats {
+    /// Device bytes the program holds while it runs: arguments, outputs and temporaries, with
+    /// the aliased (donated) bytes counted once rather than as an argument and again as an
+    /// output.
+    pub fn footprint(&self) -> i64 {
+        self.arguments + self.outputs - self.alias + self.temp
+    }
+}
+
 impl std::fmt::Display for CacheOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -297,6 +306,11 @@ impl Executable {
 
     /// Runs the program on all its devices: one argument list per device, one output list
     /// per device back, in the order of [`devices`](Self::devices).
+    ///
+    /// The arguments of donated parameters ([`donated_parameters`](Self::donated_parameters))
+    /// are taken over: afterwards they are [donated](Buffer::is_donated) and the outputs hold
+    /// the new values. A buffer passed in two places of one list is never donated (the plugin
+    /// is told so), so it stays valid.
     pub fn execute<'b, L: AsRef<[&'b Buffer]>>(
         &self,
         argument_lists: &[L],
