@@ -52,11 +52,18 @@ impl CompileCache {
     /// the directory it names or the default one.
     pub fn from_env() -> Option<CompileCache> {
         let value = std::env::var_os(COMPILE_CACHE_ENV).unwrap_or_default();
+        CompileCache::from_setting(&value, || crate::plugin::cache_dir().join("executables"))
+    }
+
+    /// The cache a value of [`COMPILE_CACHE_ENV`] asks for, `default` giving the default
+    /// directory.
+    fn from_setting(
+        value: &std::ffi::OsStr,
+        default: impl FnOnce() -> PathBuf,
+    ) -> Option<CompileCache> {
         match value.to_string_lossy().to_ascii_lowercase().as_str() {
             "0" | "off" | "false" | "no" => None,
-            "" | "1" | "on" | "true" | "yes" => Some(CompileCache::new(
-                crate::plugin::cache_dir().join("executables"),
-            )),
+            "" | "1" | "on" | "true" | "yes" => Some(CompileCache::new(default())),
             _ => Some(CompileCache::new(PathBuf::from(value))),
         }
     }
@@ -190,6 +197,18 @@ pub(crate) fn compile(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_setting_turns_the_cache_off_moves_it_or_keeps_the_default() {
+        let setting = |v: &str| CompileCache::from_setting(v.as_ref(), || PathBuf::from("/d"));
+        for off in ["0", "off", "OFF", "false", "no"] {
+            assert_eq!(setting(off), None, "{off}");
+        }
+        for default in ["", "1", "on", "True", "yes"] {
+            assert_eq!(setting(default), Some(CompileCache::new("/d")), "{default}");
+        }
+        assert_eq!(setting("/tmp/x"), Some(CompileCache::new("/tmp/x")));
+    }
 
     #[test]
     fn an_entry_reads_back_and_every_damage_is_named() {
