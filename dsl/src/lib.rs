@@ -50,7 +50,7 @@ mod types;
 pub use autodiff::{value_and_vjp, vjp, vjp_wrt};
 pub use builder::{Scope, Tensor};
 pub use dtype::{DType, UnknownDType};
-pub use emit::{Program, Sharding};
+pub use emit::{Alias, Program, Sharding};
 pub use error::{Error, Result};
 pub use ir::{Axis, DotDims, Function, TriangularSolve};
 #[doc(hidden)]

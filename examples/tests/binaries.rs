@@ -8,10 +8,17 @@ use std::process::{Command, Output};
 
 /// Runs a binary of this package with XLA's informational log silenced, so stderr holds only
 /// what the binary itself says. The CPU plugin is fetched first, here, so that the lines a
-/// first fetch prints on a fresh machine are not taken for the binary's own.
+/// first fetch prints on a fresh machine are not taken for the binary's own. Compiled
+/// programs go to a cache of this test process's own, not the user's.
 fn run(bin: &str, args: &[&str]) -> Output {
+    let cache = std::env::temp_dir().join(format!("stackscan-bin-cache-{}", std::process::id()));
+    run_with_cache(bin, args, &cache)
+}
+
+fn run_with_cache(bin: &str, args: &[&str], cache: &std::path::Path) -> Output {
     command(bin, args)
         .env("TF_CPP_MIN_LOG_LEVEL", "1")
+        .env(stackscan_runtime::compile_cache::COMPILE_CACHE_ENV, cache)
         .output()
         .expect("start the binary")
 }
@@ -173,6 +180,42 @@ fn train_one_step_succeeds() {
         ),
         "{stdout}"
     );
+}
+
+/// A second run of the main job loads its step from the compile cache and trains the same.
+#[test]
+fn a_second_train_run_compiles_nothing() {
+    let cache = std::env::temp_dir().join(format!("stackscan-train-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let args = ["--steps", "1", "--devices", "2"];
+    let stdout = |out: Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The summary's `loss 6.3063 -> 6.3063`: the losses, not the times.
+    let losses = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| l.starts_with("loss "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let first = stdout(run_with_cache("train", &args, &cache));
+    assert!(
+        first.contains("not in the compile cache; compiled and stored"),
+        "{first}"
+    );
+    let second = stdout(run_with_cache("train", &args, &cache));
+    assert!(
+        second.contains("loaded from the compile cache, nothing compiled"),
+        "{second}"
+    );
+    assert_eq!(losses(&first), losses(&second));
+    assert_eq!(losses(&first).len(), 1, "{first}");
+    std::fs::remove_dir_all(&cache).expect("clean up");
 }
 
 #[test]

@@ -17,7 +17,7 @@ use stackscan::fsdp::{Adam, InputSpec, LayerKind, ParamSpec, StackModel};
 use stackscan::plan::{PlanOptions, Stack};
 use stackscan::{DType, TensorType};
 use stackscan_examples::toy::{self, ToyConfig};
-use stackscan_runtime::train::{HostInput, NonFinitePolicy, Trainer};
+use stackscan_runtime::train::{HostInput, NonFinitePolicy, Progress, Trainer};
 use stackscan_runtime::{Client, Error, Mesh};
 
 const ADAM: Adam = Adam {
@@ -114,8 +114,17 @@ fn skipped_steps_are_counted_and_change_nothing() {
     .iter()
     .enumerate()
     {
+        let before = hit.checkpoint(Progress::default()).unwrap();
         let report = hit.step(b).unwrap();
         assert!(report.skipped && !report.loss.is_finite(), "{report:?}");
+        // The step donated the state and chose old over new on the devices: every weight and
+        // moment reads back bit for bit as before it.
+        let after = hit.checkpoint(Progress::default()).unwrap();
+        assert_eq!(before.tensors.len(), after.tensors.len());
+        for (old, new) in before.tensors.iter().zip(&after.tensors) {
+            let bits = |t: &[f32]| t.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&old.data), bits(&new.data), "`{}` changed", old.name);
+        }
         assert_eq!(hit.skipped_steps(), s + 1);
         // Between the two bad steps, a good one.
         assert_eq!(good_losses(&mut hit, 1), good_losses(&mut fresh, 1));

@@ -127,6 +127,16 @@ pub enum Error {
         /// Index of the argument.
         index: usize,
     },
+    /// A buffer was used after a program it was passed to took it over (input/output
+    /// aliasing: the program wrote one of its results into the buffer's memory).
+    #[error("{}", donated_message(ty, *argument))]
+    Donated {
+        /// The buffer's type.
+        ty: TensorType,
+        /// `(device, argument)` when the buffer was handed to `execute` again; `None` when it
+        /// was read back.
+        argument: Option<(usize, usize)>,
+    },
     /// Host data does not fill the requested shape.
     #[error("host data has {actual} elements but shape {dims:?} needs {expected}")]
     HostDataLength {
@@ -461,4 +471,14 @@ impl fmt::Display for ErrorCode {
             named => write!(f, "{named:?}"),
         }
     }
+}
+
+fn donated_message(ty: &TensorType, argument: Option<(usize, usize)>) -> String {
+    let at = argument.map_or(String::new(), |(device, index)| {
+        format!("device {device}, argument {index}: ")
+    });
+    format!(
+        "{at}the {ty} buffer was donated to a program that has run and now holds one of its \
+         results; use that result instead"
+    )
 }

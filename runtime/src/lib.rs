@@ -19,6 +19,7 @@
 //! ```
 
 pub mod checkpoint;
+pub mod compile_cache;
 pub mod compile_options;
 mod element;
 #[cfg(target_os = "linux")]
@@ -42,11 +43,13 @@ pub mod tokens;
 pub mod train;
 pub mod xla_log;
 
+pub use compile_cache::CompileCache;
 pub use compile_options::CompileOptions;
 pub use element::Element;
 pub use error::{Error, ErrorCode, Result};
 pub use mesh::{Mesh, ProgramForm};
 pub use pjrt::{
-    Buffer, Client, ClientOptions, CompiledMemoryStats, Device, Executable, MAX_CPU_DEVICES, Plugin,
+    Buffer, CacheOutcome, Client, ClientOptions, CompiledMemoryStats, Device, Executable,
+    MAX_CPU_DEVICES, Plugin,
 };
 pub use stackscan::{DType, TensorType};

@@ -45,8 +45,13 @@ impl Client {
             });
         }
         let text = program.emit()?;
-        Executable::compile(self, &text, &mesh.compile_options(form), || {
-            Ok(Signature::of_program(program))
-        })
+        let donated = program.aliases().iter().map(|a| a.param).collect();
+        crate::compile_cache::compile(
+            self,
+            &text,
+            &mesh.compile_options(form),
+            || Ok(Signature::of_program(program)),
+            Some(donated),
+        )
     }
 }

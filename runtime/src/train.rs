@@ -34,7 +34,7 @@ use stackscan::plan::{Plan, PlanOptions};
 
 use crate::error::{Error, Result};
 use crate::mesh::Mesh;
-use crate::pjrt::{Buffer, Client, CompiledMemoryStats, Executable};
+use crate::pjrt::{Buffer, CacheOutcome, Client, CompiledMemoryStats, Executable};
 use crate::rng::Rng;
 use crate::shard::shard;
 
@@ -238,7 +238,11 @@ impl Trainer {
             })
             .collect();
         // Results per device: loss, applied, weights…, first moments…, second moments… (see
-        // `with_adam`). When `applied` is 0 the state results equal the old state.
+        // `with_adam`). When `applied` is 0 the state results equal the old state: the choice
+        // between old and new is made on the devices, because the step donates the state (its
+        // buffers hold the results once it has run), so there is no old state left to keep on
+        // the host's side. Should the run itself fail, the state is gone with it, and every
+        // later step or save says so (`Error::Donated`).
         let mut out = self.exe.execute(&lists)?;
         let loss = out[0][0].to_host::<f32>()?[0];
         let applied = out[0][1].to_host::<i32>()?[0] != 0;
@@ -265,9 +269,15 @@ impl Trainer {
         self.exe.memory_stats()
     }
 
-    /// Seconds the step took to emit and compile (nearly all of it in XLA).
+    /// Seconds the step took to emit and compile (nearly all of it in XLA), or to load from
+    /// the client's compile cache.
     pub fn compile_seconds(&self) -> f64 {
         self.compile_seconds
+    }
+
+    /// Whether the step was compiled or loaded from the client's compile cache.
+    pub fn cache_outcome(&self) -> &CacheOutcome {
+        self.exe.cache_outcome()
     }
 
     /// The schedule the step was lowered from.

@@ -32,11 +32,27 @@ pub enum Sharding {
     Dim(usize),
 }
 
+/// A parameter whose buffer the program may reuse for one of its results (input/output
+/// aliasing, what JAX calls donation).
+///
+/// A training step returns new weights and optimizer state of exactly the old ones' types;
+/// aliasing them lets XLA write the new state over the old instead of holding both, which
+/// halves the state's share of device memory. The caller gives the argument up: the runtime
+/// marks a donated buffer unusable once the program has run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Alias {
+    /// Index of `main`'s parameter.
+    pub param: usize,
+    /// Index of `main`'s result that may take over the parameter's buffer.
+    pub result: usize,
+}
+
 /// A function ready to emit: on one device, or on a mesh of one or more named axes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
     main: Function,
     mesh: Option<MeshLayout>,
+    aliases: Vec<Alias>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -51,7 +67,11 @@ struct MeshLayout {
 impl Program {
     /// A single-device program.
     pub fn new(main: Function) -> Program {
-        Program { main, mesh: None }
+        Program {
+            main,
+            mesh: None,
+            aliases: Vec::new(),
+        }
     }
 
     /// A program whose `main` runs per device on `axis`: `params` and `results` say how each
@@ -114,7 +134,59 @@ impl Program {
                 params,
                 results,
             }),
+            aliases: Vec::new(),
         })
+    }
+
+    /// The same program with `aliases` declared (replacing any declared before): each
+    /// parameter's buffer may be reused for its result. A parameter and its result must have
+    /// the same per-device type and, on a mesh, the same sharding; no parameter or result may
+    /// appear twice.
+    pub fn with_aliases(mut self, aliases: Vec<Alias>) -> Result<Program> {
+        let params = self.main.param_types();
+        let results = self.main.result_types();
+        let bad = |message: String| Err(Error::invalid("program aliases", message));
+        for (i, a) in aliases.iter().enumerate() {
+            let (Some(pt), Some(rt)) = (params.get(a.param), results.get(a.result)) else {
+                return bad(format!(
+                    "parameter {} → result {} is out of range ({} parameters, {} results)",
+                    a.param,
+                    a.result,
+                    params.len(),
+                    results.len()
+                ));
+            };
+            if pt != rt {
+                return bad(format!(
+                    "parameter {} is {pt} but result {} is {rt}",
+                    a.param, a.result
+                ));
+            }
+            if let Some(m) = &self.mesh
+                && m.params[a.param] != m.results[a.result]
+            {
+                return bad(format!(
+                    "parameter {} is laid out {:?} but result {} {:?}",
+                    a.param, m.params[a.param], a.result, m.results[a.result]
+                ));
+            }
+            if let Some(b) = aliases[..i]
+                .iter()
+                .find(|b| b.param == a.param || b.result == a.result)
+            {
+                return bad(format!(
+                    "parameter {} → result {} overlaps parameter {} → result {}",
+                    a.param, a.result, b.param, b.result
+                ));
+            }
+        }
+        self.aliases = aliases;
+        Ok(self)
+    }
+
+    /// The declared input/output aliases, in the order given.
+    pub fn aliases(&self) -> &[Alias] {
+        &self.aliases
     }
 
     /// The function.
@@ -170,6 +242,105 @@ impl Program {
             self.mesh
                 .as_ref()
                 .map(|m| (&m.mesh, m.params.as_slice(), m.results.as_slice())),
+            &self.aliases,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::Scope;
+    use crate::dtype::DType;
+
+    fn row(n: i64) -> TensorType {
+        TensorType::new(DType::F32, [n])
+    }
+
+    /// `(w, x) -> (w + x, sum(x))`: result 0 has `w`'s type, result 1 is a scalar.
+    fn step() -> Result<Function> {
+        let s = Scope::new("step");
+        let w = s.param(row(4));
+        let x = s.param(row(4));
+        let total = x.sum_all()?;
+        s.finish(&[w.add(&x)?, total])
+    }
+
+    #[test]
+    fn a_donated_parameter_names_its_result_in_the_text() -> Result<()> {
+        let alias = Alias {
+            param: 0,
+            result: 0,
+        };
+        let text = Program::new(step()?).with_aliases(vec![alias])?.emit()?;
+        assert!(
+            text.contains("%arg0: tensor<4xf32> {tf.aliasing_output = 0 : i32}"),
+            "{text}"
+        );
+        assert_eq!(text.matches("tf.aliasing_output").count(), 1, "{text}");
+
+        let axis = Axis {
+            name: "fsdp".into(),
+            size: 2,
+        };
+        let dim0 = vec![Sharding::Dim(0); 2];
+        let on_mesh = Program::on_mesh(
+            step()?,
+            axis,
+            dim0,
+            vec![Sharding::Dim(0), Sharding::Replicated],
+        )?;
+        let text = on_mesh.with_aliases(vec![alias])?.emit()?;
+        assert!(
+            text.contains(
+                "tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{\"fsdp\"}]>, tf.aliasing_output = 0 : i32}"
+            ),
+            "{text}"
+        );
+        assert_eq!(text.matches("tf.aliasing_output").count(), 1, "{text}");
+        Ok(())
+    }
+
+    #[test]
+    fn aliases_that_cannot_share_a_buffer_are_refused() -> Result<()> {
+        let refused = |aliases: Vec<Alias>| -> Result<String> {
+            let err = Program::new(step()?)
+                .with_aliases(aliases)
+                .expect_err("accepted");
+            Ok(err.to_string())
+        };
+        let a = |param, result| Alias { param, result };
+        let message = refused(vec![a(0, 1)])?;
+        assert!(
+            message.contains("parameter 0 is tensor<4xf32> but result 1 is tensor<f32>"),
+            "{message}"
+        );
+        let message = refused(vec![a(2, 0)])?;
+        assert!(
+            message.contains("out of range (2 parameters, 2 results)"),
+            "{message}"
+        );
+        let message = refused(vec![a(0, 0), a(1, 0)])?;
+        assert!(
+            message.contains("overlaps parameter 0 → result 0"),
+            "{message}"
+        );
+
+        let axis = Axis {
+            name: "fsdp".into(),
+            size: 2,
+        };
+        let params = vec![Sharding::Replicated, Sharding::Dim(0)];
+        let results = vec![Sharding::Dim(0), Sharding::Replicated];
+        let on_mesh = Program::on_mesh(step()?, axis, params, results)?;
+        let message = on_mesh
+            .with_aliases(vec![a(0, 0)])
+            .expect_err("accepted")
+            .to_string();
+        assert!(
+            message.contains("laid out Replicated but result 0 Dim(0)"),
+            "{message}"
+        );
+        Ok(())
     }
 }

@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use super::Sharding;
+use super::{Alias, Sharding};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::family::{collective, constant, control, elementwise, index, linalg, reduce, shape};
@@ -26,15 +26,19 @@ mod program;
 type MeshView<'a> = (&'a Mesh, &'a [Sharding], &'a [Sharding]);
 
 /// Writes the whole module.
-pub(crate) fn write_program(main: &Function, mesh: Option<MeshView<'_>>) -> Result<String> {
+pub(crate) fn write_program(
+    main: &Function,
+    mesh: Option<MeshView<'_>>,
+    aliases: &[Alias],
+) -> Result<String> {
     validate(main, mesh.map(|m| m.0))?;
     let mut w = Writer::new(String::new(), mesh.map(|m| m.0.clone()));
     let written = match mesh {
-        None => w.write_single(main),
+        None => w.write_single(main, aliases),
         // One device: every collective is the identity, and XLA leaves Shardy's
         // manual-computation markers unlowered when there is nothing to partition.
-        Some((m, _, _)) if m.size() == 1 => w.write_single(main),
-        Some((m, params, results)) => w.write_sharded(main, m, params, results),
+        Some((m, _, _)) if m.size() == 1 => w.write_single(main, aliases),
+        Some((m, params, results)) => w.write_sharded(main, m, params, results, aliases),
     };
     // A `String` never refuses text; the only other source of `fmt::Error` is an op that
     // `validate` lets through but no family can write, which would be a bug here.

@@ -3,7 +3,7 @@
 
 use crate::builder::{Scope, Tensor};
 use crate::dtype::DType;
-use crate::emit::{Program, Sharding};
+use crate::emit::{Alias, Program, Sharding};
 use crate::error::{Error, Result};
 use crate::types::TensorType;
 
@@ -67,6 +67,11 @@ impl Adam {
 /// Parameters: `[inputs…, weights…, first moments…, second moments…, step]` where `step` is
 /// the 1-based update count as an `f32[]`; results: `[loss, applied, weights…, first moments…,
 /// second moments…]`. Moments have the weights' types and shardings.
+///
+/// The state is donated: every weight and moment parameter aliases its result
+/// ([`Program::aliases`]), so XLA writes the new state over the old and the state is held once
+/// on each device, not twice. The runtime then marks the state buffers passed in as donated,
+/// and the caller keeps the results instead.
 ///
 /// `applied` is an `i32[]`, 1 when the loss, every gradient and every updated weight and
 /// moment are finite on every device, else 0; when it is 0 every state result is its
@@ -144,7 +149,19 @@ pub fn with_adam(step: &TrainStep, adam: Adam) -> Result<Program> {
     for _ in 0..3 {
         results_sh.extend(weight_sh.iter().copied());
     }
-    Program::on_device_mesh(f, mesh, params_sh, results_sh)
+    let state = 3 * weight_sh.len();
+    Program::on_device_mesh(f, mesh, params_sh, results_sh)?.with_aliases(donated_state(ni, state))
+}
+
+/// Parameter `first_param + k` aliases result `2 + k` for each of the `count` state tensors
+/// (the results begin with the loss and the `applied` flag).
+fn donated_state(first_param: usize, count: usize) -> Vec<Alias> {
+    (0..count)
+        .map(|k| Alias {
+            param: first_param + k,
+            result: 2 + k,
+        })
+        .collect()
 }
 
 /// How many of `x`'s elements are NaN or ±∞, as an `f32[]` on this device. `|x| < ∞` is false
@@ -229,6 +246,16 @@ mod tests {
         assert_eq!(results[1], TensorType::scalar(DType::I32));
         let params = program.main().param_types();
         assert_eq!(&results[2..], &params[2..2 + 3 * weights]);
+        // Every weight and moment is donated to its result; the inputs and the step are not.
+        let donated: Vec<(usize, usize)> = program
+            .aliases()
+            .iter()
+            .map(|a| (a.param, a.result))
+            .collect();
+        let expected: Vec<(usize, usize)> = (0..3 * weights).map(|k| (2 + k, 2 + k)).collect();
+        assert_eq!(donated, expected);
+        let text = program.emit()?;
+        assert_eq!(text.matches("tf.aliasing_output").count(), 3 * weights);
         let adam = Adam {
             lr: 0.0,
             ..Adam::default()

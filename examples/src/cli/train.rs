@@ -11,7 +11,7 @@ use stackscan::fsdp::Adam;
 use stackscan::plan::PlanOptions;
 use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
 use stackscan_runtime::train::{HostInput, Progress, Trainer};
-use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
+use stackscan_runtime::{Client, ClientOptions, CompileCache, Mesh, Plugin, plugin};
 
 use super::CliError;
 use super::args::{RuntimeArgs, ScheduleArgs, learning_rate};
@@ -77,6 +77,11 @@ pub struct TrainArgs {
     /// Where `--save-every` writes.
     #[arg(long, default_value = "checkpoints", value_name = "DIR")]
     pub checkpoint_dir: PathBuf,
+    /// Compile the step even if the persistent compile cache holds it, and store nothing
+    /// (the cache lives under the stackscan cache directory; STACKSCAN_COMPILE_CACHE=off turns
+    /// it off, a path moves it).
+    #[arg(long)]
+    pub no_compile_cache: bool,
     /// Resume from DIR/latest.safetensors: weights, Adam moments, step and data position.
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
@@ -164,7 +169,8 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     let data = a.data(&job)?;
     let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
     let devices = a.runtime.devices;
-    let client = Client::new(&plugin, &ClientOptions::cpu(devices))?;
+    let cache = CompileCache::from_env().filter(|_| !a.no_compile_cache);
+    let client = Client::new(&plugin, &ClientOptions::cpu(devices))?.with_compile_cache(cache);
     let mesh = Mesh::for_layout(&client, &layout)?;
     writeln!(
         out,
@@ -204,7 +210,12 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     let m = &job.model;
     let mut trainer = Trainer::new(&client, &mesh, m, options, adam, a.seed)?;
     writeln!(out, "plan:\n{}", trainer.plan().describe(&m.stack))?;
-    writeln!(out, "compiled in {:.2} s", trainer.compile_seconds())?;
+    writeln!(
+        out,
+        "compiled in {:.2} s ({})",
+        trainer.compile_seconds(),
+        trainer.cache_outcome()
+    )?;
     let total = usize::try_from(a.steps)?;
     let (mut start, mut position) = (0usize, 0u64);
     if let Some(dir) = &a.resume {
@@ -317,8 +328,13 @@ fn summarise(
     writeln!(out, "mean step time (after the first): {mean:.3} s")?;
     writeln!(
         out,
-        "compiled memory per device: arguments {} B, outputs {} B, temp {} B, generated code {} B",
-        s.arguments, s.outputs, s.temp, s.generated_code
+        "compiled memory per device: arguments {} B, outputs {} B, alias {} B, temp {} B, generated code {} B; held {} B",
+        s.arguments,
+        s.outputs,
+        s.alias,
+        s.temp,
+        s.generated_code,
+        s.footprint()
     )?;
     if let (Some(first), Some(last)) = (losses.first(), losses.last()) {
         writeln!(out, "loss {:.4} -> {:.4}", first.1, last.1)?;

@@ -5,8 +5,12 @@
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
+
+/// Writes started by this process, numbering their temporaries.
+static WRITES: AtomicU64 = AtomicU64::new(0);
 
 /// Replaces `path` with `bytes` atomically.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -25,9 +29,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
         })?
         .to_string_lossy();
-    // Same directory, so the rename never crosses a file system; the pid keeps two writers
-    // from sharing a temporary.
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    // Same directory, so the rename never crosses a file system; the pid and a per-process
+    // count keep two writers (processes, or threads of one) from sharing a temporary.
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
     let result = (|| {
         let mut f = File::create(&tmp).map_err(io("creating", &tmp))?;
         f.write_all(bytes).map_err(io("writing", &tmp))?;

@@ -1,7 +1,7 @@
 //! Raw `#[repr(C)]` mirror of the parts of `pjrt_c_api.h` (PJRT C API 0.81) that stackscan
 //! calls. No logic lives here: the safe layer in `crate::pjrt` fills these structs and checks
 //! every result. Field names follow the header so that the layout test
-//! (`tests/layout.rs`) can compare `offset_of!` against the C compiler field by field.
+//! (`tests/layout/`) can compare `offset_of!` against the C compiler field by field.
 //!
 //! Enums of the header are plain `c_int` here: a plugin may return a value this binding does
 //! not know, and a Rust `enum` holding it would be undefined behaviour.
@@ -13,6 +13,9 @@
 )]
 
 use std::ffi::{c_char, c_int, c_void};
+
+mod executable;
+pub use executable::*;
 
 /// An argument struct of the API: plain C data (integers, raw pointers, optional function
 /// pointers) for which all-zero bytes are a valid value, whose first field is `struct_size`.
@@ -73,6 +76,7 @@ opaque!(
     PJRT_ExecuteContext,
     PJRT_SendCallbackInfo,
     PJRT_RecvCallbackInfo,
+    PJRT_SerializedExecutable,
 );
 
 /// `PJRT_Error_Code`.
@@ -228,6 +232,16 @@ pub struct PJRT_Client_PlatformName_Args {
 
 #[repr(C)]
 #[derive(Debug)]
+pub struct PJRT_Client_PlatformVersion_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub client: *mut PJRT_Client,
+    pub platform_version: *const c_char,
+    pub platform_version_size: usize,
+}
+
+#[repr(C)]
+#[derive(Debug)]
 pub struct PJRT_Client_AddressableDevices_Args {
     pub struct_size: usize,
     pub extension_start: *mut PJRT_Extension_Base,
@@ -307,163 +321,6 @@ pub struct PJRT_DeviceDescription_Kind_Args {
     pub device_kind_size: usize,
 }
 
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_Executable_Destroy_Args {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub executable: *mut PJRT_Executable,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_Executable_NumOutputs_Args {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub executable: *mut PJRT_Executable,
-    pub num_outputs: usize,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_Executable_OutputElementTypes_Args {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub executable: *mut PJRT_Executable,
-    pub output_types: *mut PJRT_Buffer_Type,
-    pub num_output_types: usize,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_Executable_OutputDimensions_Args {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub executable: *mut PJRT_Executable,
-    pub num_outputs: usize,
-    pub dims: *const i64,
-    pub dim_sizes: *const usize,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_Executable_GetCompiledMemoryStats_Args {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub executable: *mut PJRT_Executable,
-    pub generated_code_size_in_bytes: i64,
-    pub argument_size_in_bytes: i64,
-    pub output_size_in_bytes: i64,
-    pub alias_size_in_bytes: i64,
-    pub temp_size_in_bytes: i64,
-    pub host_generated_code_size_in_bytes: i64,
-    pub host_argument_size_in_bytes: i64,
-    pub host_output_size_in_bytes: i64,
-    pub host_alias_size_in_bytes: i64,
-    pub host_temp_size_in_bytes: i64,
-    pub peak_memory_in_bytes: i64,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_LoadedExecutable_Destroy_Args {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub executable: *mut PJRT_LoadedExecutable,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_LoadedExecutable_GetExecutable_Args {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub loaded_executable: *mut PJRT_LoadedExecutable,
-    pub executable: *mut PJRT_Executable,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_LoadedExecutable_AddressableDevices_Args {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub executable: *mut PJRT_LoadedExecutable,
-    pub addressable_devices: *const *mut PJRT_Device,
-    pub num_addressable_devices: usize,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_ExecuteOptions {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub send_callbacks: *mut *mut PJRT_SendCallbackInfo,
-    pub recv_callbacks: *mut *mut PJRT_RecvCallbackInfo,
-    pub num_send_ops: usize,
-    pub num_recv_ops: usize,
-    pub launch_id: c_int,
-    pub non_donatable_input_indices: *const i64,
-    pub num_non_donatable_input_indices: usize,
-    pub context: *mut PJRT_ExecuteContext,
-    pub call_location: *const c_char,
-    pub num_tasks: usize,
-    pub task_ids: *mut c_int,
-    pub incarnation_ids: *mut i64,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_LoadedExecutable_Execute_Args {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub executable: *mut PJRT_LoadedExecutable,
-    pub options: *mut PJRT_ExecuteOptions,
-    pub argument_lists: *const *const *mut PJRT_Buffer,
-    pub num_devices: usize,
-    pub num_args: usize,
-    pub output_lists: *const *mut *mut PJRT_Buffer,
-    pub device_complete_events: *mut *mut PJRT_Event,
-    pub execute_device: *mut PJRT_Device,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_Buffer_Destroy_Args {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub buffer: *mut PJRT_Buffer,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_Buffer_ElementType_Args {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub buffer: *mut PJRT_Buffer,
-    pub type_: PJRT_Buffer_Type,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_Buffer_Dimensions_Args {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub buffer: *mut PJRT_Buffer,
-    pub dims: *const i64,
-    pub num_dims: usize,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub struct PJRT_Buffer_ToHostBuffer_Args {
-    pub struct_size: usize,
-    pub extension_start: *mut PJRT_Extension_Base,
-    pub src: *mut PJRT_Buffer,
-    pub host_layout: *mut c_void,
-    pub dst: *mut c_void,
-    pub dst_size: usize,
-    pub event: *mut PJRT_Event,
-}
-
 args! {
     PJRT_Api_Version => minor_version,
     PJRT_Error_Destroy_Args => error,
@@ -475,6 +332,7 @@ args! {
     PJRT_Client_Create_Args => kv_try_get_user_arg,
     PJRT_Client_Destroy_Args => client,
     PJRT_Client_PlatformName_Args => platform_name_size,
+    PJRT_Client_PlatformVersion_Args => platform_version_size,
     PJRT_Client_AddressableDevices_Args => num_addressable_devices,
     PJRT_Program => format_size,
     PJRT_Client_Compile_Args => executable,
@@ -487,6 +345,8 @@ args! {
     PJRT_Executable_OutputElementTypes_Args => num_output_types,
     PJRT_Executable_OutputDimensions_Args => dim_sizes,
     PJRT_Executable_GetCompiledMemoryStats_Args => peak_memory_in_bytes,
+    PJRT_Executable_Serialize_Args => serialized_executable_deleter,
+    PJRT_Executable_DeserializeAndLoad_Args => overridden_serialized_compile_options_size,
     PJRT_LoadedExecutable_Destroy_Args => executable,
     PJRT_LoadedExecutable_GetExecutable_Args => executable,
     PJRT_LoadedExecutable_AddressableDevices_Args => num_addressable_devices,
@@ -495,6 +355,7 @@ args! {
     PJRT_Buffer_Destroy_Args => buffer,
     PJRT_Buffer_ElementType_Args => type_,
     PJRT_Buffer_Dimensions_Args => num_dims,
+    PJRT_Buffer_IsDeleted_Args => is_deleted,
     PJRT_Buffer_ToHostBuffer_Args => event,
 }
 
@@ -533,7 +394,7 @@ pub struct PJRT_Api {
     pub PJRT_Client_Destroy: Option<PjrtFn<PJRT_Client_Destroy_Args>>,
     pub PJRT_Client_PlatformName: Option<PjrtFn<PJRT_Client_PlatformName_Args>>,
     pub PJRT_Client_ProcessIndex: Unused,
-    pub PJRT_Client_PlatformVersion: Unused,
+    pub PJRT_Client_PlatformVersion: Option<PjrtFn<PJRT_Client_PlatformVersion_Args>>,
     pub PJRT_Client_Devices: Unused,
     pub PJRT_Client_AddressableDevices: Option<PjrtFn<PJRT_Client_AddressableDevices_Args>>,
     pub PJRT_Client_LookupDevice: Unused,
@@ -572,7 +433,7 @@ pub struct PJRT_Api {
     pub PJRT_Executable_GetCostAnalysis: Unused,
     pub PJRT_Executable_OutputMemoryKinds: Unused,
     pub PJRT_Executable_OptimizedProgram: Unused,
-    pub PJRT_Executable_Serialize: Unused,
+    pub PJRT_Executable_Serialize: Option<PjrtFn<PJRT_Executable_Serialize_Args>>,
 
     pub PJRT_LoadedExecutable_Destroy: Option<PjrtFn<PJRT_LoadedExecutable_Destroy_Args>>,
     pub PJRT_LoadedExecutable_GetExecutable:
@@ -582,7 +443,7 @@ pub struct PJRT_Api {
     pub PJRT_LoadedExecutable_Delete: Unused,
     pub PJRT_LoadedExecutable_IsDeleted: Unused,
     pub PJRT_LoadedExecutable_Execute: Option<PjrtFn<PJRT_LoadedExecutable_Execute_Args>>,
-    pub PJRT_Executable_DeserializeAndLoad: Unused,
+    pub PJRT_Executable_DeserializeAndLoad: Option<PjrtFn<PJRT_Executable_DeserializeAndLoad_Args>>,
     pub PJRT_LoadedExecutable_Fingerprint: Unused,
 
     pub PJRT_Buffer_Destroy: Option<PjrtFn<PJRT_Buffer_Destroy_Args>>,
@@ -595,7 +456,7 @@ pub struct PJRT_Api {
     pub PJRT_Buffer_Device: Unused,
     pub PJRT_Buffer_Memory: Unused,
     pub PJRT_Buffer_Delete: Unused,
-    pub PJRT_Buffer_IsDeleted: Unused,
+    pub PJRT_Buffer_IsDeleted: Option<PjrtFn<PJRT_Buffer_IsDeleted_Args>>,
     pub PJRT_Buffer_CopyToDevice: Unused,
     pub PJRT_Buffer_ToHostBuffer: Option<PjrtFn<PJRT_Buffer_ToHostBuffer_Args>>,
     pub PJRT_Buffer_IsOnCpu: Unused,

@@ -169,6 +169,16 @@ fn with_sources(e: &dyn std::error::Error) -> String {
 }
 
 impl Api {
+    /// The file the plugin was loaded from.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The plugin's API version, `(major, minor)`.
+    pub(crate) fn version(&self) -> (i32, i32) {
+        (self.major, self.minor)
+    }
+
     /// The function in the slot at `offset` of the table, or [`Error::Unavailable`] when the
     /// plugin's table ends before that slot or leaves it empty.
     pub(crate) fn get<F: Copy>(

@@ -1,7 +1,7 @@
 //! A device buffer: one array on one device.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::client::{ClientInner, element_count};
 use super::{args, dtype_of, pjrt_fn, plugin_slice};
@@ -11,10 +11,16 @@ use crate::ffi;
 use stackscan::TensorType;
 
 /// An array on a device, owned: dropping it frees the device memory.
+///
+/// A buffer passed to a program that donates that parameter (see [`stackscan::Alias`]) is
+/// taken over by the program: once it has run, the buffer's memory holds one of the results,
+/// and every later use of this handle is [`Error::Donated`]. Dropping it is still fine.
 pub struct Buffer {
     pub(crate) client: Arc<ClientInner>,
     pub(crate) raw: *mut ffi::PJRT_Buffer,
     ty: TensorType,
+    /// Set once a program took the buffer over; the plugin has deleted its memory.
+    donated: AtomicBool,
 }
 
 // SAFETY: PJRT buffers may be used and destroyed from any thread.
@@ -54,6 +60,41 @@ impl Buffer {
             client: Arc::clone(client),
             raw,
             ty,
+            donated: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a program took this buffer over (see the type's documentation).
+    pub fn is_donated(&self) -> bool {
+        self.donated.load(Ordering::Acquire)
+    }
+
+    /// [`Error::Donated`] for a buffer a program took over, at `argument` if given.
+    pub(crate) fn check_live(&self, argument: Option<(usize, usize)>) -> Result<()> {
+        if self.is_donated() {
+            return Err(Error::Donated {
+                ty: self.ty.clone(),
+                argument,
+            });
+        }
+        Ok(())
+    }
+
+    /// Asks the plugin whether the buffer's memory is gone (a program it was donated to has
+    /// run) and remembers the answer. A plugin without `PJRT_Buffer_IsDeleted` cannot donate
+    /// through this binding's view, so nothing is marked.
+    pub(crate) fn note_donation(&self) {
+        let api = &self.client.api;
+        let Ok(f) = pjrt_fn!(api, PJRT_Buffer_IsDeleted) else {
+            return;
+        };
+        let mut a = args::<ffi::PJRT_Buffer_IsDeleted_Args>();
+        a.buffer = self.raw;
+        // SAFETY: `raw` is a buffer we own and have not destroyed (a deleted buffer's handle
+        // stays valid until `PJRT_Buffer_Destroy`).
+        let err = unsafe { f(&mut a) };
+        if api.check("PJRT_Buffer_IsDeleted", err).is_ok() && a.is_deleted {
+            self.donated.store(true, Ordering::Release);
         }
     }
 
@@ -102,6 +143,7 @@ impl Buffer {
 
     /// Copies the array to the host (dense, row-major). Fails if it does not hold `T`.
     pub fn to_host<T: Element>(&self) -> Result<Vec<T>> {
+        self.check_live(None)?;
         if self.ty.dtype != T::DTYPE {
             return Err(Error::ElementType {
                 expected: T::DTYPE,

@@ -8,6 +8,7 @@ use stackscan::DType;
 
 use super::api::Api;
 use super::{Buffer, Executable, Plugin, args, buffer_type, pjrt_fn, plugin_slice, plugin_string};
+use crate::compile_cache::CompileCache;
 use crate::compile_options::CompileOptions;
 use crate::element::Element;
 use crate::error::{Error, Result};
@@ -110,6 +111,8 @@ pub struct Device {
 #[derive(Clone, Debug)]
 pub struct Client {
     pub(crate) inner: Arc<ClientInner>,
+    /// Where compiled programs are kept between runs, if anywhere.
+    pub(crate) cache: Option<Arc<CompileCache>>,
 }
 
 pub(crate) struct ClientInner {
@@ -231,7 +234,73 @@ impl Client {
         }
         Ok(Client {
             inner: Arc::new(inner),
+            cache: None,
         })
+    }
+
+    /// This client (and the clones made from it) with `cache` for compiles, or none.
+    ///
+    /// With a cache, [`compile`](Self::compile) and [`compile_program`](Self::compile_program)
+    /// first look for the program's executable there, keyed by the program text, this
+    /// plugin's identity and the compile options, and store what they compile.
+    pub fn with_compile_cache(mut self, cache: Option<CompileCache>) -> Client {
+        self.cache = cache.map(Arc::new);
+        self
+    }
+
+    /// The compile cache, if one was given.
+    pub fn compile_cache(&self) -> Option<&CompileCache> {
+        self.cache.as_deref()
+    }
+
+    /// What identifies the plugin build and the devices behind this client, for cache keys:
+    /// platform name and version, PJRT API version, the plugin's file (path, size,
+    /// modification time) and the devices' ids and kinds.
+    pub(crate) fn identity(&self) -> String {
+        let api = &self.inner.api;
+        let (major, minor) = api.version();
+        let path = api.path();
+        let file = std::fs::canonicalize(path)
+            .and_then(|p| Ok((std::fs::metadata(&p)?, p)))
+            .map(|(m, p)| {
+                let modified = m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos());
+                format!("{} {} bytes modified {modified}", p.display(), m.len())
+            })
+            .unwrap_or_else(|e| format!("{} ({e})", path.display()));
+        let devices: Vec<String> = self
+            .inner
+            .devices
+            .iter()
+            .map(|d| format!("{}:{}", d.id, d.kind))
+            .collect();
+        format!(
+            "platform {} {}\napi {major}.{minor}\nplugin {file}\ndevices {}",
+            self.inner.platform,
+            self.platform_version(),
+            devices.join(",")
+        )
+    }
+
+    /// The platform version the plugin reports (e.g. its XLA or libtpu build), or an empty
+    /// string when it does not say.
+    pub fn platform_version(&self) -> String {
+        let api = &self.inner.api;
+        let Ok(f) = pjrt_fn!(api, PJRT_Client_PlatformVersion) else {
+            return String::new();
+        };
+        let mut a = args::<ffi::PJRT_Client_PlatformVersion_Args>();
+        a.client = self.inner.raw;
+        // SAFETY: `raw` is a live client.
+        let err = unsafe { f(&mut a) };
+        if api.check("PJRT_Client_PlatformVersion", err).is_err() {
+            return String::new();
+        }
+        // SAFETY: the version string is owned by the client, alive for this call.
+        unsafe { plugin_string(a.platform_version, a.platform_version_size) }
     }
 
     /// The platform name the plugin reports (`cpu`, `tpu`, `cuda`).
@@ -326,9 +395,13 @@ impl Client {
     /// returns [`Error::Signature`] instead of running unchecked.
     pub fn compile(&self, program: &str, options: &CompileOptions) -> Result<Executable> {
         let partitions = options.replicas_and_partitions().1;
-        Executable::compile(self, program, options, || {
-            Signature::read(program, partitions)
-        })
+        crate::compile_cache::compile(
+            self,
+            program,
+            options,
+            || Signature::read(program, partitions),
+            None,
+        )
     }
 
     pub(crate) fn raw_device(&self, device: &Device) -> Result<*mut ffi::PJRT_Device> {

@@ -29,6 +29,32 @@ pub struct CompiledMemoryStats {
     pub host_temp: i64,
 }
 
+impl CompiledMemoryStats {
+    /// Device bytes the program holds while it runs: arguments, outputs and temporaries, with
+    /// the aliased (donated) bytes counted once rather than as an argument and again as an
+    /// output.
+    pub fn footprint(&self) -> i64 {
+        self.arguments + self.outputs - self.alias + self.temp
+    }
+}
+
+impl std::fmt::Display for CacheOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CacheOutcome::Off => f.write_str("compile cache off"),
+            CacheOutcome::Hit => f.write_str("loaded from the compile cache, nothing compiled"),
+            CacheOutcome::Miss => f.write_str("not in the compile cache; compiled and stored"),
+            CacheOutcome::Replaced(why) => {
+                write!(
+                    f,
+                    "compile cache entry not trusted ({why}); compiled and replaced"
+                )
+            }
+            CacheOutcome::NotStored(why) => write!(f, "compiled; not stored in the cache: {why}"),
+        }
+    }
+}
+
 /// A program compiled for a set of devices.
 pub struct Executable {
     client: Arc<ClientInner>,
@@ -38,6 +64,29 @@ pub struct Executable {
     num_outputs: usize,
     /// What `execute` checks arguments against; every executable has one.
     signature: Signature,
+    /// The parameters the program takes over (input/output aliasing), where the program
+    /// says; `None` for foreign text, whose arguments are all asked about after a run.
+    donated: Option<Vec<usize>>,
+    /// How the compile cache served this executable.
+    cache: CacheOutcome,
+}
+
+/// How the persistent compile cache served an executable (see
+/// [`CompileCache`](crate::CompileCache)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// No cache: compiled.
+    Off,
+    /// Loaded from the cache: nothing was compiled.
+    Hit,
+    /// Not in the cache: compiled and stored.
+    Miss,
+    /// An entry was there but could not be trusted (the reason says why: truncated, checksum,
+    /// another key, the plugin refused it); compiled and the entry replaced.
+    Replaced(String),
+    /// Compiled, but the entry could not be written (the reason says why); the next compile
+    /// compiles again.
+    NotStored(String),
 }
 
 // SAFETY: PJRT executables may be executed and destroyed from any thread.
@@ -79,11 +128,13 @@ impl Drop for Executable {
 impl Executable {
     /// Compiles `program` and takes its signature from `signature`, called once the plugin has
     /// accepted the program, so the plugin's diagnostics for malformed text come first.
+    /// `donated` lists the parameters the program takes over, where known.
     pub(crate) fn compile(
         client: &Client,
         program: &str,
         options: &CompileOptions,
         signature: impl FnOnce() -> Result<Signature>,
+        donated: Option<Vec<usize>>,
     ) -> Result<Executable> {
         let inner = &client.inner;
         let api = &inner.api;
@@ -105,14 +156,79 @@ impl Executable {
         // outlive the call; `inner.raw` is a live client.
         let err = unsafe { f(&mut a) };
         api.check("PJRT_Client_Compile", err)?;
+        Executable::from_loaded(client, a.executable, signature, donated)
+    }
+
+    /// Loads an executable [`serialize`](Self::serialize) wrote, with the plugin and
+    /// options it was compiled by; the caller vouches for that (the compile cache keys its
+    /// entries by both). Takes the signature and donated parameters as `compile` does.
+    pub(crate) fn deserialize(
+        client: &Client,
+        bytes: &[u8],
+        signature: impl FnOnce() -> Result<Signature>,
+        donated: Option<Vec<usize>>,
+    ) -> Result<Executable> {
+        let inner = &client.inner;
+        let api = &inner.api;
+        let f = pjrt_fn!(api, PJRT_Executable_DeserializeAndLoad)?;
+        let mut a = args::<ffi::PJRT_Executable_DeserializeAndLoad_Args>();
+        a.client = inner.raw;
+        a.serialized_executable = bytes.as_ptr().cast();
+        a.serialized_executable_size = bytes.len();
+        // SAFETY: `bytes` outlives the call and holds `serialized_executable_size` bytes;
+        // no overriding options are given (null, size 0); `inner.raw` is a live client.
+        let err = unsafe { f(&mut a) };
+        api.check("PJRT_Executable_DeserializeAndLoad", err)?;
+        Executable::from_loaded(client, a.loaded_executable, signature, donated)
+    }
+
+    /// The plugin's serialized form of the compiled program, which
+    /// `PJRT_Executable_DeserializeAndLoad` of the same plugin build loads without compiling.
+    pub fn serialize(&self) -> Result<Vec<u8>> {
+        let api = &self.client.api;
+        let f = pjrt_fn!(api, PJRT_Executable_Serialize)?;
+        let mut a = args::<ffi::PJRT_Executable_Serialize_Args>();
+        a.executable = self.executable;
+        // SAFETY: `executable` is live; the plugin fills the out fields.
+        let err = unsafe { f(&mut a) };
+        api.check("PJRT_Executable_Serialize", err)?;
+        // SAFETY: the bytes are backed by `serialized_executable`, alive until its deleter
+        // runs below.
+        let bytes =
+            unsafe { plugin_slice(a.serialized_bytes.cast::<u8>(), a.serialized_bytes_size) }
+                .to_vec();
+        if let Some(delete) = a.serialized_executable_deleter {
+            // SAFETY: the deleter the plugin gave for this serialization, called once, after
+            // the last read of its bytes.
+            unsafe { delete(a.serialized_executable) };
+        }
+        Ok(bytes)
+    }
+
+    /// Owns a loaded executable the plugin returned and reads what `execute` needs from it.
+    fn from_loaded(
+        client: &Client,
+        loaded: *mut ffi::PJRT_LoadedExecutable,
+        signature: impl FnOnce() -> Result<Signature>,
+        donated: Option<Vec<usize>>,
+    ) -> Result<Executable> {
+        let inner = &client.inner;
+        let api = &inner.api;
+        if loaded.is_null() {
+            return Err(Error::Program(
+                "the plugin returned a null executable".into(),
+            ));
+        }
         let mut exe = Executable {
             client: Arc::clone(inner),
-            loaded: a.executable,
+            loaded,
             executable: std::ptr::null_mut(),
             devices: Vec::new(),
             num_outputs: 0,
             // Replaced below; `exe` owns the loaded executable first so an error frees it.
             signature: Signature { params: Vec::new() },
+            donated,
+            cache: CacheOutcome::Off,
         };
 
         let f = pjrt_fn!(api, PJRT_LoadedExecutable_GetExecutable)?;
@@ -162,6 +278,21 @@ impl Executable {
         &self.devices
     }
 
+    /// How the compile cache served this executable.
+    pub fn cache_outcome(&self) -> &CacheOutcome {
+        &self.cache
+    }
+
+    pub(crate) fn set_cache_outcome(&mut self, outcome: CacheOutcome) {
+        self.cache = outcome;
+    }
+
+    /// The parameters the program takes over (their buffers are [donated](Buffer::is_donated)
+    /// once it has run), when the program declared them; `None` for foreign text.
+    pub fn donated_parameters(&self) -> Option<&[usize]> {
+        self.donated.as_deref()
+    }
+
     /// Outputs per device.
     pub fn num_outputs(&self) -> usize {
         self.num_outputs
@@ -175,6 +306,11 @@ impl Executable {
 
     /// Runs the program on all its devices: one argument list per device, one output list
     /// per device back, in the order of [`devices`](Self::devices).
+    ///
+    /// The arguments of donated parameters ([`donated_parameters`](Self::donated_parameters))
+    /// are taken over: afterwards they are [donated](Buffer::is_donated) and the outputs hold
+    /// the new values. A buffer passed in two places of one list is never donated (the plugin
+    /// is told so), so it stays valid.
     pub fn execute<'b, L: AsRef<[&'b Buffer]>>(
         &self,
         argument_lists: &[L],
@@ -194,7 +330,10 @@ impl Executable {
         let output_ptrs: Vec<*mut *mut ffi::PJRT_Buffer> =
             outputs.iter_mut().map(|l| l.as_mut_ptr()).collect();
         let mut events: Vec<*mut ffi::PJRT_Event> = vec![std::ptr::null_mut(); num_devices];
+        let keep = repeated_arguments(&raw_args);
         let mut options = args::<ffi::PJRT_ExecuteOptions>();
+        options.non_donatable_input_indices = keep.as_ptr();
+        options.num_non_donatable_input_indices = keep.len();
 
         let f = pjrt_fn!(api, PJRT_LoadedExecutable_Execute)?;
         let mut a = args::<ffi::PJRT_LoadedExecutable_Execute_Args>();
@@ -207,8 +346,11 @@ impl Executable {
         a.device_complete_events = events.as_mut_ptr();
         // SAFETY: `argument_lists` is `num_devices` lists of `num_args` live buffers of this
         // client (checked above); `output_lists` is `num_devices` arrays of `num_outputs` slots
-        // the plugin fills; `events` has `num_devices` slots; all outlive the call.
+        // the plugin fills; `events` has `num_devices` slots; `keep` holds
+        // `num_non_donatable_input_indices` indices; all outlive the call.
         let err = unsafe { f(&mut a) };
+        // Whatever the outcome, a donated argument may be gone now.
+        self.note_donations(argument_lists);
         api.check("PJRT_LoadedExecutable_Execute", err)?;
 
         // Own every output before anything can fail, so none leaks.
@@ -240,6 +382,22 @@ impl Executable {
             .collect()
     }
 
+    /// Marks the arguments the program took over: those of donated parameters when the
+    /// program says which (a stackscan [`Program`](stackscan::Program)), else all of them,
+    /// as the plugin reports.
+    fn note_donations<'b, L: AsRef<[&'b Buffer]>>(&self, lists: &[L]) {
+        for list in lists {
+            let list = list.as_ref();
+            match &self.donated {
+                Some(params) => params
+                    .iter()
+                    .filter_map(|&p| list.get(p))
+                    .for_each(|b| b.note_donation()),
+                None => list.iter().for_each(|b| b.note_donation()),
+            }
+        }
+    }
+
     fn check_arguments<'b, L: AsRef<[&'b Buffer]>>(&self, lists: &[L]) -> Result<()> {
         if lists.len() != self.devices.len() {
             return Err(Error::DeviceLists {
@@ -261,6 +419,7 @@ impl Executable {
                 if !Arc::ptr_eq(&buffer.client, &self.client) {
                     return Err(Error::ForeignBuffer { device, index });
                 }
+                buffer.check_live(Some((device, index)))?;
                 if buffer.tensor_type() != expected {
                     return Err(Error::ArgumentType {
                         device,
@@ -329,4 +488,28 @@ impl Executable {
             })
             .collect()
     }
+}
+
+/// Argument positions that hold a buffer passed more than once in one device's list: the
+/// plugin must not donate those (it would hand one buffer to a result while another argument
+/// still reads it), so they are passed as `non_donatable_input_indices`.
+fn repeated_arguments(lists: &[Vec<*mut ffi::PJRT_Buffer>]) -> Vec<i64> {
+    let mut keep: Vec<i64> = Vec::new();
+    for list in lists {
+        let mut sorted: Vec<(usize, usize)> = list
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| (b as usize, i))
+            .collect();
+        sorted.sort_unstable();
+        for run in sorted
+            .chunk_by(|a, b| a.0 == b.0)
+            .filter(|run| run.len() > 1)
+        {
+            keep.extend(run.iter().map(|&(_, i)| i as i64));
+        }
+    }
+    keep.sort_unstable();
+    keep.dedup();
+    keep
 }

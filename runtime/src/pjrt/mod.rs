@@ -17,7 +17,7 @@ pub mod os;
 pub use api::Plugin;
 pub use buffer::Buffer;
 pub use client::{Client, ClientOptions, Device, MAX_CPU_DEVICES};
-pub use executable::{CompiledMemoryStats, Executable};
+pub use executable::{CacheOutcome, CompiledMemoryStats, Executable};
 
 use crate::ffi;
 use stackscan::DType;

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use super::{Writer, types};
-use crate::emit::Sharding;
+use crate::emit::{Alias, Sharding};
 use crate::ir::Function;
 use crate::mesh::Mesh;
 use crate::types::TensorType;
@@ -28,6 +28,17 @@ fn shardy_dims(mesh: &Mesh, rank: usize, s: Sharding) -> String {
     format!("[{}]", dims.join(", "))
 }
 
+/// The argument attribute XLA reads for input/output aliasing: `tf.aliasing_output = R` on
+/// `main`'s parameter makes result `R` reuse its buffer (MLIR→HLO conversion turns it into the
+/// module's `input_output_alias`; JAX writes donation the same way). `None` for a parameter
+/// that is not donated.
+fn aliasing_attr(aliases: &[Alias], param: usize) -> Option<String> {
+    aliases
+        .iter()
+        .find(|a| a.param == param)
+        .map(|a| format!("tf.aliasing_output = {} : i32", a.result))
+}
+
 fn module_name(f: &Function) -> String {
     let clean: String = f
         .name
@@ -48,9 +59,17 @@ fn module_name(f: &Function) -> String {
 }
 
 impl<W: fmt::Write> Writer<W> {
-    pub(super) fn write_single(&mut self, f: &Function) -> fmt::Result {
+    pub(super) fn write_single(&mut self, f: &Function, aliases: &[Alias]) -> fmt::Result {
         self.line(0, &format!("module @{} {{", module_name(f)))?;
-        let args = self.name_params(f, "arg");
+        let args: Vec<String> = self
+            .name_params(f, "arg")
+            .into_iter()
+            .enumerate()
+            .map(|(i, decl)| match aliasing_attr(aliases, i) {
+                Some(attr) => format!("{decl} {{{attr}}}"),
+                None => decl,
+            })
+            .collect();
         self.line(
             1,
             &format!(
@@ -78,6 +97,7 @@ impl<W: fmt::Write> Writer<W> {
         mesh: &Mesh,
         params: &[Sharding],
         results: &[Sharding],
+        aliases: &[Alias],
     ) -> fmt::Result {
         let n = mesh.size();
         let global = |t: &TensorType, s: Sharding| -> TensorType {
@@ -109,7 +129,14 @@ impl<W: fmt::Write> Writer<W> {
             .iter()
             .zip(&gp)
             .zip(params)
-            .map(|((a, t), &s)| format!("{a}: {t} {{sdy.sharding = #sdy.sharding{}}}", sh(t, s)))
+            .enumerate()
+            .map(|(i, ((a, t), &s))| {
+                let alias = aliasing_attr(aliases, i).map_or(String::new(), |x| format!(", {x}"));
+                format!(
+                    "{a}: {t} {{sdy.sharding = #sdy.sharding{}{alias}}}",
+                    sh(t, s)
+                )
+            })
             .collect();
         let res_decls: Vec<String> = gr
             .iter()

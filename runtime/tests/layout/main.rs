@@ -7,20 +7,22 @@
 //! constants with the header's values.
 //!
 //! The structs and their fields are listed once, in [`layout_table!`]; the Rust values and the
-//! C program both come from that list, and `table_covers_ffi_module` checks the list against
-//! the source of `ffi/mod.rs` so that a struct or field added there cannot be left out here.
+//! C program both come from that list, and `coverage::table_covers_ffi_module` checks it against
+//! the source of every file of `ffi/` so that a struct or field added there cannot be left out.
 
 #![allow(
     clippy::unwrap_used,
     reason = "a test that cannot go on should fail loudly"
 )]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use stackscan_runtime::ffi;
 use stackscan_runtime::plugin;
+
+mod coverage;
 
 /// One number computed on both sides.
 #[derive(Debug)]
@@ -305,6 +307,22 @@ layout_table! {
         args PJRT_Buffer_Dimensions_Args => [PJRT_Buffer_Dimensions_Args] {
             struct_size, extension_start, buffer, dims, num_dims,
         }
+        args PJRT_Buffer_IsDeleted_Args => [PJRT_Buffer_IsDeleted_Args] {
+            struct_size, extension_start, buffer, is_deleted,
+        }
+        args PJRT_Executable_Serialize_Args => [PJRT_Executable_Serialize_Args] {
+            struct_size, extension_start, executable, serialized_bytes, serialized_bytes_size,
+            serialized_executable, serialized_executable_deleter,
+        }
+        args PJRT_Executable_DeserializeAndLoad_Args
+            => [PJRT_Executable_DeserializeAndLoad_Args] {
+            struct_size, extension_start, client, serialized_executable,
+            serialized_executable_size, loaded_executable, overridden_serialized_compile_options,
+            overridden_serialized_compile_options_size,
+        }
+        args PJRT_Client_PlatformVersion_Args => [PJRT_Client_PlatformVersion_Args] {
+            struct_size, extension_start, client, platform_version, platform_version_size,
+        }
         args PJRT_Buffer_ToHostBuffer_Args => [PJRT_Buffer_ToHostBuffer_Args] {
             struct_size, extension_start, src, host_layout, dst, dst_size, event,
         }
@@ -509,86 +527,5 @@ fn ffi_layout_matches_pjrt_c_api_header() {
         "layout: {} checks passed ({} structs, {fields} fields)",
         checks.len(),
         table().len()
-    );
-}
-
-/// The `pub struct` items of `ffi/mod.rs` and their field names, read from the source.
-fn ffi_structs(source: &str) -> BTreeMap<String, Vec<String>> {
-    let mut structs = BTreeMap::new();
-    let mut current: Option<(String, Vec<String>)> = None;
-    for line in source.lines() {
-        let trimmed = line.trim();
-        if let Some((name, fields)) = current.as_mut() {
-            if trimmed == "}" {
-                structs.insert(name.clone(), std::mem::take(fields));
-                current = None;
-            } else if let Some(rest) = trimmed.strip_prefix("pub ")
-                && let Some((field, _)) = rest.split_once(':')
-            {
-                fields.push(field.trim().to_owned());
-            }
-        } else if let Some(rest) = line.strip_prefix("pub struct ")
-            && let Some(name) = rest.strip_suffix(" {")
-        {
-            current = Some((name.trim().to_owned(), Vec::new()));
-        }
-    }
-    structs
-}
-
-/// The struct names in the `args! { ... }` invocation of `ffi/mod.rs`.
-fn ffi_args_impls(source: &str) -> BTreeSet<String> {
-    source
-        .lines()
-        .skip_while(|line| line.trim() != "args! {")
-        .skip(1)
-        .take_while(|line| line.trim() != "}")
-        .filter_map(|line| line.split_once("=>"))
-        .map(|(name, _)| name.trim().to_owned())
-        .collect()
-}
-
-#[test]
-fn table_covers_ffi_module() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ffi/mod.rs");
-    let source = std::fs::read_to_string(&path).expect("ffi/mod.rs can be read");
-    let structs = ffi_structs(&source);
-    let args = ffi_args_impls(&source);
-    assert!(
-        !structs.is_empty() && !args.is_empty(),
-        "could not parse {}",
-        path.display()
-    );
-    let table = table();
-    let mut problems = Vec::new();
-    for entry in &table {
-        match structs.get(entry.rust) {
-            None => problems.push(format!("{}: not a struct in ffi/mod.rs", entry.rust)),
-            Some(fields) if *fields != entry.fields => problems.push(format!(
-                "{}: fields in ffi/mod.rs {fields:?}, in the table {:?}",
-                entry.rust, entry.fields
-            )),
-            Some(_) => {}
-        }
-        if entry.has_args_impl != args.contains(entry.rust) {
-            problems.push(format!(
-                "{}: Args impl in ffi/mod.rs {}, in the table {}",
-                entry.rust,
-                args.contains(entry.rust),
-                entry.has_args_impl
-            ));
-        }
-    }
-    let listed: BTreeSet<&str> = table.iter().map(|entry| entry.rust).collect();
-    for name in structs.keys() {
-        if !listed.contains(name.as_str()) {
-            problems.push(format!("{name}: in ffi/mod.rs but not in the layout table"));
-        }
-    }
-    assert!(
-        problems.is_empty(),
-        "the layout table is out of date with {}:\n  {}",
-        path.display(),
-        problems.join("\n  ")
     );
 }

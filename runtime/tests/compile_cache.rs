@@ -1,0 +1,163 @@
+//! The persistent compile cache: a second compile of one program is a hit and runs the same,
+//! a damaged entry is never trusted (recompiled and replaced), other options or another
+//! program get another entry, and concurrent writers of one entry leave a whole one.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+use std::path::PathBuf;
+
+use stackscan_runtime::compile_cache::key;
+use stackscan_runtime::testing as common;
+use stackscan_runtime::{
+    CacheOutcome, Client, ClientOptions, CompileCache, CompileOptions, Plugin,
+};
+
+const PROGRAM: &str = r#"
+func.func public @main(%x: tensor<4xf32>, %w: tensor<4xf32>) -> tensor<4xf32> {
+  %y = stablehlo.multiply %x, %w : tensor<4xf32>
+  %z = stablehlo.exponential %y : tensor<4xf32>
+  return %z : tensor<4xf32>
+}"#;
+
+/// A fresh directory of this test's own, so tests never share entries.
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("stackscan-cc-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Runs `PROGRAM` compiled by `client` with `options` on device `device`.
+fn run(client: &Client, options: &CompileOptions, device: usize) -> (Vec<f32>, CacheOutcome) {
+    let exe = client.compile(PROGRAM, options).unwrap();
+    let dev = &client.devices()[device];
+    let x = client
+        .buffer(&[0.5f32, -1.0, 2.0, 0.25], &[4], dev)
+        .unwrap();
+    let w = client.buffer(&[1.0f32, 3.0, -0.5, 8.0], &[4], dev).unwrap();
+    let out = exe.execute(&[[&x, &w]]).unwrap();
+    (
+        out[0][0].to_host::<f32>().unwrap(),
+        exe.cache_outcome().clone(),
+    )
+}
+
+fn check_hit_and_corruption(plugin: &Plugin, name: &str) {
+    let dir = fresh_dir(name);
+    let cache = CompileCache::new(&dir);
+    let client = Client::new(plugin, &ClientOptions::cpu(2))
+        .unwrap()
+        .with_compile_cache(Some(cache.clone()));
+    let options = CompileOptions::replicas(&[0]).unwrap();
+    let uncached = Client::new(plugin, &ClientOptions::cpu(2)).unwrap();
+    let (reference, outcome) = run(&uncached, &options, 0);
+    assert_eq!(outcome, CacheOutcome::Off);
+
+    let (first, outcome) = run(&client, &options, 0);
+    assert_eq!(outcome, CacheOutcome::Miss);
+    assert_eq!(first, reference);
+    let entry = cache.entry_path(&key(&client, PROGRAM, &options));
+    assert!(entry.is_file(), "no entry at {}", entry.display());
+    let (second, outcome) = run(&client, &options, 0);
+    assert_eq!(outcome, CacheOutcome::Hit);
+    assert_eq!(
+        second, reference,
+        "a loaded executable computes what a compiled one does"
+    );
+
+    // One flipped byte in the executable: the checksum refuses it, it is compiled again and
+    // the entry rewritten, so the next compile is a hit again.
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let middle = bytes.len() / 2 + 40;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&entry, &bytes).unwrap();
+    let (third, outcome) = run(&client, &options, 0);
+    assert!(
+        matches!(&outcome, CacheOutcome::Replaced(r) if r.starts_with("checksum mismatch")),
+        "{outcome:?}"
+    );
+    assert_eq!(third, reference);
+    assert_eq!(run(&client, &options, 0).1, CacheOutcome::Hit);
+
+    // Cut short (a crash mid-copy, a full disk): the same.
+    let whole = std::fs::read(&entry).unwrap();
+    std::fs::write(&entry, &whole[..whole.len() / 3]).unwrap();
+    let (fourth, outcome) = run(&client, &options, 0);
+    assert!(
+        matches!(&outcome, CacheOutcome::Replaced(r) if r.starts_with("truncated")),
+        "{outcome:?}"
+    );
+    assert_eq!(fourth, reference);
+
+    // Other options (another device) or another program: other keys, compiled afresh.
+    let other = CompileOptions::replicas(&[client.devices()[1].id]).unwrap();
+    assert_ne!(
+        key(&client, PROGRAM, &options),
+        key(&client, PROGRAM, &other)
+    );
+    let (on_other, outcome) = run(&client, &other, 1);
+    assert_eq!(outcome, CacheOutcome::Miss);
+    assert_eq!(on_other, reference);
+    let renamed = PROGRAM.replace("%z", "%e");
+    assert_ne!(
+        key(&client, PROGRAM, &options),
+        key(&client, &renamed, &options)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_second_compile_is_a_hit_and_damage_is_recompiled() {
+    check_hit_and_corruption(&common::cpu_plugin(), "cpu");
+}
+
+#[test]
+fn the_newer_plugin_caches_too() {
+    if let Some(plugin) = common::newer_cpu_plugin() {
+        check_hit_and_corruption(&plugin, "cpu-0115");
+    }
+}
+
+/// Two plugins, one program: their keys differ, so neither loads the other's executable.
+#[test]
+fn each_plugin_has_its_own_keys() {
+    let Some(newer) = common::newer_cpu_plugin() else {
+        return;
+    };
+    let options = CompileOptions::default();
+    let a = common::cpu_client(1);
+    let b = Client::new(&newer, &ClientOptions::cpu(1)).unwrap();
+    assert_ne!(key(&a, PROGRAM, &options), key(&b, PROGRAM, &options));
+}
+
+/// Threads compiling one program into one directory at once all get a working executable
+/// and leave one whole entry (each writes its own temporary and renames it into place).
+#[test]
+fn concurrent_writers_leave_a_whole_entry() {
+    let dir = fresh_dir("concurrent");
+    let cache = CompileCache::new(&dir);
+    let client = common::cpu_client(1).with_compile_cache(Some(cache.clone()));
+    let options = CompileOptions::default();
+    let results: Vec<(Vec<f32>, CacheOutcome)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| run(&client, &options, 0)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (values, outcome) in &results {
+        assert_eq!(values, &results[0].0);
+        assert!(
+            matches!(outcome, CacheOutcome::Miss | CacheOutcome::Hit),
+            "{outcome:?}"
+        );
+    }
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(files.len(), 1, "temporaries left behind: {files:?}");
+    assert_eq!(run(&client, &options, 0).1, CacheOutcome::Hit);
+    let _ = std::fs::remove_dir_all(&dir);
+}
