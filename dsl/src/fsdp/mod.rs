@@ -43,9 +43,11 @@ mod pass;
 mod reference;
 mod state;
 mod step;
+mod tags;
 
 pub use listing::NamedParam;
 pub use model::{Init, InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
 pub use optimizer::{Adam, with_adam};
 pub use reference::reference_step;
 pub use step::{GradientReduction, TrainStep, train_step, train_step_with};
+pub use tags::{EXPLICIT_FSDP, SCHEDULING_GROUP};
