@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! cargo run --release -p stackscan-examples --bin train -- [--model llama|deepseek3|qwen35]
-//!     [--devices 4] [--steps 30] [--plugin cpu|cpu-0.115|PATH] [--no-prefetch] [--no-defer]
+//!     [--devices 4] [--steps 30] [--plugin cpu|cpu-0.115|PATH] [--no-prefetch] [--no-defer] [--no-scheduling-tags]
 //!     [--unroll 1|2] [--lr 0.01 (llama, qwen35), 0.003 (deepseek3)]
 //!     [--save-every N --checkpoint-dir DIR] [--resume DIR]
 //! ```
@@ -46,6 +46,7 @@ enum Override {
     NoPrefetch,
     NoDefer,
     Unroll(usize),
+    NoSchedulingTags,
 }
 
 impl Override {
@@ -57,6 +58,7 @@ impl Override {
             }
             Override::NoDefer => o.defer_grad_reduce_scatter = false,
             Override::Unroll(u) => o.unroll = u,
+            Override::NoSchedulingTags => o.scheduling_tags = false,
         }
     }
 
@@ -65,6 +67,7 @@ impl Override {
             Override::NoPrefetch => "--no-prefetch".into(),
             Override::NoDefer => "--no-defer".into(),
             Override::Unroll(u) => format!("--unroll {u}"),
+            Override::NoSchedulingTags => "--no-scheduling-tags".into(),
         }
     }
 }
@@ -138,6 +141,7 @@ fn parse() -> Result<(Args, Job), String> {
             )),
             "--no-prefetch" => a.overrides.push(Override::NoPrefetch),
             "--no-defer" => a.overrides.push(Override::NoDefer),
+            "--no-scheduling-tags" => a.overrides.push(Override::NoSchedulingTags),
             "--save-every" => {
                 a.save_every = Some(
                     value("a count")?
