@@ -38,6 +38,8 @@ struct ScopeInner {
     func: RefCell<Function>,
     /// Values of the parent used here, and the parameter each became: (parent value, param).
     captures: RefCell<Vec<(ValueId, ValueId)>>,
+    /// Frontend attributes given to every node built here while they are set.
+    attributes: RefCell<Vec<(String, String)>>,
 }
 
 impl fmt::Debug for Scope {
@@ -118,6 +120,7 @@ impl Scope {
                 results: Vec::new(),
             }),
             captures: RefCell::new(Vec::new()),
+            attributes: RefCell::new(Vec::new()),
         }))
     }
 
@@ -235,10 +238,16 @@ impl Scope {
             .into_iter()
             .map(|t| self.new_value(t))
             .collect();
+        let attributes = if op.takes_scope_attributes() {
+            self.0.attributes.borrow().clone()
+        } else {
+            Vec::new()
+        };
         self.0.func.borrow_mut().nodes.push(Node {
             op,
             operands: ids,
             results: results.clone(),
+            attributes,
         });
         Ok(results.into_iter().map(|id| self.tensor(id)).collect())
     }
@@ -335,6 +344,39 @@ impl Scope {
         let child = Scope::with_parent(name, Some(self.clone()));
         let params = params.iter().map(|t| child.param(t.clone())).collect();
         (child, params)
+    }
+
+    /// Runs `build` with `attributes` added to the frontend attributes of every node it builds
+    /// in this scope (not in loops it opens, whose bodies are scopes of their own, nor in an
+    /// enclosing scope an op lands in because all its operands live there). Loops, constants
+    /// and iotas take none. Nested calls add up; a key set again keeps its first value.
+    ///
+    /// ```
+    /// use stackscan::{DType, Scope, TensorType};
+    /// let s = Scope::new("f");
+    /// let x = s.param(TensorType::new(DType::F32, [2]));
+    /// let y = s.with_frontend_attributes(&[("_scheduling_group_id", "0")], || x.tanh())?;
+    /// let f = s.finish(&[y])?;
+    /// assert_eq!(f.nodes[0].attributes, [("_scheduling_group_id".into(), "0".into())]);
+    /// # Ok::<(), stackscan::Error>(())
+    /// ```
+    pub fn with_frontend_attributes<T>(
+        &self,
+        attributes: &[(&str, &str)],
+        build: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        let before = self.0.attributes.borrow().len();
+        {
+            let mut current = self.0.attributes.borrow_mut();
+            for (k, v) in attributes {
+                if !current.iter().any(|(ck, _)| ck == k) {
+                    current.push(((*k).to_owned(), (*v).to_owned()));
+                }
+            }
+        }
+        let out = build();
+        self.0.attributes.borrow_mut().truncate(before);
+        out
     }
 
     /// Replays `f` in this scope on `args`, returning its results.

@@ -69,6 +69,22 @@ pub struct Node {
     pub operands: Vec<ValueId>,
     /// Result values.
     pub results: Vec<ValueId>,
+    /// Frontend attributes XLA reads on the emitted op (`mhlo.frontend_attributes`), such as
+    /// the scheduling tags of an FSDP step; empty for most nodes. See
+    /// [`Scope::with_frontend_attributes`](crate::Scope::with_frontend_attributes).
+    pub attributes: Vec<(String, String)>,
+}
+
+impl Op {
+    /// Whether a node of this op takes the frontend attributes of the scope it is built in.
+    /// Loops carry their own (and hold nodes that carry theirs); constants have no operands,
+    /// so XLA may share or move them between tagged regions, where a tag would be wrong.
+    pub fn takes_scope_attributes(&self) -> bool {
+        !matches!(
+            self,
+            Op::While { .. } | Op::Scan { .. } | Op::Constant(_) | Op::Iota { .. }
+        )
+    }
 }
 
 /// Elementwise functions of one operand.

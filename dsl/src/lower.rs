@@ -10,6 +10,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::{Function, Op, ScanParts};
 use crate::replay::{NodeAt, Replay, replay};
+use crate::types::TensorType;
 
 /// `f` with every `scan` (at any depth) replaced by an equivalent `while`.
 pub(crate) fn lower_scans(f: &Function) -> Result<Function> {
@@ -94,10 +95,14 @@ fn lower_scan(
     }
     let mut init = vec![s.scalar(0.0, DType::I32)?];
     init.extend(carry.iter().map(|&t| t.clone()));
+    let seed = carry
+        .iter()
+        .copied()
+        .find(|t| t.dims().iter().all(|&d| d > 0));
     for y in &ys_types {
         let mut dims = vec![length as i64];
         dims.extend(&y.dims);
-        init.push(s.full(0.0, y.with_dims(dims))?);
+        init.push(stacked_outputs(s, seed, &y.with_dims(dims))?);
     }
     let attrs: Vec<(&str, &str)> = frontend_attributes
         .iter()
@@ -137,4 +142,25 @@ fn lower_scan(
         &attrs,
     )?;
     Ok(out[1..].to_vec())
+}
+
+/// The buffer a loop's stacked outputs are written into, of type `ty`. Every row is
+/// overwritten before the loop ends, so its initial contents are never read; what matters is
+/// where it is allocated. A zero constant would be: XLA shares one broadcast among the loops
+/// of a shape, copies it once per loop, and schedules those copies at the start of the program,
+/// so every stacked output (the weights and deferred gradient a peeled FSDP step passes on)
+/// stays live through everything before its loop. A broadcast of an element of the loop's own
+/// carry (`seed`) cannot start before the loop's inputs exist, needs no copy, and is the
+/// loop's buffer from there on. Without a non-empty carry, zeros.
+fn stacked_outputs(s: &Scope, seed: Option<&Tensor>, ty: &TensorType) -> Result<Tensor> {
+    let Some(seed) = seed else {
+        return s.full(0.0, ty.clone());
+    };
+    let element = match seed.rank() {
+        0 => seed.clone(),
+        r => seed
+            .slice(&vec![0; r], &vec![1; r], &vec![1; r])?
+            .reshape(&[])?,
+    };
+    element.convert(ty.dtype)?.broadcast_to(&ty.dims)
 }

@@ -65,8 +65,15 @@ impl NodeAt<'_> {
     pub(crate) fn copy(&self) -> Result<Vec<Tensor>> {
         let node = self.node();
         let target = node.results.first().map(|&r| &self.function.values[r]);
-        self.scope
-            .apply_here(node.op.clone(), self.operands, target)
+        let attributes: Vec<(&str, &str)> = node
+            .attributes
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.scope.with_frontend_attributes(&attributes, || {
+            self.scope
+                .apply_here(node.op.clone(), self.operands, target)
+        })
     }
 }
 

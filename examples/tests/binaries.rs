@@ -268,21 +268,42 @@ fn plan_lists_hierarchical_parameters() {
     fails("params", &["qwen35"], 2, &["'qwen35'"]);
 }
 
+/// Requires a rejection by the argument parser: status 2, no signal, clap's `error: …` first
+/// line (its usage lines follow) naming every string of `says`.
+fn rejected(bin: &str, args: &[&str], says: &[&str]) {
+    let out = run(bin, args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let shown = format!(
+        "`{bin} {}`: {:?}; stderr:\n{stderr}",
+        args.join(" "),
+        out.status
+    );
+    assert_eq!(out.status.signal(), None, "killed by a signal: {shown}");
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    let first = stderr.lines().next().unwrap_or_default();
+    assert!(first.starts_with("error: "), "{shown}");
+    for s in says {
+        assert!(first.contains(s), "no `{s}` in {shown}");
+    }
+}
+
 #[test]
 fn bench_rejects_bad_arguments_before_running() {
+    rejected("bench", &["--steps", &usize::MAX.to_string()], &["--steps"]);
+    rejected("bench", &["--steps", "0"], &["--steps"]);
+    rejected("bench", &["--steps"], &["--steps"]);
+    rejected("bench", &["--options", "fast"], &["fast"]);
     fails(
         "bench",
-        &["--steps", &usize::MAX.to_string()],
+        &["--devices", "3"],
         2,
-        &["--steps"],
+        &["--batch 16", "--devices 3"],
     );
-    fails("bench", &["--steps", "0"], 2, &["--steps"]);
-    fails("bench", &["--devices", "3"], 2, &["3 devices"]);
     fails(
         "bench",
-        &["--steps"],
+        &["--devices", "3", "--batch", "12"],
         2,
-        &["a value is required", "--steps"],
+        &["3 devices"],
     );
     // An unwritable destination fails before anything is measured (the only line printed is
     // the error), and leaves nothing behind.

@@ -54,13 +54,12 @@ fn check(layers: usize) {
     );
 }
 
-/// Open (issue 15, item 2): at 4 layers the deferred step compiles to 19.7 MB of temp against
-/// 11.2 MB with prefetch alone (bound 15.3 MB); at 6 and 8 layers it stays near 19.5 MB while
-/// prefetch alone grows to 13.9 MB, so deferral has a fixed cost of about 5.8 layers'
-/// gradients that deeper stacks hide (at 32 layers 54.9 MB against 55.3 MB). Run it with
-/// `--ignored` to see the figures.
+/// At 4 layers the deferred step once compiled to 19.7 MB of temp against 11.2 MB with
+/// prefetch alone: the zero buffers that the peeled first backward step's outputs (the next
+/// layer's weights and its own deferred gradient) are written into were shared broadcasts
+/// that XLA copied per loop at the start of the program, so they stayed live through the
+/// forward pass. The scan lowering now seeds them from the loop's own carry (11.5 MB).
 #[test]
-#[ignore = "open: deferral's temp at 4 layers is 19.7 MB, over the 15.3 MB bound"]
 fn deferral_costs_at_most_one_layer_gradient_at_4_layers() {
     check(4);
 }

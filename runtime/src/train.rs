@@ -46,8 +46,12 @@ pub use input::HostInput;
 pub struct StepReport {
     /// The global mean loss (NaN or infinite when the step was skipped).
     pub loss: f32,
-    /// Wall time of the step, host transfers of the inputs and the loss included.
+    /// Wall time of the step: input checks, host transfers of the inputs and the loss included.
     pub seconds: f64,
+    /// Of `seconds`, the time from launching the program until its loss was on the host:
+    /// the device's share. The rest (checks, uploads, argument lists, bookkeeping) is the
+    /// host's overhead per step.
+    pub device_seconds: f64,
     /// Whether the update was dropped because the loss, a gradient or the update was not
     /// finite (only under [`NonFinitePolicy::Skip`]; the other policy returns an error).
     pub skipped: bool,
@@ -192,6 +196,7 @@ impl Trainer {
     /// A step whose loss, gradients or update are not all finite changes nothing and is
     /// handled by the [`NonFinitePolicy`].
     pub fn step(&mut self, inputs: &[Vec<HostInput>]) -> Result<StepReport> {
+        let started = Instant::now();
         let n = self.mesh.size();
         if inputs.len() != n {
             return Err(Error::DeviceLists {
@@ -211,7 +216,6 @@ impl Trainer {
                 input.check(spec, d)?;
             }
         }
-        let started = Instant::now();
         // Adam's 1-based step; counted only once an update has been applied, so a rejected or
         // skipped call does not shift the bias correction of every later update.
         let step = self.steps + 1;
@@ -243,8 +247,10 @@ impl Trainer {
         // buffers hold the results once it has run), so there is no old state left to keep on
         // the host's side. Should the run itself fail, the state is gone with it, and every
         // later step or save says so (`Error::Donated`).
+        let launched = Instant::now();
         let mut out = self.exe.execute(&lists)?;
         let loss = out[0][0].to_host::<f32>()?[0];
+        let device_seconds = launched.elapsed().as_secs_f64();
         let applied = out[0][1].to_host::<i32>()?[0] != 0;
         for (d, mut o) in out.drain(..).enumerate() {
             self.state[d] = o.split_off(2);
@@ -260,6 +266,7 @@ impl Trainer {
         Ok(StepReport {
             loss,
             seconds: started.elapsed().as_secs_f64(),
+            device_seconds,
             skipped: !applied,
         })
     }

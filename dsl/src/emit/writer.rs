@@ -80,6 +80,8 @@ pub(crate) struct Writer<W> {
     counters: Counters,
     /// The program's mesh, from which collectives take their replica groups.
     mesh: Option<Mesh>,
+    /// The frontend attributes of the node being written, given to each op line it becomes.
+    node_attributes: String,
 }
 
 /// The numbering shared by a writer and the writers of its regions.
@@ -251,6 +253,18 @@ pub(crate) fn list(v: &[usize]) -> String {
     )
 }
 
+/// `mhlo.frontend_attributes = {"k" = "v", …}`, or nothing for no attributes.
+pub(crate) fn frontend_attributes(attributes: &[(String, String)]) -> String {
+    if attributes.is_empty() {
+        return String::new();
+    }
+    let pairs: Vec<String> = attributes
+        .iter()
+        .map(|(k, v)| format!("\"{k}\" = \"{v}\""))
+        .collect();
+    format!("mhlo.frontend_attributes = {{{}}}", pairs.join(", "))
+}
+
 /// Two spaces per level.
 pub(crate) fn indent(depth: usize) -> String {
     "  ".repeat(depth)
@@ -266,6 +280,7 @@ impl<W: fmt::Write> Writer<W> {
                 next_channel: 1,
             },
             mesh,
+            node_attributes: String::new(),
         }
     }
 
@@ -332,8 +347,19 @@ impl<W: fmt::Write> Writer<W> {
         }
     }
 
-    /// Writes one generic op line.
+    /// Writes one generic op line, with the frontend attributes of the node it is part of
+    /// (a line that sets its own, a loop's, has them merged in by its family).
     pub(crate) fn op(&mut self, depth: usize, line: OpLine<'_>) -> fmt::Result {
+        if line.attributes.is_empty() && !self.node_attributes.is_empty() {
+            let attributes = std::mem::take(&mut self.node_attributes);
+            let written = OpLine {
+                attributes: &attributes,
+                ..line
+            }
+            .write_to(&mut self.out, depth);
+            self.node_attributes = attributes;
+            return written;
+        }
         line.write_to(&mut self.out, depth)
     }
 
@@ -408,6 +434,7 @@ impl<W: fmt::Write> Writer<W> {
                 next_channel: self.counters.next_channel,
             },
             mesh: self.mesh.clone(),
+            node_attributes: String::new(),
         };
         let args = body.name_params(f, "a");
         body.write_nodes(f, depth + 2)?;
@@ -438,8 +465,16 @@ impl<W: fmt::Write> Writer<W> {
         Ok(())
     }
 
-    /// Hands the node to its family's text.
+    /// Hands the node to its family's text, every line of it with the node's frontend
+    /// attributes.
     fn write_node(&mut self, s: &Site<'_>) -> fmt::Result {
+        self.node_attributes = frontend_attributes(&s.node.attributes);
+        let written = self.write_node_text(s);
+        self.node_attributes.clear();
+        written
+    }
+
+    fn write_node_text(&mut self, s: &Site<'_>) -> fmt::Result {
         match &s.node.op {
             Op::Constant(lit) => constant::write_constant(self, s, lit),
             Op::Iota { dim } => constant::write_iota(self, s, *dim),

@@ -120,15 +120,9 @@ pub(crate) fn write_while<W: fmt::Write>(
     let b = w.function_region(body, s.depth)?;
     let operands = w.operands(s.node);
     let lhs = w.bind(s.node);
-    let attributes = if frontend_attributes.is_empty() {
-        String::new()
-    } else {
-        let attrs: Vec<String> = frontend_attributes
-            .iter()
-            .map(|(k, v)| format!("\"{k}\" = \"{v}\""))
-            .collect();
-        format!("mhlo.frontend_attributes = {{{}}}", attrs.join(", "))
-    };
+    let mut all = frontend_attributes.to_vec();
+    all.extend(s.node.attributes.iter().cloned());
+    let attributes = crate::emit::writer::frontend_attributes(&all);
     w.op(
         s.depth,
         OpLine {

@@ -4,6 +4,8 @@
 //! The passes ([`super::pass`]) are written in these terms; every collective of the stack
 //! is issued here.
 
+use std::cell::Cell;
+
 use crate::autodiff::vjp;
 use crate::builder::{Scope, Tensor};
 use crate::dtype::DType;
@@ -61,6 +63,8 @@ pub(super) struct Lowering<'a> {
     /// Per kind: `(activation, weights…, d activation) → (d activation, d weights…)`.
     layer_vjps: Vec<Function>,
     reduction: GradientReduction,
+    /// The next unused scheduling group id ([`super::tags`]).
+    pub(super) next_group: Cell<usize>,
 }
 
 impl<'a> Lowering<'a> {
@@ -106,6 +110,7 @@ impl<'a> Lowering<'a> {
             layers,
             layer_vjps,
             reduction,
+            next_group: Cell::new(0),
         })
     }
 
@@ -150,12 +155,14 @@ impl<'a> Lowering<'a> {
         s.scalar(self.stack().index_in_kind(layer) as f64, DType::I32)
     }
 
-    /// All-gathers one layer's weights (natural layout) from the stacked slabs.
+    /// All-gathers one layer's weights (natural layout) from the stacked slabs; `ahead`:
+    /// for a later step (a prefetch), whose collectives are tagged as explicit FSDP gathers.
     pub(super) fn gather(
         &self,
         kind: usize,
         row: &Tensor,
         shards: &[Tensor],
+        ahead: bool,
     ) -> Result<Vec<Tensor>> {
         let s = row.scope().clone();
         let zero = s.scalar(0.0, DType::I32)?;
@@ -169,18 +176,30 @@ impl<'a> Lowering<'a> {
                 let mut sizes = vec![1];
                 sizes.extend(&local);
                 let slab = stacked.dynamic_slice(&starts, &sizes)?.reshape(&local)?;
-                self.gather_slab(spec, slab)
+                self.gather_slab(spec, slab, ahead)
             })
             .collect()
     }
 
-    /// All-gathers one weight's slab over its gather axis, back to natural layout.
-    pub(super) fn gather_slab(&self, spec: &ParamSpec, slab: Tensor) -> Result<Tensor> {
+    /// All-gathers one weight's slab over its gather axis, back to natural layout; `ahead`:
+    /// a prefetch, whose gather (only) is tagged as an explicit FSDP gather.
+    pub(super) fn gather_slab(
+        &self,
+        spec: &ParamSpec,
+        slab: Tensor,
+        ahead: bool,
+    ) -> Result<Tensor> {
         match spec.shard_dim {
             None => Ok(slab),
-            Some(_) => slab
-                .all_gather(0, &spec.gather_axis(&self.mesh))?
-                .transpose(&spec.shard_major_to_natural()),
+            Some(_) => {
+                let axis = spec.gather_axis(&self.mesh);
+                let gathered = if ahead {
+                    self.explicit_fsdp(&slab.scope().clone(), || slab.all_gather(0, &axis))?
+                } else {
+                    slab.all_gather(0, &axis)?
+                };
+                gathered.transpose(&spec.shard_major_to_natural())
+            }
         }
     }
 
@@ -193,7 +212,7 @@ impl<'a> Lowering<'a> {
     ) -> Result<Vec<Tensor>> {
         let kind = self.stack().kind_of(layer);
         let row = self.fixed_row(s, layer)?;
-        self.gather(kind, &row, &stacked[kind])
+        self.gather(kind, &row, &stacked[kind], false)
     }
 
     /// Reduces a per-device gradient to this device's slab: a reduce-scatter along the

@@ -43,6 +43,7 @@ mod pass;
 mod reference;
 mod state;
 mod step;
+mod tags;
 
 pub use listing::NamedParam;
 pub use model::{Init, InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
@@ -51,3 +52,4 @@ pub use reference::reference_step;
 pub use step::{
     GradientReduction, TrainStep, train_step, train_step_on, train_step_on_with, train_step_with,
 };
+pub use tags::{EXPLICIT_FSDP, SCHEDULING_GROUP};

@@ -62,17 +62,19 @@ impl Lowering<'_> {
         stacked: &[Vec<Tensor>],
     ) -> Result<FwdState> {
         let s = q.scope().clone();
-        let k = g.signature.run;
-        let FwdState { h, w, mut saved } = st;
-        let row = self.row(g.layers[0], UP, trip, q)?;
-        let zero = s.scalar(0.0, DType::I32)?;
-        let starts = row_starts(&row, &zero, h.rank());
-        saved[k] = saved[k].dynamic_update_slice(&h.expand_dims(0)?, &starts)?;
-        let (w_now, w_next) = self.step_weights(g, q, trip, &row, &h, w, stacked, UP)?;
-        Ok(FwdState {
-            h: self.run_layer(k, &h, &w_now)?,
-            w: w_next,
-            saved,
+        self.scheduling_group(&s, || {
+            let k = g.signature.run;
+            let FwdState { h, w, mut saved } = st;
+            let row = self.row(g.layers[0], UP, trip, q)?;
+            let zero = s.scalar(0.0, DType::I32)?;
+            let starts = row_starts(&row, &zero, h.rank());
+            saved[k] = saved[k].dynamic_update_slice(&h.expand_dims(0)?, &starts)?;
+            let (w_now, w_next) = self.step_weights(g, q, trip, &row, &h, w, stacked, UP)?;
+            Ok(FwdState {
+                h: self.run_layer(k, &h, &w_now)?,
+                w: w_next,
+                saved,
+            })
         })
     }
 
@@ -97,7 +99,7 @@ impl Lowering<'_> {
         let sig = g.signature;
         let now = match sig.weights {
             WeightSource::Carried => carried,
-            WeightSource::GatheredAtUse => self.gather(sig.run, row, &stacked[sig.run])?,
+            WeightSource::GatheredAtUse => self.gather(sig.run, row, &stacked[sig.run], false)?,
         };
         let next = match sig.prefetch {
             None => Vec::new(),
@@ -105,7 +107,7 @@ impl Lowering<'_> {
                 let (_, shards) = self.tie(anchor, &stacked[kn])?;
                 let next_layer = g.layers[0].wrapping_add_signed(step_dir as isize);
                 let next_row = self.row(next_layer, step_dir, trip, q)?;
-                self.gather(kn, &next_row, &shards)?
+                self.gather(kn, &next_row, &shards, true)?
             }
         };
         Ok((now, next))
@@ -170,6 +172,21 @@ impl Lowering<'_> {
     /// gradient carried in, take this layer's weights and gather the next (lower) layer's,
     /// recompute the layer from its saved input and differentiate it.
     fn backward_step(
+        &self,
+        g: &Group,
+        q: &Tensor,
+        trip: Option<&Trip>,
+        st: BwdState,
+        stacked: &[Vec<Tensor>],
+        saved: &[Tensor],
+    ) -> Result<BwdState> {
+        self.scheduling_group(q.scope(), || {
+            self.backward_step_ops(g, q, trip, st, stacked, saved)
+        })
+    }
+
+    /// The ops of [`Self::backward_step`], built in its scheduling group.
+    fn backward_step_ops(
         &self,
         g: &Group,
         q: &Tensor,

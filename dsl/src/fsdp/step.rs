@@ -144,7 +144,7 @@ impl Lowering<'_> {
             .outer_params
             .iter()
             .zip(&outer_slabs)
-            .map(|(spec, slab)| self.gather_slab(spec, slab.clone()))
+            .map(|(spec, slab)| self.gather_slab(spec, slab.clone(), false))
             .collect::<Result<_>>()?;
         let pre = trace_pre(m)?;
         let post = trace_post(m)?;

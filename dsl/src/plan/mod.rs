@@ -175,6 +175,7 @@ mod tests {
             prefetch_fsdp_weights: false,
             defer_grad_reduce_scatter: true,
             unroll: 2,
+            scheduling_tags: true,
         };
         assert!(Plan::new(&s, bad).is_err());
         assert!(Plan::new(&s, PlanOptions::prefetch().with_unroll(3)).is_err());

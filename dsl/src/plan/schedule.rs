@@ -13,6 +13,11 @@ pub struct PlanOptions {
     pub defer_grad_reduce_scatter: bool,
     /// Layers per loop trip: 2 double-buffers the gathered weights (ping-pong), 1 carries one.
     pub unroll: usize,
+    /// Tag the emitted program for XLA's latency-hiding scheduler: each step's ops (its
+    /// prefetch gather, its layer, the deferred reduce-scatter it issues) share one
+    /// `_scheduling_group_id`, and prefetch gathers carry `xla_explicit_fsdp`. The tags change
+    /// no result; a plugin that does not know them ignores them.
+    pub scheduling_tags: bool,
 }
 
 impl PlanOptions {
@@ -22,6 +27,7 @@ impl PlanOptions {
             prefetch_fsdp_weights: false,
             defer_grad_reduce_scatter: false,
             unroll: 2,
+            scheduling_tags: true,
         }
     }
 
@@ -31,6 +37,7 @@ impl PlanOptions {
             prefetch_fsdp_weights: true,
             defer_grad_reduce_scatter: false,
             unroll: 2,
+            scheduling_tags: true,
         }
     }
 
@@ -40,12 +47,21 @@ impl PlanOptions {
             prefetch_fsdp_weights: true,
             defer_grad_reduce_scatter: true,
             unroll: 2,
+            scheduling_tags: true,
         }
     }
 
     /// The same options with another unroll.
     pub const fn with_unroll(self, unroll: usize) -> Self {
         PlanOptions { unroll, ..self }
+    }
+
+    /// The same options with the scheduling tags on or off.
+    pub const fn with_scheduling_tags(self, scheduling_tags: bool) -> Self {
+        PlanOptions {
+            scheduling_tags,
+            ..self
+        }
     }
 
     /// Checks the combination; `const` so a macro can turn a violation into a compile error.

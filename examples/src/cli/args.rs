@@ -36,6 +36,10 @@ pub struct ScheduleArgs {
     /// buffer.
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2), value_name = "1|2")]
     pub unroll: Option<u8>,
+    /// Emit no `_scheduling_group_id` / `xla_explicit_fsdp` frontend attributes (the tags
+    /// TPU's latency-hiding scheduler reads to overlap each prefetch with the step before).
+    #[arg(long)]
+    pub no_scheduling_tags: bool,
 }
 
 impl ScheduleArgs {
@@ -51,6 +55,9 @@ impl ScheduleArgs {
         if let Some(u) = self.unroll {
             options.unroll = usize::from(u);
         }
+        if self.no_scheduling_tags {
+            options.scheduling_tags = false;
+        }
         options
     }
 
@@ -65,6 +72,9 @@ impl ScheduleArgs {
         }
         if let Some(u) = self.unroll {
             flags.push(format!("--unroll {u}"));
+        }
+        if self.no_scheduling_tags {
+            flags.push("--no-scheduling-tags".to_owned());
         }
         flags
     }
@@ -110,11 +120,16 @@ mod tests {
             no_prefetch: false,
             no_defer: true,
             unroll: Some(1),
+            no_scheduling_tags: true,
         };
         let o = s.apply(PlanOptions::prefetch_deferred());
         assert!(o.prefetch_fsdp_weights && !o.defer_grad_reduce_scatter);
         assert_eq!(o.unroll, 1);
-        assert_eq!(s.given(), ["--no-defer", "--unroll 1"]);
+        assert!(!o.scheduling_tags);
+        assert_eq!(
+            s.given(),
+            ["--no-defer", "--unroll 1", "--no-scheduling-tags"]
+        );
         let off = ScheduleArgs {
             no_prefetch: true,
             ..ScheduleArgs::default()

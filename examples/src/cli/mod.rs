@@ -19,6 +19,7 @@
 //! ```
 
 pub mod args;
+pub mod bench;
 pub mod calibrate;
 pub mod logging;
 pub mod plan;
@@ -30,9 +31,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::bench::BenchArgs;
 use crate::timeline::TimelineArgs;
 use args::RuntimeArgs;
+use bench::BenchCommand;
 use calibrate::CalibrateArgs;
 use plan::{ParamsArgs, PlanArgs};
 use train::TrainArgs;
@@ -63,8 +64,9 @@ pub enum Command {
     Plan(PlanArgs),
     /// List a full-size model's parameters: hierarchical names, copies, shapes, shards.
     Params(ParamsArgs),
-    /// Measure step times (prefetch off / on / deferred) and compile times, as JSON.
-    Bench(BenchArgs),
+    /// Measure the training step against this machine's matmul peak: MFU, tokens/s, host
+    /// overhead, compiled memory and compile times, as JSON.
+    Bench(BenchCommand),
     /// Measure this CPU as a hardware profile and check its predicted step times (JSON).
     Calibrate(CalibrateArgs),
     /// Predict a training step on a hardware profile and draw its timelines.
@@ -101,14 +103,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Train(a) => train::run(a, cli.quiet, out),
         Command::Plan(a) => plan::plan(a, out),
         Command::Params(a) => plan::params(a, out),
-        Command::Bench(a) => {
-            let report = crate::bench::run(a)?;
-            match report.written {
-                Some(path) => writeln!(out, "wrote {}", path.display())?,
-                None => out.write_all(report.json.as_bytes())?,
-            }
-            Ok(())
-        }
+        Command::Bench(a) => bench::run(a, out),
         Command::Calibrate(a) => calibrate::run(a, out),
         Command::Timeline(a) => crate::timeline::report(a, out),
         Command::Collectives(a) => {

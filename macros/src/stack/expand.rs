@@ -142,6 +142,7 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
                     prefetch_fsdp_weights: #prefetch,
                     defer_grad_reduce_scatter: #defer,
                     unroll: #unroll,
+                    scheduling_tags: true,
                 };
                 const LAYERS: usize = #layers;
                 const REPEAT: usize = #repeat;
@@ -181,6 +182,7 @@ pub(crate) fn expand_stub(ident: &syn::Ident) -> TokenStream {
                     prefetch_fsdp_weights: false,
                     defer_grad_reduce_scatter: false,
                     unroll: 2,
+                    scheduling_tags: true,
                 };
                 const LAYERS: usize = 0;
                 const REPEAT: usize = 0;

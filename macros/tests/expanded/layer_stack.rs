@@ -9,6 +9,7 @@ const _: () = {
             prefetch_fsdp_weights: true,
             defer_grad_reduce_scatter: true,
             unroll: 2usize,
+            scheduling_tags: true,
         };
         const LAYERS: usize = 12usize;
         const REPEAT: usize = <Toy as ::stackscan::__private::LayerStack>::LAYERS

@@ -1,0 +1,466 @@
+//! The benchmark: how close the training step runs to this machine. It measures the machine's
+//! matmul peak itself ([`peak`]), trains the model for a few steps under each option set and
+//! reports model-FLOPs utilisation (MFU), tokens/s, the host's overhead per step (wall time
+//! outside the device's execution), the compiled memory per device, and compile time at
+//! several depths. Figures, never asserts: a benchmark's numbers are for reading.
+//!
+//! [`BenchArgs`] is a clap argument group, so a CLI mounts it as a subcommand
+//! (`#[command(flatten)]` or a subcommand variant holding it).
+//!
+//! ```no_run
+//! use clap::Parser;
+//! use stackscan_examples::bench::{self, BenchArgs};
+//!
+//! #[derive(Parser)]
+//! struct Cli {
+//!     #[command(flatten)]
+//!     bench: BenchArgs,
+//! }
+//!
+//! let cli = Cli::parse_from(["bench", "--layers", "4", "--steps", "3", "--options", "deferred"]);
+//! let report = bench::run(&cli.bench)?;
+//! println!("{}", serde_json::to_string_pretty(&report)?);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod flops;
+mod output;
+mod peak;
+
+use std::fmt;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use stackscan::fsdp::{Adam, train_step, with_adam};
+use stackscan::plan::PlanOptions;
+use stackscan::{Axis, Program};
+use stackscan_runtime::train::{HostInput, Trainer};
+use stackscan_runtime::{Client, ClientOptions, CompiledMemoryStats, Mesh, Plugin, plugin};
+
+pub use flops::{StepFlops, step_flops};
+pub use output::{check_destination, write_json};
+pub use peak::{MatmulPeak, measure as measure_matmul_peak};
+
+use crate::llama::{self, LlamaConfig};
+
+/// The models the bench knows (its FLOP count is the Llama decoder's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchModel {
+    /// The tiny Llama-style decoder (`LlamaConfig::tiny`, resized by the flags).
+    Llama,
+}
+
+/// A schedule the bench runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Schedule {
+    /// No prefetch: gather right before use, reduce-scatter right after.
+    Off,
+    /// Prefetch the next layer's weights, reduce-scatter in the same step.
+    On,
+    /// Prefetch and defer each reduce-scatter to the next step.
+    Deferred,
+}
+
+impl Schedule {
+    fn options(self) -> PlanOptions {
+        match self {
+            Schedule::Off => PlanOptions::baseline(),
+            Schedule::On => PlanOptions::prefetch(),
+            Schedule::Deferred => PlanOptions::prefetch_deferred(),
+        }
+    }
+}
+
+/// The bench's flags.
+#[derive(Clone, Debug, Args)]
+pub struct BenchArgs {
+    /// Model to run.
+    #[arg(long, value_enum, default_value_t = BenchModel::Llama)]
+    pub model: BenchModel,
+    /// Decoder layers of the timed runs.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub layers: u16,
+    /// Sequences per step over all devices (split evenly across them).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub batch: u32,
+    /// Tokens per sequence.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub seq: u32,
+    /// CPU devices (the FSDP axis).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub devices: u16,
+    /// Timed steps per schedule, after the warm-up steps.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub steps: u32,
+    /// Untimed steps first (the first executions pay for thread pools and page faults).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub warmup: u32,
+    /// Schedules to time, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Schedule::Off, Schedule::On, Schedule::Deferred])]
+    pub options: Vec<Schedule>,
+    /// Emit the programs without scheduling tags (`PlanOptions::scheduling_tags`).
+    #[arg(long)]
+    pub no_scheduling_tags: bool,
+    /// Depths whose lowering and XLA compile are timed (prefetch + deferred), comma-separated;
+    /// empty for none.
+    #[arg(long, value_delimiter = ',', default_values_t = [4u16, 16, 48])]
+    pub compile_depths: Vec<u16>,
+    /// CPU plugin: `cpu` or `cpu-0.115`, or a path to a plugin library.
+    #[arg(long, default_value = "cpu")]
+    pub plugin: String,
+}
+
+/// What went wrong.
+#[derive(Debug)]
+pub enum BenchError {
+    /// The flags describe no runnable configuration.
+    Config(String),
+    /// Lowering, compiling or running failed.
+    Run(stackscan_runtime::Error),
+    /// The report could not be written.
+    Io(std::io::Error),
+}
+
+impl fmt::Display for BenchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BenchError::Config(m) => f.write_str(m),
+            BenchError::Run(e) => write!(f, "{e}"),
+            BenchError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for BenchError {}
+
+impl From<stackscan_runtime::Error> for BenchError {
+    fn from(e: stackscan_runtime::Error) -> Self {
+        BenchError::Run(e)
+    }
+}
+
+impl From<stackscan::Error> for BenchError {
+    fn from(e: stackscan::Error) -> Self {
+        BenchError::Run(e.into())
+    }
+}
+
+/// The configuration measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Setup {
+    /// The model.
+    pub model: BenchModel,
+    /// Its configuration (layers, widths, sequence, sequences per device).
+    pub config: ConfigView,
+    /// Sequences per step over all devices.
+    pub global_batch: i64,
+    /// Devices on the FSDP axis.
+    pub devices: usize,
+    /// Timed steps per schedule.
+    pub steps: usize,
+    /// Untimed steps before them.
+    pub warmup: usize,
+    /// Whether the programs carry scheduling tags.
+    pub scheduling_tags: bool,
+    /// The plugin's name or path.
+    pub plugin: String,
+}
+
+/// The sizes of a [`LlamaConfig`] that the report shows.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConfigView {
+    /// Vocabulary.
+    pub vocab: i64,
+    /// Model width.
+    pub d_model: i64,
+    /// Decoder layers.
+    pub layers: usize,
+    /// Query heads.
+    pub heads: i64,
+    /// Key/value heads.
+    pub kv_heads: i64,
+    /// Head width.
+    pub head_dim: i64,
+    /// MLP width.
+    pub ffn: i64,
+    /// Sequence length.
+    pub seq: i64,
+    /// Sequences per device.
+    pub batch_per_device: i64,
+}
+
+impl From<&LlamaConfig> for ConfigView {
+    fn from(c: &LlamaConfig) -> Self {
+        ConfigView {
+            vocab: c.vocab,
+            d_model: c.d_model,
+            layers: c.layers,
+            heads: c.heads,
+            kv_heads: c.kv_heads,
+            head_dim: c.head_dim,
+            ffn: c.ffn,
+            seq: c.seq,
+            batch_per_device: c.batch_per_device,
+        }
+    }
+}
+
+/// Compiled memory per device (PJRT's statistics of the step program).
+#[derive(Clone, Debug, Serialize)]
+pub struct Memory {
+    /// Argument bytes.
+    pub arguments: i64,
+    /// Output bytes.
+    pub outputs: i64,
+    /// Bytes shared by an argument and an output (donation).
+    pub alias: i64,
+    /// Temporary bytes.
+    pub temp: i64,
+    /// Peak bytes as XLA reports it.
+    pub peak: i64,
+}
+
+impl From<CompiledMemoryStats> for Memory {
+    fn from(m: CompiledMemoryStats) -> Self {
+        Memory {
+            arguments: m.arguments,
+            outputs: m.outputs,
+            alias: m.alias,
+            temp: m.temp,
+            peak: m.peak,
+        }
+    }
+}
+
+/// One schedule's timed steps.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScheduleRun {
+    /// The schedule.
+    pub schedule: Schedule,
+    /// Median step wall time, seconds.
+    pub step_seconds_median: f64,
+    /// Fastest step, seconds.
+    pub step_seconds_min: f64,
+    /// Median of the device's share of a step (launch to the loss on the host), seconds.
+    pub device_seconds_median: f64,
+    /// Median host overhead per step (wall time outside the device's execution), µs.
+    pub host_overhead_us_median: f64,
+    /// Tokens per second at the median step.
+    pub tokens_per_second: f64,
+    /// Model FLOPs utilisation at the median step: model FLOPs / (time · matmul peak).
+    pub mfu: f64,
+    /// Hardware FLOPs utilisation: the program's matrix FLOPs (recompute included) / (time ·
+    /// peak).
+    pub hfu: f64,
+    /// Seconds to lower and compile the step.
+    pub compile_seconds: f64,
+    /// Compiled memory per device.
+    pub memory: Memory,
+    /// Loss of the first and the last timed step (the run trains; both should be finite).
+    pub loss_first: f32,
+    /// See `loss_first`.
+    pub loss_last: f32,
+}
+
+/// Lowering and compile time at one depth.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompileTime {
+    /// Decoder layers.
+    pub layers: usize,
+    /// Seconds to lower the step, add Adam and emit the text.
+    pub lower_and_emit_seconds: f64,
+    /// Seconds XLA took to compile it.
+    pub xla_compile_seconds: f64,
+    /// Size of the program text, bytes.
+    pub program_bytes: usize,
+}
+
+/// The whole report, written as JSON.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    /// What was measured.
+    pub setup: Setup,
+    /// The machine's measured matmul peak.
+    pub matmul_peak: MatmulPeak,
+    /// The step's FLOP counts (of the deferred schedule's program, the same model work in
+    /// every schedule).
+    pub flops: StepFlops,
+    /// Per schedule.
+    pub runs: Vec<ScheduleRun>,
+    /// Per depth.
+    pub compile_time: Vec<CompileTime>,
+    /// XLA compile time at the deepest over the shallowest depth.
+    pub compile_ratio_deepest_to_shallowest: Option<f64>,
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The model configuration the flags describe.
+pub fn config(args: &BenchArgs) -> Result<LlamaConfig, BenchError> {
+    let devices = i64::from(args.devices);
+    let batch = i64::from(args.batch);
+    if batch % devices != 0 {
+        return Err(BenchError::Config(format!(
+            "`--batch {batch}` does not split over `--devices {devices}`: give a multiple of {devices}"
+        )));
+    }
+    let c = LlamaConfig {
+        layers: usize::from(args.layers),
+        seq: i64::from(args.seq),
+        batch_per_device: batch / devices,
+        ..LlamaConfig::tiny()
+    };
+    llama::model(&c)
+        .and_then(|m| m.validate(usize::from(args.devices)))
+        .map_err(|e| {
+            BenchError::Config(format!("the model does not fit {devices} devices: {e}"))
+        })?;
+    Ok(c)
+}
+
+/// Runs the bench the flags describe.
+pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
+    let c = config(args)?;
+    let devices = usize::from(args.devices);
+    let tags = !args.no_scheduling_tags;
+    let plugin = Plugin::load(plugin::resolve(&args.plugin)?)?;
+    let client = Client::new(&plugin, &ClientOptions::cpu(devices))?;
+    let mesh = Mesh::new(&client, "fsdp", devices)?;
+    let axis = Axis {
+        name: "fsdp".into(),
+        size: devices,
+    };
+    let global_batch = i64::from(args.batch);
+    let peak = peak::measure(&client, &mesh)?;
+    let model = llama::model(&c)?;
+    let flops = step_flops(
+        &c,
+        global_batch,
+        &train_step(&model, PlanOptions::prefetch_deferred(), &axis)?,
+        devices,
+    )?;
+    let mut runs = Vec::new();
+    for &schedule in &args.options {
+        let options = schedule.options().with_scheduling_tags(tags);
+        runs.push(time_schedule(
+            args, &c, &client, &mesh, schedule, options, &peak, &flops,
+        )?);
+    }
+    let mut compile_time = Vec::new();
+    for &layers in &args.compile_depths {
+        let layers = usize::from(layers);
+        let m = llama::model(&LlamaConfig { layers, ..c })?;
+        let started = Instant::now();
+        let step = train_step(
+            &m,
+            PlanOptions::prefetch_deferred().with_scheduling_tags(tags),
+            &axis,
+        )?;
+        let program: Program = with_adam(&step, Adam::default())?;
+        let text = program.emit()?;
+        let lowered = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        client.compile_program(&program, &mesh)?;
+        compile_time.push(CompileTime {
+            layers,
+            lower_and_emit_seconds: lowered,
+            xla_compile_seconds: started.elapsed().as_secs_f64(),
+            program_bytes: text.len(),
+        });
+    }
+    let ratio = match (
+        compile_time.iter().min_by_key(|t| t.layers),
+        compile_time.iter().max_by_key(|t| t.layers),
+    ) {
+        (Some(lo), Some(hi)) if hi.layers > lo.layers => {
+            Some(hi.xla_compile_seconds / lo.xla_compile_seconds)
+        }
+        _ => None,
+    };
+    Ok(BenchReport {
+        setup: Setup {
+            model: args.model,
+            config: ConfigView::from(&c),
+            global_batch,
+            devices,
+            steps: args.steps as usize,
+            warmup: args.warmup as usize,
+            scheduling_tags: tags,
+            plugin: args.plugin.clone(),
+        },
+        matmul_peak: peak,
+        flops,
+        runs,
+        compile_time,
+        compile_ratio_deepest_to_shallowest: ratio,
+    })
+}
+
+/// Trains under one schedule and times its steps.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the run's flags, model, devices and the two figures every schedule divides by"
+)]
+fn time_schedule(
+    args: &BenchArgs,
+    c: &LlamaConfig,
+    client: &Client,
+    mesh: &Mesh,
+    schedule: Schedule,
+    options: PlanOptions,
+    peak: &MatmulPeak,
+    flops: &StepFlops,
+) -> Result<ScheduleRun, BenchError> {
+    let devices = mesh.size();
+    let mut trainer = Trainer::new(client, mesh, &llama::model(c)?, options, Adam::default(), 1)?;
+    // The batches are made before the clock starts: the host overhead measured is the
+    // trainer's, not the synthetic data's.
+    let total = (args.warmup + args.steps) as usize;
+    let batches: Vec<Vec<Vec<HostInput>>> = (0..total)
+        .map(|step| {
+            (0..devices)
+                .map(|d| {
+                    let (t, l) =
+                        llama::synthetic_batch(c, c.batch_per_device, (step * devices + d) as u64);
+                    vec![HostInput::I32(t), HostInput::I32(l)]
+                })
+                .collect()
+        })
+        .collect();
+    let (mut wall, mut device, mut losses) = (Vec::new(), Vec::new(), Vec::new());
+    for (step, inputs) in batches.iter().enumerate() {
+        let r = trainer.step(inputs)?;
+        if step >= args.warmup as usize {
+            wall.push(r.seconds);
+            device.push(r.device_seconds);
+            losses.push(r.loss);
+        }
+    }
+    let overhead: Vec<f64> = wall
+        .iter()
+        .zip(&device)
+        .map(|(w, d)| (w - d) * 1e6)
+        .collect();
+    let t = median(&wall);
+    Ok(ScheduleRun {
+        schedule,
+        step_seconds_median: t,
+        step_seconds_min: wall.iter().copied().fold(f64::INFINITY, f64::min),
+        device_seconds_median: median(&device),
+        host_overhead_us_median: median(&overhead),
+        tokens_per_second: flops.tokens as f64 / t,
+        mfu: flops.model_flops / (t * peak.flops_per_second),
+        hfu: flops.program_matrix_flops / (t * peak.flops_per_second),
+        compile_seconds: trainer.compile_seconds(),
+        memory: trainer.memory_stats()?.into(),
+        loss_first: losses.first().copied().unwrap_or(f32::NAN),
+        loss_last: losses.last().copied().unwrap_or(f32::NAN),
+    })
+}
