@@ -484,3 +484,25 @@ pub fn synthetic_batch(c: &Qwen35Config, rows: i64, seed: u64) -> (Vec<i32>, Vec
 pub fn tiny_model() -> Result<StackModel> {
     model::<Qwen35Tiny>(&Qwen35Config::tiny())
 }
+
+/// Both configs' plans under `options`, for the `plan` binary: the tiny stack (2 blocks,
+/// unrolled) and Qwen3.5-35B-A3B's (10 blocks: a block loop and the peeled last block), each
+/// pass with its loop shapes.
+pub fn describe_plans(options: stackscan::plan::PlanOptions) -> Result<String> {
+    let mut out = String::new();
+    for (name, stack) in [
+        ("tiny", Qwen35Tiny::stack()?),
+        ("Qwen3.5-35B-A3B", Qwen35Full::stack()?),
+    ] {
+        let plan = stackscan::plan::Plan::new(&stack, options)?;
+        out.push_str(&format!(
+            "qwen35 ({name}): {} layers, prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}\n{}\n",
+            stack.len(),
+            options.prefetch_fsdp_weights,
+            options.defer_grad_reduce_scatter,
+            options.unroll,
+            plan.describe(&stack)
+        ));
+    }
+    Ok(out)
+}

@@ -74,6 +74,19 @@ fn main() -> ExitCode {
             }
         }
     }
+    if name == "qwen35" {
+        // The macro-declared stacks of both configs.
+        return match stackscan_examples::qwen35::describe_plans(options) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match Plan::new(&stack, options) {
         Ok(plan) => {
             println!(
