@@ -1,5 +1,5 @@
-//! The Gated DeltaNet core for one sequence, in two forms that compute the same function: a
-//! step-by-step recurrence (the reference) and the chunked form used for training.
+//! The Gated DeltaNet core, in two forms that compute the same function: a step-by-step
+//! recurrence (the reference) and the chunked form used for training.
 //!
 //! Per value head the state `S ∈ R^{dv×dk}` starts at zero and follows
 //!
@@ -9,10 +9,12 @@
 //!
 //! with `q`, `k` L2-normalised along `dk` and `q` also scaled by `1/√dk`. The inputs are
 //! already projected: `q, k: [T, Hk, dk]`, `v: [T, H, dv]`, the log-gate `g = ln α: [T, H]`
-//! (`g ≤ 0`) and `β: [T, H]` in `(0, 1)`; both forms return `o: [T, H, dv]`. As in Qwen3.5
-//! (16 key heads, 32 value heads) there may be fewer key heads than value heads: `H` must be a
-//! multiple of `Hk`, and value head `j` reads key head `j / (H / Hk)`. Heads are a batch
-//! dimension throughout.
+//! (`g ≤ 0`) and `β: [T, H]` in `(0, 1)`; both forms return `o: [T, H, dv]`. A batch of
+//! independent sequences may lead every input (`[B, T, H, d]`, gates `[B, T, H]`): sequences
+//! and heads are folded into one batch dimension of the states, so the program is the same
+//! size whatever `B` is (a loop over the sequences would grow it with the batch). As in
+//! Qwen3.5 (16 key heads, 32 value heads) there may be fewer key heads than value heads: `H`
+//! must be a multiple of `Hk`, and value head `j` reads key head `j / (H / Hk)`.
 //!
 //! ```
 //! use stackscan::{DType, Scope, TensorType};
@@ -39,16 +41,26 @@ use stackscan::{DotDims, Error, Result, Tensor, TensorType, TriangularSolve};
 /// Added to `Σ x²` before the inverse square root of the L2 normalisation.
 const L2_EPS: f64 = 1e-6;
 
-/// The sizes shared by both forms, read from validated inputs.
+/// The sizes shared by both forms, read from validated inputs. `batch` is `None` for the
+/// one-sequence layout `[T, H, d]` and `Some(B)` for `[B, T, H, d]`.
 #[derive(Clone, Copy, Debug)]
 struct Sizes {
+    batch: Option<i64>,
     t: i64,
     h: i64,
     dk: i64,
     dv: i64,
 }
 
-/// Checks the five inputs against `q`'s `[T, H, dk]` and returns the sizes.
+impl Sizes {
+    /// `tail` behind the batch dimension, if the inputs have one.
+    fn shape(&self, tail: &[i64]) -> Vec<i64> {
+        self.batch.into_iter().chain(tail.iter().copied()).collect()
+    }
+}
+
+/// Checks the five inputs against `q`'s `[T, H, dk]` or `[B, T, H, dk]` and returns the
+/// sizes.
 fn check_inputs(
     op: &'static str,
     q: &Tensor,
@@ -58,8 +70,15 @@ fn check_inputs(
     beta: &Tensor,
 ) -> Result<Sizes> {
     let invalid = |message: String| Error::InvalidOp { op, message };
-    let [t, h, dk] = *q.dims() else {
-        return Err(invalid(format!("expected q: [T, H, dk], got {}", q.ty())));
+    let (batch, t, h, dk) = match *q.dims() {
+        [t, h, dk] => (None, t, h, dk),
+        [b, t, h, dk] => (Some(b), t, h, dk),
+        _ => {
+            return Err(invalid(format!(
+                "expected q: [T, H, dk] or [B, T, H, dk], got {}",
+                q.ty()
+            )));
+        }
     };
     let dtype = q.dtype();
     if !dtype.is_float() {
@@ -69,20 +88,29 @@ fn check_inputs(
             actual: q.ty().clone(),
         });
     }
-    let dv = match v.dims() {
-        [vt, vh, dv] if (*vt, *vh) == (t, h) => *dv,
+    let mut sizes = Sizes {
+        batch,
+        t,
+        h,
+        dk,
+        dv: 0,
+    };
+    sizes.dv = match v.dims().split_last() {
+        Some((dv, lead)) if *lead == sizes.shape(&[t, h]) => *dv,
         _ => {
+            let want = sizes.shape(&[t, h]);
             return Err(invalid(format!(
-                "expected v: [{t}, {h}, dv], got {}",
+                "expected v: {want:?} + [dv], got {}",
                 v.ty()
             )));
         }
     };
+    let dv = sizes.dv;
     let expected = [
-        (k, TensorType::new(dtype, [t, h, dk])),
-        (v, TensorType::new(dtype, [t, h, dv])),
-        (g, TensorType::new(dtype, [t, h])),
-        (beta, TensorType::new(dtype, [t, h])),
+        (k, TensorType::new(dtype, sizes.shape(&[t, h, dk]))),
+        (v, TensorType::new(dtype, sizes.shape(&[t, h, dv]))),
+        (g, TensorType::new(dtype, sizes.shape(&[t, h]))),
+        (beta, TensorType::new(dtype, sizes.shape(&[t, h]))),
     ];
     for (x, want) in expected {
         if *x.ty() != want {
@@ -96,22 +124,25 @@ fn check_inputs(
     if t == 0 {
         return Err(invalid("the sequence is empty".into()));
     }
-    Ok(Sizes { t, h, dk, dv })
+    Ok(sizes)
 }
 
-/// `q` and `k` with their `Hk` key heads repeated to the `H` value heads of `v` (each key
-/// head serves `H / Hk` consecutive value heads); unchanged when the counts are equal.
+/// `q` and `k` with their `Hk` key heads (the second-to-last dimension) repeated to the `H`
+/// value heads of `v` (each key head serves `H / Hk` consecutive value heads); unchanged
+/// when the counts are equal.
 fn expand_key_heads(
     op: &'static str,
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
 ) -> Result<(Tensor, Tensor)> {
-    let (Some(&hk), Some(&hv)) = (q.dims().get(1), v.dims().get(1)) else {
-        // Ranks are wrong; `check_inputs` names the problem.
+    let rank = q.rank();
+    if rank < 3 || v.rank() != rank || k.dims() != q.dims() {
+        // Ranks or shapes are wrong; `check_inputs` names the problem.
         return Ok((q.clone(), k.clone()));
-    };
-    if hk == hv || q.rank() != 3 || k.dims() != q.dims() {
+    }
+    let (hk, hv) = (q.dims()[rank - 2], v.dims()[rank - 2]);
+    if hk == hv {
         return Ok((q.clone(), k.clone()));
     }
     if hk == 0 || hv % hk != 0 {
@@ -120,12 +151,50 @@ fn expand_key_heads(
             message: format!("{hv} value heads do not split over {hk} key heads"),
         });
     }
-    let (t, dk, group) = (q.dims()[0], q.dims()[2], hv / hk);
-    let expand = |x: &Tensor| -> Result<Tensor> {
-        x.broadcast_in_dim(&[t, hk, group, dk], &[0, 1, 3])?
-            .reshape(&[t, hv, dk])
-    };
+    let lead = &q.dims()[..rank - 1];
+    let dk = q.dims()[rank - 1];
+    let grouped: Vec<i64> = lead.iter().copied().chain([hv / hk, dk]).collect();
+    let expanded: Vec<i64> = lead[..rank - 2].iter().copied().chain([hv, dk]).collect();
+    // Every operand axis keeps its place except `dk`, which moves behind the new group axis.
+    let keep: Vec<usize> = (0..rank - 1).chain([rank]).collect();
+    let expand =
+        |x: &Tensor| -> Result<Tensor> { x.broadcast_in_dim(&grouped, &keep)?.reshape(&expanded) };
     Ok((expand(q)?, expand(k)?))
+}
+
+/// Checked, key-head-expanded and normalised inputs in the batched layout `[B, T, H, d]`
+/// (`[B, T, H]` for the gates), with the sizes of the caller's layout.
+struct Prepared {
+    sizes: Sizes,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+}
+
+/// Validates the inputs of either form and brings them to the batched layout.
+fn prepare(
+    op: &'static str,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    g: &Tensor,
+    beta: &Tensor,
+) -> Result<Prepared> {
+    let (q, k) = expand_key_heads(op, q, k, v)?;
+    let sizes = check_inputs(op, &q, &k, v, g, beta)?;
+    let (q, k) = normalize_qk(&q, &k, sizes.dk)?;
+    let Sizes { t, h, dk, dv, .. } = sizes;
+    let b = sizes.batch.unwrap_or(1);
+    Ok(Prepared {
+        sizes,
+        q: q.reshape(&[b, t, h, dk])?,
+        k: k.reshape(&[b, t, h, dk])?,
+        v: v.reshape(&[b, t, h, dv])?,
+        g: g.reshape(&[b, t, h])?,
+        beta: beta.reshape(&[b, t, h])?,
+    })
 }
 
 /// `q` and `k` normalised along `dk` (their last dimension), `q` also scaled by `1/√dk`, so
@@ -172,17 +241,30 @@ pub fn gdn_recurrent(
     g: &Tensor,
     beta: &Tensor,
 ) -> Result<Tensor> {
-    let (q, k) = expand_key_heads("gdn_recurrent", q, k, v)?;
-    let Sizes { t, h, dk, dv } = check_inputs("gdn_recurrent", &q, &k, v, g, beta)?;
-    let (q, k) = normalize_qk(&q, &k, dk)?;
-    let scope = q.scope().clone();
-    let state = TensorType::new(q.dtype(), [h, dv, dk]);
+    const OP: &str = "gdn_recurrent";
+    let p = prepare(OP, q, k, v, g, beta)?;
+    let sizes = p.sizes;
+    let Sizes { t, dk, dv, .. } = sizes;
+    let (b, heads) = (sizes.batch.unwrap_or(1), sizes.h);
+    // Sequences and heads are independent: fold both into one batch of `B·H` states, with
+    // time leading for the scan. [B, T, H, d] → [T, B·H, d], [B, T, H] → [T, B·H].
+    let h = b * heads;
+    let time_major = |x: &Tensor, d: i64| x.transpose(&[1, 0, 2, 3])?.reshape(&[t, h, d]);
+    let gate_time_major = |x: &Tensor| x.transpose(&[1, 0, 2])?.reshape(&[t, h]);
+    let scope = p.q.scope().clone();
+    let state = TensorType::new(p.q.dtype(), [h, dv, dk]);
     let s0 = scope.full(0.0, state.clone())?;
-    let xs = [q, k, v.clone(), g.clone(), beta.clone()];
+    let xs = [
+        time_major(&p.q, dk)?,
+        time_major(&p.k, dk)?,
+        time_major(&p.v, dv)?,
+        gate_time_major(&p.g)?,
+        gate_time_major(&p.beta)?,
+    ];
     let (_, ys) = scope.scan(&[s0], &xs, t as usize, false, |_, carry, x| {
         let ([s], [q, k, v, g, beta]) = (carry, x) else {
             return Err(Error::InvalidOp {
-                op: "gdn_recurrent",
+                op: OP,
                 message: "the scan body got the wrong inputs".into(),
             });
         };
@@ -199,10 +281,14 @@ pub fn gdn_recurrent(
         let o = batched_dot(&s, q, 1, 2, 1)?;
         Ok((vec![s], vec![o]))
     })?;
-    ys.into_iter().next().ok_or_else(|| Error::InvalidOp {
-        op: "gdn_recurrent",
+    let o = ys.into_iter().next().ok_or_else(|| Error::InvalidOp {
+        op: OP,
         message: "the scan returned no output".into(),
-    })
+    })?;
+    // [T, B·H, dv] → [B, T, H, dv], then the caller's layout.
+    o.reshape(&[t, b, heads, dv])?
+        .transpose(&[1, 0, 2, 3])?
+        .reshape(&sizes.shape(&[t, heads, dv]))
 }
 
 /// The chunked form: the same function as [`gdn_recurrent`], with the sequential work cut from
@@ -242,8 +328,10 @@ pub fn gdn_chunked(
     chunk: usize,
 ) -> Result<Tensor> {
     const OP: &str = "gdn_chunked";
-    let (q, k) = expand_key_heads(OP, q, k, v)?;
-    let Sizes { t, h, dk, dv } = check_inputs(OP, &q, &k, v, g, beta)?;
+    let p = prepare(OP, q, k, v, g, beta)?;
+    let sizes = p.sizes;
+    let Sizes { t, dk, dv, .. } = sizes;
+    let (b, heads) = (sizes.batch.unwrap_or(1), sizes.h);
     let c = chunk as i64;
     if c == 0 || t % c != 0 {
         return Err(Error::InvalidOp {
@@ -252,18 +340,29 @@ pub fn gdn_chunked(
         });
     }
     let n = t / c;
-    let (q, k) = normalize_qk(&q, &k, dk)?;
-    let scope = q.scope().clone();
-    let dtype = q.dtype();
+    let scope = p.q.scope().clone();
+    let dtype = p.q.dtype();
 
-    // [T, H, d] → [N, H, C, d] and [T, H] → [N, H, C]: chunks and heads lead as batch dims.
+    // Sequences and heads are independent: fold both into one batch axis of `B·H`, behind
+    // the chunks the scan runs over. [B, T, H, d] → [B, N, C, H, d] → [N, B, H, C, d] →
+    // [N, B·H, C, d], and [B, T, H] → [N, B·H, C].
+    let h = b * heads;
     let by_chunk = |x: &Tensor, d: i64| -> Result<Tensor> {
-        x.reshape(&[n, c, h, d])?.transpose(&[0, 2, 1, 3])
+        x.reshape(&[b, n, c, heads, d])?
+            .transpose(&[1, 0, 3, 2, 4])?
+            .reshape(&[n, h, c, d])
     };
-    let gate_by_chunk =
-        |x: &Tensor| -> Result<Tensor> { x.reshape(&[n, c, h])?.transpose(&[0, 2, 1]) };
-    let (q, k, v) = (by_chunk(&q, dk)?, by_chunk(&k, dk)?, by_chunk(v, dv)?);
-    let (g, beta) = (gate_by_chunk(g)?, gate_by_chunk(beta)?);
+    let gate_by_chunk = |x: &Tensor| -> Result<Tensor> {
+        x.reshape(&[b, n, c, heads])?
+            .transpose(&[1, 0, 3, 2])?
+            .reshape(&[n, h, c])
+    };
+    let (q, k, v) = (
+        by_chunk(&p.q, dk)?,
+        by_chunk(&p.k, dk)?,
+        by_chunk(&p.v, dv)?,
+    );
+    let (g, beta) = (gate_by_chunk(&p.g)?, gate_by_chunk(&p.beta)?);
 
     let pairs = [n, h, c, c];
     let rows = |x: &Tensor| x.broadcast_in_dim(&pairs, &[0, 1, 2]);
@@ -329,6 +428,8 @@ pub fn gdn_chunked(
         op: OP,
         message: "the scan returned no output".into(),
     })?;
-    // [N, H, C, dv] → [T, H, dv]
-    o.transpose(&[0, 2, 1, 3])?.reshape(&[t, h, dv])
+    // [N, B·H, C, dv] → [B, N, C, H, dv] → [B, T, H, dv], then the caller's layout.
+    o.reshape(&[n, b, heads, c, dv])?
+        .transpose(&[1, 0, 3, 2, 4])?
+        .reshape(&sizes.shape(&[t, heads, dv]))
 }

@@ -203,8 +203,8 @@ fn check(c: &GdnConfig, h: &Tensor, w: &[Tensor]) -> Result<()> {
 }
 
 /// The GDN sub-layer with its residual on `h: [B, T, d]`, weights in the order of
-/// [`gdn_params`]. Sequences of the batch are independent; each runs the delta rule on its
-/// own (the core works on one sequence, heads batched).
+/// [`gdn_params`]. Sequences of the batch are independent; the delta rule runs on all of
+/// them at once, batched with the heads.
 pub fn gdn_sublayer(c: &GdnConfig, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
     check(c, h, w)?;
     let [
@@ -243,27 +243,12 @@ pub fn gdn_sublayer(c: &GdnConfig, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
     let g = nn::softplus(&x.matmul(wa)?.add(&bias)?)?
         .mul(&rate)?
         .neg()?;
-    let row = |a: &Tensor, i: i64| -> Result<Tensor> {
-        let dims = a.dims()[1..].to_vec();
-        a.slice_axis(0, i, i + 1)?.reshape(&dims)
+    // One call on the whole batch: the core folds sequences into its head batch, so the
+    // program does not grow with the sequences per device.
+    let o = match c.form {
+        GdnForm::Recurrent => gdn_recurrent(&q, &k, &v, &g, &beta)?,
+        GdnForm::Chunked(chunk) => gdn_chunked(&q, &k, &v, &g, &beta, chunk)?,
     };
-    let mut outs = Vec::with_capacity(b as usize);
-    for i in 0..b {
-        let (q, k, v, g, beta) = (
-            row(&q, i)?,
-            row(&k, i)?,
-            row(&v, i)?,
-            row(&g, i)?,
-            row(&beta, i)?,
-        );
-        let o = match c.form {
-            GdnForm::Recurrent => gdn_recurrent(&q, &k, &v, &g, &beta)?,
-            GdnForm::Chunked(chunk) => gdn_chunked(&q, &k, &v, &g, &beta, chunk)?,
-        };
-        outs.push(o.reshape(&[1, t, hv, dv])?);
-    }
-    let refs: Vec<&Tensor> = outs.iter().collect();
-    let o = concatenate(&refs, 0)?;
     let gated = nn::rms_norm(&o, o_norm, NORM_EPS)?.mul(&nn::silu(&z)?)?;
     h.add(&gated.reshape(&[b, t, hv * dv])?.matmul(wo)?)
 }

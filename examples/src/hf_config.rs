@@ -283,8 +283,11 @@ fn qwen35(f: &Fields) -> Result<(Qwen35Config, Qwen35Moe)> {
         layers,
         gdn,
         attention,
-        // The dense stand-in's width: what a token activates (routed plus shared).
-        ffn: moe.top_k as i64 * moe.expert_width + moe.shared_width,
+        experts: moe.experts,
+        top_k: moe.top_k,
+        expert_width: moe.expert_width,
+        shared_width: moe.shared_width,
+        capacity_factor: moe.capacity_factor,
         seq: SEQ,
         batch_per_device: 1,
     };

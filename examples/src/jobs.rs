@@ -179,7 +179,7 @@ impl Job {
                     model: qwen35::tiny_model()?,
                     options: Qwen35Tiny::OPTIONS,
                     describe: format!(
-                        "tiny Qwen3.5-style hybrid: {} layers of [GDN, GDN, GDN, attention], d {}, GDN {}/{} heads × {}, attention {}/{} heads × {}, dense FFN {}, vocab {}; {} × {} tokens per device",
+                        "tiny Qwen3.5-style hybrid: {} layers of [GDN, GDN, GDN, attention], d {}, GDN {}/{} heads × {}, attention {}/{} heads × {}, {} experts top-{} of width {} + a gated shared expert of {}, vocab {}; {} × {} tokens per device",
                         c.layers,
                         c.d_model,
                         c.gdn.key_heads,
@@ -188,7 +188,10 @@ impl Job {
                         c.attention.heads,
                         c.attention.kv_heads,
                         c.attention.head_dim,
-                        c.ffn,
+                        c.experts,
+                        c.top_k,
+                        c.expert_width,
+                        c.shared_width,
                         c.vocab,
                         c.batch_per_device,
                         c.seq

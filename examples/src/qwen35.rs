@@ -3,8 +3,9 @@
 //! token mixer and an FFN behind RMSNorms with residuals; embedding, final norm, LM head
 //! and cross-entropy outside the stack (shared with [`llama`](crate::llama)).
 //!
-//! The FFN is a dense SwiGLU of the width a token activates in the published MoE (top-k
-//! routed experts plus the shared one); [`ffn`] is the one function the MoE will replace.
+//! The FFN of every layer is the mixture of experts of [`crate::moe`], as in the published
+//! model: softmax top-k routing renormalised over the chosen experts, and one shared expert
+//! that every token uses behind a per-token sigmoid gate ([`moe_ffn`]).
 //!
 //! ```
 //! use stackscan::LayerStack;
@@ -17,12 +18,15 @@
 //! ```
 
 use stackscan::fsdp::StackModel;
-use stackscan::layer::{ActivationMarker, Forward, Params};
+use stackscan::layer::{ActivationMarker, Forward};
 use stackscan::{Error, LayerStack, Result, SubLayer, Tensor, layer_stack, nn};
 
 use crate::gated_attention::{AttentionConfig, gated_attention};
 use crate::gdn_layer::{GdnConfig, GdnForm, gdn_sublayer};
 use crate::llama::LlamaConfig;
+use crate::moe::{
+    ExpertWeights, MoeConfig, MoeWeights, RouterConfig, RouterKind, SharedExpert, moe,
+};
 
 /// Sizes of the hybrid model.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -37,8 +41,18 @@ pub struct Qwen35Config {
     pub gdn: GdnConfig,
     /// The attention layers' mixer.
     pub attention: AttentionConfig,
-    /// Width of the dense SwiGLU FFN standing in for the MoE.
-    pub ffn: i64,
+    /// Routed experts per layer.
+    pub experts: usize,
+    /// Experts each token is routed to.
+    pub top_k: usize,
+    /// One routed expert's hidden width (`moe_intermediate_size`).
+    pub expert_width: i64,
+    /// The shared expert's hidden width (`shared_expert_intermediate_size`).
+    pub shared_width: i64,
+    /// Expert slots over a balanced load (see [`capacity`](crate::moe::capacity)); at
+    /// `experts / top_k` or more no token is ever dropped, so a sharded step routes exactly
+    /// like the unsharded reference.
+    pub capacity_factor: f64,
     /// Sequence length.
     pub seq: i64,
     /// Sequences per device.
@@ -46,9 +60,10 @@ pub struct Qwen35Config {
 }
 
 impl Qwen35Config {
-    /// The tiny config's structure (fewer key than value heads, one kv head, 25 % rotary) at
-    /// sizes that compile the 24 step variants of the equivalence tests quickly: d 32, 8
-    /// layers, vocab 64, seq 8, GDN in `form`.
+    /// The tiny config's structure (fewer key than value heads, one kv head, 25 % rotary,
+    /// 16 experts top-4 and a gated shared expert) at sizes that compile the 24 step variants
+    /// of the equivalence tests quickly: d 32, 8 layers, vocab 64, seq 8, experts of width 8,
+    /// GDN in `form`. Capacity never drops a token.
     pub fn small(batch_per_device: i64, form: GdnForm) -> Qwen35Config {
         Qwen35Config {
             vocab: 64,
@@ -73,15 +88,21 @@ impl Qwen35Config {
                 rope_theta: 10_000.0,
                 model_layers: 8,
             },
-            ffn: 40,
+            experts: 16,
+            top_k: 4,
+            expert_width: 8,
+            shared_width: 8,
+            capacity_factor: 4.0,
             seq: 8,
             batch_per_device,
         }
     }
 
     /// The tiny config of issue 12: d 128, 8 layers, attention 8 q / 1 kv heads of 32, GDN
-    /// 4 key / 8 value heads of 32, conv 4, chunk 16, vocab 512, seq 64. The FFN is
-    /// `(4 routed + 1 shared) × 32 = 160` wide, what the 16-expert top-4 MoE activates.
+    /// 4 key / 8 value heads of 32, conv 4, chunk 16, 16 experts top-4 of width 32 and a
+    /// shared expert of 32, vocab 512, seq 64. Capacity 2 × a balanced load (64 slots per
+    /// expert for the 128 tokens of a device): the main job may drop a token of an expert
+    /// that more than half the tokens choose.
     pub const fn tiny() -> Self {
         Qwen35Config {
             vocab: 512,
@@ -89,14 +110,22 @@ impl Qwen35Config {
             layers: 8,
             gdn: GdnConfig::tiny(),
             attention: AttentionConfig::tiny(),
-            ffn: 160,
+            experts: 16,
+            top_k: 4,
+            expert_width: 32,
+            shared_width: 32,
+            capacity_factor: 2.0,
             seq: 64,
             batch_per_device: 2,
         }
     }
 
     /// Qwen3.5-35B-A3B's published sizes (for plans and cost models; far too big to run
-    /// here): d 2048, 40 layers, vocab 248 320; the FFN `(8 routed + 1 shared) × 512`.
+    /// here): d 2048, 40 layers, vocab 248 320, 256 experts top-8 of width 512 and a gated
+    /// shared expert of 512; capacity 1.25 × a balanced load (our choice). Checked against
+    /// the model arguments a public training framework publishes for the checkpoint (also
+    /// 16 query / 2 key-value heads of 256, rotary on 25 %, base 10⁷, GDN 16 key / 32 value
+    /// heads of 128, conv 4, one attention layer in four).
     pub const fn qwen35_35b_a3b() -> Self {
         Qwen35Config {
             vocab: 248_320,
@@ -104,13 +133,38 @@ impl Qwen35Config {
             layers: 40,
             gdn: GdnConfig::qwen35_35b_a3b(),
             attention: AttentionConfig::qwen35_35b_a3b(),
-            ffn: 9 * 512,
+            experts: 256,
+            top_k: 8,
+            expert_width: 512,
+            shared_width: 512,
+            capacity_factor: 1.25,
             seq: 4096,
             batch_per_device: 1,
         }
     }
 
-    /// The fields the shared outer parts read.
+    /// The MoE sub-layer's config: softmax top-k renormalised, a gated shared expert.
+    pub const fn moe(&self) -> MoeConfig {
+        MoeConfig {
+            router: RouterConfig {
+                experts: self.experts,
+                top_k: self.top_k,
+                kind: RouterKind::Softmax,
+            },
+            capacity_factor: self.capacity_factor,
+            direct_token_gather: false,
+            expert_mesh: crate::moe::ExpertMesh::OFF,
+            gated_shared: true,
+        }
+    }
+
+    /// `experts` as a dimension.
+    pub const fn e(&self) -> i64 {
+        self.experts as i64
+    }
+
+    /// The fields the shared outer parts read (`ffn`, which they do not, is the width a
+    /// token activates: its routed experts and the shared one).
     fn outer(&self) -> LlamaConfig {
         LlamaConfig {
             vocab: self.vocab,
@@ -119,7 +173,7 @@ impl Qwen35Config {
             heads: self.attention.heads,
             kv_heads: self.attention.kv_heads,
             head_dim: self.attention.head_dim,
-            ffn: self.ffn,
+            ffn: self.top_k as i64 * self.expert_width + self.shared_width,
             rope_theta: self.attention.rope_theta,
             seq: self.seq,
             batch_per_device: self.batch_per_device,
@@ -133,25 +187,62 @@ pub enum Residual {}
 
 impl ActivationMarker for Residual {}
 
-/// The FFN sub-layer with its residual: `h + W_down (SiLU(x W_gate) · x W_up)`, `x =
-/// RMSNorm(h)`, weights `[norm, w_gate, w_up, w_down]`. The seam where the MoE goes.
-pub fn ffn(h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
-    let [norm, gate, up, down] = w else {
+/// The FFN half of either layer kind, by name.
+#[derive(Clone, Copy, Debug)]
+pub struct FfnWeights<'a> {
+    /// RMSNorm scale before the MoE, `[d]`.
+    pub norm: &'a Tensor,
+    /// Router projection `[d, E]`.
+    pub router: &'a Tensor,
+    /// Routed experts, stacked over `E`.
+    pub experts: ExpertWeights<'a>,
+    /// The shared expert's gate, up and down projections and its sigmoid gate `[d, 1]`.
+    pub shared: SharedExpert<'a>,
+}
+
+/// The MoE FFN with its residual: `h + moe(RMSNorm(h))`, the tokens of every sequence
+/// routed together.
+pub fn moe_ffn(c: &Qwen35Config, h: &Tensor, w: &FfnWeights<'_>) -> Result<Tensor> {
+    let dims = h.dims().to_vec();
+    let [b, t, d] = dims[..] else {
         return Err(Error::InvalidOp {
-            op: "ffn",
-            message: format!("expected 4 weights, got {}", w.len()),
+            op: "moe_ffn",
+            message: format!("expected h: [B, T, {}], got {}", c.d_model, h.ty()),
         });
     };
-    let x = nn::rms_norm(h, norm, 1e-6)?;
-    h.add(
-        &nn::silu(&x.matmul(gate)?)?
-            .mul(&x.matmul(up)?)?
-            .matmul(down)?,
-    )
+    let tokens = nn::rms_norm(h, w.norm, 1e-6)?.reshape(&[b * t, d])?;
+    let weights = MoeWeights {
+        router: w.router,
+        router_bias: None,
+        experts: w.experts,
+        shared: Some(w.shared),
+    };
+    h.add(&moe(&c.moe(), &tokens, &weights)?.reshape(&dims)?)
+}
+
+/// The [`FfnWeights`] of a layer struct, whose MoE fields have the same names in both kinds.
+macro_rules! ffn_weights {
+    ($layer:expr) => {
+        FfnWeights {
+            norm: &$layer.ffn_norm,
+            router: &$layer.router,
+            experts: ExpertWeights {
+                gate: &$layer.experts_gate,
+                up: &$layer.experts_up,
+                down: &$layer.experts_down,
+            },
+            shared: SharedExpert {
+                gate: &$layer.shared_gate,
+                up: &$layer.shared_up,
+                down: &$layer.shared_down,
+                gate_proj: Some(&$layer.shared_expert_gate),
+            },
+        }
+    };
 }
 
 /// A GDN layer: the GDN mixer ([`gdn_sublayer`], weights in the order of
-/// [`gdn_params`](crate::gdn_layer::gdn_params)) then the FFN.
+/// [`gdn_params`](crate::gdn_layer::gdn_params)) then the MoE FFN.
 #[derive(Debug, SubLayer)]
 #[sublayer(config = Qwen35Config, carry = Residual, name = "GDN")]
 pub struct Gdn<T> {
@@ -195,34 +286,67 @@ pub struct Gdn<T> {
         init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
     )]
     pub wo: T,
-    /// RMSNorm scale before the FFN.
+    /// RMSNorm scale before the MoE.
     #[param(shape = [cfg.d_model], replicated)]
     pub ffn_norm: T,
-    /// FFN gate.
-    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
-    pub w_gate: T,
-    /// FFN up projection.
-    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
-    pub w_up: T,
-    /// FFN down projection.
+    /// Router projection.
+    #[param(shape = [cfg.d_model, cfg.e()], shard = 0)]
+    pub router: T,
+    /// Routed experts' gates, stacked over the experts.
+    #[param(shape = [cfg.e(), cfg.d_model, cfg.expert_width], shard = 0)]
+    pub experts_gate: T,
+    /// Routed experts' up projections.
+    #[param(shape = [cfg.e(), cfg.d_model, cfg.expert_width], shard = 0)]
+    pub experts_up: T,
+    /// Routed experts' down projections.
     #[param(
-        shape = [cfg.ffn, cfg.d_model],
+        shape = [cfg.e(), cfg.expert_width, cfg.d_model],
         shard = 0,
         init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
     )]
-    pub w_down: T,
+    pub experts_down: T,
+    /// Shared expert gate.
+    #[param(shape = [cfg.d_model, cfg.shared_width], shard = 0)]
+    pub shared_gate: T,
+    /// Shared expert up projection.
+    #[param(shape = [cfg.d_model, cfg.shared_width], shard = 0)]
+    pub shared_up: T,
+    /// Shared expert down projection.
+    #[param(
+        shape = [cfg.shared_width, cfg.d_model],
+        shard = 0,
+        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
+    )]
+    pub shared_down: T,
+    /// The shared expert's per-token sigmoid gate.
+    #[param(shape = [cfg.d_model, 1], shard = 0)]
+    pub shared_expert_gate: T,
 }
 
 impl Forward for Gdn<Tensor> {
     fn forward(&self, c: &Qwen35Config, h: &Tensor) -> Result<Tensor> {
-        let w: Vec<Tensor> = self.values().into_iter().cloned().collect();
-        let (mixer, rest) = w.split_at(12);
-        ffn(&gdn_sublayer(&c.gdn, h, mixer)?, rest)
+        let mixer = [
+            &self.gdn_norm,
+            &self.wq,
+            &self.wk,
+            &self.wv,
+            &self.wz,
+            &self.wa,
+            &self.wb,
+            &self.conv,
+            &self.a_log,
+            &self.dt_bias,
+            &self.o_norm,
+            &self.wo,
+        ]
+        .map(Tensor::clone);
+        let ffn = ffn_weights!(self);
+        moe_ffn(c, &gdn_sublayer(&c.gdn, h, &mixer)?, &ffn)
     }
 }
 
 /// A gated attention layer: the attention mixer ([`gated_attention`], weights in the order
-/// of [`attention_params`](crate::gated_attention::attention_params)) then the FFN.
+/// of [`attention_params`](crate::gated_attention::attention_params)) then the MoE FFN.
 #[derive(Debug, SubLayer)]
 #[sublayer(config = Qwen35Config, carry = Residual, name = "attention")]
 pub struct Attention<T> {
@@ -251,29 +375,57 @@ pub struct Attention<T> {
         init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
     )]
     pub wo: T,
-    /// RMSNorm scale before the FFN.
+    /// RMSNorm scale before the MoE.
     #[param(shape = [cfg.d_model], replicated)]
     pub ffn_norm: T,
-    /// FFN gate.
-    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
-    pub w_gate: T,
-    /// FFN up projection.
-    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
-    pub w_up: T,
-    /// FFN down projection.
+    /// Router projection.
+    #[param(shape = [cfg.d_model, cfg.e()], shard = 0)]
+    pub router: T,
+    /// Routed experts' gates, stacked over the experts.
+    #[param(shape = [cfg.e(), cfg.d_model, cfg.expert_width], shard = 0)]
+    pub experts_gate: T,
+    /// Routed experts' up projections.
+    #[param(shape = [cfg.e(), cfg.d_model, cfg.expert_width], shard = 0)]
+    pub experts_up: T,
+    /// Routed experts' down projections.
     #[param(
-        shape = [cfg.ffn, cfg.d_model],
+        shape = [cfg.e(), cfg.expert_width, cfg.d_model],
         shard = 0,
         init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
     )]
-    pub w_down: T,
+    pub experts_down: T,
+    /// Shared expert gate.
+    #[param(shape = [cfg.d_model, cfg.shared_width], shard = 0)]
+    pub shared_gate: T,
+    /// Shared expert up projection.
+    #[param(shape = [cfg.d_model, cfg.shared_width], shard = 0)]
+    pub shared_up: T,
+    /// Shared expert down projection.
+    #[param(
+        shape = [cfg.shared_width, cfg.d_model],
+        shard = 0,
+        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
+    )]
+    pub shared_down: T,
+    /// The shared expert's per-token sigmoid gate.
+    #[param(shape = [cfg.d_model, 1], shard = 0)]
+    pub shared_expert_gate: T,
 }
 
 impl Forward for Attention<Tensor> {
     fn forward(&self, c: &Qwen35Config, h: &Tensor) -> Result<Tensor> {
-        let w: Vec<Tensor> = self.values().into_iter().cloned().collect();
-        let (mixer, rest) = w.split_at(7);
-        ffn(&gated_attention(&c.attention, h, mixer)?, rest)
+        let mixer = [
+            &self.attn_norm,
+            &self.wq,
+            &self.wk,
+            &self.wv,
+            &self.q_norm,
+            &self.k_norm,
+            &self.wo,
+        ]
+        .map(Tensor::clone);
+        let ffn = ffn_weights!(self);
+        moe_ffn(c, &gated_attention(&c.attention, h, &mixer)?, &ffn)
     }
 }
 
@@ -321,6 +473,7 @@ pub fn model<S: LayerStack<Config = Qwen35Config>>(c: &Qwen35Config) -> Result<S
             ),
         });
     }
+    c.moe().router.validate()?;
     let o = crate::llama::outer(&c.outer())?;
     S::stack_model(c, o.activation, o.inputs, o.params, o.pre, o.post)
 }
@@ -334,4 +487,26 @@ pub fn synthetic_batch(c: &Qwen35Config, rows: i64, seed: u64) -> (Vec<i32>, Vec
 /// The main job's model: [`Qwen35Tiny`] with [`Qwen35Config::tiny`].
 pub fn tiny_model() -> Result<StackModel> {
     model::<Qwen35Tiny>(&Qwen35Config::tiny())
+}
+
+/// Both configs' plans under `options`, for the `plan` binary: the tiny stack (2 blocks,
+/// unrolled) and Qwen3.5-35B-A3B's (10 blocks: a block loop and the peeled last block), each
+/// pass with its loop shapes.
+pub fn describe_plans(options: stackscan::plan::PlanOptions) -> Result<String> {
+    let mut out = String::new();
+    for (name, stack) in [
+        ("tiny", Qwen35Tiny::stack()?),
+        ("Qwen3.5-35B-A3B", Qwen35Full::stack()?),
+    ] {
+        let plan = stackscan::plan::Plan::new(&stack, options)?;
+        out.push_str(&format!(
+            "qwen35 ({name}): {} layers, prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}\n{}\n",
+            stack.len(),
+            options.prefetch_fsdp_weights,
+            options.defer_grad_reduce_scatter,
+            options.unroll,
+            plan.describe(&stack)
+        ));
+    }
+    Ok(out)
 }

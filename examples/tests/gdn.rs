@@ -346,3 +346,59 @@ fn grouped_key_heads_serve_consecutive_value_heads_f64() {
     let e = gdn_recurrent(&q, &q, &v, &gate, &gate).unwrap_err();
     assert!(e.to_string().contains("do not split"), "{e}");
 }
+
+/// A batch of sequences `[B, T, H, d]` gives each sequence exactly what it gives alone
+/// (`[T, H, d]`), in both forms and with fewer key than value heads (f64): folding the batch
+/// into the heads' batch dimension mixes no sequence with another.
+#[test]
+fn a_batch_of_sequences_equals_each_sequence_alone_f64() {
+    let client = common::cpu_client(1);
+    let batch = 3usize;
+    let per_sequence: Vec<Vec<Arg>> = (0..batch as u64)
+        .map(|i| {
+            let mut a = inputs(20 + i, (-0.5, 0.0));
+            // One key head for the two value heads: q and k keep head 0.
+            for x in &mut a[..2] {
+                let dk = DK as usize;
+                x.values = x
+                    .values
+                    .chunks(2 * dk)
+                    .flat_map(|row| row[..dk].to_vec())
+                    .collect();
+                x.dims = vec![T, 1, DK];
+            }
+            a
+        })
+        .collect();
+    // Stack the sequences along a new leading dimension.
+    let stacked: Vec<Arg> = (0..5)
+        .map(|j| Arg {
+            dims: [batch as i64]
+                .into_iter()
+                .chain(per_sequence[0][j].dims.iter().copied())
+                .collect(),
+            values: per_sequence
+                .iter()
+                .flat_map(|a| a[j].values.clone())
+                .collect(),
+        })
+        .collect();
+    for form in [Form::Recurrent, Form::Chunked(CHUNK)] {
+        let together = run(
+            &client,
+            &forward(form, DType::F64, &stacked),
+            DType::F64,
+            &stacked,
+        )
+        .remove(0);
+        let one_sequence = compile(&client, &forward(form, DType::F64, &per_sequence[0]));
+        let alone: Vec<f64> = per_sequence
+            .iter()
+            .flat_map(|a| execute(&client, &one_sequence, DType::F64, a).remove(0))
+            .collect();
+        assert_eq!(together.len(), alone.len());
+        let err = relative_error(&together, &alone);
+        eprintln!("{form:?}: batch of {batch} vs one at a time {err:e}");
+        assert!(err <= 1e-14, "{form:?}: batch vs one at a time {err:e}");
+    }
+}

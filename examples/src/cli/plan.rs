@@ -91,6 +91,11 @@ pub struct ParamsArgs {
 /// Writes the plan of `args.stack` to `out`.
 pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let options = args.schedule.apply(PlanOptions::prefetch_deferred());
+    if args.stack == StackName::Qwen35 {
+        // The macro-declared stacks of the tiny and the full config.
+        write!(out, "{}", crate::qwen35::describe_plans(options)?)?;
+        return predict_line(args, options, out);
+    }
     let stack = args.stack.stack()?;
     let plan = Plan::new(&stack, options).map_err(|e| CliError::Usage(e.to_string()))?;
     writeln!(
@@ -103,6 +108,15 @@ pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
         options.unroll
     )?;
     writeln!(out, "{}", plan.describe(&stack))?;
+    predict_line(args, options, out)
+}
+
+/// The `--predict` line, if asked for.
+fn predict_line(
+    args: &PlanArgs,
+    options: PlanOptions,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
     if args.predict {
         let target = crate::predict::Target {
             hardware: args.hardware.clone(),
