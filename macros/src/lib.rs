@@ -127,6 +127,24 @@ fn private() -> proc_macro2::TokenStream {
     }
 }
 
+/// `tokens` with every span set to `span`: a call whose path is [`private`] then spans only the
+/// user's entry, so a failed bound on an argument does not underline the whole attribute.
+fn respan(tokens: proc_macro2::TokenStream, span: proc_macro2::Span) -> proc_macro2::TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tt| {
+            if let proc_macro2::TokenTree::Group(g) = &tt {
+                let mut group = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
+                group.set_span(span);
+                tt = proc_macro2::TokenTree::Group(group);
+            } else {
+                tt.set_span(span);
+            }
+            tt
+        })
+        .collect()
+}
+
 /// Reads `crate = "path"`: the path the DSL is reached by, as serde's `#[serde(crate = "…")]`.
 fn crate_path(arg: &args::Arg, errors: &mut errors::Errors) -> Option<syn::Path> {
     let lit: syn::LitStr = arg.parse("\"path::to::stackscan\"", errors)?;

@@ -45,7 +45,8 @@ pub(crate) enum Init {
 /// type-check, so one mistake does not cascade through every block naming it.
 pub(crate) struct Stub {
     pub(crate) ident: Ident,
-    pub(crate) value_ty: Ident,
+    /// `None`: the struct has no type parameter; the stub holds `Tensor`s.
+    pub(crate) value_ty: Option<Ident>,
     /// The struct's generics as written (bounds, `where` clause, extra parameters).
     pub(crate) generics: syn::Generics,
     /// `None`: missing; the stub names a placeholder type.
@@ -58,9 +59,9 @@ pub(crate) struct Stub {
 /// The outcome of [`check`].
 pub(crate) enum Checked {
     Valid(Model),
-    /// Errors were recorded; a stub is possible when the item has a type parameter (its
-    /// bodies read no fields, so an enum or a tuple struct gets one too).
-    Invalid(Option<Stub>),
+    /// Errors were recorded; the stub's bodies read no fields, so an enum, a tuple struct or a
+    /// struct without its type parameter gets one too.
+    Invalid(Stub),
 }
 
 pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
@@ -106,8 +107,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
             errors.error_spanned_by(&f.ident, "a parameter field needs a name, not `_`");
         }
         if let Some(t) = &input.value_ty {
-            let is_value_ty =
-                matches!(&f.ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(t));
+            let is_value_ty = is_type_param(&f.ty, t);
             if !is_value_ty {
                 errors.error_spanned_by(
                     &f.ty,
@@ -245,14 +245,24 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
             name,
             params,
         }),
-        (Some(value_ty), config, carry) => Checked::Invalid(Some(Stub {
+        (value_ty, config, carry) => Checked::Invalid(Stub {
             ident: input.ident,
             value_ty,
             generics: input.generics,
             config,
             carry,
             fields: fields.into_iter().map(|f| f.ident).collect(),
-        })),
-        (None, ..) => Checked::Invalid(None),
+        }),
+    }
+}
+
+/// Whether `ty` is the type parameter `t`, also when it arrives as a `macro_rules!` `$t:ty`
+/// fragment (an invisible group) or in parentheses.
+fn is_type_param(ty: &Type, t: &Ident) -> bool {
+    match ty {
+        Type::Group(g) => is_type_param(&g.elem, t),
+        Type::Paren(p) => is_type_param(&p.elem, t),
+        Type::Path(p) => p.qself.is_none() && p.path.is_ident(t),
+        _ => false,
     }
 }
