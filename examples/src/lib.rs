@@ -14,3 +14,4 @@ pub mod predict;
 pub mod qwen35;
 pub mod timeline;
 pub mod toy;
+pub mod weights;
