@@ -67,8 +67,14 @@ pub trait ActivationMarker: 'static {}
 
 /// A sub-layer's parameters as values of type `T`, in declaration order.
 ///
-/// `#[derive(SubLayer)]` implements it for every `T`, so one declaration holds host arrays,
-/// traced tensors or gathered weights.
+/// `#[derive(SubLayer)]` and `#[derive(Module)]` implement it for every `T`, so one
+/// declaration holds host arrays, traced tensors or gathered weights; a sub-module's values
+/// are a run inside its parent's.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` holds no parameters over `{T}`",
+    label = "not a module or sub-layer over `{T}`",
+    note = "a `#[module]` field's type must be a struct with `#[derive(Module)]`, over the enclosing struct's value type"
+)]
 pub trait Params<T>: Sized {
     /// Number of parameters.
     const LEN: usize;
@@ -224,11 +230,15 @@ pub mod __private {
     pub use super::{ActivationMarker, Forward, LayerStack, Params, SubLayer, layer_kind};
     pub use crate::builder::Tensor;
     pub use crate::error::Result;
+    pub use crate::fsdp::InputSpec;
     pub use crate::fsdp::{Init, LayerKind, ParamSpec};
+    pub use crate::model::{Inputs, Layers, Model, StackField};
+    pub use crate::module::Module;
     pub use crate::plan::{PlanOptions, Stack};
+    pub use crate::types::TensorType;
     pub use crate::{DType, Error};
     pub use core::convert::TryFrom;
-    pub use core::option::Option::{None, Some};
+    pub use core::option::Option::{self, None, Some};
     pub use core::result::Result::{Err, Ok};
     pub use std::string::String;
     pub use std::vec::Vec;
@@ -334,6 +344,74 @@ pub mod __private {
             "sub-layer",
             format!("`{layer}` has {expected} parameters, got {got} values"),
         )
+    }
+
+    /// The enclosing config handed to a sub-module without `config = <expr>`: compiles only
+    /// when the sub-module reads the same config type.
+    #[diagnostic::on_unimplemented(
+        message = "the sub-module reads config `{B}`, but the enclosing config is `{Self}`",
+        label = "reads another config",
+        note = "project the enclosing config onto it: `#[module(config = <expression over cfg>)]`"
+    )]
+    pub trait SameConfig<B> {
+        /// `self` as the sub-module's config.
+        fn same(&self) -> &B;
+    }
+
+    impl<T> SameConfig<T> for T {
+        fn same(&self) -> &T {
+            self
+        }
+    }
+
+    /// A sub-module's parameter specs renamed into its parent: `field.name`.
+    pub fn nested(field: &str, specs: Vec<ParamSpec>) -> Vec<ParamSpec> {
+        specs
+            .into_iter()
+            .map(|mut p| {
+                p.name = crate::module::join(field, &p.name);
+                p
+            })
+            .collect()
+    }
+
+    /// The values of a struct being rebuilt by [`Params::from_values`], consumed field by
+    /// field; the caller has checked the count, so running out is reported, never a panic.
+    #[derive(Debug)]
+    pub struct Values<T> {
+        values: std::vec::IntoIter<T>,
+        layer: &'static str,
+        expected: usize,
+        got: usize,
+    }
+
+    impl<T> Values<T> {
+        /// `values` for struct `layer` of `expected` parameters; a wrong count is an error.
+        pub fn new(values: Vec<T>, layer: &'static str, expected: usize) -> Result<Self> {
+            let got = values.len();
+            if got != expected {
+                return Err(wrong_count(layer, expected, got));
+            }
+            Ok(Values {
+                values: values.into_iter(),
+                layer,
+                expected,
+                got,
+            })
+        }
+
+        /// The next parameter's value.
+        pub fn one(&mut self) -> Result<T> {
+            self.values
+                .next()
+                .ok_or_else(|| wrong_count(self.layer, self.expected, self.got))
+        }
+
+        /// The next sub-module, built from its `M::LEN` values.
+        pub fn module<M: Params<T>>(&mut self) -> Result<M> {
+            let values: Vec<T> = self.values.by_ref().take(M::LEN).collect();
+            M::from_values(values)
+        }
     }
 
     /// The error of a declaration that failed to compile (its stub is never called).

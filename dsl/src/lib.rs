@@ -37,6 +37,8 @@ pub mod ir;
 pub mod layer;
 pub mod layout;
 mod lower;
+pub mod model;
+pub mod module;
 pub mod nn;
 mod ops;
 pub mod plan;
@@ -53,6 +55,8 @@ pub use ir::{Axis, DotDims, Function, TriangularSolve};
 #[doc(hidden)]
 pub use layer::__private;
 pub use layer::{Forward, LayerStack, SubLayer};
+pub use model::{Inputs, Model};
+pub use module::Module;
 pub use ops::{concatenate, optimization_barrier};
-pub use stackscan_macros::{SubLayer, layer_stack};
+pub use stackscan_macros::{Inputs, Model, Module, SubLayer, layer_stack};
 pub use types::TensorType;

@@ -1,5 +1,6 @@
 //! Example models and the main job of stackscan.
 
+pub mod configs;
 pub mod deepseek3;
 pub mod gated_attention;
 pub mod gdn;

@@ -11,13 +11,17 @@
 
 use std::rc::Rc;
 
+use serde::{Deserialize, Serialize};
 use stackscan::fsdp::{Init, InputSpec, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
+use stackscan::layer::{ActivationMarker, Forward, Params};
 use stackscan::plan::Stack;
-use stackscan::{DType, Error, Result, Tensor, TensorType, nn};
+use stackscan::{DType, Error, Module, Result, SubLayer, Tensor, TensorType, nn};
 use stackscan_runtime::rng::Rng;
 
-/// Sizes of a Llama-style model.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Sizes of a Llama-style model; data (`examples/configs/llama-*.toml`, [`LlamaConfig::load`]),
+/// every field defaulting to [`LlamaConfig::tiny`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LlamaConfig {
     /// Vocabulary.
     pub vocab: i64,
@@ -41,7 +45,18 @@ pub struct LlamaConfig {
     pub batch_per_device: i64,
 }
 
+impl Default for LlamaConfig {
+    fn default() -> Self {
+        LlamaConfig::tiny()
+    }
+}
+
 impl LlamaConfig {
+    /// A config kept in the repository by name (`tiny`, `llama3-8b`), or a TOML file by path.
+    pub fn load(name_or_path: &str) -> Result<Self> {
+        crate::configs::load(&crate::configs::LLAMA, name_or_path)
+    }
+
     /// The tiny config of the design (Llama-3-8B's structure at d 256, 4 layers).
     pub const fn tiny() -> Self {
         LlamaConfig {
@@ -75,98 +90,171 @@ impl LlamaConfig {
     }
 }
 
-/// One decoder layer's weights, by name: what [`decoder_layer`] reads. The macro-declared
-/// [`Decoder`](crate::llama_macro::Decoder) builds it from its fields; the run-time API's
-/// positional weight list becomes one through [`DecoderWeights::from_slice`], in the order of
-/// [`layer_params`], so the layer function itself never indexes by position.
-#[derive(Clone, Copy, Debug)]
-pub struct DecoderWeights<'a> {
-    /// RMSNorm scale before attention, `[d]`.
-    pub attn_norm: &'a Tensor,
-    /// Query projection, `[d, heads·head_dim]`.
-    pub wq: &'a Tensor,
-    /// Key projection, `[d, kv_heads·head_dim]`.
-    pub wk: &'a Tensor,
-    /// Value projection, `[d, kv_heads·head_dim]`.
-    pub wv: &'a Tensor,
-    /// Attention output projection, `[heads·head_dim, d]`.
-    pub wo: &'a Tensor,
-    /// RMSNorm scale before the MLP, `[d]`.
-    pub mlp_norm: &'a Tensor,
-    /// MLP gate, `[d, ffn]`.
-    pub w_gate: &'a Tensor,
-    /// MLP up projection, `[d, ffn]`.
-    pub w_up: &'a Tensor,
-    /// MLP down projection, `[ffn, d]`.
-    pub w_down: &'a Tensor,
+/// The sizes attention reads: a projection of [`LlamaConfig`], so [`Attention`] does not
+/// depend on the whole model's config and serves any model that can say these.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionDims {
+    /// Model width.
+    pub d_model: i64,
+    /// Query heads.
+    pub heads: i64,
+    /// Key/value heads (grouped-query attention).
+    pub kv_heads: i64,
+    /// Width of one head.
+    pub head_dim: i64,
+    /// RoPE base.
+    pub rope_theta: f64,
+    /// Standard deviation of the output projection's initialiser.
+    pub out_std: f64,
 }
 
-impl<'a> DecoderWeights<'a> {
-    /// Names the weights of a list in [`layer_params`] order; any other length is an error
-    /// naming the count, not a panic.
-    pub fn from_slice(w: &'a [Tensor]) -> Result<Self> {
-        match w {
-            [attn_norm, wq, wk, wv, wo, mlp_norm, w_gate, w_up, w_down] => Ok(DecoderWeights {
-                attn_norm,
-                wq,
-                wk,
-                wv,
-                wo,
-                mlp_norm,
-                w_gate,
-                w_up,
-                w_down,
-            }),
-            _ => Err(Error::InvalidOp {
-                op: "llama decoder layer",
-                message: format!("expected the 9 weights of `layer_params`, got {}", w.len()),
-            }),
+/// The sizes the SwiGLU MLP reads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MlpDims {
+    /// Model width.
+    pub d_model: i64,
+    /// Hidden width.
+    pub ffn: i64,
+    /// Standard deviation of the down projection's initialiser.
+    pub out_std: f64,
+}
+
+impl LlamaConfig {
+    /// Output projections start smaller, `0.02 / √(2·layers)` (GPT-2's residual scaling).
+    pub fn out_std(&self) -> f64 {
+        0.02 / (2.0 * self.layers as f64).sqrt()
+    }
+
+    /// What [`Attention`] reads.
+    pub fn attention(&self) -> AttentionDims {
+        AttentionDims {
+            d_model: self.d_model,
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            rope_theta: self.rope_theta,
+            out_std: self.out_std(),
+        }
+    }
+
+    /// What [`SwiGlu`] reads.
+    pub fn mlp(&self) -> MlpDims {
+        MlpDims {
+            d_model: self.d_model,
+            ffn: self.ffn,
+            out_std: self.out_std(),
         }
     }
 }
 
-/// One decoder layer on `h: [B, T, d]`.
-pub fn decoder_layer(c: LlamaConfig, h: &Tensor, w: &DecoderWeights<'_>) -> Result<Tensor> {
-    let (b, t) = (h.dims()[0], h.dims()[1]);
-    let (nh, nkv, hd) = (c.heads, c.kv_heads, c.head_dim);
-    let x = nn::rms_norm(h, w.attn_norm, 1e-5)?;
-    let q = nn::rope(
-        &x.matmul(w.wq)?.reshape(&[b, t, nh, hd])?,
-        c.rope_theta,
-        hd as usize,
-    )?;
-    let k = nn::rope(
-        &x.matmul(w.wk)?.reshape(&[b, t, nkv, hd])?,
-        c.rope_theta,
-        hd as usize,
-    )?;
-    let v = x.matmul(w.wv)?.reshape(&[b, t, nkv, hd])?;
-    // Grouped-query attention: each key/value head serves heads/kv_heads query heads.
-    let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
-    let attn = nn::causal_attention(&q, &k, &v, 1.0 / (hd as f64).sqrt())?;
-    let h = h.add(&attn.matmul(w.wo)?)?;
-    let y = nn::rms_norm(&h, w.mlp_norm, 1e-5)?;
-    let mlp = nn::silu(&y.matmul(w.w_gate)?)?
-        .mul(&y.matmul(w.w_up)?)?
-        .matmul(w.w_down)?;
-    h.add(&mlp)
+/// Grouped-query causal self-attention with RoPE.
+#[derive(Debug, Module)]
+#[module(config = AttentionDims)]
+pub struct Attention<T> {
+    /// Query projection, `[d, heads·head_dim]`.
+    #[param(shape = [cfg.d_model, cfg.heads * cfg.head_dim], shard = 0)]
+    pub wq: T,
+    /// Key projection, `[d, kv_heads·head_dim]`.
+    #[param(shape = [cfg.d_model, cfg.kv_heads * cfg.head_dim], shard = 0)]
+    pub wk: T,
+    /// Value projection, `[d, kv_heads·head_dim]`.
+    #[param(shape = [cfg.d_model, cfg.kv_heads * cfg.head_dim], shard = 0)]
+    pub wv: T,
+    /// Output projection, `[heads·head_dim, d]`.
+    #[param(shape = [cfg.heads * cfg.head_dim, cfg.d_model], shard = 0, init = normal(cfg.out_std))]
+    pub wo: T,
 }
 
-/// Parameters of one decoder layer, in the order the layer reads them.
+impl Attention<Tensor> {
+    /// Attention of the normalised stream `x: [B, T, d]`, projected back to `[B, T, d]`.
+    pub fn forward(&self, c: &AttentionDims, x: &Tensor) -> Result<Tensor> {
+        let (b, t) = (x.dims()[0], x.dims()[1]);
+        let (nh, nkv, hd) = (c.heads, c.kv_heads, c.head_dim);
+        let heads = |w: &Tensor, n: i64| x.matmul(w)?.reshape(&[b, t, n, hd]);
+        let q = nn::rope(&heads(&self.wq, nh)?, c.rope_theta, hd as usize)?;
+        let k = nn::rope(&heads(&self.wk, nkv)?, c.rope_theta, hd as usize)?;
+        let v = heads(&self.wv, nkv)?;
+        // Grouped-query attention: each key/value head serves heads/kv_heads query heads.
+        let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
+        nn::causal_attention(&q, &k, &v, 1.0 / (hd as f64).sqrt())?.matmul(&self.wo)
+    }
+}
+
+/// The SwiGLU MLP: `(silu(x·W_gate) ⊙ x·W_up)·W_down`.
+#[derive(Debug, Module)]
+#[module(config = MlpDims)]
+pub struct SwiGlu<T> {
+    /// Gate, `[d, ffn]`.
+    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
+    pub w_gate: T,
+    /// Up projection, `[d, ffn]`.
+    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
+    pub w_up: T,
+    /// Down projection, `[ffn, d]`.
+    #[param(shape = [cfg.ffn, cfg.d_model], shard = 0, init = normal(cfg.out_std))]
+    pub w_down: T,
+}
+
+impl SwiGlu<Tensor> {
+    /// The MLP of the normalised stream `x: [B, T, d]`.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        nn::silu(&x.matmul(&self.w_gate)?)?
+            .mul(&x.matmul(&self.w_up)?)?
+            .matmul(&self.w_down)
+    }
+}
+
+/// The residual stream `[batch, seq, d_model]`.
+#[derive(Debug)]
+pub enum Residual {}
+
+impl ActivationMarker for Residual {}
+
+/// One decoder layer: attention and the SwiGLU MLP, each behind an RMSNorm, with residuals.
+/// Its parameters are `attn_norm`, `attn.wq` … `attn.wo`, `mlp_norm`, `mlp.w_gate` …
+/// `mlp.w_down`, in this order.
+#[derive(Debug, SubLayer)]
+#[sublayer(config = LlamaConfig, carry = Residual, name = "layer")]
+pub struct Decoder<T> {
+    /// RMSNorm scale before attention.
+    #[param(shape = [cfg.d_model], replicated)]
+    pub attn_norm: T,
+    /// Self-attention.
+    #[module(config = cfg.attention())]
+    pub attn: Attention<T>,
+    /// RMSNorm scale before the MLP.
+    #[param(shape = [cfg.d_model], replicated)]
+    pub mlp_norm: T,
+    /// The MLP.
+    #[module(config = cfg.mlp())]
+    pub mlp: SwiGlu<T>,
+}
+
+impl Forward for Decoder<Tensor> {
+    fn forward(&self, c: &LlamaConfig, h: &Tensor) -> Result<Tensor> {
+        let x = nn::rms_norm(h, &self.attn_norm, 1e-5)?;
+        let h = h.add(&self.attn.forward(&c.attention(), &x)?)?;
+        let y = nn::rms_norm(&h, &self.mlp_norm, 1e-5)?;
+        h.add(&self.mlp.forward(&y)?)
+    }
+}
+
+/// Parameters of one decoder layer, written out for the run-time API (the macro-declared
+/// [`Decoder`] must give exactly these; `macros_llama` checks it).
 pub fn layer_params(c: &LlamaConfig) -> Vec<ParamSpec> {
     let f32 = DType::F32;
     let (d, hd) = (c.d_model, c.head_dim);
-    let out_std = 0.02 / (2.0 * c.layers as f64).sqrt();
+    let out_std = c.out_std();
     vec![
         ParamSpec::replicated("attn_norm", &[d], f32),
-        ParamSpec::sharded("wq", &[d, c.heads * hd], f32, 0),
-        ParamSpec::sharded("wk", &[d, c.kv_heads * hd], f32, 0),
-        ParamSpec::sharded("wv", &[d, c.kv_heads * hd], f32, 0),
-        ParamSpec::sharded("wo", &[c.heads * hd, d], f32, 0).with_init(Init::Normal(out_std)),
+        ParamSpec::sharded("attn.wq", &[d, c.heads * hd], f32, 0),
+        ParamSpec::sharded("attn.wk", &[d, c.kv_heads * hd], f32, 0),
+        ParamSpec::sharded("attn.wv", &[d, c.kv_heads * hd], f32, 0),
+        ParamSpec::sharded("attn.wo", &[c.heads * hd, d], f32, 0).with_init(Init::Normal(out_std)),
         ParamSpec::replicated("mlp_norm", &[d], f32),
-        ParamSpec::sharded("w_gate", &[d, c.ffn], f32, 0),
-        ParamSpec::sharded("w_up", &[d, c.ffn], f32, 0),
-        ParamSpec::sharded("w_down", &[c.ffn, d], f32, 0).with_init(Init::Normal(out_std)),
+        ParamSpec::sharded("mlp.w_gate", &[d, c.ffn], f32, 0),
+        ParamSpec::sharded("mlp.w_up", &[d, c.ffn], f32, 0),
+        ParamSpec::sharded("mlp.w_down", &[c.ffn, d], f32, 0).with_init(Init::Normal(out_std)),
     ]
 }
 
@@ -219,7 +307,7 @@ pub fn outer(c: &LlamaConfig) -> Result<Outer> {
         }),
         post: Rc::new(move |h, inputs, w| {
             let (OuterInputs { labels, .. }, w) = named(inputs, w)?;
-            head_loss(vocab, h, labels, &w)
+            w.loss(vocab, h, labels)
         }),
     })
 }
@@ -230,53 +318,49 @@ struct OuterInputs<'a> {
     labels: &'a Tensor,
 }
 
-/// The weights outside the stack, by name, in [`Outer::params`] order.
-#[derive(Clone, Copy, Debug)]
-pub struct OuterWeights<'a> {
+/// The parameters outside the stack: `embed`, `final_norm`, `lm_head`.
+#[derive(Debug, Module)]
+#[module(config = LlamaConfig)]
+pub struct LlamaOuter<T> {
     /// Token embedding, `[vocab, d]`.
-    pub embed: &'a Tensor,
+    #[param(shape = [cfg.vocab, cfg.d_model], shard = 0)]
+    pub embed: T,
     /// RMSNorm scale after the stack, `[d]`.
-    pub final_norm: &'a Tensor,
+    #[param(shape = [cfg.d_model], replicated)]
+    pub final_norm: T,
     /// LM head, `[d, vocab]`.
-    pub lm_head: &'a Tensor,
+    #[param(shape = [cfg.d_model, cfg.vocab], shard = 0)]
+    pub lm_head: T,
 }
 
-impl OuterWeights<'_> {
+impl LlamaOuter<Tensor> {
     /// The embedding lookup of `tokens: [B, T]`.
     pub fn embed(&self, tokens: &Tensor) -> Result<Tensor> {
         self.embed.take(tokens, 0)
     }
-}
 
-/// Names the closures' positional inputs and weights; a wrong count is an error, not a panic.
-fn named<'a>(inputs: &'a [Tensor], w: &'a [Tensor]) -> Result<(OuterInputs<'a>, OuterWeights<'a>)> {
-    match (inputs, w) {
-        ([tokens, labels], [embed, final_norm, lm_head]) => Ok((
-            OuterInputs { tokens, labels },
-            OuterWeights {
-                embed,
-                final_norm,
-                lm_head,
-            },
-        )),
-        _ => Err(Error::InvalidOp {
-            op: "llama",
-            message: format!(
-                "expected 2 inputs (tokens, labels) and 3 outer weights (embed, final_norm, lm_head), got {} and {}",
-                inputs.len(),
-                w.len()
-            ),
-        }),
+    /// Final norm, LM head and mean next-token cross-entropy of `h: [B, T, d]` against
+    /// `labels: [B, T]`.
+    pub fn loss(&self, vocab: i64, h: &Tensor, labels: &Tensor) -> Result<Tensor> {
+        let (b, t) = (h.dims()[0], h.dims()[1]);
+        let logits = nn::rms_norm(h, &self.final_norm, 1e-5)?.matmul(&self.lm_head)?;
+        let logits = logits.reshape(&[b * t, vocab])?;
+        nn::cross_entropy(&logits, &labels.reshape(&[b * t])?)
     }
 }
 
-/// Final norm, LM head and mean next-token cross-entropy of `h: [B, T, d]` against
-/// `labels: [B, T]`.
-pub fn head_loss(vocab: i64, h: &Tensor, labels: &Tensor, w: &OuterWeights<'_>) -> Result<Tensor> {
-    let (b, t) = (h.dims()[0], h.dims()[1]);
-    let logits = nn::rms_norm(h, w.final_norm, 1e-5)?.matmul(w.lm_head)?;
-    let logits = logits.reshape(&[b * t, vocab])?;
-    nn::cross_entropy(&logits, &labels.reshape(&[b * t])?)
+/// Names the closures' positional inputs and weights; a wrong count is an error, not a panic.
+fn named<'a>(inputs: &'a [Tensor], w: &[Tensor]) -> Result<(OuterInputs<'a>, LlamaOuter<Tensor>)> {
+    match inputs {
+        [tokens, labels] => Ok((
+            OuterInputs { tokens, labels },
+            LlamaOuter::from_values(w.to_vec())?,
+        )),
+        _ => Err(Error::InvalidOp {
+            op: "llama",
+            message: format!("expected 2 inputs (tokens, labels), got {}", inputs.len()),
+        }),
+    }
 }
 
 /// The model: tokens and next-token labels `[batch_per_device, seq]` per device.
@@ -288,7 +372,7 @@ pub fn model(c: &LlamaConfig) -> Result<StackModel> {
         kinds: vec![LayerKind {
             name: "layer".into(),
             params: layer_params(c),
-            forward: Rc::new(move |h, w| decoder_layer(cfg, h, &DecoderWeights::from_slice(w)?)),
+            forward: Rc::new(move |h, w| Decoder::from_values(w.to_vec())?.forward(&cfg, h)),
         }],
         activation: o.activation,
         inputs: o.inputs,

@@ -10,7 +10,7 @@
 //! use stackscan_examples::llama_macro::{Llama3_8b, TinyLlama, model};
 //!
 //! let m = model::<TinyLlama>(&LlamaConfig::tiny())?;
-//! assert_eq!(m.kinds[0].params[1].name, "wq");
+//! assert_eq!(m.kinds[0].params[1].name, "attn.wq");
 //! assert_eq!(Llama3_8b::plan_notation()?.0, "[layer 0 … layer 30] → [layer 31]");
 //! // The config's depth must be the declared one.
 //! let e = model::<Llama3_8b>(&LlamaConfig::tiny()).unwrap_err();
@@ -26,77 +26,12 @@
 //! ```
 
 use stackscan::fsdp::StackModel;
-use stackscan::layer::{ActivationMarker, Forward};
 use stackscan::plan::PlanOptions;
-use stackscan::{LayerStack, Result, SubLayer, Tensor, layer_stack};
+use stackscan::{LayerStack, Result, layer_stack};
 
-use crate::llama::{DecoderWeights, LlamaConfig};
+use crate::llama::LlamaConfig;
 
-/// The residual stream `[batch, seq, d_model]`.
-#[derive(Debug)]
-pub enum Residual {}
-
-impl ActivationMarker for Residual {}
-
-/// One decoder layer: attention and SwiGLU MLP, each behind an RMSNorm, with residuals.
-/// Output projections start smaller (`0.02 / √(2·layers)`), as in the hand-built model.
-#[derive(Debug, SubLayer)]
-#[sublayer(config = LlamaConfig, carry = Residual, name = "layer")]
-pub struct Decoder<T> {
-    /// RMSNorm scale before attention.
-    #[param(shape = [cfg.d_model], replicated)]
-    pub attn_norm: T,
-    /// Query projection.
-    #[param(shape = [cfg.d_model, cfg.heads * cfg.head_dim], shard = 0)]
-    pub wq: T,
-    /// Key projection.
-    #[param(shape = [cfg.d_model, cfg.kv_heads * cfg.head_dim], shard = 0)]
-    pub wk: T,
-    /// Value projection.
-    #[param(shape = [cfg.d_model, cfg.kv_heads * cfg.head_dim], shard = 0)]
-    pub wv: T,
-    /// Attention output projection.
-    #[param(
-        shape = [cfg.heads * cfg.head_dim, cfg.d_model],
-        shard = 0,
-        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
-    )]
-    pub wo: T,
-    /// RMSNorm scale before the MLP.
-    #[param(shape = [cfg.d_model], replicated)]
-    pub mlp_norm: T,
-    /// MLP gate.
-    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
-    pub w_gate: T,
-    /// MLP up projection.
-    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
-    pub w_up: T,
-    /// MLP down projection.
-    #[param(
-        shape = [cfg.ffn, cfg.d_model],
-        shard = 0,
-        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
-    )]
-    pub w_down: T,
-}
-
-impl Forward for Decoder<Tensor> {
-    /// The same layer function as the hand-built model, handed the fields by name.
-    fn forward(&self, c: &LlamaConfig, h: &Tensor) -> Result<Tensor> {
-        let w = DecoderWeights {
-            attn_norm: &self.attn_norm,
-            wq: &self.wq,
-            wk: &self.wk,
-            wv: &self.wv,
-            wo: &self.wo,
-            mlp_norm: &self.mlp_norm,
-            w_gate: &self.w_gate,
-            w_up: &self.w_up,
-            w_down: &self.w_down,
-        };
-        crate::llama::decoder_layer(*c, h, &w)
-    }
-}
+pub use crate::llama::{Decoder, Residual};
 
 /// The tiny config's stack: 4 decoder layers, prefetch and deferred reduce-scatter.
 #[layer_stack(

@@ -158,12 +158,16 @@ fn plan_lists_hierarchical_parameters() {
     };
     assert_eq!(line("embed"), "embed ×1 [128256, 4096] f32 shard 0");
     assert_eq!(
-        line("layers.layer.wq"),
-        "layers.layer.wq ×32 [4096, 4096] f32 shard 0"
+        line("layers.attn.wq"),
+        "layers.attn.wq ×32 [4096, 4096] f32 shard 0"
     );
     assert_eq!(
-        line("layers.layer.mlp_norm"),
-        "layers.layer.mlp_norm ×32 [4096] f32 replicated"
+        line("layers.mlp_norm"),
+        "layers.mlp_norm ×32 [4096] f32 replicated"
+    );
+    assert_eq!(
+        line("layers.mlp.w_down"),
+        "layers.mlp.w_down ×32 [14336, 4096] f32 shard 0"
     );
     // Llama-3-8B's published count: 8.03 B.
     assert!(stdout.contains("\n8030261248 parameters"), "{stdout}");

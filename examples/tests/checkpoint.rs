@@ -108,7 +108,10 @@ fn train_save_resume_is_bit_identical_to_training_through() {
             );
         }
     }
-    assert!(names.iter().any(|n| n.starts_with("A.")), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("layers.A.")),
+        "{names:?}"
+    );
     std::fs::remove_dir_all(&d).unwrap();
 }
 

@@ -77,7 +77,7 @@ fn lowercase_first(s: &str) -> String {
 
 /// Splits `tokens` into items; malformed items are reported and skipped.
 /// Options whose value is a type, so `<` and `>` around commas are generic brackets.
-const TYPE_VALUED: [&str; 2] = ["config", "carry"];
+const TYPE_VALUED: [&str; 3] = ["config", "carry", "inputs"];
 
 pub(crate) fn split(tokens: TokenStream, errors: &mut Errors) -> Vec<Arg> {
     let mut items: Vec<Vec<TokenTree>> = vec![Vec::new()];

@@ -54,9 +54,85 @@ use proc_macro::TokenStream;
 /// - `name = "checkpoint_name"`: default the field's name; names are unique per sub-layer.
 ///
 /// Frozen (untrained) parameters are not supported: every parameter is differentiated.
-#[proc_macro_derive(SubLayer, attributes(sublayer, param))]
+/// Field attribute `#[module]` (or `#[module(config = <expr>)]`): the field is a sub-module,
+/// a `#[derive(Module)]` struct over the same value type (`attn: Attention<T>`); its
+/// parameters are named `<field>.<name>` (`attn.wq`). Fields are marked rather than inferred
+/// from their type because the derive sees only tokens: `Attention<T>` and an alias of `T`
+/// look alike, and the mark carries the config projection. `config = <expr>` computes the
+/// sub-module's config from the enclosing `cfg` (a `&Config`), e.g. `config = cfg.attention()`;
+/// without it the sub-module reads the enclosing config itself.
+#[proc_macro_derive(SubLayer, attributes(sublayer, param, module))]
 pub fn derive_sublayer(input: TokenStream) -> TokenStream {
     sublayer::derive(input.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Derives `stackscan::Module` (on `M<Tensor>`) and `stackscan::layer::Params` (on `M<T>` for
+/// every `T`) for a reusable part of a layer (attention, an MLP): a struct with one type
+/// parameter whose fields are `#[param(...)]` tensors (as in `#[derive(SubLayer)]`) or
+/// `#[module]` sub-modules.
+///
+/// ```ignore
+/// #[derive(Module)]
+/// #[module(config = AttentionDims)]
+/// pub struct Attention<T> {
+///     #[param(shape = [cfg.d, cfg.heads * cfg.head_dim], shard = 0)]
+///     wq: T,
+///     #[param(shape = [cfg.heads * cfg.head_dim, cfg.d], shard = 0)]
+///     wo: T,
+/// }
+/// ```
+///
+/// Struct attribute `#[module(...)]`: `config = Type` (required), `crate = "path"`.
+#[proc_macro_derive(Module, attributes(module, param))]
+pub fn derive_module(input: TokenStream) -> TokenStream {
+    sublayer::derive_module(input.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Derives `stackscan::Model` (on `M<Tensor>`) and `stackscan::layer::Params` for a whole
+/// model: `#[param]` and `#[module]` fields for the parts outside the stack (named by their
+/// path: `embed`, `final_norm`), and one `#[stack]` field of type
+/// `stackscan::model::Layers<S>` for a `#[layer_stack]` type `S`. The model may be generic
+/// over its stack (`struct Llama<T, S>`). The user implements `stackscan::model::ModelForward`
+/// (`embed` before the stack, `loss` after it); `stackscan::model::stack_model` builds it.
+///
+/// ```ignore
+/// #[derive(Model)]
+/// #[model(config = LlamaConfig, inputs = Tokens)]
+/// pub struct Llama<T, S> {
+///     #[param(shape = [cfg.vocab, cfg.d_model], shard = 0)]
+///     embed: T,
+///     #[stack(layers = cfg.layers)]
+///     layers: Layers<S>,
+///     #[param(shape = [cfg.d_model], replicated)]
+///     final_norm: T,
+/// }
+/// ```
+///
+/// Struct attribute `#[model(...)]`: `config = Type` and `inputs = Type` (a `#[derive(Inputs)]`
+/// struct named without its type parameter) required, `crate = "path"`. Field attribute
+/// `#[stack(layers = <expr>)]`: the config's depth, an `usize` expression over `cfg`, checked
+/// once against the stack's declared depth when the model is built (`Error::DepthMismatch`
+/// naming `Config.field`); `#[stack]` alone checks nothing.
+#[proc_macro_derive(Model, attributes(model, param, module, stack))]
+pub fn derive_model(input: TokenStream) -> TokenStream {
+    sublayer::derive_model(input.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Derives `stackscan::Inputs` (on `I<Tensor>`) and `stackscan::layer::Params` for a model's
+/// inputs, declared once: one `#[input(shape = [...], dtype = i32, values = 0..cfg.vocab)]`
+/// field per input. `shape` is the per-device shape (`i64` expressions over `cfg`), `dtype`
+/// one of `i32`, `i64`, `f32`, `bf16`, `f64` (required), `values` the range an integer input
+/// may hold (checked on the host before upload), `name` defaults to the field's. Struct
+/// attribute `#[inputs(config = Type)]`.
+#[proc_macro_derive(Inputs, attributes(inputs, input))]
+pub fn derive_inputs(input: TokenStream) -> TokenStream {
+    sublayer::derive_inputs(input.into())
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }

@@ -66,3 +66,12 @@ impl Forward for Attn<Tensor> {
         h.add(&h.matmul(&self.u)?.sin()?.mul(&gain)?)
     }
 }
+
+/// A square projection reused by the nested cases: a module, not a layer.
+#[derive(Debug, stackscan::Module)]
+#[module(config = Cfg)]
+pub struct Proj<T> {
+    /// The square weight.
+    #[param(shape = [cfg.d, cfg.d], shard = 0)]
+    pub w: T,
+}

@@ -1,16 +1,20 @@
-//! The model's parameters under hierarchical names (`embed`, `layers.layer.wq`), with shapes,
+//! The model's parameters under hierarchical names (`embed`, `layers.attn.wq`), with shapes,
 //! element types and FSDP shard dimensions: what a plan listing, a log line or a checkpoint
-//! names them by. Stacked parameters are listed once per kind with the number of layers that
+//! names them by, all through [`StackModel::weight_names`] and [`crate::module::stacked_name`]. Stacked parameters are listed once per kind with the number of layers that
 //! hold a copy, since the stacked arrays are `[layers of the kind, ..shape]`.
 
 use std::fmt::Write as _;
 
 use super::model::{ParamSpec, StackModel};
+use crate::module::stacked_name;
 
 /// One row of [`StackModel::parameters`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct NamedParam {
-    /// `name` for a parameter outside the stack, `layers.<kind>.<name>` for one of a kind.
+    /// `name` for a parameter outside the stack; `layers.<name>` for a stacked one, with the
+    /// kind between (`layers.<kind>.<name>`) when the stack has several
+    /// ([`stacked_name`](crate::module::stacked_name)). `name` is the path inside the layer
+    /// (`attn.wq`).
     pub path: String,
     /// Layers that hold a copy: 1 outside the stack.
     pub copies: usize,
@@ -34,19 +38,26 @@ impl StackModel {
             copies: 1,
             spec: p.clone(),
         });
-        let stacked = self.kinds.iter().enumerate().flat_map(|(k, kind)| {
+        let kinds = self.kinds.len();
+        let stacked = self.kinds.iter().enumerate().flat_map(move |(k, kind)| {
             let copies = if k < self.stack.num_kinds() {
                 self.stack.layers_of_kind(k)
             } else {
                 0
             };
             kind.params.iter().map(move |p| NamedParam {
-                path: format!("layers.{}.{}", kind.name, p.name),
+                path: stacked_name(kinds, &kind.name, &p.name),
                 copies,
                 spec: p.clone(),
             })
         });
         outer.chain(stacked).collect()
+    }
+
+    /// Every weight's name in [`weights`](Self::weights) order: the names checkpoints and
+    /// logs use, the paths of [`parameters`](Self::parameters).
+    pub fn weight_names(&self) -> Vec<String> {
+        self.parameters().into_iter().map(|p| p.path).collect()
     }
 
     /// [`parameters`](Self::parameters) as an aligned table, one parameter a line, and a total.

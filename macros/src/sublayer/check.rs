@@ -6,18 +6,65 @@ use std::collections::HashMap;
 use syn::ext::IdentExt;
 use syn::{Expr, Ident, Type};
 
-use super::parse::{self, InitSpec, Input};
+use super::parse::{self, Derive, InitSpec, Input};
 use crate::args;
 use crate::errors::Errors;
 
-/// A validated sub-layer.
+/// A validated sub-layer or module.
 pub(crate) struct Model {
+    pub(crate) derive: Derive,
     pub(crate) ident: Ident,
     pub(crate) value_ty: Ident,
     pub(crate) config: Type,
-    pub(crate) carry: Type,
+    /// `Some` exactly for a sub-layer.
+    pub(crate) carry: Option<Type>,
     pub(crate) name: String,
-    pub(crate) params: Vec<Param>,
+    pub(crate) members: Vec<Member>,
+    /// A model's `inputs = Type`.
+    pub(crate) inputs: Option<Type>,
+    /// The generics as written (a model may be generic over its stack).
+    pub(crate) generics: syn::Generics,
+}
+
+/// A validated field, in declaration order.
+pub(crate) enum Member {
+    Param(Param),
+    Module(SubModule),
+    /// A model's stack field.
+    Stack(StackMember),
+    /// A field of an inputs struct.
+    Input(InputMember),
+}
+
+/// A validated `#[stack]` field.
+pub(crate) struct StackMember {
+    pub(crate) field: Ident,
+    /// `Layers<S>` as written.
+    pub(crate) ty: Type,
+    /// `layers = <expr>` and the config field it reads, as errors name it
+    /// (`LlamaConfig.layers`).
+    pub(crate) layers: Option<(Expr, String)>,
+}
+
+/// A validated `#[input(...)]` field.
+pub(crate) struct InputMember {
+    pub(crate) field: Ident,
+    pub(crate) name: String,
+    pub(crate) dims: Vec<Expr>,
+    /// A variant of `DType`.
+    pub(crate) dtype: &'static str,
+    pub(crate) values: Option<Expr>,
+}
+
+/// A validated sub-module field.
+pub(crate) struct SubModule {
+    pub(crate) field: Ident,
+    /// The name its parameters are nested under (the field's, unraw).
+    pub(crate) name: String,
+    /// The field's type as written, over the value type (`Attention<T>`).
+    pub(crate) ty: Type,
+    /// `config = <expr>`: its config from the enclosing `cfg`; `None`: `cfg` itself.
+    pub(crate) config: Option<Expr>,
 }
 
 /// A validated parameter.
@@ -44,6 +91,7 @@ pub(crate) enum Init {
 /// What a stub impl needs when the declaration is invalid: enough for uses of the type to
 /// type-check, so one mistake does not cascade through every block naming it.
 pub(crate) struct Stub {
+    pub(crate) derive: Derive,
     pub(crate) ident: Ident,
     /// `None`: the struct has no type parameter; the stub holds `Tensor`s.
     pub(crate) value_ty: Option<Ident>,
@@ -57,6 +105,10 @@ pub(crate) struct Stub {
 }
 
 /// The outcome of [`check`].
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value per macro invocation, moved once"
+)]
 pub(crate) enum Checked {
     Valid(Model),
     /// Errors were recorded; the stub's bodies read no fields, so an enum, a tuple struct or a
@@ -65,19 +117,19 @@ pub(crate) enum Checked {
 }
 
 pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
+    let derive = input.derive;
+    let (attr, what) = (derive.attr(), derive.what());
     if !input.has_sublayer_attr {
-        errors.error_spanned_by(
-            &input.ident,
-            "missing `#[sublayer(config = <type>, carry = <type>)]` on the sub-layer",
-        );
+        let expected = parse::struct_attr(derive);
+        errors.error_spanned_by(&input.ident, format!("missing {expected} on the {what}"));
     } else if !input.sublayer_attr_malformed {
         if input.config.is_none() {
             errors.error_spanned_by(
                 &input.ident,
-                "missing `config = <type>` in `#[sublayer(...)]`: the config the shapes are computed from",
+                format!("missing `config = <type>` in `#[{attr}(...)]`: the config the shapes are computed from"),
             );
         }
-        if input.carry.is_none() {
+        if input.carry.is_none() && derive == Derive::SubLayer {
             errors.error_spanned_by(
                 &input.ident,
                 "missing `carry = <type>` in `#[sublayer(...)]`: the activation marker this sub-layer reads and writes",
@@ -94,8 +146,12 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
         None => input.ident.unraw().to_string(),
     };
     if matches!(&input.fields, Some(f) if f.is_empty()) {
-        errors.error_spanned_by(&input.ident, "a sub-layer needs at least one parameter");
+        errors.error_spanned_by(
+            &input.ident,
+            format!("a {what} needs at least one parameter"),
+        );
     }
+    let has_fields = input.fields.is_some();
     let fields = input.fields.unwrap_or_default();
     let mut params = Vec::new();
     let mut names: HashMap<String, Ident> = HashMap::new();
@@ -106,14 +162,94 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
         if f.ident == "_" {
             errors.error_spanned_by(&f.ident, "a parameter field needs a name, not `_`");
         }
-        if let Some(t) = &input.value_ty {
-            let is_value_ty = is_type_param(&f.ty, t);
-            if !is_value_ty {
+        if derive == Derive::Inputs {
+            if let Some(m) = input_field(f, input.value_ty.as_ref(), &mut names, errors) {
+                params.push(Member::Input(m));
+            }
+            continue;
+        }
+        if let Some(stack) = &f.stack {
+            if let Some(attr) = f.attr.as_ref() {
                 errors.error_spanned_by(
-                    &f.ty,
-                    format!("a parameter field has the struct's value type `{t}`"),
+                    attr,
+                    format!("field `{}` is the stack; it takes no `#[param]`", f.ident),
                 );
             }
+            if f.module.is_some() {
+                errors.error_spanned_by(
+                    &stack.path,
+                    format!(
+                        "field `{}` is both the stack and a sub-module; keep one",
+                        f.ident
+                    ),
+                );
+            }
+            if let Some(first) = params.iter().find_map(|m| match m {
+                Member::Stack(s) => Some(s.field.clone()),
+                _ => None,
+            }) {
+                errors.error_spanned_by(
+                    &stack.path,
+                    format!("a model has one stack field; `{first}` is it already"),
+                );
+            }
+            let layers = stack
+                .layers
+                .as_ref()
+                .map(|e| (e.clone(), depth_name(e, input.config.as_ref())));
+            params.push(Member::Stack(StackMember {
+                field: f.ident.clone(),
+                ty: f.ty.clone(),
+                layers,
+            }));
+            continue;
+        }
+        let is_value_ty = |t: &Ident| is_type_param(&f.ty, t);
+        if let Some(module) = &f.module {
+            if let Some(param) = &f.attr {
+                errors.error_spanned_by(
+                    param,
+                    format!(
+                        "field `{}` is both a parameter and a sub-module; keep `#[param(...)]` for a tensor `T` or `#[module]` for a module type",
+                        f.ident
+                    ),
+                );
+            }
+            if let Some(t) = input.value_ty.as_ref().filter(|t| is_value_ty(t)) {
+                errors.error_spanned_by(
+                    &f.ty,
+                    format!(
+                        "a `#[module]` field has a module type over `{t}` (`Attention<{t}>`), not `{t}` itself; a tensor field takes `#[param(...)]`"
+                    ),
+                );
+            }
+            let name = f.ident.unraw().to_string();
+            if let Some(first) = names.get(&name) {
+                errors.error_spanned_by(
+                    &f.ident,
+                    format!("duplicate parameter name `{name}`; field `{first}` has it already"),
+                );
+            } else {
+                names.insert(name.clone(), f.ident.clone());
+            }
+            params.push(Member::Module(SubModule {
+                field: f.ident.clone(),
+                name,
+                ty: f.ty.clone(),
+                config: module.config.clone(),
+            }));
+            continue;
+        }
+        // Without `#[param]` the missing-attribute error below says it all.
+        if let Some(t) = input
+            .value_ty
+            .as_ref()
+            .filter(|t| f.attr.is_some() && !is_value_ty(t))
+        {
+            errors.error_spanned_by(
+                &f.ty,
+                format!("a parameter field has the struct's value type `{t}`; a field of another type is a sub-module, marked `#[module]`"),
+            );
         }
         let pname = f
             .name
@@ -142,7 +278,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
             errors.error_spanned_by(
                 &f.ident,
                 format!(
-                    "field `{}` has no `#[param(shape = [...], shard = <dim>)]`; every field of a sub-layer is a parameter",
+                    "field `{}` has no `#[param(shape = [...], shard = <dim>)]` or `#[module]`; every field of a {what} is a parameter (`T`) or a sub-module (`Attention<T>`, marked `#[module]`)",
                     f.ident
                 ),
             );
@@ -227,25 +363,46 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
                 }
             },
         };
-        params.push(Param {
+        params.push(Member::Param(Param {
             field: f.ident.clone(),
             name: pname,
             dims: shape.dims.clone(),
             shard,
             init,
             dtype,
-        });
+        }));
     }
+    if derive == Derive::Model {
+        if !params.iter().any(|m| matches!(m, Member::Stack(_))) && has_fields {
+            errors.error_spanned_by(
+                &input.ident,
+                "a model needs its stack as a field: `#[stack(layers = cfg.layers)] layers: Layers<MyStack>`",
+            );
+        }
+        if input.inputs.is_none() && input.has_sublayer_attr && !input.sublayer_attr_malformed {
+            errors.error_spanned_by(
+                &input.ident,
+                "missing `inputs = <type>` in `#[model(...)]`: the `#[derive(Inputs)]` struct of the model's inputs",
+            );
+        }
+    }
+    let carry_ok = input.carry.is_some() || derive != Derive::SubLayer;
     match (input.value_ty, input.config, input.carry) {
-        (Some(value_ty), Some(config), Some(carry)) if errors.is_empty() => Checked::Valid(Model {
-            ident: input.ident,
-            value_ty,
-            config,
-            carry,
-            name,
-            params,
-        }),
+        (Some(value_ty), Some(config), carry) if carry_ok && errors.is_empty() => {
+            Checked::Valid(Model {
+                derive,
+                ident: input.ident,
+                value_ty,
+                config,
+                carry,
+                name,
+                members: params,
+                inputs: input.inputs,
+                generics: input.generics,
+            })
+        }
         (value_ty, config, carry) => Checked::Invalid(Stub {
+            derive,
             ident: input.ident,
             value_ty,
             generics: input.generics,
@@ -265,4 +422,119 @@ fn is_type_param(ty: &Type, t: &Ident) -> bool {
         Type::Path(p) => p.qself.is_none() && p.path.is_ident(t),
         _ => false,
     }
+}
+
+/// How an error names the depth a `#[stack(layers = …)]` reads: `Config.field` for
+/// `cfg.field`, else the expression as written.
+fn depth_name(expr: &Expr, config: Option<&Type>) -> String {
+    let config_name = match config {
+        Some(Type::Path(p)) => p.path.segments.last().map(|s| s.ident.unraw().to_string()),
+        _ => None,
+    };
+    match (expr, config_name) {
+        (
+            Expr::Field(syn::ExprField {
+                base,
+                member: syn::Member::Named(field),
+                ..
+            }),
+            Some(config),
+        ) if matches!(&**base, Expr::Path(p) if p.path.is_ident(crate::sublayer::expand::CONFIG_BINDING)) =>
+        {
+            format!("{config}.{}", field.unraw())
+        }
+        _ => quote::ToTokens::to_token_stream(expr).to_string(),
+    }
+}
+
+/// A field of an inputs struct: `#[input(shape = [...], dtype = <type>)]` on a value-type field.
+fn input_field(
+    f: &parse::Field,
+    value_ty: Option<&Ident>,
+    names: &mut HashMap<String, Ident>,
+    errors: &mut Errors,
+) -> Option<InputMember> {
+    if let Some(t) = value_ty
+        && !is_type_param(&f.ty, t)
+    {
+        errors.error_spanned_by(
+            &f.ty,
+            format!("an input field has the struct's value type `{t}`"),
+        );
+    }
+    let name = f
+        .name
+        .as_ref()
+        .map(syn::LitStr::value)
+        .unwrap_or_else(|| f.ident.unraw().to_string());
+    if let Some(lit) = f.name.as_ref().filter(|l| l.value().is_empty()) {
+        errors.error_spanned_by(lit, format!("the input name of `{}` is empty", f.ident));
+    }
+    if let Some(first) = names.get(&name) {
+        errors.error_spanned_by(
+            &f.ident,
+            format!("duplicate input name `{name}`; field `{first}` has it already"),
+        );
+    } else {
+        names.insert(name.clone(), f.ident.clone());
+    }
+    let Some(attr) = &f.input else {
+        errors.error_spanned_by(
+            &f.ident,
+            format!(
+                "field `{}` has no `#[input(shape = [...], dtype = i32)]`; every field of an inputs struct is an input",
+                f.ident
+            ),
+        );
+        return None;
+    };
+    let Some(shape) = &f.shape else {
+        if !f.malformed {
+            errors.error_spanned_by(
+                attr,
+                format!(
+                    "input `{}` has no shape; add `shape = [<dim>, ...]`",
+                    f.ident
+                ),
+            );
+        }
+        return None;
+    };
+    let dtype = match f.dtype.as_ref().map(|d| (d, d.to_string())) {
+        None => {
+            errors.error_spanned_by(
+                attr,
+                format!(
+                    "input `{}` needs `dtype = <type>`, one of {}",
+                    f.ident,
+                    args::one_of(parse::INPUT_DTYPES)
+                ),
+            );
+            return None;
+        }
+        Some((d, name)) => match name.as_str() {
+            "i32" => "I32",
+            "i64" => "I64",
+            "f32" => "F32",
+            "bf16" => "BF16",
+            "f64" => "F64",
+            other => {
+                errors.error_spanned_by(
+                    d,
+                    format!(
+                        "unsupported input element type `{other}`; expected {}",
+                        args::one_of(parse::INPUT_DTYPES)
+                    ),
+                );
+                return None;
+            }
+        },
+    };
+    Some(InputMember {
+        field: f.ident.clone(),
+        name,
+        dims: shape.dims.clone(),
+        dtype,
+        values: f.values.clone(),
+    })
 }

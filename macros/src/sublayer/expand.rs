@@ -1,11 +1,12 @@
 //! A validated sub-layer → its `Params` and `SubLayer` impls. Infallible.
 
-use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
-use super::check::{Init, Model, Stub};
+use super::check::{Init, InputMember, Member, Model, Param, Stub};
+use super::parse::Derive;
 use crate::private;
 
 /// The name the shape and init expressions see the config by.
@@ -14,84 +15,212 @@ pub(crate) const CONFIG_BINDING: &str = "cfg";
 pub(crate) fn expand(model: &Model) -> TokenStream {
     let p = private();
     let Model {
+        derive,
         ident,
         value_ty,
         config,
         carry,
         name,
-        params,
+        members,
+        generics,
+        ..
     } = model;
     let cfg = syn::Ident::new(CONFIG_BINDING, Span::call_site());
-    let specs = params.iter().map(|param| {
-        let name = &param.name;
-        let dims = &param.dims;
-        let dtype = format_ident!("{}", param.dtype);
-        let init = match &param.init {
-            Init::Normal(std) => quote!(#p::Init::Normal(#std)),
-            Init::NormalDefault => quote!(#p::Init::Normal(0.02)),
-            Init::Ones => quote!(#p::Init::Ones),
-            Init::Zeros => quote!(#p::Init::Zeros),
-        };
-        // Through the public constructors: each dimension is checked against `i64` on its own.
-        let shape = quote!(&[#(#dims),*]);
-        match param.shard {
-            Some(d) => quote! {
-                #p::ParamSpec::sharded(#name, #shape, #p::DType::#dtype, #d).with_init(#init)
-            },
-            None => quote! {
-                #p::ParamSpec::replicated(#name, #shape, #p::DType::#dtype).with_init(#init)
-            },
+    let specs_name = syn::Ident::new("__stackscan_specs", Span::mixed_site());
+    let specs = members.iter().map(|member| match member {
+        Member::Param(param) => {
+            let spec = param_spec(param);
+            quote!(#specs_name.push(#spec);)
         }
+        Member::Module(sub) => {
+            let name = &sub.name;
+            let ty = on_tensor(&sub.ty, value_ty);
+            // Spanned on the field's type: "not a module" and a config of the wrong type are
+            // reported where the user wrote the field.
+            let span = sub.ty.span();
+            let sub_cfg = match &sub.config {
+                Some(expr) => quote!(&(#expr)),
+                None => {
+                    let cfg = syn::Ident::new(CONFIG_BINDING, span);
+                    quote_spanned! {span=>
+                        #p::SameConfig::<<#ty as #p::Module>::Config>::same(#cfg)
+                    }
+                }
+            };
+            let specs = quote_spanned! {span=>
+                <#ty as #p::Module>::param_specs(#sub_cfg)
+            };
+            quote!(#specs_name.append(&mut #p::nested(#name, #specs));)
+        }
+        Member::Stack(_) | Member::Input(_) => TokenStream::new(),
     });
-    let fields: Vec<_> = params.iter().map(|param| &param.field).collect();
-    let sublayer = sublayer_impl(
-        ident,
-        value_ty,
-        config,
-        carry,
-        name,
+    let specs: Vec<TokenStream> = specs.collect();
+    let specs_fn = |fn_name: &str| {
+        let fn_name = syn::Ident::new(fn_name, Span::call_site());
         quote! {
-            fn param_specs(#cfg: &Self::Config) -> #p::Vec<#p::ParamSpec> {
+            fn #fn_name(#cfg: &Self::Config) -> #p::Vec<#p::ParamSpec> {
                 let _ = #cfg;
-                #p::list([#(#specs),*])
+                let mut #specs_name = #p::Vec::new();
+                #(#specs)*
+                #specs_name
             }
+        }
+    };
+    let param_specs = specs_fn("param_specs");
+    let trait_impl = match (derive, carry) {
+        (Derive::SubLayer, Some(carry)) => {
+            sublayer_impl(ident, value_ty, config, carry, name, param_specs)
+        }
+        (Derive::Model, _) => model_impl(model, specs_fn("outer_specs")),
+        (Derive::Inputs, _) => inputs_impl(ident, config, members),
+        _ => module_impl(ident, value_ty, config, param_specs),
+    };
+    let params = params_impl(ident, value_ty, generics, members);
+    quote! {
+        const _: () = {
+            #trait_impl
+
+            #params
+        };
+    }
+}
+
+/// One parameter's `ParamSpec` expression.
+fn param_spec(param: &Param) -> TokenStream {
+    let p = private();
+    let name = &param.name;
+    let dims = &param.dims;
+    let dtype = format_ident!("{}", param.dtype);
+    let init = match &param.init {
+        Init::Normal(std) => quote!(#p::Init::Normal(#std)),
+        Init::NormalDefault => quote!(#p::Init::Normal(0.02)),
+        Init::Ones => quote!(#p::Init::Ones),
+        Init::Zeros => quote!(#p::Init::Zeros),
+    };
+    // Through the public constructors: each dimension is checked against `i64` on its own.
+    let shape = quote!(&[#(#dims),*]);
+    match param.shard {
+        Some(d) => quote! {
+            #p::ParamSpec::sharded(#name, #shape, #p::DType::#dtype, #d).with_init(#init)
         },
-    );
-    let len = fields.len();
-    let locals: Vec<_> = (0..len)
-        .map(|i| syn::Ident::new(&format!("__stackscan_value{i}"), Span::mixed_site()))
-        .collect();
+        None => quote! {
+            #p::ParamSpec::replicated(#name, #shape, #p::DType::#dtype).with_init(#init)
+        },
+    }
+}
+
+/// `Params<T>` for the struct over every value type: its own parameters one value each, a
+/// sub-module's as a run of `LEN` values, in declaration order.
+fn params_impl(
+    ident: &syn::Ident,
+    value_ty: &syn::Ident,
+    generics: &syn::Generics,
+    members: &[Member],
+) -> TokenStream {
+    let p = private();
     // Bindings have names no user item plausibly has: a `const` of the same name in scope
     // would turn a binding into a pattern (items are not hygienic).
     let values = syn::Ident::new("__stackscan_values", Span::mixed_site());
+    let out = syn::Ident::new("__stackscan_out", Span::mixed_site());
     let type_name = ident.unraw().to_string();
-    quote! {
-        const _: () = {
-            #sublayer
-
-            #[automatically_derived]
-            impl<#value_ty> #p::Params<#value_ty> for #ident<#value_ty> {
-                const LEN: usize = #len;
-
-                fn from_values(#values: #p::Vec<#value_ty>) -> #p::Result<Self> {
-                    match <[#value_ty; #len] as #p::TryFrom<#p::Vec<#value_ty>>>::try_from(#values) {
-                        #p::Ok([#(#locals),*]) => #p::Ok(#ident { #(#fields: #locals),* }),
-                        #p::Err(#values) => {
-                            #p::Err(#p::wrong_count(#type_name, #len, #values.len()))
-                        }
-                    }
-                }
-
-                fn into_values(self) -> #p::Vec<#value_ty> {
-                    #p::list([#(self.#fields),*])
-                }
-
-                fn values(&self) -> #p::Vec<&#value_ty> {
-                    #p::list([#(&self.#fields),*])
-                }
+    let mut lens = Vec::new();
+    let mut build = Vec::new();
+    let mut into = Vec::new();
+    let mut refs = Vec::new();
+    for member in members {
+        match member {
+            Member::Stack(stack) => {
+                let field = &stack.field;
+                build.push(quote_spanned!(stack.ty.span()=> #field: #p::Layers::new()));
             }
-        };
+            Member::Input(InputMember { field, .. }) | Member::Param(Param { field, .. }) => {
+                build.push(quote!(#field: #values.one()?));
+                into.push(quote!(#out.push(self.#field);));
+                refs.push(quote!(#out.push(&self.#field);));
+            }
+            Member::Module(sub) => {
+                let (field, ty) = (&sub.field, &sub.ty);
+                // No `where` bound: a derived part is `Params<T>` for every `T`, and a bound
+                // would fail again at every use of the struct; spanned uses fail once, on
+                // the field (identical errors at one span are reported once).
+                let span = ty.span();
+                let params = quote_spanned!(span=> <#ty as #p::Params<#value_ty>>);
+                lens.push(quote_spanned!(span=> #params::LEN));
+                build.push(quote_spanned!(span=> #field: #values.module::<#ty>()?));
+                into.push(quote_spanned! {span=>
+                    #out.append(&mut #params::into_values(self.#field));
+                });
+                refs.push(quote_spanned! {span=>
+                    #out.append(&mut #params::values(&self.#field));
+                });
+            }
+        }
     }
+    let own = members
+        .iter()
+        .filter(|m| matches!(m, Member::Param(_) | Member::Input(_)))
+        .count();
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics #p::Params<#value_ty> for #ident #ty_generics #where_clause {
+            const LEN: usize = #own #(+ #lens)*;
+
+            fn from_values(#values: #p::Vec<#value_ty>) -> #p::Result<Self> {
+                let mut #values = #p::Values::new(
+                    #values,
+                    #type_name,
+                    <Self as #p::Params<#value_ty>>::LEN,
+                )?;
+                #p::Ok(#ident { #(#build),* })
+            }
+
+            fn into_values(self) -> #p::Vec<#value_ty> {
+                let mut #out = #p::Vec::with_capacity(<Self as #p::Params<#value_ty>>::LEN);
+                #(#into)*
+                #out
+            }
+
+            fn values(&self) -> #p::Vec<&#value_ty> {
+                let mut #out = #p::Vec::with_capacity(<Self as #p::Params<#value_ty>>::LEN);
+                #(#refs)*
+                #out
+            }
+        }
+    }
+}
+
+/// `ty` with the value type parameter replaced by the DSL's `Tensor`: the field type
+/// `Attention<T>` of `S<T>` as it is in `S<Tensor>`, whose `Module` impl gives its specs.
+fn on_tensor(ty: &syn::Type, value_ty: &syn::Ident) -> TokenStream {
+    fn replace(tokens: TokenStream, value_ty: &syn::Ident, tensor: &TokenStream) -> TokenStream {
+        tokens
+            .into_iter()
+            .map(|tree| match tree {
+                TokenTree::Ident(i) if i == *value_ty => tensor.clone(),
+                TokenTree::Group(g) => {
+                    let mut group = proc_macro2::Group::new(
+                        g.delimiter(),
+                        replace(g.stream(), value_ty, tensor),
+                    );
+                    group.set_span(g.span());
+                    TokenTree::Group(group).into()
+                }
+                other => other.into(),
+            })
+            .collect()
+    }
+    let p = private();
+    // On the field's span, so an error about the substituted type lands on the field.
+    let span = ty.span();
+    let tensor = quote!(#p::Tensor)
+        .into_iter()
+        .map(|mut tree| {
+            tree.set_span(span);
+            tree
+        })
+        .collect();
+    replace(ty.to_token_stream(), value_ty, &tensor)
 }
 
 /// Impls for an invalid declaration: the same types, bodies that do nothing, so the
@@ -101,6 +230,7 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
 pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
     let p = private();
     let Stub {
+        derive,
         ident,
         value_ty,
         generics,
@@ -151,7 +281,7 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
         .predicates
         .push(syn::parse_quote!(#self_ty: 'static + #p::Params<#p::Tensor>));
     let len = fields.len();
-    let params_impl = |value_ty: &TokenStream, len: usize| {
+    let stub_params = |value_ty: &TokenStream, len: usize| {
         quote! {
             const LEN: usize = #len;
 
@@ -174,20 +304,9 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
         Some(t) => quote!(#t),
         None => quote!(#p::Tensor),
     };
-    let struct_params = params_impl(&value_ty, len);
-    let of_params = params_impl(&quote!(#of), 0);
-    quote! {
-        const _: () = {
-            #config_placeholder
-            #carry_placeholder
-
-            pub struct #invalid_params<#of>(fn() -> #of);
-
-            #[automatically_derived]
-            impl<#of> #p::Params<#of> for #invalid_params<#of> {
-                #of_params
-            }
-
+    let struct_params = stub_params(&value_ty, len);
+    let trait_impl = match derive {
+        Derive::SubLayer => quote! {
             #[automatically_derived]
             impl #impl_generics #p::SubLayer for #self_ty #sublayer_where {
                 #config
@@ -200,12 +319,192 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
                     #p::Vec::new()
                 }
             }
+        },
+        // A model stub would need a stack type; its `Params` alone keeps uses of its fields
+        // quiet.
+        Derive::Model => TokenStream::new(),
+        Derive::Inputs => quote! {
+            #[automatically_derived]
+            impl #impl_generics #p::Inputs for #self_ty #sublayer_where {
+                #config
+
+                fn input_specs(_: &Self::Config) -> #p::Vec<#p::InputSpec> {
+                    #p::Vec::new()
+                }
+            }
+        },
+        Derive::Module => quote! {
+            #[automatically_derived]
+            impl #impl_generics #p::Module for #self_ty #sublayer_where {
+                #config
+                type Of<#of> = #invalid_params<#of>;
+
+                fn param_specs(_: &Self::Config) -> #p::Vec<#p::ParamSpec> {
+                    #p::Vec::new()
+                }
+            }
+        },
+    };
+    let carry_placeholder = carry_placeholder.filter(|_| *derive == Derive::SubLayer);
+    let of_params = stub_params(&quote!(#of), 0);
+    quote! {
+        const _: () = {
+            #config_placeholder
+            #carry_placeholder
+
+            pub struct #invalid_params<#of>(fn() -> #of);
+
+            #[automatically_derived]
+            impl<#of> #p::Params<#of> for #invalid_params<#of> {
+                #of_params
+            }
+
+            #trait_impl
 
             #[automatically_derived]
             impl #impl_generics #p::Params<#value_ty> for #self_ty #where_clause {
                 #struct_params
             }
         };
+    }
+}
+
+/// `Model` for the model struct over `Tensor` (other type parameters, the stack's, kept).
+fn model_impl(model: &Model, outer_specs: TokenStream) -> TokenStream {
+    let p = private();
+    let Model {
+        ident,
+        value_ty,
+        config,
+        members,
+        inputs,
+        generics,
+        ..
+    } = model;
+    let Some(stack) = members.iter().find_map(|m| match m {
+        Member::Stack(s) => Some(s),
+        _ => None,
+    }) else {
+        return TokenStream::new();
+    };
+    let (impl_generics, self_ty) = over_tensor(ident, value_ty, generics);
+    let stack_ty = on_tensor(&stack.ty, value_ty);
+    let span = stack.ty.span();
+    let stack_of = quote_spanned!(span=> <#stack_ty as #p::StackField>::Stack);
+    let where_clause = generics.where_clause.as_ref().map(|w| &w.predicates);
+    let inputs = inputs
+        .as_ref()
+        .map(|i| quote_spanned!(i.span()=> type Inputs = #i<#p::Tensor>;));
+    let depth = match &stack.layers {
+        Some((expr, name)) => quote_spanned! {expr.span()=>
+            let __stackscan_depth: usize = #expr;
+            #p::Some((#name, __stackscan_depth))
+        },
+        None => quote!(#p::None),
+    };
+    let cfg = syn::Ident::new(CONFIG_BINDING, Span::call_site());
+    let config_item = quote_spanned!(config.span()=> type Config = #config;);
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics #p::Model for #self_ty
+        where
+            #stack_ty: #p::StackField,
+            #stack_of: #p::LayerStack<Config = #config>,
+            Self: 'static,
+            #where_clause
+        {
+            #config_item
+            type Stack = #stack_of;
+            #inputs
+
+            #outer_specs
+
+            fn depth(#cfg: &Self::Config) -> #p::Option<(&'static str, usize)> {
+                let _ = #cfg;
+                #depth
+            }
+        }
+    }
+}
+
+/// The struct's generics without the value type, and the struct over `Tensor`.
+fn over_tensor(
+    ident: &syn::Ident,
+    value_ty: &syn::Ident,
+    generics: &syn::Generics,
+) -> (TokenStream, TokenStream) {
+    let p = private();
+    let rest: Vec<_> = generics
+        .params
+        .iter()
+        .filter(|g| !matches!(g, syn::GenericParam::Type(t) if t.ident == *value_ty))
+        .collect();
+    let args = generics.params.iter().map(|g| match g {
+        syn::GenericParam::Type(t) if t.ident == *value_ty => quote!(#p::Tensor),
+        syn::GenericParam::Type(t) => t.ident.to_token_stream(),
+        syn::GenericParam::Lifetime(l) => l.lifetime.to_token_stream(),
+        syn::GenericParam::Const(c) => c.ident.to_token_stream(),
+    });
+    let impl_generics = if rest.is_empty() {
+        TokenStream::new()
+    } else {
+        quote!(<#(#rest),*>)
+    };
+    (impl_generics, quote!(#ident<#(#args),*>))
+}
+
+/// `Inputs` for the inputs struct over `Tensor`.
+fn inputs_impl(ident: &syn::Ident, config: &syn::Type, members: &[Member]) -> TokenStream {
+    let p = private();
+    let cfg = syn::Ident::new(CONFIG_BINDING, Span::call_site());
+    let specs = members.iter().filter_map(|m| match m {
+        Member::Input(i) => Some(i),
+        _ => None,
+    });
+    let specs = specs.map(|i| {
+        let (name, dims) = (&i.name, &i.dims);
+        let dtype = format_ident!("{}", i.dtype);
+        let values = i
+            .values
+            .as_ref()
+            .map(|v| quote_spanned!(v.span()=> .with_values(#v)));
+        quote! {
+            #p::InputSpec::new(
+                #name,
+                #p::TensorType::new(#p::DType::#dtype, #p::list([#(#dims),*])),
+            )#values
+        }
+    });
+    let config_item = quote_spanned!(config.span()=> type Config = #config;);
+    quote! {
+        #[automatically_derived]
+        impl #p::Inputs for #ident<#p::Tensor> {
+            #config_item
+
+            fn input_specs(#cfg: &Self::Config) -> #p::Vec<#p::InputSpec> {
+                let _ = #cfg;
+                #p::list([#(#specs),*])
+            }
+        }
+    }
+}
+
+fn module_impl(
+    ident: &syn::Ident,
+    value_ty: &syn::Ident,
+    config: &syn::Type,
+    param_specs: TokenStream,
+) -> TokenStream {
+    let p = private();
+    let config_item = quote_spanned!(config.span()=> type Config = #config;);
+    quote! {
+        #[automatically_derived]
+        impl #p::Module for #ident<#p::Tensor> {
+            #config_item
+            type Of<#value_ty> = #ident<#value_ty>;
+
+            #param_specs
+        }
     }
 }
 

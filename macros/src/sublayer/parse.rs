@@ -12,6 +12,62 @@ use crate::errors::Errors;
 
 /// Keys of the struct-level `#[sublayer(...)]`.
 pub(crate) const STRUCT_KEYS: &[&str] = &["config", "carry", "name", "crate"];
+/// Keys of the struct-level `#[module(...)]` of `#[derive(Module)]`.
+pub(crate) const MODULE_KEYS: &[&str] = &["config", "crate"];
+/// Keys of a sub-module field's `#[module(...)]`.
+pub(crate) const FIELD_MODULE_KEYS: &[&str] = &["config"];
+/// Keys of the struct-level `#[model(...)]` of `#[derive(Model)]`.
+pub(crate) const MODEL_KEYS: &[&str] = &["config", "inputs", "crate"];
+/// Keys of the struct-level `#[inputs(...)]` of `#[derive(Inputs)]`.
+pub(crate) const INPUTS_KEYS: &[&str] = &["config", "crate"];
+/// Keys of an input field's `#[input(...)]`.
+pub(crate) const INPUT_KEYS: &[&str] = &["shape", "dtype", "values", "name"];
+/// Element types an input may have.
+pub(crate) const INPUT_DTYPES: &[&str] = &["i32", "i64", "f32", "bf16", "f64"];
+
+/// Which derive is reading the struct: a sub-layer (a kind of a stack) or a module (a part of
+/// one); both hold parameters and sub-modules, only a sub-layer has a carry and a kind name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Derive {
+    SubLayer,
+    Module,
+    /// A whole model: outer parameters and modules, and one `#[stack]` field.
+    Model,
+    /// A model's inputs: `#[input(...)]` fields only.
+    Inputs,
+}
+
+impl Derive {
+    /// The derive's name in messages.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Derive::SubLayer => "SubLayer",
+            Derive::Module => "Module",
+            Derive::Model => "Model",
+            Derive::Inputs => "Inputs",
+        }
+    }
+
+    /// The struct-level attribute it reads.
+    pub(crate) fn attr(self) -> &'static str {
+        match self {
+            Derive::SubLayer => "sublayer",
+            Derive::Module => "module",
+            Derive::Model => "model",
+            Derive::Inputs => "inputs",
+        }
+    }
+
+    /// What the struct is called in messages.
+    pub(crate) fn what(self) -> &'static str {
+        match self {
+            Derive::SubLayer => "sub-layer",
+            Derive::Module => "module",
+            Derive::Model => "model",
+            Derive::Inputs => "inputs struct",
+        }
+    }
+}
 /// Keys of a field's `#[param(...)]`.
 pub(crate) const PARAM_KEYS: &[&str] = &["shape", "shard", "replicated", "init", "dtype", "name"];
 /// Initialisers.
@@ -21,6 +77,7 @@ pub(crate) const DTYPES: &[&str] = &["f32", "bf16", "f64"];
 
 /// The derive input.
 pub(crate) struct Input {
+    pub(crate) derive: Derive,
     pub(crate) ident: Ident,
     /// The one type parameter: the value type of the parameters.
     pub(crate) value_ty: Option<Ident>,
@@ -29,10 +86,12 @@ pub(crate) struct Input {
     pub(crate) generics: syn::Generics,
     pub(crate) config: Option<Type>,
     pub(crate) carry: Option<Type>,
+    /// `inputs = Type` of a model: its `#[derive(Inputs)]` struct, named without `<T>`.
+    pub(crate) inputs: Option<Type>,
     pub(crate) name: Option<LitStr>,
     /// `crate = "path"`: how generated code reaches the DSL.
     pub(crate) krate: Option<syn::Path>,
-    /// Whether `#[sublayer(...)]` was written at all.
+    /// Whether the struct-level `#[sublayer(...)]` (`#[module(...)]`) was written at all.
     pub(crate) has_sublayer_attr: bool,
     /// Whether reading `#[sublayer(...)]` failed somewhere (then a missing key is not
     /// reported: it is likely the misspelt one).
@@ -41,10 +100,18 @@ pub(crate) struct Input {
     pub(crate) fields: Option<Vec<Field>>,
 }
 
-/// One field: a parameter.
+/// One field: a parameter or a sub-module.
 pub(crate) struct Field {
     pub(crate) ident: Ident,
     pub(crate) ty: Type,
+    /// The field's `#[module]` or `#[module(config = <expr>)]`, if it is a sub-module.
+    pub(crate) module: Option<ModuleAttr>,
+    /// The field's `#[stack(...)]` (a model's stack field).
+    pub(crate) stack: Option<StackAttr>,
+    /// The `input` of the field's `#[input(...)]` (an input of an inputs struct).
+    pub(crate) input: Option<syn::Path>,
+    /// `values = <range>` of an input.
+    pub(crate) values: Option<Expr>,
     /// The `param` of the field's `#[param(...)]`, `None` if it has none.
     pub(crate) attr: Option<syn::Path>,
     pub(crate) name: Option<LitStr>,
@@ -55,6 +122,20 @@ pub(crate) struct Field {
     pub(crate) dtype: Option<Ident>,
     /// Whether reading `#[param(...)]` failed somewhere (then a missing key is not reported).
     pub(crate) malformed: bool,
+}
+
+/// A sub-module field's `#[module(...)]`.
+pub(crate) struct ModuleAttr {
+    /// `config = <expr>`: the sub-module's config computed from the enclosing `cfg`.
+    pub(crate) config: Option<Expr>,
+}
+
+/// A model's `#[stack]` or `#[stack(layers = <expr>)]` field attribute.
+pub(crate) struct StackAttr {
+    /// The attribute's path, where a misplaced or repeated stack field is reported.
+    pub(crate) path: syn::Path,
+    /// `layers = <expr>`: the config's depth (`cfg.layers`), checked against the stack.
+    pub(crate) layers: Option<Expr>,
 }
 
 /// `shape = [d0, d1, …]`: dimensions as expressions over the config.
@@ -69,27 +150,44 @@ pub(crate) enum InitSpec {
     Zeros,
 }
 
-pub(crate) fn parse(input: &DeriveInput, errors: &mut Errors) -> Input {
+pub(crate) fn parse(input: &DeriveInput, derive: Derive, errors: &mut Errors) -> Input {
     let mut out = Input {
+        derive,
         ident: input.ident.clone(),
-        value_ty: value_type(input, errors),
+        value_ty: value_type(input, derive, errors),
         generics: input.generics.clone(),
         config: None,
         carry: None,
+        inputs: None,
         name: None,
         krate: None,
         has_sublayer_attr: false,
         sublayer_attr_malformed: false,
         fields: None,
     };
+    let struct_attr = struct_attr(derive);
     for attr in input.attrs.iter().filter(|a| a.path().is_ident("param")) {
         errors.error_spanned_by(
             attr.path(),
-            "`#[param(...)]` goes on a field (one per parameter), not on the struct; the struct takes `#[sublayer(config = <type>, carry = <type>)]`",
+            format!("`#[param(...)]` goes on a field (one per parameter), not on the struct; the struct takes {struct_attr}"),
         );
     }
+    if derive == Derive::SubLayer {
+        for attr in input.attrs.iter().filter(|a| a.path().is_ident("module")) {
+            errors.error_spanned_by(
+                attr.path(),
+                "`#[module]` goes on a sub-module field, not on a sub-layer; the struct takes `#[sublayer(config = <type>, carry = <type>)]`",
+            );
+        }
+    }
+    let (keys, attr_name) = match derive {
+        Derive::SubLayer => (STRUCT_KEYS, "sublayer"),
+        Derive::Module => (MODULE_KEYS, "module"),
+        Derive::Model => (MODEL_KEYS, "model"),
+        Derive::Inputs => (INPUTS_KEYS, "inputs"),
+    };
     let before = errors.len();
-    for attr in input.attrs.iter().filter(|a| a.path().is_ident("sublayer")) {
+    for attr in input.attrs.iter().filter(|a| a.path().is_ident(attr_name)) {
         out.has_sublayer_attr = true;
         let Some(tokens) = list_tokens(attr, errors) else {
             continue;
@@ -97,16 +195,30 @@ pub(crate) fn parse(input: &DeriveInput, errors: &mut Errors) -> Input {
         for arg in args::split(tokens, errors) {
             match arg.key.to_string().as_str() {
                 "config" => set(&mut out.config, &arg, "a type", errors, Arg::parse),
-                "carry" => set(&mut out.carry, &arg, "a type", errors, Arg::parse),
-                "name" => set(&mut out.name, &arg, "\"kind name\"", errors, Arg::parse),
+                "carry" if derive == Derive::SubLayer => {
+                    set(&mut out.carry, &arg, "a type", errors, Arg::parse);
+                }
+                "name" if derive == Derive::SubLayer => {
+                    set(&mut out.name, &arg, "\"kind name\"", errors, Arg::parse);
+                }
+                "inputs" if derive == Derive::Model => {
+                    set(&mut out.inputs, &arg, "a type", errors, Arg::parse);
+                }
                 "crate" => set(&mut out.krate, &arg, "", errors, |a, _, e| {
                     crate::crate_path(a, e)
                 }),
+                "carry" | "name" if derive == Derive::Module => errors.error_spanned_by(
+                    &arg.key,
+                    format!(
+                        "a module has no `{}`: it is a part of a layer, not a kind of a stack; use `#[derive(SubLayer)]` for a layer",
+                        arg.key
+                    ),
+                ),
                 other => errors.error_spanned_by(
                     &arg.key,
                     format!(
-                        "unknown sublayer option `{other}`; expected {}",
-                        args::one_of(STRUCT_KEYS)
+                        "unknown {attr_name} option `{other}`; expected {}",
+                        args::one_of(keys)
                     ),
                 ),
             }
@@ -116,33 +228,52 @@ pub(crate) fn parse(input: &DeriveInput, errors: &mut Errors) -> Input {
     match &input.data {
         Data::Struct(s) => match &s.fields {
             Fields::Named(named) => {
-                out.fields = Some(named.named.iter().map(|f| field(f, errors)).collect());
+                out.fields = Some(
+                    named
+                        .named
+                        .iter()
+                        .map(|f| field(f, errors))
+                        .collect(),
+                );
             }
             Fields::Unnamed(unnamed) => errors.error_at(
                 unnamed.paren_token.span.join(),
-                "`#[derive(SubLayer)]` needs named fields, one per parameter; tuple structs are not supported",
+                format!("`#[derive({})]` needs named fields, one per parameter or sub-module; tuple structs are not supported", derive.name()),
             ),
             Fields::Unit => errors.error_spanned_by(
                 &input.ident,
-                "`#[derive(SubLayer)]` needs named fields, one per parameter; a unit struct has none",
+                format!("`#[derive({})]` needs named fields, one per parameter or sub-module; a unit struct has none", derive.name()),
             ),
         },
         Data::Enum(e) => errors.error_spanned_by(
             e.enum_token,
-            "`#[derive(SubLayer)]` goes on a struct with one named field per parameter, not on an enum",
+            format!("`#[derive({})]` goes on a struct with one named field per parameter, not on an enum", derive.name()),
         ),
         Data::Union(u) => errors.error_spanned_by(
             u.union_token,
-            "`#[derive(SubLayer)]` goes on a struct with one named field per parameter, not on a union",
+            format!("`#[derive({})]` goes on a struct with one named field per parameter, not on a union", derive.name()),
         ),
     }
     out
 }
 
+/// The struct-level attribute of `derive`, as a message shows it.
+pub(crate) fn struct_attr(derive: Derive) -> &'static str {
+    match derive {
+        Derive::SubLayer => "`#[sublayer(config = <type>, carry = <type>)]`",
+        Derive::Module => "`#[module(config = <type>)]`",
+        Derive::Model => "`#[model(config = <type>, inputs = <type>)]`",
+        Derive::Inputs => "`#[inputs(config = <type>)]`",
+    }
+}
+
 /// The one type parameter, without bounds.
-fn value_type(input: &DeriveInput, errors: &mut Errors) -> Option<Ident> {
+fn value_type(input: &DeriveInput, derive: Derive, errors: &mut Errors) -> Option<Ident> {
     let g = &input.generics;
-    let hint = "a sub-layer has exactly one type parameter, the value type of its parameters (`struct Mlp<T> { w: T }`)";
+    let what = derive.what();
+    let hint = format!(
+        "a {what} has exactly one type parameter, the value type of its parameters (`struct Mlp<T> {{ w: T }}`)"
+    );
     if g.params.is_empty() {
         errors.error_spanned_by(&input.ident, format!("missing type parameter: {hint}"));
         return None;
@@ -154,7 +285,7 @@ fn value_type(input: &DeriveInput, errors: &mut Errors) -> Option<Ident> {
                 if !t.bounds.is_empty() {
                     errors.error_spanned_by(
                         &t.bounds,
-                        "the value type parameter of a sub-layer takes no bounds",
+                        format!("the value type parameter of a {what} takes no bounds"),
                     );
                 }
                 value_ty = Some(t.ident.clone());
@@ -167,20 +298,26 @@ fn value_type(input: &DeriveInput, errors: &mut Errors) -> Option<Ident> {
                 c,
                 format!("const parameters are not supported: {hint}, and no lifetime or const parameters"),
             ),
+            // A model may be generic over its stack (`Llama<T, S>`).
+            GenericParam::Type(_) if derive == Derive::Model => {}
             GenericParam::Type(t) => errors.error_spanned_by(
                 t,
                 format!("a second type parameter is not supported: {hint}"),
             ),
         }
     }
-    if let Some(w) = &g.where_clause {
-        errors.error_spanned_by(w, "a sub-layer takes no `where` clause");
+    if let Some(w) = g.where_clause.as_ref().filter(|_| derive != Derive::Model) {
+        errors.error_spanned_by(w, format!("a {what} takes no `where` clause"));
     }
     value_ty
 }
 
 fn field(f: &syn::Field, errors: &mut Errors) -> Field {
     let mut out = Field {
+        module: None,
+        stack: None,
+        input: None,
+        values: None,
         // Named fields always have an ident; the span fallback only keeps this total.
         ident: f
             .ident
@@ -199,10 +336,70 @@ fn field(f: &syn::Field, errors: &mut Errors) -> Field {
     for attr in f.attrs.iter().filter(|a| a.path().is_ident("sublayer")) {
         errors.error_spanned_by(
             attr.path(),
-            "`#[sublayer(...)]` goes on the struct, not on a field; a field takes `#[param(shape = [...], shard = <dim>)]`",
+            "`#[sublayer(...)]` goes on the struct, not on a field; a field takes `#[param(shape = [...], shard = <dim>)]` or `#[module]`",
         );
     }
     let before = errors.len();
+    for attr in f.attrs.iter().filter(|a| a.path().is_ident("module")) {
+        if out.module.is_some() {
+            errors.error_spanned_by(
+                attr.path(),
+                format!(
+                    "duplicate `#[module]` on `{}`; merge them into one",
+                    out.ident
+                ),
+            );
+            continue;
+        }
+        out.module = Some(module_attr(attr, errors));
+    }
+    for attr in f.attrs.iter().filter(|a| a.path().is_ident("stack")) {
+        if out.stack.is_some() {
+            errors.error_spanned_by(
+                attr.path(),
+                format!(
+                    "duplicate `#[stack]` on `{}`; merge them into one",
+                    out.ident
+                ),
+            );
+            continue;
+        }
+        out.stack = Some(stack_attr(attr, errors));
+    }
+    for attr in f.attrs.iter().filter(|a| a.path().is_ident("input")) {
+        if out.input.is_some() {
+            errors.error_spanned_by(
+                attr.path(),
+                format!(
+                    "duplicate `#[input]` on `{}`; merge them into one",
+                    out.ident
+                ),
+            );
+            continue;
+        }
+        out.input = Some(attr.path().clone());
+        let Some(tokens) = list_tokens(attr, errors) else {
+            continue;
+        };
+        for arg in args::split(tokens, errors) {
+            match arg.key.to_string().as_str() {
+                "shape" => {
+                    let shape = shape(&arg, errors);
+                    set(&mut out.shape, &arg, "", errors, |_, _, _| shape);
+                }
+                "dtype" => set(&mut out.dtype, &arg, "i32", errors, Arg::parse),
+                "values" => set(&mut out.values, &arg, "<start>..<end>", errors, Arg::parse),
+                "name" => set(&mut out.name, &arg, "\"name\"", errors, Arg::parse),
+                other => errors.error_spanned_by(
+                    &arg.key,
+                    format!(
+                        "unknown input option `{other}`; expected {}",
+                        args::one_of(INPUT_KEYS)
+                    ),
+                ),
+            }
+        }
+    }
     for attr in f.attrs.iter().filter(|a| a.path().is_ident("param")) {
         if out.attr.is_some() {
             errors.error_spanned_by(
@@ -256,6 +453,78 @@ fn field(f: &syn::Field, errors: &mut Errors) -> Field {
         }
     }
     out.malformed = errors.len() > before;
+    out
+}
+
+/// A field's `#[stack]` or `#[stack(layers = <expr>)]`.
+fn stack_attr(attr: &syn::Attribute, errors: &mut Errors) -> StackAttr {
+    let mut out = StackAttr {
+        path: attr.path().clone(),
+        layers: None,
+    };
+    let tokens = match &attr.meta {
+        syn::Meta::Path(_) => return out,
+        syn::Meta::List(list) => list.tokens.clone(),
+        syn::Meta::NameValue(nv) => {
+            errors.error_spanned_by(
+                nv,
+                "expected `#[stack]` or `#[stack(layers = <expr>)]` on the stack field",
+            );
+            return out;
+        }
+    };
+    for arg in args::split(tokens, errors) {
+        match arg.key.to_string().as_str() {
+            "layers" => set(
+                &mut out.layers,
+                &arg,
+                "<the config's depth, e.g. `cfg.layers`>",
+                errors,
+                Arg::parse,
+            ),
+            other => errors.error_spanned_by(
+                &arg.key,
+                format!(
+                    "unknown stack field option `{other}`; expected `layers` (the block pattern and the options are the `#[layer_stack]` type's)"
+                ),
+            ),
+        }
+    }
+    out
+}
+
+/// A field's `#[module]` or `#[module(config = <expr>)]`.
+fn module_attr(attr: &syn::Attribute, errors: &mut Errors) -> ModuleAttr {
+    let mut out = ModuleAttr { config: None };
+    let tokens = match &attr.meta {
+        syn::Meta::Path(_) => return out,
+        syn::Meta::List(list) => list.tokens.clone(),
+        syn::Meta::NameValue(nv) => {
+            errors.error_spanned_by(
+                nv,
+                "expected `#[module]` or `#[module(config = <expr>)]` on a sub-module field",
+            );
+            return out;
+        }
+    };
+    for arg in args::split(tokens, errors) {
+        match arg.key.to_string().as_str() {
+            "config" => set(
+                &mut out.config,
+                &arg,
+                "<expression over `cfg`>",
+                errors,
+                Arg::parse,
+            ),
+            other => errors.error_spanned_by(
+                &arg.key,
+                format!(
+                    "unknown sub-module option `{other}`; expected {}",
+                    args::one_of(FIELD_MODULE_KEYS)
+                ),
+            ),
+        }
+    }
     out
 }
 

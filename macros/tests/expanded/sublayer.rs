@@ -13,34 +13,46 @@ const _: () = {
             cfg: &Self::Config,
         ) -> ::stackscan::__private::Vec<::stackscan::__private::ParamSpec> {
             let _ = cfg;
-            ::stackscan::__private::list([
-                ::stackscan::__private::ParamSpec::sharded(
-                        "w1",
-                        &[cfg.d, cfg.f],
-                        ::stackscan::__private::DType::F32,
-                        0usize,
-                    )
-                    .with_init(::stackscan::__private::Init::Normal(0.02)),
-                ::stackscan::__private::ParamSpec::sharded(
-                        "w2",
-                        &[cfg.f, cfg.d],
-                        ::stackscan::__private::DType::F32,
-                        1usize,
-                    )
-                    .with_init(::stackscan::__private::Init::Normal(0.01)),
-                ::stackscan::__private::ParamSpec::replicated(
-                        "gain",
-                        &[cfg.d],
-                        ::stackscan::__private::DType::F32,
-                    )
-                    .with_init(::stackscan::__private::Init::Ones),
-                ::stackscan::__private::ParamSpec::replicated(
-                        "b",
-                        &[cfg.d],
-                        ::stackscan::__private::DType::BF16,
-                    )
-                    .with_init(::stackscan::__private::Init::Zeros),
-            ])
+            let mut __stackscan_specs = ::stackscan::__private::Vec::new();
+            __stackscan_specs
+                .push(
+                    ::stackscan::__private::ParamSpec::sharded(
+                            "w1",
+                            &[cfg.d, cfg.f],
+                            ::stackscan::__private::DType::F32,
+                            0usize,
+                        )
+                        .with_init(::stackscan::__private::Init::Normal(0.02)),
+                );
+            __stackscan_specs
+                .push(
+                    ::stackscan::__private::ParamSpec::sharded(
+                            "w2",
+                            &[cfg.f, cfg.d],
+                            ::stackscan::__private::DType::F32,
+                            1usize,
+                        )
+                        .with_init(::stackscan::__private::Init::Normal(0.01)),
+                );
+            __stackscan_specs
+                .push(
+                    ::stackscan::__private::ParamSpec::replicated(
+                            "gain",
+                            &[cfg.d],
+                            ::stackscan::__private::DType::F32,
+                        )
+                        .with_init(::stackscan::__private::Init::Ones),
+                );
+            __stackscan_specs
+                .push(
+                    ::stackscan::__private::ParamSpec::replicated(
+                            "b",
+                            &[cfg.d],
+                            ::stackscan::__private::DType::BF16,
+                        )
+                        .with_init(::stackscan::__private::Init::Zeros),
+                );
+            __stackscan_specs
         }
     }
     #[automatically_derived]
@@ -49,39 +61,37 @@ const _: () = {
         fn from_values(
             __stackscan_values: ::stackscan::__private::Vec<T>,
         ) -> ::stackscan::__private::Result<Self> {
-            match <[T; 4usize] as ::stackscan::__private::TryFrom<
-                ::stackscan::__private::Vec<T>,
-            >>::try_from(__stackscan_values) {
-                ::stackscan::__private::Ok(
-                    [__stackscan_value0,
-                    __stackscan_value1,
-                    __stackscan_value2,
-                    __stackscan_value3,
-                    ],
-                ) => {
-                    ::stackscan::__private::Ok(GatedMlp {
-                        w1: __stackscan_value0,
-                        w2: __stackscan_value1,
-                        gain: __stackscan_value2,
-                        bias: __stackscan_value3,
-                    })
-                }
-                ::stackscan::__private::Err(__stackscan_values) => {
-                    ::stackscan::__private::Err(
-                        ::stackscan::__private::wrong_count(
-                            "GatedMlp",
-                            4usize,
-                            __stackscan_values.len(),
-                        ),
-                    )
-                }
-            }
+            let mut __stackscan_values = ::stackscan::__private::Values::new(
+                __stackscan_values,
+                "GatedMlp",
+                <Self as ::stackscan::__private::Params<T>>::LEN,
+            )?;
+            ::stackscan::__private::Ok(GatedMlp {
+                w1: __stackscan_values.one()?,
+                w2: __stackscan_values.one()?,
+                gain: __stackscan_values.one()?,
+                bias: __stackscan_values.one()?,
+            })
         }
         fn into_values(self) -> ::stackscan::__private::Vec<T> {
-            ::stackscan::__private::list([self.w1, self.w2, self.gain, self.bias])
+            let mut __stackscan_out = ::stackscan::__private::Vec::with_capacity(
+                <Self as ::stackscan::__private::Params<T>>::LEN,
+            );
+            __stackscan_out.push(self.w1);
+            __stackscan_out.push(self.w2);
+            __stackscan_out.push(self.gain);
+            __stackscan_out.push(self.bias);
+            __stackscan_out
         }
         fn values(&self) -> ::stackscan::__private::Vec<&T> {
-            ::stackscan::__private::list([&self.w1, &self.w2, &self.gain, &self.bias])
+            let mut __stackscan_out = ::stackscan::__private::Vec::with_capacity(
+                <Self as ::stackscan::__private::Params<T>>::LEN,
+            );
+            __stackscan_out.push(&self.w1);
+            __stackscan_out.push(&self.w2);
+            __stackscan_out.push(&self.gain);
+            __stackscan_out.push(&self.bias);
+            __stackscan_out
         }
     }
 };

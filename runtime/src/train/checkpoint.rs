@@ -59,15 +59,10 @@ impl Slot {
     }
 }
 
-/// The checkpoint names of `model`'s weights, in [`StackModel::weights`] order.
+/// The checkpoint names of `model`'s weights, in [`StackModel::weights`] order: the paths of
+/// the parameter listing ([`StackModel::weight_names`]), one naming for both.
 pub fn weight_names(model: &StackModel) -> Vec<String> {
-    let outer = model.outer_params.iter().map(|p| p.name.clone());
-    let stacked = model.kinds.iter().flat_map(|k| {
-        k.params
-            .iter()
-            .map(move |p| format!("{}.{}", k.name, p.name))
-    });
-    outer.chain(stacked).collect()
+    model.weight_names()
 }
 
 /// `slots` (in weights order) with their checkpoint names, the outer ones first.
