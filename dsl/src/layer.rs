@@ -142,7 +142,9 @@ pub fn layer_kind<L: Forward>(cfg: &L::Config) -> LayerKind {
 
 /// A layer stack: sub-layer kinds in order and the plan options; implemented by
 /// `#[layer_stack(...)]`.
-pub trait LayerStack {
+///
+/// `'static`: a stack is a type-level declaration (a unit struct), named in models and kinds.
+pub trait LayerStack: 'static {
     /// The config every sub-layer of the stack reads.
     type Config: Clone + 'static;
     /// The plan options, checked at compile time with [`PlanOptions::validate`].

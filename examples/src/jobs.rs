@@ -115,15 +115,31 @@ impl fmt::Debug for Job {
 impl Job {
     /// The tiny config of model `name`.
     pub fn tiny(name: ModelName) -> Result<Job> {
+        Job::with_config(name, None)
+    }
+
+    /// Model `name` with a config by name or path (`--config tiny|llama3-8b|path.toml`), or
+    /// its tiny config. Only the Llama's config is data so far; another model given one is an
+    /// error naming the flag.
+    pub fn with_config(name: ModelName, config: Option<&str>) -> Result<Job> {
+        if let (Some(_), ModelName::DeepSeek3 | ModelName::Qwen35) = (config, name) {
+            return Err(stackscan::Error::InvalidOp {
+                op: "config",
+                message: format!("`--config` is read for `--model llama` only, not `{name}`"),
+            });
+        }
         Ok(match name {
             ModelName::Llama => {
-                let c = LlamaConfig::tiny();
-                let (model, options) = llama_macro::tiny()?;
+                let c = match config {
+                    Some(spec) => LlamaConfig::load(spec)?,
+                    None => LlamaConfig::tiny(),
+                };
+                let (model, options) = llama_macro::for_config(&c)?;
                 Job {
                     model,
                     options,
                     describe: format!(
-                        "tiny Llama (declared with the macros): {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device",
+                        "Llama (declared with the macros): {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device",
                         c.layers,
                         c.d_model,
                         c.heads,

@@ -14,8 +14,11 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 use stackscan::fsdp::{Init, InputSpec, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
 use stackscan::layer::{ActivationMarker, Forward, Params};
+use stackscan::model::{Layers, ModelForward};
 use stackscan::plan::Stack;
-use stackscan::{DType, Error, Module, Result, SubLayer, Tensor, TensorType, nn};
+use stackscan::{
+    DType, Error, Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, TensorType, nn,
+};
 use stackscan_runtime::rng::Rng;
 
 /// Sizes of a Llama-style model; data (`examples/configs/llama-*.toml`, [`LlamaConfig::load`]),
@@ -258,9 +261,9 @@ pub fn layer_params(c: &LlamaConfig) -> Vec<ParamSpec> {
     ]
 }
 
-/// What runs outside the decoder stack: the inputs, the activation between layers, the
-/// embedding, final norm and LM head, and the cross-entropy. Shared by [`model`] and the
-/// macro-declared model, so the two differ only in how the stack is declared.
+/// What runs outside the decoder stack, built by hand for the run-time API: the inputs, the
+/// activation between layers, the embedding, final norm and LM head, and the cross-entropy,
+/// as positional specs and closures (the declared [`Llama`] makes the same from its fields).
 #[expect(missing_debug_implementations, reason = "holds closures")]
 pub struct Outer {
     /// `[batch_per_device, seq, d_model]`.
@@ -277,15 +280,7 @@ pub struct Outer {
 
 /// The parts outside the stack, after checking the head layout.
 pub fn outer(c: &LlamaConfig) -> Result<Outer> {
-    if c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0 {
-        return Err(Error::InvalidOp {
-            op: "llama",
-            message: format!(
-                "heads ({}) must be a multiple of kv_heads ({}) and head_dim ({}) even",
-                c.heads, c.kv_heads, c.head_dim
-            ),
-        });
-    }
+    check_heads(c)?;
     let vocab = c.vocab;
     let f32 = DType::F32;
     let tokens = TensorType::new(DType::I32, [c.batch_per_device, c.seq]);
@@ -303,11 +298,11 @@ pub fn outer(c: &LlamaConfig) -> Result<Outer> {
         ],
         pre: Rc::new(|inputs, w| {
             let (OuterInputs { tokens, .. }, w) = named(inputs, w)?;
-            w.embed(tokens)
+            w.embed_tokens(tokens)
         }),
         post: Rc::new(move |h, inputs, w| {
             let (OuterInputs { labels, .. }, w) = named(inputs, w)?;
-            w.loss(vocab, h, labels)
+            w.head_loss(vocab, h, labels)
         }),
     })
 }
@@ -318,13 +313,34 @@ struct OuterInputs<'a> {
     labels: &'a Tensor,
 }
 
-/// The parameters outside the stack: `embed`, `final_norm`, `lm_head`.
-#[derive(Debug, Module)]
-#[module(config = LlamaConfig)]
-pub struct LlamaOuter<T> {
+/// The model's inputs, declared once: tokens and next-token labels, `[batch_per_device, seq]`
+/// per device. Both index the vocabulary — a token through the embedding's gather (which
+/// would clamp an id outside it), a label through the cross-entropy's one-hot (which would
+/// match no class) — so both declare `0..vocab` and bad data is rejected on the host.
+#[derive(Debug, Inputs)]
+#[inputs(config = LlamaConfig)]
+pub struct Tokens<T> {
+    /// Token ids.
+    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
+    pub tokens: T,
+    /// The next token of each position.
+    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
+    pub labels: T,
+}
+
+/// The whole Llama-style model with stack `S` (a `#[layer_stack]` of [`Decoder`]s:
+/// [`TinyLlama`](crate::llama_macro::TinyLlama), [`Llama3_8b`](crate::llama_macro::Llama3_8b)):
+/// the embedding, the stack, the final norm and the LM head, in the order they run. The
+/// config's `layers` must be the stack's depth; it is checked once, when the model is built.
+#[derive(Debug, Model)]
+#[model(config = LlamaConfig, inputs = Tokens)]
+pub struct Llama<T, S> {
     /// Token embedding, `[vocab, d]`.
     #[param(shape = [cfg.vocab, cfg.d_model], shard = 0)]
     pub embed: T,
+    /// The decoder layers.
+    #[stack(layers = cfg.layers)]
+    pub layers: Layers<S>,
     /// RMSNorm scale after the stack, `[d]`.
     #[param(shape = [cfg.d_model], replicated)]
     pub final_norm: T,
@@ -333,15 +349,15 @@ pub struct LlamaOuter<T> {
     pub lm_head: T,
 }
 
-impl LlamaOuter<Tensor> {
+impl<S> Llama<Tensor, S> {
     /// The embedding lookup of `tokens: [B, T]`.
-    pub fn embed(&self, tokens: &Tensor) -> Result<Tensor> {
+    pub fn embed_tokens(&self, tokens: &Tensor) -> Result<Tensor> {
         self.embed.take(tokens, 0)
     }
 
     /// Final norm, LM head and mean next-token cross-entropy of `h: [B, T, d]` against
     /// `labels: [B, T]`.
-    pub fn loss(&self, vocab: i64, h: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    pub fn head_loss(&self, vocab: i64, h: &Tensor, labels: &Tensor) -> Result<Tensor> {
         let (b, t) = (h.dims()[0], h.dims()[1]);
         let logits = nn::rms_norm(h, &self.final_norm, 1e-5)?.matmul(&self.lm_head)?;
         let logits = logits.reshape(&[b * t, vocab])?;
@@ -349,12 +365,44 @@ impl LlamaOuter<Tensor> {
     }
 }
 
+impl<S: LayerStack<Config = LlamaConfig> + 'static> ModelForward for Llama<Tensor, S> {
+    fn embed(&self, _: &LlamaConfig, x: &Tokens<Tensor>) -> Result<Tensor> {
+        self.embed_tokens(&x.tokens)
+    }
+
+    fn loss(&self, c: &LlamaConfig, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
+        self.head_loss(c.vocab, h, &x.labels)
+    }
+
+    fn check(c: &LlamaConfig) -> Result<()> {
+        check_heads(c)
+    }
+}
+
+/// Heads must group evenly and a head's width must be even (RoPE rotates pairs).
+fn check_heads(c: &LlamaConfig) -> Result<()> {
+    if c.kv_heads <= 0 || c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0 {
+        return Err(Error::InvalidOp {
+            op: "llama",
+            message: format!(
+                "heads ({}) must be a multiple of kv_heads ({}) and head_dim ({}) even",
+                c.heads, c.kv_heads, c.head_dim
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The outer weights of the run-time API's positional lists, by name: the model struct with
+/// no stack type (its fields outside the stack are all the closures read).
+type OuterWeights = Llama<Tensor, ()>;
+
 /// Names the closures' positional inputs and weights; a wrong count is an error, not a panic.
-fn named<'a>(inputs: &'a [Tensor], w: &[Tensor]) -> Result<(OuterInputs<'a>, LlamaOuter<Tensor>)> {
+fn named<'a>(inputs: &'a [Tensor], w: &[Tensor]) -> Result<(OuterInputs<'a>, OuterWeights)> {
     match inputs {
         [tokens, labels] => Ok((
             OuterInputs { tokens, labels },
-            LlamaOuter::from_values(w.to_vec())?,
+            OuterWeights::from_values(w.to_vec())?,
         )),
         _ => Err(Error::InvalidOp {
             op: "llama",

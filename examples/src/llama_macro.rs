@@ -1,8 +1,7 @@
-//! The Llama-style decoder of [`llama`](crate::llama) declared with the macros: one
-//! `#[derive(SubLayer)]` struct whose fields are the layer's weights (the forward is the
-//! hand-built model's layer function, handed the fields by name), and `#[layer_stack]` models for the tiny config and for
-//! Llama-3-8B's depth. The resulting [`StackModel`] is the hand-built one: same parameters, same
-//! program text.
+//! The stacks of the declared Llama ([`llama::Llama`](crate::llama::Llama), whose layer is
+//! the nested [`Decoder`]): `#[layer_stack]` types for the tiny config and for Llama-3-8B's
+//! depth, and the declared model lowered to a [`StackModel`]. The result is the run-time API's
+//! hand-built [`llama::model`](crate::llama::model): same parameters, same program text.
 //!
 //! ```
 //! use stackscan::LayerStack;
@@ -11,6 +10,7 @@
 //!
 //! let m = model::<TinyLlama>(&LlamaConfig::tiny())?;
 //! assert_eq!(m.kinds[0].params[1].name, "attn.wq");
+//! assert_eq!(m.parameters()[4].path, "layers.attn.wq");
 //! assert_eq!(Llama3_8b::plan_notation()?.0, "[layer 0 … layer 30] → [layer 31]");
 //! // The config's depth must be the declared one.
 //! let e = model::<Llama3_8b>(&LlamaConfig::tiny()).unwrap_err();
@@ -26,10 +26,11 @@
 //! ```
 
 use stackscan::fsdp::StackModel;
+use stackscan::model::stack_model;
 use stackscan::plan::PlanOptions;
-use stackscan::{LayerStack, Result, layer_stack};
+use stackscan::{LayerStack, Result, Tensor, layer_stack};
 
-use crate::llama::LlamaConfig;
+use crate::llama::{Llama, LlamaConfig};
 
 pub use crate::llama::{Decoder, Residual};
 
@@ -53,27 +54,28 @@ pub struct TinyLlama;
 #[derive(Debug)]
 pub struct Llama3_8b;
 
-/// The model with stack `S`: tokens and next-token labels `[batch_per_device, seq]` per
-/// device, embedding before the stack, final norm, LM head and cross-entropy after it.
-pub fn model<S: LayerStack<Config = LlamaConfig>>(c: &LlamaConfig) -> Result<StackModel> {
-    S::check_depth("LlamaConfig.layers", c.layers)?;
-    let o = crate::llama::outer(c)?;
-    S::stack_model(c, o.activation, o.inputs, o.params, o.pre, o.post)
+/// The model with stack `S`: the declared [`Llama`] lowered to the run-time model (the depth
+/// checked once against `LlamaConfig.layers`).
+pub fn model<S: LayerStack<Config = LlamaConfig> + 'static>(c: &LlamaConfig) -> Result<StackModel> {
+    Ok(stack_model::<Llama<Tensor, S>>(c)?.0)
 }
 
-/// The main job's model: the macro-declared tiny Llama with its attribute's options.
+/// The main job's model: the declared tiny Llama with its attribute's options.
 pub fn tiny() -> Result<(StackModel, PlanOptions)> {
-    Ok((
-        model::<TinyLlama>(&LlamaConfig::tiny())?,
-        TinyLlama::OPTIONS,
-    ))
+    stack_model::<Llama<Tensor, TinyLlama>>(&LlamaConfig::tiny())
 }
 
 /// Llama-3-8B declared with the macros, with its attribute's options (for plans and
 /// parameter listings; far too big to train here).
 pub fn llama3_8b() -> Result<(StackModel, PlanOptions)> {
-    Ok((
-        model::<Llama3_8b>(&LlamaConfig::llama3_8b())?,
-        Llama3_8b::OPTIONS,
-    ))
+    stack_model::<Llama<Tensor, Llama3_8b>>(&LlamaConfig::llama3_8b())
+}
+
+/// The declared model for a config loaded by name or path: the declared stack of its depth
+/// (4 layers: [`TinyLlama`], 32: [`Llama3_8b`]), since a stack's depth is part of its type.
+pub fn for_config(c: &LlamaConfig) -> Result<(StackModel, PlanOptions)> {
+    match c.layers {
+        n if n == Llama3_8b::LAYERS => stack_model::<Llama<Tensor, Llama3_8b>>(c),
+        _ => stack_model::<Llama<Tensor, TinyLlama>>(c),
+    }
 }

@@ -13,6 +13,8 @@
 //! assert_eq!(ToyRepeated::LAYERS, 12);
 //! let m = model::<ToyRepeated>(&ToyConfig::small())?;
 //! assert_eq!(m.kinds[0].params[1].shard_dim, Some(1));
+//! let names: Vec<String> = m.parameters().into_iter().map(|p| p.path).collect();
+//! assert_eq!(names[..4], ["embed", "head", "bias", "layers.A.w1"]);
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
@@ -20,8 +22,11 @@ use std::rc::Rc;
 
 use stackscan::fsdp::{InputSpec, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
 use stackscan::layer::{ActivationMarker, Forward};
+use stackscan::model::{Layers, ModelForward, stack_model};
 use stackscan::plan::Stack;
-use stackscan::{DType, Error, LayerStack, Result, SubLayer, Tensor, TensorType, layer_stack};
+use stackscan::{
+    DType, Error, Inputs, LayerStack, Model, Result, SubLayer, Tensor, TensorType, layer_stack,
+};
 
 /// Sizes of the toy model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,10 +154,7 @@ fn outer(cfg: &ToyConfig) -> Outer {
             )),
         }),
         post: Rc::new(|h, inp, w| match (inp, w) {
-            ([_, y], [_, head, bias]) => {
-                let out = h.matmul(head)?.add(&bias.broadcast_to(h.dims())?)?;
-                out.sub(y)?.square()?.mean(&[0, 1])
-            }
+            ([_, y], [_, head, bias]) => mse(h, y, head, bias),
             _ => Err(arity(
                 "toy outer",
                 "2 inputs and 3 weights",
@@ -170,10 +172,56 @@ fn arity(op: &'static str, expected: &str, got: usize) -> Error {
     }
 }
 
-/// The toy stack `S` (declared with the macros) with its outer parts.
-pub fn model<S: LayerStack<Config = ToyConfig>>(cfg: &ToyConfig) -> Result<StackModel> {
-    let o = outer(cfg);
-    S::stack_model(cfg, o.activation, o.inputs, o.params, o.pre, o.post)
+/// The toy model's inputs: rows `x` and their targets `y`, `[batch, d]` each.
+#[derive(Debug, Inputs)]
+#[inputs(config = ToyConfig)]
+pub struct Rows<T> {
+    /// Input rows.
+    #[input(shape = [cfg.batch, cfg.d], dtype = f32)]
+    pub x: T,
+    /// Targets.
+    #[input(shape = [cfg.batch, cfg.d], dtype = f32)]
+    pub y: T,
+}
+
+/// The whole toy model over stack `S`: a linear embedding, the stack, a linear head with a
+/// bias, and the mean squared error.
+#[derive(Debug, Model)]
+#[model(config = ToyConfig, inputs = Rows)]
+pub struct ToyModel<T, S> {
+    /// `[d, d]`, sharded on 0.
+    #[param(shape = [cfg.d, cfg.d], shard = 0)]
+    pub embed: T,
+    /// The stack.
+    #[stack]
+    pub layers: Layers<S>,
+    /// `[d, d]`, sharded on its minor dimension.
+    #[param(shape = [cfg.d, cfg.d], shard = 1)]
+    pub head: T,
+    /// `[d]`, replicated.
+    #[param(shape = [cfg.d], replicated)]
+    pub bias: T,
+}
+
+impl<S: LayerStack<Config = ToyConfig> + 'static> ModelForward for ToyModel<Tensor, S> {
+    fn embed(&self, _: &ToyConfig, x: &Rows<Tensor>) -> Result<Tensor> {
+        x.x.matmul(&self.embed)
+    }
+
+    fn loss(&self, _: &ToyConfig, h: &Tensor, x: &Rows<Tensor>) -> Result<Tensor> {
+        mse(h, &x.y, &self.head, &self.bias)
+    }
+}
+
+/// The head's mean squared error against `y`.
+fn mse(h: &Tensor, y: &Tensor, head: &Tensor, bias: &Tensor) -> Result<Tensor> {
+    let out = h.matmul(head)?.add(&bias.broadcast_to(h.dims())?)?;
+    out.sub(y)?.square()?.mean(&[0, 1])
+}
+
+/// The declared toy model over stack `S`, lowered to the run-time model.
+pub fn model<S: LayerStack<Config = ToyConfig> + 'static>(cfg: &ToyConfig) -> Result<StackModel> {
+    Ok(stack_model::<ToyModel<Tensor, S>>(cfg)?.0)
 }
 
 /// The same model built with the run-time API alone: `[A, A, A, B] × repeat`, prefetch options

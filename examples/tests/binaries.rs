@@ -64,7 +64,30 @@ fn succeeds(bin: &str, args: &[&str]) -> String {
 
 #[test]
 fn train_rejects_bad_arguments_in_one_line() {
-    fails("train", &["--devices", "3"], 2, &["3 devices", "`wq`"]);
+    fails("train", &["--devices", "3"], 2, &["3 devices", "`attn.wq`"]);
+    fails(
+        "train",
+        &["--config", "no-such.toml"],
+        2,
+        &["neither a built-in config (tiny, llama3-8b)"],
+    );
+    fails(
+        "train",
+        &["--model", "qwen35", "--config", "tiny"],
+        2,
+        &["`--config` is read for `--model llama` only"],
+    );
+    let dir = std::env::temp_dir().join(format!("stackscan-bad-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "layers = 4\nheadz = 8\n").unwrap();
+    fails(
+        "train",
+        &["--config", bad.to_str().unwrap()],
+        2,
+        &["unknown field `headz`", "bad.toml"],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
     fails("train", &["--unroll", "0"], 2, &["unroll"]);
     fails("train", &["--unroll", "3"], 2, &["unroll"]);
     fails("train", &["--steps", "0"], 2, &["--steps"]);

@@ -1,4 +1,5 @@
-//! The Llama-style model declared with the macros is the hand-built one: same stack, same
+//! The Llama-style model declared with the macros — the whole-model struct `llama::Llama`
+//! over the nested `Decoder` (`attn: Attention`, `mlp: SwiGlu`) — is the hand-built one: same stack, same
 //! parameters (names, shapes, sharding, initialisers), same plan, and identical StableHLO for
 //! the reference and for the FSDP step under every option set on 4 devices; and with the
 //! options of its attribute it trains identically on 1, 2 and 4 devices (bit-equal losses and
@@ -30,7 +31,14 @@ fn macro_llama_declares_the_hand_built_model() {
         assert_eq!(generated.kinds[0].name, hand.kinds[0].name);
         assert_eq!(generated.kinds[0].params, hand.kinds[0].params);
         assert_eq!(generated.outer_params, hand.outer_params);
+        assert_eq!(generated.inputs, hand.inputs, "declared once by `Tokens`");
         assert_eq!(generated.activation, hand.activation);
+        let names = generated.weight_names();
+        assert_eq!(
+            names[..4],
+            ["embed", "final_norm", "lm_head", "layers.attn_norm"]
+        );
+        assert!(names.contains(&"layers.mlp.w_down".to_owned()), "{names:?}");
     }
     let stack = llama::model(&LlamaConfig::llama3_8b()).unwrap().stack;
     let plan = Plan::new(&stack, PlanOptions::prefetch_deferred()).unwrap();
@@ -96,7 +104,9 @@ fn macro_llama_trains_like_the_hand_built_model_on_1_2_4_devices() {
     use stackscan::{DType, TensorType};
     use stackscan_runtime::testing as common;
 
-    let options = TinyLlama::OPTIONS;
+    // The options the declared model hands the trainer: its stack attribute's.
+    let options = llama_macro::tiny().unwrap().1;
+    assert_eq!(options, TinyLlama::OPTIONS);
     assert_eq!(
         options,
         PlanOptions::prefetch_deferred(),

@@ -198,49 +198,6 @@ fn sublayer_expands_to_both_impls_in_a_const_block() {
 }
 
 #[test]
-fn sub_module_fields_nest_their_names_and_check_their_types() {
-    let out = derive(quote! {
-        #[sublayer(config = Cfg, carry = Hidden)]
-        pub struct Block<T> {
-            #[param(shape = [cfg.d], replicated)]
-            norm: T,
-            #[module(config = cfg.attention())]
-            attn: Attention<T>,
-            #[module]
-            mlp: layers::SwiGlu<T>,
-        }
-    })
-    .unwrap();
-    assert!(compile_errors(&out).is_empty());
-    assert_contains(
-        &out,
-        &[
-            "::stackscan::__private::nested(\"attn\", <Attention<::stackscan::__private::Tensor> as ::stackscan::__private::Module>::param_specs(&(cfg.attention())))",
-            "::stackscan::__private::nested(\"mlp\", <layers::SwiGlu<::stackscan::__private::Tensor> as ::stackscan::__private::Module>::param_specs(::stackscan::__private::SameConfig::<<layers::SwiGlu<::stackscan::__private::Tensor> as ::stackscan::__private::Module>::Config>::same(cfg)))",
-            "const LEN: usize = 1usize + <Attention<T> as ::stackscan::__private::Params<T>>::LEN + <layers::SwiGlu<T> as ::stackscan::__private::Params<T>>::LEN;",
-            "attn: __stackscan_values.module::<Attention<T>>()?",
-        ],
-    );
-    let module = crate::sublayer::derive_module(quote! {
-        #[module(config = AttnDims)]
-        pub struct Attention<T> {
-            #[param(shape = [cfg.d, cfg.d], shard = 0)]
-            wq: T,
-        }
-    })
-    .unwrap();
-    assert!(compile_errors(&module).is_empty());
-    assert_contains(
-        &module,
-        &[
-            "impl ::stackscan::__private::Module for Attention<::stackscan::__private::Tensor>",
-            "type Config = AttnDims;",
-            "type Of<T> = Attention<T>;",
-        ],
-    );
-}
-
-#[test]
 fn generic_config_types_keep_their_commas() {
     let out = derive(quote! {
         #[sublayer(config = Sizes<f32, 4>, carry = Hidden)]
@@ -600,4 +557,5 @@ fn malformed_arguments_never_panic() {
     }
 }
 
+mod nesting;
 mod robustness;

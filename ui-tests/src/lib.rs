@@ -75,3 +75,17 @@ pub struct Proj<T> {
     #[param(shape = [cfg.d, cfg.d], shard = 0)]
     pub w: T,
 }
+
+/// A two-layer stack of [`Mlp`] for the model cases.
+#[stackscan::layer_stack(block = [Mlp], layers = 2, prefetch_fsdp_weights)]
+#[derive(Debug)]
+pub struct TwoMlps;
+
+/// The inputs of the model cases: token ids `[d]` in `0..d`.
+#[derive(Debug, stackscan::Inputs)]
+#[inputs(config = Cfg)]
+pub struct Batch<T> {
+    /// Token ids.
+    #[input(shape = [cfg.d], dtype = i32, values = 0..cfg.d)]
+    pub tokens: T,
+}

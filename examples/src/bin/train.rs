@@ -7,6 +7,7 @@
 //!
 //! ```text
 //! cargo run --release -p stackscan-examples --bin train -- [--model llama|deepseek3|qwen35]
+//!     [--config tiny|llama3-8b|PATH.toml (llama)]
 //!     [--devices 4] [--steps 30] [--plugin cpu|cpu-0.115|PATH] [--no-prefetch] [--no-defer]
 //!     [--unroll 1|2] [--lr 0.01 (llama, qwen35), 0.003 (deepseek3)]
 //!     [--save-every N --checkpoint-dir DIR] [--resume DIR]
@@ -28,6 +29,8 @@ use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
 
 struct Args {
     model: ModelName,
+    /// `--config`: a config by name or path (Llama only).
+    config: Option<String>,
     devices: usize,
     steps: usize,
     plugin: String,
@@ -95,6 +98,7 @@ impl Args {
 fn parse() -> Result<(Args, Job), String> {
     let mut a = Args {
         model: ModelName::Llama,
+        config: None,
         devices: 4,
         steps: 30,
         plugin: "cpu".into(),
@@ -124,6 +128,7 @@ fn parse() -> Result<(Args, Job), String> {
                     .map_err(|_| "`--steps` expects a positive integer")?
             }
             "--plugin" => a.plugin = value("a plugin name or path")?,
+            "--config" => a.config = Some(value("a config name or path")?),
             "--lr" => {
                 a.lr = Some(
                     value("a number")?
@@ -151,7 +156,7 @@ fn parse() -> Result<(Args, Job), String> {
             "--resume" => a.resume = Some(value("a directory")?.into()),
             other => {
                 return Err(format!(
-                    "unknown argument `{other}`; expected `--model`, `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch`, `--no-defer`, `--save-every`, `--checkpoint-dir` or `--resume`"
+                    "unknown argument `{other}`; expected `--model`, `--config`, `--devices`, `--steps`, `--plugin`, `--lr`, `--unroll`, `--no-prefetch`, `--no-defer`, `--save-every`, `--checkpoint-dir` or `--resume`"
                 ));
             }
         }
@@ -161,7 +166,8 @@ fn parse() -> Result<(Args, Job), String> {
     }
     // Everything that can be checked without a plugin is, so a mistake costs no plugin load
     // and its message is the only line the job prints.
-    let job = Job::tiny(a.model).map_err(|e| format!("the declared model is invalid: {e}"))?;
+    let job = Job::with_config(a.model, a.config.as_deref())
+        .map_err(|e| format!("cannot build the declared model: {e}"))?;
     a.options(&job)
         .validate()
         .map_err(|e| format!("invalid schedule options: {e}"))?;

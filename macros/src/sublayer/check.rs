@@ -505,7 +505,7 @@ fn input_field(
             errors.error_spanned_by(
                 attr,
                 format!(
-                    "input `{}` needs `dtype = <type>`, one of {}",
+                    "input `{}` needs `dtype = <type>`; expected {}",
                     f.ident,
                     args::one_of(parse::INPUT_DTYPES)
                 ),

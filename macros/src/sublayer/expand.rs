@@ -131,7 +131,9 @@ fn params_impl(
         match member {
             Member::Stack(stack) => {
                 let field = &stack.field;
-                build.push(quote_spanned!(stack.ty.span()=> #field: #p::Layers::new()));
+                let span = stack.ty.span();
+                let p = respan(p.clone(), span);
+                build.push(quote_spanned!(span=> #field: #p::Layers::new()));
             }
             Member::Input(InputMember { field, .. }) | Member::Param(Param { field, .. }) => {
                 build.push(quote!(#field: #values.one()?));
@@ -212,15 +214,20 @@ fn on_tensor(ty: &syn::Type, value_ty: &syn::Ident) -> TokenStream {
     }
     let p = private();
     // On the field's span, so an error about the substituted type lands on the field.
-    let span = ty.span();
-    let tensor = quote!(#p::Tensor)
+    let tensor = respan(quote!(#p::Tensor), ty.span());
+    replace(ty.to_token_stream(), value_ty, &tensor)
+}
+
+/// `tokens` (a path of ours, without groups) spanned at `span`: an error about the item it
+/// names then points at the user's tokens there.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
         .into_iter()
         .map(|mut tree| {
             tree.set_span(span);
             tree
         })
-        .collect();
-    replace(ty.to_token_stream(), value_ty, &tensor)
+        .collect()
 }
 
 /// Impls for an invalid declaration: the same types, bodies that do nothing, so the
@@ -390,7 +397,12 @@ fn model_impl(model: &Model, outer_specs: TokenStream) -> TokenStream {
     let (impl_generics, self_ty) = over_tensor(ident, value_ty, generics);
     let stack_ty = on_tensor(&stack.ty, value_ty);
     let span = stack.ty.span();
-    let stack_of = quote_spanned!(span=> <#stack_ty as #p::StackField>::Stack);
+    let ps = respan(p.clone(), span);
+    let stack_of = quote_spanned!(span=> <#stack_ty as #ps::StackField>::Stack);
+    let stack_bounds = quote_spanned! {span=>
+        #stack_ty: #ps::StackField,
+        #stack_of: #ps::LayerStack<Config = #config>,
+    };
     let where_clause = generics.where_clause.as_ref().map(|w| &w.predicates);
     let inputs = inputs
         .as_ref()
@@ -408,8 +420,7 @@ fn model_impl(model: &Model, outer_specs: TokenStream) -> TokenStream {
         #[automatically_derived]
         impl #impl_generics #p::Model for #self_ty
         where
-            #stack_ty: #p::StackField,
-            #stack_of: #p::LayerStack<Config = #config>,
+            #stack_bounds
             Self: 'static,
             #where_clause
         {

@@ -478,7 +478,7 @@ fn stack_attr(attr: &syn::Attribute, errors: &mut Errors) -> StackAttr {
             "layers" => set(
                 &mut out.layers,
                 &arg,
-                "<the config's depth, e.g. `cfg.layers`>",
+                "<depth over cfg>",
                 errors,
                 Arg::parse,
             ),

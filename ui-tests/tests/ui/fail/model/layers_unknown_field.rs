@@ -1,0 +1,15 @@
+// `layers = …` reads a config field that does not exist.
+use stackscan::Model;
+use stackscan::model::Layers;
+use stackscan_ui_tests::{Batch, Cfg, TwoMlps};
+
+#[derive(Model)]
+#[model(config = Cfg, inputs = Batch)]
+struct Tiny<T> {
+    #[param(shape = [cfg.d, cfg.d], shard = 0)]
+    embed: T,
+    #[stack(layers = cfg.depth)]
+    layers: Layers<TwoMlps>,
+}
+
+fn main() {}
