@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 
 use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
-use stackscan_examples::toy::{self, ToyConfig};
+use stackscan::{LayerStack, Tensor};
+use stackscan_examples::toy::{self, Toy, ToyConfig, ToyModel};
 use stackscan_runtime::checkpoint::Checkpoint;
 use stackscan_runtime::testing::train::ADAM;
 use stackscan_runtime::train::{HostInput, Progress, Trainer, weight_names};
@@ -76,7 +77,12 @@ fn train_save_resume_is_bit_identical_to_training_through() {
     let d = dir("resume");
     let path = d.join("step10.safetensors");
 
-    let mut through = trainer(&client, &mesh, &m, 7);
+    // The run straight through trains the declared toy model (its attribute's options are
+    // the hand-built runs' `prefetch_deferred`): resuming the hand-built one must match it.
+    assert_eq!(Toy::OPTIONS, PlanOptions::prefetch_deferred());
+    let mut through =
+        Trainer::declared::<ToyModel<Tensor, Toy>>(&client, &mesh, &ToyConfig::small(), ADAM, 7)
+            .unwrap();
     let losses20 = train(&mut through, 0, 20);
 
     let mut first = trainer(&client, &mesh, &m, 7);

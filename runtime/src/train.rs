@@ -96,6 +96,20 @@ fn init_values(spec: &ParamSpec, count: usize, rng: &mut Rng) -> Vec<f32> {
 }
 
 impl Trainer {
+    /// The declared model `M` (`#[derive(Model)]`) for `cfg`, trained with the options of its
+    /// stack's `#[layer_stack]` attribute: [`stack_model`](stackscan::model::stack_model),
+    /// then [`Trainer::new`]. Callers that override options build the model themselves.
+    pub fn declared<M: stackscan::model::ModelForward>(
+        client: &Client,
+        mesh: &Mesh,
+        cfg: &M::Config,
+        adam: Adam,
+        seed: u64,
+    ) -> Result<Trainer> {
+        let (model, options) = stackscan::model::stack_model::<M>(cfg)?;
+        Trainer::new(client, mesh, &model, options, adam, seed)
+    }
+
     /// Lowers, compiles and initialises `model` on `mesh` (weights from `seed`).
     ///
     /// The optimizer's hyper-parameters and the weights' element types are checked first, so

@@ -3,6 +3,8 @@
 
 mod check;
 pub(crate) mod expand;
+mod field_attrs;
+mod kind;
 mod parse;
 
 use proc_macro2::TokenStream;

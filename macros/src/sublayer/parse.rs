@@ -10,6 +10,10 @@ use syn::{Data, DeriveInput, Expr, Fields, GenericParam, Ident, LitInt, LitStr, 
 use crate::args::{self, Arg};
 use crate::errors::Errors;
 
+pub(crate) use super::field_attrs::{ModuleAttr, StackAttr};
+use super::field_attrs::{module_attr, stack_attr};
+pub(crate) use super::kind::Derive;
+
 /// Keys of the struct-level `#[sublayer(...)]`.
 pub(crate) const STRUCT_KEYS: &[&str] = &["config", "carry", "name", "crate"];
 /// Keys of the struct-level `#[module(...)]` of `#[derive(Module)]`.
@@ -25,49 +29,6 @@ pub(crate) const INPUT_KEYS: &[&str] = &["shape", "dtype", "values", "name"];
 /// Element types an input may have.
 pub(crate) const INPUT_DTYPES: &[&str] = &["i32", "i64", "f32", "bf16", "f64"];
 
-/// Which derive is reading the struct: a sub-layer (a kind of a stack) or a module (a part of
-/// one); both hold parameters and sub-modules, only a sub-layer has a carry and a kind name.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Derive {
-    SubLayer,
-    Module,
-    /// A whole model: outer parameters and modules, and one `#[stack]` field.
-    Model,
-    /// A model's inputs: `#[input(...)]` fields only.
-    Inputs,
-}
-
-impl Derive {
-    /// The derive's name in messages.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Derive::SubLayer => "SubLayer",
-            Derive::Module => "Module",
-            Derive::Model => "Model",
-            Derive::Inputs => "Inputs",
-        }
-    }
-
-    /// The struct-level attribute it reads.
-    pub(crate) fn attr(self) -> &'static str {
-        match self {
-            Derive::SubLayer => "sublayer",
-            Derive::Module => "module",
-            Derive::Model => "model",
-            Derive::Inputs => "inputs",
-        }
-    }
-
-    /// What the struct is called in messages.
-    pub(crate) fn what(self) -> &'static str {
-        match self {
-            Derive::SubLayer => "sub-layer",
-            Derive::Module => "module",
-            Derive::Model => "model",
-            Derive::Inputs => "inputs struct",
-        }
-    }
-}
 /// Keys of a field's `#[param(...)]`.
 pub(crate) const PARAM_KEYS: &[&str] = &["shape", "shard", "replicated", "init", "dtype", "name"];
 /// Initialisers.
@@ -122,20 +83,6 @@ pub(crate) struct Field {
     pub(crate) dtype: Option<Ident>,
     /// Whether reading `#[param(...)]` failed somewhere (then a missing key is not reported).
     pub(crate) malformed: bool,
-}
-
-/// A sub-module field's `#[module(...)]`.
-pub(crate) struct ModuleAttr {
-    /// `config = <expr>`: the sub-module's config computed from the enclosing `cfg`.
-    pub(crate) config: Option<Expr>,
-}
-
-/// A model's `#[stack]` or `#[stack(layers = <expr>)]` field attribute.
-pub(crate) struct StackAttr {
-    /// The attribute's path, where a misplaced or repeated stack field is reported.
-    pub(crate) path: syn::Path,
-    /// `layers = <expr>`: the config's depth (`cfg.layers`), checked against the stack.
-    pub(crate) layers: Option<Expr>,
 }
 
 /// `shape = [d0, d1, …]`: dimensions as expressions over the config.
@@ -456,80 +403,8 @@ fn field(f: &syn::Field, errors: &mut Errors) -> Field {
     out
 }
 
-/// A field's `#[stack]` or `#[stack(layers = <expr>)]`.
-fn stack_attr(attr: &syn::Attribute, errors: &mut Errors) -> StackAttr {
-    let mut out = StackAttr {
-        path: attr.path().clone(),
-        layers: None,
-    };
-    let tokens = match &attr.meta {
-        syn::Meta::Path(_) => return out,
-        syn::Meta::List(list) => list.tokens.clone(),
-        syn::Meta::NameValue(nv) => {
-            errors.error_spanned_by(
-                nv,
-                "expected `#[stack]` or `#[stack(layers = <expr>)]` on the stack field",
-            );
-            return out;
-        }
-    };
-    for arg in args::split(tokens, errors) {
-        match arg.key.to_string().as_str() {
-            "layers" => set(
-                &mut out.layers,
-                &arg,
-                "<depth over cfg>",
-                errors,
-                Arg::parse,
-            ),
-            other => errors.error_spanned_by(
-                &arg.key,
-                format!(
-                    "unknown stack field option `{other}`; expected `layers` (the block pattern and the options are the `#[layer_stack]` type's)"
-                ),
-            ),
-        }
-    }
-    out
-}
-
-/// A field's `#[module]` or `#[module(config = <expr>)]`.
-fn module_attr(attr: &syn::Attribute, errors: &mut Errors) -> ModuleAttr {
-    let mut out = ModuleAttr { config: None };
-    let tokens = match &attr.meta {
-        syn::Meta::Path(_) => return out,
-        syn::Meta::List(list) => list.tokens.clone(),
-        syn::Meta::NameValue(nv) => {
-            errors.error_spanned_by(
-                nv,
-                "expected `#[module]` or `#[module(config = <expr>)]` on a sub-module field",
-            );
-            return out;
-        }
-    };
-    for arg in args::split(tokens, errors) {
-        match arg.key.to_string().as_str() {
-            "config" => set(
-                &mut out.config,
-                &arg,
-                "<expression over `cfg`>",
-                errors,
-                Arg::parse,
-            ),
-            other => errors.error_spanned_by(
-                &arg.key,
-                format!(
-                    "unknown sub-module option `{other}`; expected {}",
-                    args::one_of(FIELD_MODULE_KEYS)
-                ),
-            ),
-        }
-    }
-    out
-}
-
 /// Stores the value of `arg` in `slot`, reporting a repeated key at its second occurrence.
-fn set<T>(
+pub(super) fn set<T>(
     slot: &mut Option<T>,
     arg: &Arg,
     what: &str,
