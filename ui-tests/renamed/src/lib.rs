@@ -2,21 +2,9 @@
 //! with `crate = "ss"`: no crate named `stackscan` is reachable here, so this crate builds only
 //! if the expansions name nothing but `ss`. The tests check the declarations also work.
 
-use ss::layer::{ActivationMarker, Forward};
+use ss::layer::Forward;
 use ss::{Result, SubLayer, Tensor, layer_stack};
-
-/// The config of the sub-layer.
-#[derive(Clone, Debug)]
-pub struct Cfg {
-    /// Width of the activation.
-    pub d: i64,
-}
-
-/// The activation `[batch, d]`.
-#[derive(Debug)]
-pub enum Hidden {}
-
-impl ActivationMarker for Hidden {}
+use stackscan_ui_tests::{Cfg, Hidden};
 
 /// `h + tanh(h·w)`.
 #[derive(Debug, SubLayer)]
