@@ -107,6 +107,13 @@ pub trait SubLayer: Params<Tensor> + 'static {
     type Of<T>: Params<T>;
     /// The kind name (in plans and checkpoints).
     const NAME: &'static str;
+    /// Where the struct is declared (module path, name, line and column of its derive), set by
+    /// `#[derive(SubLayer)]`. A stack compares it at compile time, where `TypeId` is not
+    /// available, to tell one sub-layer spelled two ways (a type alias, a `use … as` rename)
+    /// from two sub-layers sharing a kind name. Empty, the default, means unknown: such an
+    /// entry is one kind with another only when both are spelled alike.
+    #[doc(hidden)]
+    const IDENTITY: &'static str = "";
 
     /// The parameters of one layer, in declaration order.
     fn param_specs(cfg: &Self::Config) -> Vec<ParamSpec>;
@@ -219,6 +226,9 @@ pub trait LayerStack: 'static {
 /// What the macros' generated code names; not public API.
 #[doc(hidden)]
 pub mod __private {
+    use core::any::TypeId;
+    use core::marker::PhantomData;
+
     pub use super::{ActivationMarker, Forward, LayerStack, Params, SubLayer, layer_kind};
     pub use crate::builder::Tensor;
     pub use crate::error::Result;
@@ -235,27 +245,79 @@ pub mod __private {
     pub use std::string::String;
     pub use std::vec::Vec;
 
-    /// The kind of block entry `L` of a stack whose first entry is `First`: the bounds check
-    /// that `L` is a sub-layer with a forward function, the same config and the same carry.
-    pub fn kind<First: SubLayer, L>(cfg: &First::Config) -> LayerKind
-    where
-        L: Forward + SubLayer<Config = First::Config, Carry = First::Carry>,
-    {
-        layer_kind::<L>(cfg)
+    /// A block entry as a value: `Mlp::__STACKSCAN_ENTRY` names `Mlp<_>`, and the bounds of
+    /// the function it is passed to infer `_` (`Tensor`, the one value type with a `SubLayer`
+    /// impl). So the stack never writes `Mlp<Tensor>` itself, and an entry that is not
+    /// generic (a type alias `type AttnT = Attn<Tensor>`, a struct whose derive failed) is
+    /// named correctly too.
+    pub struct EntryOf<T: ?Sized>(PhantomData<fn() -> T>);
+
+    impl<T: ?Sized> Clone for EntryOf<T> {
+        fn clone(&self) -> Self {
+            *self
+        }
     }
 
-    /// Implemented exactly when `Self` and `B` are one type.
-    #[diagnostic::on_unimplemented(
-        message = "`{Self}` names another type than the earlier block entry `{B}` of the same name",
-        label = "another type with the same struct name",
-        note = "two different sub-layer structs need different names in one stack"
-    )]
-    pub trait SameType<B: ?Sized> {}
+    impl<T: ?Sized> Copy for EntryOf<T> {}
 
-    impl<T: ?Sized> SameType<T> for T {}
+    impl<T: ?Sized> core::fmt::Debug for EntryOf<T> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.write_str(core::any::type_name::<T>())
+        }
+    }
 
-    /// Compiles only when `A` and `B` are one type.
-    pub fn same_type<A: ?Sized + SameType<B>, B: ?Sized>() {}
+    /// Gives every type the constant [`EntryOf`] of itself.
+    pub trait Entry {
+        /// The entry.
+        const __STACKSCAN_ENTRY: EntryOf<Self> = EntryOf(PhantomData);
+    }
+
+    impl<T: ?Sized> Entry for T {}
+
+    /// The kind name of entry `L`.
+    pub const fn name<L: SubLayer>(_: EntryOf<L>) -> &'static str {
+        L::NAME
+    }
+
+    /// Whether entries `A` and `B` (spelled differently) with the same kind name are two
+    /// sub-layers: their identities differ, or one is unknown.
+    pub const fn clash<A: SubLayer, B: SubLayer>(_: EntryOf<A>, _: EntryOf<B>) -> bool {
+        str_eq(A::NAME, B::NAME) && (A::IDENTITY.is_empty() || !str_eq(A::IDENTITY, B::IDENTITY))
+    }
+
+    /// The first entry `F` of a stack whose config is `C`, checked once to have that config,
+    /// and the config seen as `F`'s: the kinds of the other entries are then checked against
+    /// `F` alone, so a wrong `config = Type` is one error, on the first entry.
+    pub fn with_config<C, F>(first: EntryOf<F>, cfg: &C) -> (EntryOf<F>, &F::Config)
+    where
+        F: SubLayer<Config = C>,
+    {
+        (first, cfg)
+    }
+
+    /// The kind of entry `L` of a stack whose first entry is `F`: the bounds check that `L`
+    /// is a sub-layer with a forward function, the same config and the same carry. The
+    /// `TypeId` lets [`distinct`] merge entries that are one type spelled two ways.
+    pub fn kind<F, L>(_: EntryOf<F>, _: EntryOf<L>, cfg: &F::Config) -> (TypeId, LayerKind)
+    where
+        F: SubLayer,
+        L: Forward + SubLayer<Config = F::Config, Carry = F::Carry>,
+    {
+        (TypeId::of::<L>(), layer_kind::<L>(cfg))
+    }
+
+    /// The kinds in order of first appearance, one per type.
+    pub fn distinct<const N: usize>(kinds: [(TypeId, LayerKind); N]) -> Vec<LayerKind> {
+        let mut seen = Vec::with_capacity(N);
+        let mut out = Vec::with_capacity(N);
+        for (id, kind) in kinds {
+            if !seen.contains(&id) {
+                seen.push(id);
+                out.push(kind);
+            }
+        }
+        out
+    }
 
     /// The array as a `Vec`, without naming `From` (the caller's scope may lack the prelude).
     pub fn list<T, const N: usize>(items: [T; N]) -> Vec<T> {

@@ -105,24 +105,7 @@ fn invalid(message: String) -> Error {
 
 /// Checks `h`, the weights and the head split against `c`.
 fn check(c: &AttentionConfig, h: &Tensor, w: &[Tensor]) -> Result<()> {
-    let specs = attention_params(c);
-    if w.len() != specs.len() {
-        return Err(invalid(format!(
-            "expected {} weights, got {}",
-            specs.len(),
-            w.len()
-        )));
-    }
-    for (spec, t) in specs.iter().zip(w) {
-        if t.dims() != spec.shape.as_slice() {
-            return Err(invalid(format!(
-                "parameter `{}`: expected shape {:?}, got {}",
-                spec.name,
-                spec.shape,
-                t.ty()
-            )));
-        }
-    }
+    crate::weights::check_shapes("gated_attention", &attention_params(c), w)?;
     if !matches!(h.dims(), [_, _, d] if *d == c.d_model) {
         return Err(invalid(format!(
             "expected h: [B, T, {}], got {}",

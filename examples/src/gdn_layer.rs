@@ -165,24 +165,7 @@ fn causal_depthwise_conv(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 
 /// Checks `h` and the weights against `c`, naming the first parameter whose shape differs.
 fn check(c: &GdnConfig, h: &Tensor, w: &[Tensor]) -> Result<()> {
-    let specs = gdn_params(c);
-    if w.len() != specs.len() {
-        return Err(invalid(format!(
-            "expected {} weights, got {}",
-            specs.len(),
-            w.len()
-        )));
-    }
-    for (spec, t) in specs.iter().zip(w) {
-        if t.dims() != spec.shape.as_slice() {
-            return Err(invalid(format!(
-                "parameter `{}`: expected shape {:?}, got {}",
-                spec.name,
-                spec.shape,
-                t.ty()
-            )));
-        }
-    }
+    crate::weights::check_shapes("gdn_sublayer", &gdn_params(c), w)?;
     match h.dims() {
         [_, _, d] if *d == c.d_model => {}
         _ => {

@@ -25,3 +25,4 @@ pub mod qwen35_moe;
 pub mod reference;
 pub mod timeline;
 pub mod toy;
+pub mod weights;

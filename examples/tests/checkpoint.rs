@@ -12,34 +12,18 @@ use stackscan_runtime::testing as common;
 
 use std::path::{Path, PathBuf};
 
-use stackscan::fsdp::{Adam, StackModel};
+use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
 use stackscan::{LayerStack, Tensor};
 use stackscan_examples::toy::{self, Toy, ToyConfig, ToyModel};
 use stackscan_runtime::checkpoint::Checkpoint;
+use stackscan_runtime::testing::train::ADAM;
 use stackscan_runtime::train::{HostInput, Progress, Trainer, weight_names};
 use stackscan_runtime::{Client, Error, Mesh};
 
-const ADAM: Adam = Adam {
-    lr: 0.05,
-    beta1: 0.9,
-    beta2: 0.95,
-    eps: 1e-8,
-};
-
 /// Device `d`'s `x` and `y` for step `step`.
 fn batch(devices: usize, step: usize) -> Vec<Vec<HostInput>> {
-    (0..devices)
-        .map(|d| {
-            (0..2)
-                .map(|k| {
-                    let v = (0..16)
-                        .map(|i| ((i * 7 + d * 3 + k * 5 + step * 2) % 13) as f32 / 13.0 - 0.5);
-                    HostInput::F32(v.collect())
-                })
-                .collect()
-        })
-        .collect()
+    common::train::batch(devices, 2, 16, step)
 }
 
 fn trainer(client: &Client, mesh: &Mesh, m: &StackModel, seed: u64) -> Trainer {

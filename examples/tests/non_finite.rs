@@ -17,29 +17,13 @@ use stackscan::fsdp::{Adam, InputSpec, LayerKind, ParamSpec, StackModel};
 use stackscan::plan::{PlanOptions, Stack};
 use stackscan::{DType, TensorType};
 use stackscan_examples::toy::{self, ToyConfig};
+use stackscan_runtime::testing::train::ADAM;
 use stackscan_runtime::train::{HostInput, NonFinitePolicy, Progress, Trainer};
 use stackscan_runtime::{Client, Error, Mesh};
 
-const ADAM: Adam = Adam {
-    lr: 0.05,
-    beta1: 0.9,
-    beta2: 0.95,
-    eps: 1e-8,
-};
-
 /// Device `d`'s `x` and `y` (rows of 8, two per device), varying with `seed`.
 fn batch(devices: usize, seed: usize) -> Vec<Vec<HostInput>> {
-    (0..devices)
-        .map(|d| {
-            (0..2)
-                .map(|k| {
-                    let v = (0..16)
-                        .map(|i| ((i * 7 + d * 3 + k * 5 + seed * 2) % 11) as f32 / 11.0 - 0.5);
-                    HostInput::F32(v.collect())
-                })
-                .collect()
-        })
-        .collect()
+    common::train::batch(devices, 2, 16, seed)
 }
 
 /// `batch(devices, 0)` with element `i` of device `d`'s input `k` set to `value`.

@@ -18,16 +18,7 @@ use stackscan_runtime::{DType, Error, Mesh};
 
 /// Device `d`'s `x` and `y` of the toy (rows of 8, two per device).
 fn batch(devices: usize) -> Vec<Vec<HostInput>> {
-    (0..devices)
-        .map(|d| {
-            (0..2)
-                .map(|k| {
-                    let v = (0..16).map(|i| ((i * 7 + d * 3 + k * 5) % 11) as f32 / 11.0 - 0.5);
-                    HostInput::F32(v.collect())
-                })
-                .collect()
-        })
-        .collect()
+    common::train::batch(devices, 2, 16, 0)
 }
 
 #[test]

@@ -160,10 +160,17 @@ pub fn derive_inputs(input: TokenStream) -> TokenStream {
 /// - `prefix = [A, …]`: layers before the repeated block (DeepSeek-V3's dense layers);
 /// - `prefetch_fsdp_weights`, `defer_grad_reduce_scatter` (which needs the former): flags;
 /// - `unroll = 1 | 2`: layers per loop trip (default 2);
+/// - `config = Type`: the stack's config (default: the first entry's). Name it when the
+///   sub-layers are private to a module and the stack is public: the stack's public
+///   interface then names no sub-layer. Every entry must have this config;
 /// - `crate = "path"`: the path the `stackscan` crate is reached by (default `::stackscan`).
 ///
-/// Every sub-layer must have the same config and carry as the first; distinct sub-layer types
-/// must have distinct kind names. Errors point at the offending entry or option.
+/// An entry is any spelling of a sub-layer: its name (`Mlp`, the value type inferred), a
+/// path, `Mlp<Tensor>`, a type alias (generic or not), a `use … as` rename or a
+/// `macro_rules!` fragment. Kinds are types, not spellings: two spellings of one sub-layer are
+/// one kind. Every sub-layer must have the same config and carry as the first; distinct
+/// sub-layer types must have distinct kind names. Errors point at the offending entry or
+/// option.
 #[proc_macro_attribute]
 pub fn layer_stack(attr: TokenStream, item: TokenStream) -> TokenStream {
     stack::layer_stack(attr.into(), item.into())
@@ -201,6 +208,24 @@ fn private() -> proc_macro2::TokenStream {
         Some(path) => quote::quote!(#path::__private),
         None => quote::quote!(::stackscan::__private),
     }
+}
+
+/// `tokens` with every span set to `span`: a call whose path is [`private`] then spans only the
+/// user's entry, so a failed bound on an argument does not underline the whole attribute.
+fn respan(tokens: proc_macro2::TokenStream, span: proc_macro2::Span) -> proc_macro2::TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tt| {
+            if let proc_macro2::TokenTree::Group(g) = &tt {
+                let mut group = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
+                group.set_span(span);
+                tt = proc_macro2::TokenTree::Group(group);
+            } else {
+                tt.set_span(span);
+            }
+            tt
+        })
+        .collect()
 }
 
 /// Reads `crate = "path"`: the path the DSL is reached by, as serde's `#[serde(crate = "…")]`.

@@ -173,7 +173,8 @@ fn sublayer_expands_to_both_impls_in_a_const_block() {
             "Config = ToyConfig",
             "Carry = Hidden",
             "Of = GatedMlp < T >",
-            "NAME = \"A\""
+            "NAME = \"A\"",
+            "IDENTITY = :: core :: concat ! (:: core :: module_path ! () , \"::\" , \"GatedMlp\" , \":\" , :: core :: line ! () , \":\" , :: core :: column ! ())"
         ]
     );
     let params = impl_of(&items, "Params");
@@ -353,13 +354,12 @@ fn layer_stack_expands_to_the_item_an_impl_and_const_checks() {
     let imp = impl_of(&items, "LayerStack");
     let self_ty = &imp.self_ty;
     assert_eq!(quote!(#self_ty).to_string(), "Toy");
-    // LAYERS, REPEAT, the impl, the options check and one distinct-name check (A vs B).
-    // The impl, the options check and one distinct-name check (`A` vs `B`).
+    // The options check; the distinct-name check lives in `stack()`'s names.
     let consts = items
         .iter()
         .filter(|i| matches!(i, syn::Item::Const(_)))
         .count();
-    assert_eq!(consts, 2);
+    assert_eq!(consts, 1);
     let this = "<Toy as ::stackscan::__private::LayerStack>";
     assert_contains(
         &out,
@@ -370,17 +370,24 @@ fn layer_stack_expands_to_the_item_an_impl_and_const_checks() {
             "defer_grad_reduce_scatter: true",
             "unroll: 2usize",
             &format!("{this}::OPTIONS.validate()"),
-            "::stackscan::__private::str_eq(",
+            // Each distinct entry is bound once per body, as a value whose type is inferred.
+            "let __stackscan_entry0 = GatedMlp::__STACKSCAN_ENTRY;",
+            "let __stackscan_entry1 = SineResidual::__STACKSCAN_ENTRY;",
+            "::stackscan::__private::clash(__stackscan_entry0, __stackscan_entry1)",
+            "::stackscan::__private::with_config::<Self::Config, _>(__stackscan_entry0,",
         ],
     );
     let flat = compact(&out.to_string());
     // One kind per distinct sub-layer, in order of first appearance.
-    assert_eq!(flat.matches("__private::kind::<").count(), 2);
-    // Every entry names its kind in the stack; the distinct-name check names two more.
+    assert_eq!(flat.matches("__private::kind(").count(), 2);
+    // Every entry names its kind in the stack; one pair is checked for a shared kind name.
+    assert_eq!(flat.matches("__private::name(").count(), 4);
+    assert_eq!(flat.matches("__private::clash(").count(), 1);
+    // Only `type Config` names an entry as a type, with its value type written out.
     assert_eq!(
-        flat.matches("as::stackscan::__private::SubLayer>::NAME")
+        flat.matches("GatedMlp<::stackscan::__private::Tensor>")
             .count(),
-        4 + 2
+        1
     );
 }
 
@@ -409,8 +416,8 @@ fn layer_stack_with_a_prefix_and_const_counts_checks_them_in_const_context() {
     );
     // Two distinct kinds, `Dense` and `Moe`; the prefix is passed to the planner first.
     let flat = compact(&out.to_string());
-    assert_eq!(flat.matches("__private::kind::<").count(), 2);
-    assert!(flat.contains("with_prefix(&[<Dense<"));
+    assert_eq!(flat.matches("__private::kind(").count(), 2);
+    assert!(flat.contains("([::stackscan::__private::name(__stackscan_entry0),"));
 }
 
 #[test]
@@ -427,7 +434,7 @@ fn layer_stack_mistakes_are_all_reported_and_the_item_is_kept() {
     assert_eq!(
         errors,
         [
-            "unknown layer_stack option `prefech_fsdp_weights`; expected one of `block`, `prefix`, `repeat`, `layers`, `prefetch_fsdp_weights`, `defer_grad_reduce_scatter`, `unroll` or `crate`",
+            "unknown layer_stack option `prefech_fsdp_weights`; expected one of `block`, `prefix`, `repeat`, `layers`, `prefetch_fsdp_weights`, `defer_grad_reduce_scatter`, `unroll`, `config` or `crate`",
             "duplicate layer_stack option `unroll`",
             "the block is empty; expected at least one sub-layer: `block = [SubLayer, ...]`",
             "`repeat` must be at least 1",

@@ -5,7 +5,8 @@
 //! sub-layers' carries and kind names) is left to `const` evaluation and trait bounds in the
 //! expansion, which carry the same spans.
 
-use proc_macro2::Span;
+use proc_macro2::{Span, TokenStream};
+use syn::spanned::Spanned;
 use syn::{Expr, Ident, Type};
 
 use super::parse::{Count, Input, List};
@@ -23,14 +24,22 @@ pub(crate) struct Model {
     pub(crate) prefetch: bool,
     pub(crate) defer: bool,
     pub(crate) unroll: Value,
+    /// `config = Type`, if written.
+    pub(crate) config: Option<Type>,
 }
 
 /// A block or prefix entry.
 pub(crate) struct Entry {
     /// The type as written.
     pub(crate) written: Type,
-    /// The sub-layer type: a bare generic name `Mlp` becomes `Mlp<Tensor>`.
+    /// The sub-layer type: a bare generic name `Mlp` becomes `Mlp<Tensor>`. Only the stack's
+    /// `type Config` (when no `config = Type` is given) names it: a type position, where
+    /// generic arguments cannot be inferred.
     pub(crate) ty: Type,
+    /// The entry as a `__private::EntryOf` value, `Mlp::__STACKSCAN_ENTRY`: everything else
+    /// the stack generates names the entry this way, so `Mlp` is `Mlp<Tensor>` by inference
+    /// and an entry that is not generic (an alias of `Attn<Tensor>`) is taken as it is.
+    pub(crate) value: TokenStream,
 }
 
 /// How many times the block repeats.
@@ -145,6 +154,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> (syn::Item, Option<Mod
             prefetch,
             defer,
             unroll: unroll.unwrap_or(Value::Literal(2)),
+            config: input.config,
         }),
         _ => None,
     };
@@ -157,6 +167,7 @@ fn entries(list: &List) -> Vec<Entry> {
         .map(|written| Entry {
             written: written.clone(),
             ty: with_value_type(written),
+            value: entry_value(written),
         })
         .collect()
 }
@@ -202,6 +213,43 @@ fn with_value_type(ty: &Type) -> Type {
         _ => {}
     }
     ty
+}
+
+/// `Mlp::__STACKSCAN_ENTRY`, the entry as a value whose generic arguments are inferred.
+///
+/// A plain path (`Mlp`, `crate::Mlp`, `Attn<Tensor>` with its arguments in turbofish form) is
+/// written as a type-relative expression path, where Rust infers omitted arguments; any other
+/// type (a reference, a tuple, a qualified path, a path ending in a keyword) as `<T>::…`, which
+/// needs no inference because it is never a sub-layer anyway, or is already complete. Each
+/// form re-parses whatever the entry is.
+fn entry_value(ty: &Type) -> TokenStream {
+    let span = ty.span();
+    let entry = quote::format_ident!("__STACKSCAN_ENTRY", span = span);
+    match ty {
+        // A `$t:ty` or `$p:path` fragment of a `macro_rules!` arrives in an invisible group.
+        Type::Group(g) => return entry_value(&g.elem),
+        Type::Paren(p) => return entry_value(&p.elem),
+        Type::Path(p)
+            if p.qself.is_none()
+                && p.path.segments.iter().all(|s| {
+                    !matches!(s.arguments, syn::PathArguments::Parenthesized(_))
+                        && !["self", "super", "crate", "Self", "try"]
+                            .iter()
+                            .any(|keyword| s.ident == keyword)
+                }) =>
+        {
+            let mut path = p.path.clone();
+            for segment in &mut path.segments {
+                if let syn::PathArguments::AngleBracketed(args) = &mut segment.arguments {
+                    args.colon2_token = Some(syn::parse_quote_spanned!(span=> ::));
+                }
+            }
+            return quote::quote_spanned!(span=> #path::#entry);
+        }
+        _ => {}
+    }
+    let ty = with_value_type(ty);
+    quote::quote_spanned!(span=> <#ty>::#entry)
 }
 
 /// `stackscan::plan::Stack::MAX_LAYERS`: deeper literal counts are rejected here, on the
@@ -303,7 +351,6 @@ fn check_layers(
 }
 
 fn first_token_span(item: &syn::Item) -> Span {
-    use syn::spanned::Spanned;
     match item {
         syn::Item::Enum(e) => e.enum_token.span,
         syn::Item::Union(u) => u.union_token.span,

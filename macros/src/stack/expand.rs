@@ -17,42 +17,66 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
     let Some(first_entry) = all.first() else {
         return TokenStream::new();
     };
-    let first = &first_entry.ty;
-    let name_of = |e: &Entry| {
-        let ty = &e.ty;
-        quote_spanned!(e.written.span()=> <#ty as #p::SubLayer>::NAME)
-    };
-    let prefix_names = model.prefix.iter().map(name_of);
-    let block_names = model.block.iter().map(name_of);
-
-    // Entries naming the same struct (`Mlp`, `crate::Mlp`, `Mlp<Tensor>`) are one kind. The
-    // name alone cannot prove two paths are one type, so each later spelling must be the same
-    // type as the first (a bound spanned on it); differently named structs are distinct kinds.
+    // Kinds are types, not spellings: entries spelled alike are one kind here; entries spelled
+    // differently (`Mlp`, `crate::Mlp`, an alias, a `use … as` rename) are merged at run time
+    // by `TypeId` when they are one type, and checked at compile time to be one type when
+    // they share a kind name.
     let mut distinct: Vec<&Entry> = Vec::new();
-    let mut same_types = Vec::new();
     for e in &all {
-        match distinct
+        if !distinct
             .iter()
-            .find(|d| struct_name(&d.ty) == struct_name(&e.ty))
+            .any(|d| d.value.to_string() == e.value.to_string())
         {
-            None => distinct.push(e),
-            Some(d) if d.ty.to_token_stream().to_string() != e.ty.to_token_stream().to_string() => {
-                let (a, b) = (&d.ty, &e.ty);
-                same_types.push(quote_spanned! {e.written.span()=>
-                    const _: fn() = #p::same_type::<#b, #a>;
-                });
-            }
-            Some(_) => {}
+            distinct.push(e);
         }
     }
+    // Each body binds every distinct entry once, to a local spanned on it: all uses of an
+    // entry in a body then share one inferred type, so a mistake in it is reported once per
+    // body rather than once per use.
+    let local = |e: &Entry| {
+        let i = distinct
+            .iter()
+            .position(|d| d.value.to_string() == e.value.to_string())
+            .unwrap_or_default();
+        // The entry's own span (not a hygienic one located there): the compiler reports a
+        // failed bound on a local at the local's span only when that span is the user's.
+        syn::Ident::new(&format!("__stackscan_entry{i}"), e.written.span())
+    };
+    let bindings: Vec<TokenStream> = distinct
+        .iter()
+        .map(|e| {
+            let (name, value) = (local(e), &e.value);
+            quote!(let #name = #value;)
+        })
+        .collect();
+    // A call spanned on `e`, so a failed bound on an argument underlines the entry only.
+    let call = |e: &Entry, f: TokenStream, args: TokenStream| {
+        let span = e.written.span();
+        let path = crate::respan(quote!(#p::#f), span);
+        quote_spanned!(span=> #path(#args))
+    };
+    let name_of = |e: &Entry| {
+        let name = local(e);
+        call(e, quote!(name), quote!(#name))
+    };
+    let prefix_names: Vec<_> = model.prefix.iter().map(name_of).collect();
+    let block_names: Vec<_> = model.block.iter().map(name_of).collect();
     let cfg = syn::Ident::new("__stackscan_cfg", Span::mixed_site());
+    let first = local(first_entry);
+    // The stack's config is fixed first, so another config on the first entry is a failed
+    // bound on it rather than a type mismatch at the attribute.
+    let with_config = call(
+        first_entry,
+        quote!(with_config::<Self::Config, _>),
+        quote!(#first, #cfg),
+    );
     // Each bound of `kind` fails on the entry it is about: not a sub-layer, no forward, another
     // config, another carry.
     let kinds = distinct.iter().map(|e| {
-        let ty = &e.ty;
-        quote_spanned!(e.written.span()=> #p::kind::<#first, #ty>(#cfg))
+        let name = local(e);
+        call(e, quote!(kind), quote!(#first, #name, #cfg))
     });
-    let mut distinct_names = Vec::new();
+    let mut clashes = Vec::new();
     for (j, b) in distinct.iter().enumerate() {
         for a in &distinct[..j] {
             let message = format!(
@@ -60,17 +84,18 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
                 a.written.to_token_stream(),
                 b.written.to_token_stream(),
             );
-            let (na, nb) = (&a.ty, &b.ty);
-            distinct_names.push(quote_spanned! {b.written.span()=>
-                const _: () = if #p::str_eq(
-                    <#na as #p::SubLayer>::NAME,
-                    <#nb as #p::SubLayer>::NAME,
-                ) {
+            let clash = call(b, quote!(clash), {
+                let (la, lb) = (local(a), local(b));
+                quote!(#la, #lb)
+            });
+            clashes.push(quote_spanned! {b.written.span()=>
+                if #clash {
                     ::core::panic!("{}", #message)
-                };
+                }
             });
         }
     }
+    let names = syn::Ident::new("__STACKSCAN_NAMES", Span::mixed_site());
 
     // Associated consts, not items of the `const _` block: an item would shadow a user's
     // `const LAYERS` named in `layers = LAYERS` (items are not hygienic).
@@ -132,9 +157,19 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
             #p::Err(__stackscan_message) => ::core::panic!("{}", __stackscan_message),
         };
     };
-    let config = quote_spanned!(first_entry.written.span()=> type Config = <#first as #p::SubLayer>::Config;);
+    // The one type position naming an entry, where `Mlp` needs its `<Tensor>` written out;
+    // `config = Type` avoids it (and with it, a private sub-layer in the public interface).
+    let config = match &model.config {
+        Some(config) => quote_spanned!(config.span()=> type Config = #config;),
+        None => {
+            let ty = &first_entry.ty;
+            quote_spanned!(first_entry.written.span()=> type Config = <#ty as #p::SubLayer>::Config;)
+        }
+    };
     quote! {
         const _: () = {
+            use #p::Entry as _;
+
             #[automatically_derived]
             impl #p::LayerStack for #ident {
                 #config
@@ -148,22 +183,25 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
                 const REPEAT: usize = #repeat;
 
                 fn stack() -> #p::Result<#p::Stack> {
-                    #p::Stack::with_prefix(
-                        &[#(#prefix_names),*],
-                        &[#(#block_names),*],
-                        <Self as #p::LayerStack>::REPEAT,
-                    )
+                    // The kind names, and the compile-time check that entries sharing one
+                    // are one sub-layer.
+                    const #names: ([&'static str; #prefix_len], [&'static str; #block_len]) = {
+                        #(#bindings)*
+                        #(#clashes)*
+                        ([#(#prefix_names),*], [#(#block_names),*])
+                    };
+                    #p::Stack::with_prefix(&#names.0, &#names.1, <Self as #p::LayerStack>::REPEAT)
                 }
 
                 fn kinds(#cfg: &Self::Config) -> #p::Vec<#p::LayerKind> {
-                    #p::list([#(#kinds),*])
+                    #(#bindings)*
+                    let (#first, #cfg) = #with_config;
+                    #p::distinct([#(#kinds),*])
                 }
             }
 
             #options_check
             #count_check
-            #(#distinct_names)*
-            #(#same_types)*
         };
     }
 }
@@ -196,20 +234,6 @@ pub(crate) fn expand_stub(ident: &syn::Ident) -> TokenStream {
                 }
             }
         };
-    }
-}
-
-/// The struct a block entry names: the last segment of its path, without generic arguments.
-fn struct_name(ty: &syn::Type) -> String {
-    match ty {
-        syn::Type::Path(p) if p.qself.is_none() => {
-            p.path.segments.last().map_or_else(String::new, |s| {
-                syn::ext::IdentExt::unraw(&s.ident).to_string()
-            })
-        }
-        // A `$t:ty` fragment arrives wrapped in an invisible group.
-        syn::Type::Group(g) => struct_name(&g.elem),
-        other => other.to_token_stream().to_string(),
     }
 }
 

@@ -16,6 +16,7 @@ pub(crate) const KEYS: &[&str] = &[
     "prefetch_fsdp_weights",
     "defer_grad_reduce_scatter",
     "unroll",
+    "config",
     "crate",
 ];
 
@@ -32,6 +33,9 @@ pub(crate) struct Input {
     pub(crate) prefetch: Option<Flag>,
     pub(crate) defer: Option<Flag>,
     pub(crate) unroll: Option<Count>,
+    /// `config = Type`: the stack's config, named so the stack's public interface names no
+    /// sub-layer (they may be private).
+    pub(crate) config: Option<Type>,
     /// `crate = "path"`: how generated code reaches the DSL.
     pub(crate) krate: Option<syn::Path>,
     /// Options written but unreadable (an error was reported): not reported missing as well.
@@ -81,6 +85,7 @@ pub(crate) fn parse(attr: proc_macro2::TokenStream, item: syn::Item, errors: &mu
         prefetch: None,
         defer: None,
         unroll: None,
+        config: None,
         krate: None,
         malformed: Vec::new(),
     };
@@ -93,6 +98,7 @@ pub(crate) fn parse(attr: proc_macro2::TokenStream, item: syn::Item, errors: &mu
             "repeat" => set(&mut input.repeat, &arg, errors, count),
             "layers" => set(&mut input.layers, &arg, errors, count),
             "unroll" => set(&mut input.unroll, &arg, errors, count),
+            "config" => set(&mut input.config, &arg, errors, |a, e| a.parse("<type>", e)),
             "crate" => set(&mut input.krate, &arg, errors, crate::crate_path),
             "prefetch_fsdp_weights" => set(&mut input.prefetch, &arg, errors, flag),
             "defer_grad_reduce_scatter" => set(&mut input.defer, &arg, errors, flag),

@@ -93,7 +93,8 @@ pub(crate) enum Init {
 pub(crate) struct Stub {
     pub(crate) derive: Derive,
     pub(crate) ident: Ident,
-    pub(crate) value_ty: Ident,
+    /// `None`: the struct has no type parameter; the stub holds `Tensor`s.
+    pub(crate) value_ty: Option<Ident>,
     /// The struct's generics as written (bounds, `where` clause, extra parameters).
     pub(crate) generics: syn::Generics,
     /// `None`: missing; the stub names a placeholder type.
@@ -110,9 +111,9 @@ pub(crate) struct Stub {
 )]
 pub(crate) enum Checked {
     Valid(Model),
-    /// Errors were recorded; a stub is possible when the item has a type parameter (its
-    /// bodies read no fields, so an enum or a tuple struct gets one too).
-    Invalid(Option<Stub>),
+    /// Errors were recorded; the stub's bodies read no fields, so an enum, a tuple struct or a
+    /// struct without its type parameter gets one too.
+    Invalid(Stub),
 }
 
 pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
@@ -203,8 +204,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
             }));
             continue;
         }
-        let is_value_ty =
-            |t: &Ident| matches!(&f.ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(t));
+        let is_value_ty = |t: &Ident| is_type_param(&f.ty, t);
         if let Some(module) = &f.module {
             if let Some(param) = &f.attr {
                 errors.error_spanned_by(
@@ -401,7 +401,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
                 generics: input.generics,
             })
         }
-        (Some(value_ty), config, carry) => Checked::Invalid(Some(Stub {
+        (value_ty, config, carry) => Checked::Invalid(Stub {
             derive,
             ident: input.ident,
             value_ty,
@@ -409,8 +409,18 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
             config,
             carry,
             fields: fields.into_iter().map(|f| f.ident).collect(),
-        })),
-        (None, ..) => Checked::Invalid(None),
+        }),
+    }
+}
+
+/// Whether `ty` is the type parameter `t`, also when it arrives as a `macro_rules!` `$t:ty`
+/// fragment (an invisible group) or in parentheses.
+fn is_type_param(ty: &Type, t: &Ident) -> bool {
+    match ty {
+        Type::Group(g) => is_type_param(&g.elem, t),
+        Type::Paren(p) => is_type_param(&p.elem, t),
+        Type::Path(p) => p.qself.is_none() && p.path.is_ident(t),
+        _ => false,
     }
 }
 
@@ -444,14 +454,13 @@ fn input_field(
     names: &mut HashMap<String, Ident>,
     errors: &mut Errors,
 ) -> Option<InputMember> {
-    if let Some(t) = value_ty {
-        let is_value_ty = matches!(&f.ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(t));
-        if !is_value_ty {
-            errors.error_spanned_by(
-                &f.ty,
-                format!("an input field has the struct's value type `{t}`"),
-            );
-        }
+    if let Some(t) = value_ty
+        && !is_type_param(&f.ty, t)
+    {
+        errors.error_spanned_by(
+            &f.ty,
+            format!("an input field has the struct's value type `{t}`"),
+        );
     }
     let name = f
         .name

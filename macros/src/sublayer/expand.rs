@@ -246,6 +246,7 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
         fields,
     } = stub;
     let type_name = ident.unraw().to_string();
+    let identity = identity(ident);
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     let self_ty = quote!(#ident #ty_generics);
     // Placeholders show in the errors of code using the stub (a `Forward` impl, a stack), so
@@ -287,7 +288,7 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
         .predicates
         .push(syn::parse_quote!(#self_ty: 'static + #p::Params<#p::Tensor>));
     let len = fields.len();
-    let stub_params = |value_ty: &syn::Ident, len: usize| {
+    let stub_params = |value_ty: &TokenStream, len: usize| {
         quote! {
             const LEN: usize = #len;
 
@@ -304,7 +305,13 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
             }
         }
     };
-    let struct_params = stub_params(value_ty, len);
+    // A struct without a type parameter (the mistake its error names) holds `Tensor`s in the
+    // stub, so `Params<Tensor>` and the `SubLayer` bound on it hold.
+    let value_ty = match value_ty {
+        Some(t) => quote!(#t),
+        None => quote!(#p::Tensor),
+    };
+    let struct_params = stub_params(&value_ty, len);
     let trait_impl = match derive {
         Derive::SubLayer => quote! {
             #[automatically_derived]
@@ -313,6 +320,7 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
                 #carry
                 type Of<#of> = #invalid_params<#of>;
                 const NAME: &'static str = #type_name;
+                const IDENTITY: &'static str = #identity;
 
                 fn param_specs(_: &Self::Config) -> #p::Vec<#p::ParamSpec> {
                     #p::Vec::new()
@@ -345,7 +353,7 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
         },
     };
     let carry_placeholder = carry_placeholder.filter(|_| *derive == Derive::SubLayer);
-    let of_params = stub_params(&of, 0);
+    let of_params = stub_params(&quote!(#of), 0);
     quote! {
         const _: () = {
             #config_placeholder
@@ -523,6 +531,7 @@ fn sublayer_impl(
     // The bounds on `Config` and `Carry` fail on the user's type, not on the derive.
     let config_item = quote_spanned!(config.span()=> type Config = #config;);
     let carry_item = quote_spanned!(carry.span()=> type Carry = #carry;);
+    let identity = identity(ident);
     quote! {
         #[automatically_derived]
         impl #p::SubLayer for #ident<#p::Tensor> {
@@ -530,8 +539,20 @@ fn sublayer_impl(
             #carry_item
             type Of<#value_ty> = #ident<#value_ty>;
             const NAME: &'static str = #name;
+            const IDENTITY: &'static str = #identity;
 
             #param_specs
         }
+    }
+}
+
+/// `SubLayer::IDENTITY`: the module path and name of the struct and where its derive is, so two
+/// structs of one name in two functions of one module differ too.
+fn identity(ident: &syn::Ident) -> TokenStream {
+    let name = ident.unraw().to_string();
+    quote! {
+        ::core::concat!(
+            ::core::module_path!(), "::", #name, ":", ::core::line!(), ":", ::core::column!()
+        )
     }
 }

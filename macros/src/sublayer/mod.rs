@@ -43,7 +43,7 @@ fn derive_as(input: TokenStream, derive: parse::Derive) -> syn::Result<TokenStre
             Ok(expand::expand(&model))
         }
         check::Checked::Invalid(stub) => {
-            let stub = stub.as_ref().map(expand::expand_stub);
+            let stub = expand::expand_stub(&stub);
             let compile_errors = errors.into_compile_errors();
             Ok(quote::quote!(#compile_errors #stub))
         }

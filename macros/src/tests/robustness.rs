@@ -83,3 +83,69 @@ fn robustness_regressions() {
     assert!(!flat.contains("\"r#"), "{}", pretty(out.clone()));
     assert!(flat.contains("\"type\""), "{}", pretty(out));
 }
+
+/// Entries are named as values whose value type is inferred: a bare name, a path, explicit
+/// arguments (as turbofish), an alias and a `$t:ty` fragment (an invisible group) all become
+/// expression paths, and only `type Config` writes a `<Tensor>`.
+#[test]
+fn entries_are_values_and_only_the_config_names_a_type() {
+    let fragment = proc_macro2::Group::new(proc_macro2::Delimiter::None, quote!(Dense));
+    let out = toy_stack(quote!(block = [Mlp, a::Mlp, Attn<T>, Wide, #fragment], repeat = 1));
+    assert!(compile_errors(&out).is_empty(), "{}", pretty(out.clone()));
+    assert_contains(
+        &out,
+        &[
+            "let __stackscan_entry0 = Mlp::__STACKSCAN_ENTRY;",
+            "let __stackscan_entry1 = a::Mlp::__STACKSCAN_ENTRY;",
+            "let __stackscan_entry2 = Attn::<T>::__STACKSCAN_ENTRY;",
+            "let __stackscan_entry3 = Wide::__STACKSCAN_ENTRY;",
+            "let __stackscan_entry4 = Dense::__STACKSCAN_ENTRY;",
+            "type Config = <Mlp<::stackscan::__private::Tensor> as ::stackscan::__private::SubLayer>::Config;",
+        ],
+    );
+    // Five spellings: ten pairs checked for a shared kind name, five kinds merged by type.
+    let flat = compact(&out.to_string());
+    assert_eq!(flat.matches("__private::clash(").count(), 10);
+    assert_eq!(flat.matches("__private::kind(").count(), 5);
+    assert_eq!(flat.matches("<::stackscan::__private::Tensor>").count(), 1);
+}
+
+/// `config = Type` is the stack's config, so no entry is named as a type at all (a private
+/// sub-layer stays out of the public interface), and the first entry is checked against it.
+#[test]
+fn the_config_option_names_no_entry_as_a_type() {
+    let out = toy_stack(quote!(config = ToyConfig, block = [Mlp, Attn], repeat = 2));
+    assert!(compile_errors(&out).is_empty(), "{}", pretty(out.clone()));
+    assert_contains(
+        &out,
+        &[
+            "type Config = ToyConfig;",
+            "with_config::<Self::Config, _>(__stackscan_entry0, __stackscan_cfg)",
+        ],
+    );
+    assert!(!compact(&out.to_string()).contains("Tensor>"));
+    let out = toy_stack(quote!(config = 3, block = [Mlp], repeat = 2));
+    assert_eq!(compile_errors(&out).len(), 1);
+}
+
+/// A derive without its type parameter reports that, and still emits its impls (on the struct
+/// as it is, holding `Tensor`s), so the stacks naming it add no errors.
+#[test]
+fn a_derive_without_its_type_parameter_gets_a_stub() {
+    let out = derive(quote! {
+        #[sublayer(config = Cfg, carry = Hidden)]
+        struct Conv {
+            #[param(shape = [4], shard = 0)]
+            w: f32,
+        }
+    })
+    .unwrap();
+    assert_eq!(compile_errors(&out).len(), 1, "{}", pretty(out.clone()));
+    assert_contains(
+        &out,
+        &[
+            "impl ::stackscan::__private::SubLayer for Conv where Conv: 'static + ::stackscan::__private::Params<::stackscan::__private::Tensor>",
+            "impl ::stackscan::__private::Params<::stackscan::__private::Tensor> for Conv",
+        ],
+    );
+}

@@ -1,5 +1,6 @@
 pub struct Toy;
 const _: () = {
+    use ::stackscan::__private::Entry as _;
     #[automatically_derived]
     impl ::stackscan::__private::LayerStack for Toy {
         type Config = <GatedMlp<
@@ -15,37 +16,54 @@ const _: () = {
         const REPEAT: usize = <Toy as ::stackscan::__private::LayerStack>::LAYERS
             .saturating_sub(0usize) / 4usize;
         fn stack() -> ::stackscan::__private::Result<::stackscan::__private::Stack> {
+            const __STACKSCAN_NAMES: ([&'static str; 0usize], [&'static str; 4usize]) = {
+                let __stackscan_entry0 = GatedMlp::__STACKSCAN_ENTRY;
+                let __stackscan_entry1 = SineResidual::__STACKSCAN_ENTRY;
+                if ::stackscan::__private::clash(
+                    __stackscan_entry0,
+                    __stackscan_entry1,
+                ) {
+                    ::core::panic!(
+                        "{}",
+                        "sub-layers `GatedMlp` and `SineResidual` have the same kind name; give one of them another `name` in `#[sublayer(...)]`"
+                    )
+                }
+                (
+                    [],
+                    [
+                        ::stackscan::__private::name(__stackscan_entry0),
+                        ::stackscan::__private::name(__stackscan_entry0),
+                        ::stackscan::__private::name(__stackscan_entry0),
+                        ::stackscan::__private::name(__stackscan_entry1),
+                    ],
+                )
+            };
             ::stackscan::__private::Stack::with_prefix(
-                &[],
-                &[
-                    <GatedMlp<
-                        ::stackscan::__private::Tensor,
-                    > as ::stackscan::__private::SubLayer>::NAME,
-                    <GatedMlp<
-                        ::stackscan::__private::Tensor,
-                    > as ::stackscan::__private::SubLayer>::NAME,
-                    <GatedMlp<
-                        ::stackscan::__private::Tensor,
-                    > as ::stackscan::__private::SubLayer>::NAME,
-                    <SineResidual<
-                        ::stackscan::__private::Tensor,
-                    > as ::stackscan::__private::SubLayer>::NAME,
-                ],
+                &__STACKSCAN_NAMES.0,
+                &__STACKSCAN_NAMES.1,
                 <Self as ::stackscan::__private::LayerStack>::REPEAT,
             )
         }
         fn kinds(
             __stackscan_cfg: &Self::Config,
         ) -> ::stackscan::__private::Vec<::stackscan::__private::LayerKind> {
-            ::stackscan::__private::list([
-                ::stackscan::__private::kind::<
-                    GatedMlp<::stackscan::__private::Tensor>,
-                    GatedMlp<::stackscan::__private::Tensor>,
-                >(__stackscan_cfg),
-                ::stackscan::__private::kind::<
-                    GatedMlp<::stackscan::__private::Tensor>,
-                    SineResidual<::stackscan::__private::Tensor>,
-                >(__stackscan_cfg),
+            let __stackscan_entry0 = GatedMlp::__STACKSCAN_ENTRY;
+            let __stackscan_entry1 = SineResidual::__STACKSCAN_ENTRY;
+            let (__stackscan_entry0, __stackscan_cfg) = ::stackscan::__private::with_config::<
+                Self::Config,
+                _,
+            >(__stackscan_entry0, __stackscan_cfg);
+            ::stackscan::__private::distinct([
+                ::stackscan::__private::kind(
+                    __stackscan_entry0,
+                    __stackscan_entry0,
+                    __stackscan_cfg,
+                ),
+                ::stackscan::__private::kind(
+                    __stackscan_entry0,
+                    __stackscan_entry1,
+                    __stackscan_cfg,
+                ),
             ])
         }
     }
@@ -54,18 +72,5 @@ const _: () = {
         ::stackscan::__private::Err(__stackscan_message) => {
             ::core::panic!("{}", __stackscan_message)
         }
-    };
-    const _: () = if ::stackscan::__private::str_eq(
-        <GatedMlp<
-            ::stackscan::__private::Tensor,
-        > as ::stackscan::__private::SubLayer>::NAME,
-        <SineResidual<
-            ::stackscan::__private::Tensor,
-        > as ::stackscan::__private::SubLayer>::NAME,
-    ) {
-        ::core::panic!(
-            "{}",
-            "sub-layers `GatedMlp` and `SineResidual` have the same kind name; give one of them another `name` in `#[sublayer(...)]`"
-        )
     };
 };

@@ -5,6 +5,10 @@ const _: () = {
         type Carry = Hidden;
         type Of<T> = GatedMlp<T>;
         const NAME: &'static str = "A";
+        const IDENTITY: &'static str = ::core::concat!(
+            ::core::module_path!(), "::", "GatedMlp", ":", ::core::line!(), ":",
+            ::core::column!()
+        );
         fn param_specs(
             cfg: &Self::Config,
         ) -> ::stackscan::__private::Vec<::stackscan::__private::ParamSpec> {

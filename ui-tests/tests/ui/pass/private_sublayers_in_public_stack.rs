@@ -1,0 +1,29 @@
+// Private sub-layers in a public stack: `config = Type` names the stack's config, so its
+// public interface names no sub-layer.
+mod model {
+    use stackscan::{Forward, Result, SubLayer, Tensor, layer_stack};
+    use stackscan_ui_tests::{Cfg, Hidden};
+
+    #[derive(SubLayer)]
+    #[sublayer(config = Cfg, carry = Hidden)]
+    struct Inner<T> {
+        #[param(shape = [cfg.d, cfg.d], shard = 0)]
+        w: T,
+    }
+
+    impl Forward for Inner<Tensor> {
+        fn forward(&self, _: &Cfg, h: &Tensor) -> Result<Tensor> {
+            h.matmul(&self.w)
+        }
+    }
+
+    #[layer_stack(config = Cfg, block = [Inner, stackscan_ui_tests::Mlp], repeat = 2)]
+    pub struct Model;
+}
+
+use stackscan::LayerStack;
+
+fn main() {
+    assert_eq!(model::Model::plan_notation().unwrap().0, "{[Inner] → [Mlp]} × 2");
+    assert_eq!(model::Model::kinds(&stackscan_ui_tests::Cfg { d: 4 }).len(), 2);
+}
