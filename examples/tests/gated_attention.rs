@@ -117,6 +117,11 @@ fn host_reference(c: &AttentionConfig, args: &[Arg]) -> Vec<f64> {
         c.head_dim as usize,
     );
     let w: Vec<&[f64]> = args[1..8].iter().map(|a| a.values.as_slice()).collect();
+    // The layer's weights in declaration order: input norm, query + gate, key, value, the
+    // per-head query and key norms, output.
+    let [norm, w_qg, w_k, w_v, q_norm, k_norm, w_o] = w[..] else {
+        panic!("the layer's seven weights, got {}", w.len())
+    };
     let mut out = args[0].values.clone();
     for bi in 0..b {
         let row = |ti: usize| &args[0].values[(bi * t + ti) * d..(bi * t + ti + 1) * d];
@@ -125,27 +130,27 @@ fn host_reference(c: &AttentionConfig, args: &[Arg]) -> Vec<f64> {
         let mut ks = Vec::new();
         let mut vs = Vec::new();
         for ti in 0..t {
-            let x = host_rms(row(ti), w[0]);
-            let qg = host_matvec(&x, w[1], 2 * nh * hd);
-            let kx = host_matvec(&x, w[2], nkv * hd);
+            let x = host_rms(row(ti), norm);
+            let qg = host_matvec(&x, w_qg, 2 * nh * hd);
+            let kx = host_matvec(&x, w_k, nkv * hd);
             let mut q_t = Vec::new();
             let mut g_t = Vec::new();
             for hh in 0..nh {
-                let mut q = host_rms(&qg[hh * 2 * hd..hh * 2 * hd + hd], w[4]);
+                let mut q = host_rms(&qg[hh * 2 * hd..hh * 2 * hd + hd], q_norm);
                 host_rope(&mut q, ti, c.rotary_dim as usize, c.rope_theta);
                 q_t.push(q);
                 g_t.push(qg[hh * 2 * hd + hd..(hh + 1) * 2 * hd].to_vec());
             }
             let mut k_t = Vec::new();
             for j in 0..nkv {
-                let mut k = host_rms(&kx[j * hd..(j + 1) * hd], w[5]);
+                let mut k = host_rms(&kx[j * hd..(j + 1) * hd], k_norm);
                 host_rope(&mut k, ti, c.rotary_dim as usize, c.rope_theta);
                 k_t.push(k);
             }
             qs.push(q_t);
             gates.push(g_t);
             ks.push(k_t);
-            vs.push(host_matvec(&x, w[3], nkv * hd));
+            vs.push(host_matvec(&x, w_v, nkv * hd));
         }
         for ti in 0..t {
             let mut mixed = vec![0.0; nh * hd];
@@ -170,7 +175,7 @@ fn host_reference(c: &AttentionConfig, args: &[Arg]) -> Vec<f64> {
                     mixed[hh * hd + f] = a * g;
                 }
             }
-            let y = host_matvec(&mixed, w[6], d);
+            let y = host_matvec(&mixed, w_o, d);
             for (o, v) in out[(bi * t + ti) * d..(bi * t + ti + 1) * d]
                 .iter_mut()
                 .zip(y)
@@ -255,11 +260,16 @@ fn bad_weights_are_typed_errors() {
     let c = config();
     let s = Scope::new("bad");
     let h = s.param(TensorType::new(DType::F32, [1, 4, c.d_model]));
-    let mut w: Vec<Tensor> = attention_params(&c)
+    let params = attention_params(&c);
+    let mut w: Vec<Tensor> = params
         .iter()
         .map(|p| s.param(TensorType::new(p.dtype, p.shape.clone())))
         .collect();
-    w[4] = s.param(TensorType::new(DType::F32, [c.head_dim + 1]));
+    let q_norm = params
+        .iter()
+        .position(|p| p.name == "q_norm")
+        .expect("q_norm");
+    w[q_norm] = s.param(TensorType::new(DType::F32, [c.head_dim + 1]));
     let err = gated_attention(&c, &h, &w).unwrap_err().to_string();
     assert!(err.contains("`q_norm`"), "{err}");
     let odd = AttentionConfig { kv_heads: 3, ..c };

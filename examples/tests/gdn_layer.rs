@@ -228,11 +228,13 @@ fn bad_weights_are_typed_errors() {
     let c = config(GdnForm::Chunked(4));
     let s = Scope::new("bad");
     let h = s.param(TensorType::new(DType::F32, [B, T, c.d_model]));
-    let mut w: Vec<Tensor> = gdn_params(&c)
+    let params = gdn_params(&c);
+    let mut w: Vec<Tensor> = params
         .iter()
         .map(|p| s.param(TensorType::new(p.dtype, p.shape.clone())))
         .collect();
-    w[7] = s.param(TensorType::new(DType::F32, [3, c.conv_channels()]));
+    let conv = params.iter().position(|p| p.name == "conv").expect("conv");
+    w[conv] = s.param(TensorType::new(DType::F32, [3, c.conv_channels()]));
     let err = gdn_sublayer(&c, &h, &w).unwrap_err().to_string();
     assert!(err.contains("`conv`"), "{err}");
     let odd = GdnConfig {

@@ -89,8 +89,12 @@ fn host_mla(c: &MlaConfig, a: &[Arg], t: usize) -> Vec<f64> {
     let (d, h, nope, rp, vd) = (u(c.d), u(c.heads), u(c.nope), u(c.rope), u(c.v));
     let (ql, kl, qk) = (u(c.q_lora), u(c.kv_lora), nope + rp);
     let w: Vec<&[f64]> = a.iter().map(values).collect();
-    let (x, q_down, q_norm, q_up, kv_down, kv_norm, kv_up, out) =
-        (w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
+    let [x, q_down, q_norm, q_up, kv_down, kv_norm, kv_up, out] = w[..] else {
+        panic!(
+            "the input and MLA's seven weights, got {} arguments",
+            w.len()
+        )
+    };
     let mut qs = vec![vec![vec![0.0; qk]; h]; t];
     let mut ks = vec![vec![vec![0.0; qk]; h]; t];
     let mut vs = vec![vec![vec![0.0; vd]; h]; t];
@@ -208,12 +212,16 @@ fn vjp_matches_central_differences() {
 fn a_wrong_weight_shape_names_the_weight() {
     let s = Scope::new("f");
     let c = SMALL;
-    let mut w: Vec<Tensor> = c
-        .weight_shapes()
+    let shapes = c.weight_shapes();
+    let mut w: Vec<Tensor> = shapes
         .iter()
         .map(|(_, d)| s.param(TensorType::new(DType::F32, d.clone())))
         .collect();
-    w[4] = s.param(TensorType::new(DType::F32, [3])); // kv_norm
+    let kv_norm = shapes
+        .iter()
+        .position(|(name, _)| *name == "kv_norm")
+        .expect("MLA has a kv_norm weight");
+    w[kv_norm] = s.param(TensorType::new(DType::F32, [3]));
     let x = s.param(TensorType::new(DType::F32, [1, 2, 6]));
     let err = mla(&c, &x, &MlaWeights::from_slice(&w).unwrap()).unwrap_err();
     let Error::InvalidOp { op, message } = &err else {

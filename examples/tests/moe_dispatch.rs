@@ -282,7 +282,11 @@ fn backward_contracts_expert_weights_in_place() {
         let batched_with_weight = text
             .lines()
             .filter(|l| l.contains("stablehlo.dot_general"))
-            .filter(|l| weight_types.iter().any(|w| l.contains(&w[1..w.len() - 1])))
+            .filter(|l| {
+                weight_types
+                    .iter()
+                    .any(|ty| l.contains(&ty[1..ty.len() - 1]))
+            })
             .count();
         assert!(
             batched_with_weight >= 6,
