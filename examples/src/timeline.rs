@@ -28,6 +28,14 @@ experts' weights gathered over chips/K); weights, activations and collectives pr
 (the backward recomputes each layer's forward); traffic after fusion; embedding, head, loss \
 and Adam priced outside the plan, serially";
 
+/// A count the parser accepts: an integer from 1 to 65536.
+fn positive_count(s: &str) -> std::result::Result<usize, String> {
+    s.parse::<usize>()
+        .ok()
+        .filter(|n| (1..=65_536).contains(n))
+        .ok_or_else(|| "expected an integer from 1 to 65536".to_owned())
+}
+
 /// Arguments of `timeline`.
 #[derive(Clone, Debug, clap::Parser)]
 #[command(about = "Predict a training step and draw its timelines")]
@@ -39,15 +47,15 @@ pub struct TimelineArgs {
     /// Hardware: `tpu7x`, `tpu-v5p`, `h200`, or a profile TOML file.
     #[arg(long, default_value = "tpu7x")]
     pub hardware: String,
-    /// Chips on the FSDP axis.
-    #[arg(long, default_value_t = 64)]
+    /// Chips on the FSDP axis, 1 to 65536.
+    #[arg(long, default_value_t = 64, value_parser = positive_count)]
     pub chips: usize,
     /// Expert-parallel degree: routed experts split over this many chips, tokens exchanged
     /// by all_to_all on the second collective lane (needs an MoE model).
-    #[arg(long)]
+    #[arg(long, value_parser = positive_count)]
     pub ep: Option<usize>,
     /// Sequences per chip (default: the model config's).
-    #[arg(long)]
+    #[arg(long, value_parser = positive_count)]
     pub batch: Option<usize>,
     /// Predict the reference's four configurations instead of `--model` (writing each one's
     /// timelines under `--out`) and print them beside the published figures.

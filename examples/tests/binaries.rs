@@ -604,4 +604,8 @@ fn plan_predicts_the_step_time_under_its_options() {
     );
     // The prediction's flags need `--predict`.
     fails("plan", &["llama", "--chips", "8"], 2, &["--predict"]);
+    // `timeline`'s counts are checked by the parser too.
+    fails("timeline", &["--chips", "0"], 2, &["--chips"]);
+    fails("timeline", &["--ep", "0"], 2, &["--ep"]);
+    fails("timeline", &["--batch", "0"], 2, &["--batch"]);
 }
