@@ -11,7 +11,7 @@
 use stackscan_runtime::testing as common;
 
 use common::fsdp::{assert_close, check_every_option_set, fixture, run_step};
-use common::graph::{Arg, Data, Rng};
+use common::graph::Arg;
 use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
 use stackscan::{DType, TensorType};
@@ -26,19 +26,7 @@ fn toy(repeat: usize) -> StackModel {
 }
 
 fn global_inputs(max_devices: usize) -> Vec<Arg> {
-    let mut rng = Rng::new(99);
-    let n = (B * D) as usize * max_devices;
-    let ty = TensorType::new(DType::F32, [B * max_devices as i64, D]);
-    vec![
-        Arg {
-            ty: ty.clone(),
-            data: Data::F(rng.uniform(-1.0, 1.0, n)),
-        },
-        Arg {
-            ty,
-            data: Data::F(rng.uniform(-1.0, 1.0, n)),
-        },
-    ]
+    common::graph::uniform_rows(99, B * max_devices as i64, D)
 }
 
 fn check_all(model: &StackModel, devices: &[usize]) {

@@ -11,10 +11,10 @@
 use stackscan_runtime::testing as common;
 
 use common::fsdp::{assert_close, fixture, run_step};
-use common::graph::{Arg, Data, Rng};
+use common::graph::Arg;
 use stackscan::fsdp::{StackModel, reference_step, train_step};
 use stackscan::plan::{Plan, PlanOptions, Stack};
-use stackscan::{Axis, DType, LayerStack, Program, TensorType, layer_stack};
+use stackscan::{Axis, LayerStack, Program, layer_stack};
 use stackscan_examples::toy::{self, GatedMlp, SineResidual, Toy, ToyConfig, ToyRepeated};
 
 const D: i64 = 8;
@@ -129,19 +129,7 @@ fn macro_and_hand_built_models_lower_to_identical_programs() {
 }
 
 fn global_inputs(max_devices: usize) -> Vec<Arg> {
-    let mut rng = Rng::new(99);
-    let n = (B * D) as usize * max_devices;
-    let ty = TensorType::new(DType::F32, [B * max_devices as i64, D]);
-    vec![
-        Arg {
-            ty: ty.clone(),
-            data: Data::F(rng.uniform(-1.0, 1.0, n)),
-        },
-        Arg {
-            ty,
-            data: Data::F(rng.uniform(-1.0, 1.0, n)),
-        },
-    ]
+    common::graph::uniform_rows(99, B * max_devices as i64, D)
 }
 
 /// Runs both models' steps under `S`'s options on 2 and 4 devices against the reference.

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use stackscan_runtime::testing as common;
 
 use common::fsdp::{Fixture, assert_close, fixture, run_step};
-use common::graph::{Arg, Data, Rng};
+use common::graph::Arg;
 use stackscan::fsdp::{EXPLICIT_FSDP, SCHEDULING_GROUP, StackModel, train_step};
 use stackscan::ir::{Function, Op, ValueId};
 use stackscan::plan::PlanOptions;
@@ -174,19 +174,7 @@ fn every_step_is_one_contiguous_group_and_prefetch_gathers_are_explicit() {
 }
 
 fn inputs() -> Vec<Arg> {
-    let mut rng = Rng::new(17);
-    let n = (B * D) as usize * DEVICES;
-    let ty = TensorType::new(DType::F32, [B * DEVICES as i64, D]);
-    vec![
-        Arg {
-            ty: ty.clone(),
-            data: Data::F(rng.uniform(-1.0, 1.0, n)),
-        },
-        Arg {
-            ty,
-            data: Data::F(rng.uniform(-1.0, 1.0, n)),
-        },
-    ]
+    common::graph::uniform_rows(17, B * DEVICES as i64, D)
 }
 
 /// Loss and gradients of the deferred step with tags on are bit-identical to tags off, and both equal the

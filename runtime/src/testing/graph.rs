@@ -32,6 +32,19 @@ pub fn float_arg(rng: &mut Rng, dims: &[i64], lo: f64, hi: f64) -> Arg {
     Arg { ty, data }
 }
 
+/// The toy models' global batch: inputs `x` and targets `y`, each f32 `[rows, width]` uniform
+/// in `[-1, 1)`, drawn in that order from `Rng::new(seed)`.
+pub fn uniform_rows(seed: u64, rows: i64, width: i64) -> Vec<Arg> {
+    let mut rng = Rng::new(seed);
+    let ty = TensorType::new(DType::F32, [rows, width]);
+    (0..2)
+        .map(|_| Arg {
+            ty: ty.clone(),
+            data: Data::F(rng.uniform(-1.0, 1.0, ty.num_elements())),
+        })
+        .collect()
+}
+
 /// An i32 argument.
 pub fn int_arg(dims: &[i64], values: Vec<i32>) -> Arg {
     Arg {
