@@ -182,3 +182,24 @@ fn newer_plugin_runs_both_forms() {
     run(&plugin, ProgramForm::Replicas, &replicas_program());
     run(&plugin, ProgramForm::Partitions, &partitions_program());
 }
+
+/// Two clients of the same device count in one process, each running the loop over and over
+/// on its own thread: their collectives must not meet in one rendezvous. (The CPU plugin keys
+/// a rendezvous by launch id and device ids; with one launch id for every execution, the two
+/// collided and the plugin aborted the process.)
+#[test]
+fn two_clients_run_collectives_at_the_same_time() {
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(|| {
+                let plugin = common::cpu_plugin();
+                for _ in 0..40 {
+                    run(&plugin, ProgramForm::Partitions, &partitions_program());
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}

@@ -1,6 +1,8 @@
 //! A compiled program, loaded on its devices.
 
+use std::ffi::c_int;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::client::ClientInner;
 use super::{Buffer, Client, Device, args, dtype_of, pjrt_fn, plugin_slice};
@@ -9,6 +11,23 @@ use crate::error::{Error, Result};
 use crate::ffi;
 use crate::signature::Signature;
 use stackscan::TensorType;
+
+/// The last launch id handed out in this process (see [`next_launch_id`]).
+static LAUNCH_IDS: AtomicU32 = AtomicU32::new(0);
+
+/// A launch id no other execution in this process is using.
+///
+/// The CPU plugin keys the rendezvous of every collective by the execution's run id, which it
+/// takes from the launch id, and by the global device ids. Left at 0, two executions that run
+/// at the same time in one process (two clients of two devices each, say) meet in the same
+/// rendezvous, and the plugin aborts the process ("Unexpected number of participants"). A
+/// fresh id per execution keeps them apart. Ids stay positive and wrap long before `c_int`
+/// would overflow; two executions 2^31 launches apart never overlap.
+fn next_launch_id() -> c_int {
+    let n = LAUNCH_IDS.fetch_add(1, Ordering::Relaxed);
+    // `% c_int::MAX` keeps the value in 0..c_int::MAX, so it fits and `+ 1` cannot overflow.
+    (n % c_int::MAX as u32) as c_int + 1
+}
 
 /// What XLA reports about the memory a compiled program needs, per device, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -334,6 +353,7 @@ impl Executable {
         let mut options = args::<ffi::PJRT_ExecuteOptions>();
         options.non_donatable_input_indices = keep.as_ptr();
         options.num_non_donatable_input_indices = keep.len();
+        options.launch_id = next_launch_id();
 
         let f = pjrt_fn!(api, PJRT_LoadedExecutable_Execute)?;
         let mut a = args::<ffi::PJRT_LoadedExecutable_Execute_Args>();
