@@ -1,5 +1,5 @@
 //! Model configs as data: TOML files in `examples/configs/`, read by name (`tiny`,
-//! `llama3-8b`) or by path, into the config structs (which derive serde's traits, every field
+//! `llama3-8b`; `tiny`, `deepseek3` for DeepSeek-V3) or by path, into the config structs (which derive serde's traits, every field
 //! defaulting to the tiny config's value). A misspelt or unknown field is an error naming it,
 //! not a silently ignored line.
 //!
@@ -21,6 +21,12 @@ use stackscan::{Error, Result};
 pub const LLAMA: [(&str, &str); 2] = [
     ("tiny", include_str!("../configs/llama-tiny.toml")),
     ("llama3-8b", include_str!("../configs/llama3-8b.toml")),
+];
+
+/// The DeepSeek-V3 configs kept in the repository, by the name `--config` takes.
+pub const DEEPSEEK3: [(&str, &str); 2] = [
+    ("tiny", include_str!("../configs/deepseek3-tiny.toml")),
+    ("deepseek3", include_str!("../configs/deepseek3.toml")),
 ];
 
 /// Parses a config; `source` names the text in the error (a file or a built-in name).
@@ -58,6 +64,29 @@ mod tests {
     fn the_files_hold_the_configs_of_the_code() {
         assert_eq!(LlamaConfig::load("tiny"), Ok(LlamaConfig::tiny()));
         assert_eq!(LlamaConfig::load("llama3-8b"), Ok(LlamaConfig::llama3_8b()));
+    }
+
+    #[test]
+    fn the_deepseek3_files_hold_the_configs_of_the_code() {
+        use crate::deepseek3::DeepSeek3Config;
+        assert_eq!(DeepSeek3Config::load("tiny"), Ok(DeepSeek3Config::tiny()));
+        assert_eq!(
+            DeepSeek3Config::load("deepseek3"),
+            Ok(DeepSeek3Config::deepseek3())
+        );
+        // A nested table defaults field by field; an unknown field in it is named.
+        let c: DeepSeek3Config = from_toml("layers = 8\n[mla]\nheads = 8", "inline").unwrap();
+        assert_eq!((c.mla.heads, c.mla.q_lora), (8, 48));
+        let e = from_toml::<DeepSeek3Config>("[mla]\nq_rank = 4", "ds.toml").unwrap_err();
+        assert!(e.to_string().contains("unknown field `q_rank`"), "{e}");
+        // The expert-parallel mesh is a run setting (`--ep`), not data.
+        let e = from_toml::<DeepSeek3Config>("expert_mesh = 4", "ds.toml").unwrap_err();
+        assert!(e.to_string().contains("unknown field `expert_mesh`"), "{e}");
+        let e = DeepSeek3Config::load("llama3-8b").unwrap_err().to_string();
+        assert!(
+            e.contains("neither a built-in config (tiny, deepseek3)"),
+            "{e}"
+        );
     }
 
     #[test]

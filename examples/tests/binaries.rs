@@ -88,7 +88,13 @@ fn train_rejects_bad_arguments_in_one_line() {
         "train",
         &["--model", "qwen35", "--config", "tiny"],
         2,
-        &["`--config` is read for `--model llama` only"],
+        &["`--config` is read for `--model llama` and `--model deepseek3`, not `qwen35`"],
+    );
+    fails(
+        "train",
+        &["--model", "deepseek3", "--config", "llama3-8b"],
+        2,
+        &["neither a built-in config (tiny, deepseek3)"],
     );
     let dir = std::env::temp_dir().join(format!("stackscan-bad-config-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -265,6 +271,30 @@ fn plan_lists_hierarchical_parameters() {
     );
     // Llama-3-8B's published count: 8.03 B.
     assert!(stdout.contains("\n8030261248 parameters"), "{stdout}");
+    // DeepSeek-V3 (dense prefix `D`, MoE layers `M`): 671 B.
+    let stdout = succeeds("params", &["deepseek3"]);
+    let line = |path: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(path))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| panic!("no `{path}` in {stdout}"))
+    };
+    assert_eq!(
+        line("layers.D.attn.kv_up"),
+        "layers.D.attn.kv_up ×3 [512, 32768] f32 shard 0"
+    );
+    assert_eq!(
+        line("layers.M.moe.experts.down"),
+        "layers.M.moe.experts.down ×58 [256, 2048, 7168] f32 shard 0"
+    );
+    assert_eq!(
+        line("layers.M.moe.shared.w_up"),
+        "layers.M.moe.shared.w_up ×58 [7168, 2048] f32 shard 0"
+    );
+    assert!(stdout.contains("\n671026404352 parameters"), "{stdout}");
+    let tiny = succeeds("params", &["deepseek3", "--config", "tiny"]);
+    assert!(tiny.contains("\n2896640 parameters"), "{tiny}");
     fails("params", &["qwen35"], 2, &["'qwen35'"]);
 }
 

@@ -8,6 +8,8 @@ use stackscan::plan::{Plan, PlanOptions, Stack};
 
 use super::CliError;
 use super::args::ScheduleArgs;
+use crate::deepseek3::{self, DeepSeek3Config};
+use crate::llama::LlamaConfig;
 use crate::llama_macro;
 
 /// A full-size stack `plan` knows.
@@ -78,6 +80,8 @@ pub struct PlanArgs {
 pub enum ParamsModel {
     /// Llama-3-8B, declared with the macros.
     Llama,
+    /// DeepSeek-V3 (671B), declared with the macros.
+    Deepseek3,
 }
 
 /// Arguments of `params`.
@@ -86,6 +90,10 @@ pub struct ParamsArgs {
     /// The model.
     #[arg(value_enum, default_value = "llama")]
     pub model: ParamsModel,
+    /// The model's config: a built-in name (`tiny`, and `llama3-8b` or `deepseek3`) or a TOML
+    /// path; the published full size by default.
+    #[arg(long)]
+    pub config: Option<String>,
 }
 
 /// Writes the plan of `args.stack` to `out`.
@@ -129,14 +137,25 @@ fn predict_line(
     Ok(())
 }
 
-/// Writes the parameter table of `args.model` to `out`.
+/// Writes the parameter table of `args.model` to `out`: hierarchical names, copies, shapes,
+/// dtypes, shard dims and the total.
 pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    match args.model {
+    let config = args.config.as_deref();
+    let (title, m) = match args.model {
         ParamsModel::Llama => {
-            let (m, _) = llama_macro::llama3_8b()?;
-            writeln!(out, "llama (Llama-3-8B, declared with the macros):")?;
-            writeln!(out, "{}", m.parameter_table())?;
+            let c = LlamaConfig::load(config.unwrap_or("llama3-8b"))?;
+            ("llama", llama_macro::for_config(&c)?.0)
         }
-    }
+        ParamsModel::Deepseek3 => {
+            let c = DeepSeek3Config::load(config.unwrap_or("deepseek3"))?;
+            ("deepseek3", deepseek3::for_config(&c)?.0)
+        }
+    };
+    writeln!(
+        out,
+        "{title} ({}, declared with the macros):",
+        config.unwrap_or("published sizes")
+    )?;
+    writeln!(out, "{}", m.parameter_table())?;
     Ok(())
 }
