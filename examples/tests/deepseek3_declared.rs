@@ -141,3 +141,31 @@ fn expert_parallelism_gathers_the_banks_over_fsdp_only() {
         }
     }
 }
+
+/// `cost::layer_costs` of the model built for the expert-parallel mesh traces each MoE layer
+/// on this rank's experts: `E/ep` experts on the `ep·C` slots of its group cost what `E`
+/// experts on `C` slots do without expert parallelism, so the per-device products are equal;
+/// the banks' gather is priced over `fsdp` (2 devices) only.
+#[test]
+fn layer_costs_trace_the_expert_parallel_layer_on_its_gathered_banks() {
+    let plain = DeepSeek3Config::tiny();
+    let ep = plain.with_expert_parallel(8, 4).unwrap();
+    let cost = |c: &DeepSeek3Config| {
+        stackscan::cost::layer_costs(&model::<TinyDeepSeek3>(c).unwrap(), 8, &[]).unwrap()
+    };
+    let (p, e) = (cost(&plain), cost(&ep));
+    for k in 0..2 {
+        assert_eq!(
+            e[k].forward.matrix_flops.total(),
+            p[k].forward.matrix_flops.total(),
+            "{}",
+            p[k].kind
+        );
+    }
+    // One MoE layer's banks: 3 × 16·128·64 f32 = 393,216 B, an eighth a device; gathered over
+    // fsdp = 2 each device receives one other shard, 49,152 B, where a gather over all 8
+    // receives 7 of them.
+    let bank_shard = 3 * 16 * 128 * 64 * 4 / 8;
+    assert_eq!(p[1].gathered_bytes - e[1].gathered_bytes, 6 * bank_shard);
+    assert_eq!(e[0].gathered_bytes, p[0].gathered_bytes);
+}
