@@ -102,7 +102,12 @@ impl Default for DeepSeek3Config {
 
 impl DeepSeek3Config {
     /// The tiny config: d 128, 3 dense + 5 MoE layers, 16 experts top-4 in 4 groups (top 2),
-    /// one shared expert, expert width 64, vocab 512, seq 64. Capacity never drops a token.
+    /// one shared expert, expert width 64, vocab 512, seq 64; what the main job trains. Its
+    /// capacity is a real one, 1.25 × a balanced load (20 slots per expert for a device's 64
+    /// tokens), as the published model is priced: the experts compute 1.25 × what the routed
+    /// tokens need, and a token beyond an expert's 20 is dropped (it keeps its residual and
+    /// the shared expert). Tests that compare against an unsharded run use
+    /// [`DeepSeek3Config::small`], whose capacity drops nothing.
     pub const fn tiny() -> Self {
         DeepSeek3Config {
             vocab: 512,
@@ -118,7 +123,7 @@ impl DeepSeek3Config {
             expert_width: 64,
             shared_experts: 1,
             scaling: 2.5,
-            capacity_factor: 16.0,
+            capacity_factor: 1.25,
             direct_token_gather: false,
             seq: 64,
             batch_per_device: 1,

@@ -169,3 +169,39 @@ fn layer_costs_trace_the_expert_parallel_layer_on_its_gathered_banks() {
     assert_eq!(p[1].gathered_bytes - e[1].gathered_bytes, 6 * bank_shard);
     assert_eq!(e[0].gathered_bytes, p[0].gathered_bytes);
 }
+
+/// The main job's program (the tiny model at its capacity factor 1.25, 4 devices, the stack's
+/// options): the FLOPs of every expert product in it — forward, recompute and VJP — stay
+/// within twice those of the experts the tokens use. Measured with `stackscan::cost` as the
+/// products whose batch dimension is the 16 experts (what counting them at 0 of 16 active
+/// removes), against the hand count for the 64 × 4 routed rows of a device.
+#[test]
+fn the_trained_programs_expert_flops_stay_within_twice_the_active_experts() {
+    use stackscan::cost::{Accounting, ActiveExperts, of, of_with};
+    use stackscan_examples::jobs::{Job, ModelName};
+
+    let (job, mesh) = Job::tiny_on(ModelName::DeepSeek3, 4, 1).unwrap();
+    let step = stackscan::fsdp::train_step_on(&job.model, job.options, &mesh).unwrap();
+    let main = step.program.main();
+    let c = DeepSeek3Config::tiny();
+    let none_active = Accounting {
+        experts: Some(ActiveExperts {
+            experts: c.experts as u64,
+            active: 0,
+        }),
+        ..Accounting::default()
+    };
+    let all = of(main).unwrap().matrix_flops.total();
+    let expert = all - of_with(main, &none_active).unwrap().matrix_flops.total();
+    // Per MoE layer: 3 products forward, the same 3 recomputed, 2 per product in the VJP;
+    // each of 2·d·f FLOPs per row.
+    let (rows, d, f) = (64 * c.top_k as u64, c.d as u64, c.expert_width as u64);
+    let moe_layers = (c.layers - c.dense_layers) as u64;
+    let active = moe_layers * 12 * rows * 2 * d * f;
+    assert!(
+        expert <= 2 * active,
+        "expert FLOPs {expert} exceed twice the active experts' {active}"
+    );
+    // Exactly the capacity's slots: 16 experts × ⌈64·4/16 · 1.25⌉ = 320 rows for 256 routed.
+    assert_eq!(expert, active / rows * 16 * 20);
+}
