@@ -252,6 +252,46 @@ impl Job {
     }
 }
 
+impl Job {
+    /// Bytes the trainer keeps on the host for this model: every weight and its two Adam
+    /// moments (on a CPU plugin the devices' buffers are host memory too).
+    pub fn state_bytes(&self) -> u64 {
+        self.model
+            .parameters()
+            .iter()
+            .map(|p| 3 * p.elements() as u64 * p.spec.dtype.size_in_bytes() as u64)
+            .sum()
+    }
+
+    /// Refuses a model whose training state cannot fit the memory this machine has free
+    /// (`MemAvailable`, where the system reports it): a published-size config, a named file
+    /// away from the tiny one, would otherwise be initialised until the process is killed.
+    pub fn check_host_memory(&self) -> Result<()> {
+        let need = self.state_bytes();
+        match available_host_memory() {
+            Some(free) if need > free => Err(Error::InvalidOp {
+                op: "train",
+                message: format!(
+                    "its weights and Adam moments need {:.1} GB of host memory and {:.1} GB are \
+                     available; train a smaller config (`--config tiny`), or list this one with \
+                     `stackscan params`",
+                    need as f64 / 1e9,
+                    free as f64 / 1e9
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `MemAvailable` of `/proc/meminfo` in bytes; `None` where there is no such file.
+fn available_host_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// DeepSeek-V3's config by name or path, or the tiny one.
 fn deepseek3_config(config: Option<&str>) -> Result<DeepSeek3Config> {
     config.map_or(Ok(DeepSeek3Config::tiny()), DeepSeek3Config::load)

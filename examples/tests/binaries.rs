@@ -96,6 +96,14 @@ fn train_rejects_bad_arguments_in_one_line() {
         2,
         &["neither a built-in config (tiny, deepseek3)"],
     );
+    // The published sizes build (for `params`, `plan`) but are refused before anything is
+    // allocated: 671 B weights and moments need 8 TB.
+    fails(
+        "train",
+        &["--model", "deepseek3", "--config", "deepseek3"],
+        2,
+        &["8052.3 GB of host memory"],
+    );
     let dir = std::env::temp_dir().join(format!("stackscan-bad-config-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.toml");

@@ -139,6 +139,8 @@ impl TrainArgs {
         job.model.validate_on(&layout).map_err(|e| {
             CliError::Usage(format!("the model does not fit {devices} devices: {e}"))
         })?;
+        job.check_host_memory()
+            .map_err(|e| CliError::Usage(format!("cannot train this model here: {e}")))?;
         Ok((job, options, layout))
     }
 
