@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use clap::{Args, ValueEnum};
+use stackscan::LayerStack;
 use stackscan::plan::{Plan, PlanOptions, Stack};
 
 use super::CliError;
@@ -28,7 +29,7 @@ impl StackName {
         match self {
             StackName::Llama => Stack::homogeneous("layer", 32),
             StackName::Qwen35 => Stack::blocks(&["GDN", "GDN", "GDN", "attention"], 10),
-            StackName::Deepseek3 => Stack::with_prefix(&["D", "D", "D"], &["M"], 58),
+            StackName::Deepseek3 => deepseek3::DeepSeek3Full::stack(),
         }
     }
 
