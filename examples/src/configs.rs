@@ -82,6 +82,12 @@ mod tests {
         // The expert-parallel mesh is a run setting (`--ep`), not data.
         let e = from_toml::<DeepSeek3Config>("expert_mesh = 4", "ds.toml").unwrap_err();
         assert!(e.to_string().contains("unknown field `expert_mesh`"), "{e}");
+        // What serde writes (the TOML writer is not built in; JSON is) reads back the same.
+        for c in [DeepSeek3Config::tiny(), DeepSeek3Config::deepseek3()] {
+            let text = serde_json::to_string(&c).unwrap();
+            let back: DeepSeek3Config = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, c, "{text}");
+        }
         let e = DeepSeek3Config::load("llama3-8b").unwrap_err().to_string();
         assert!(
             e.contains("neither a built-in config (tiny, deepseek3)"),
