@@ -23,6 +23,15 @@ pub const LLAMA: [(&str, &str); 2] = [
     ("llama3-8b", include_str!("../configs/llama3-8b.toml")),
 ];
 
+/// The Qwen3.5 configs kept in the repository, by the name `--config` takes.
+pub const QWEN35: [(&str, &str); 2] = [
+    ("tiny", include_str!("../configs/qwen35-tiny.toml")),
+    (
+        "qwen35-35b-a3b",
+        include_str!("../configs/qwen35-35b-a3b.toml"),
+    ),
+];
+
 /// Parses a config; `source` names the text in the error (a file or a built-in name).
 pub fn from_toml<C: DeserializeOwned>(text: &str, source: &str) -> Result<C> {
     toml::from_str(text).map_err(|e| Error::InvalidOp {

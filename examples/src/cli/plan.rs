@@ -78,6 +78,8 @@ pub struct PlanArgs {
 pub enum ParamsModel {
     /// Llama-3-8B, declared with the macros.
     Llama,
+    /// Qwen3.5-35B-A3B, declared with the macros (`--config` for another size).
+    Qwen35,
 }
 
 /// Arguments of `params`.
@@ -86,6 +88,10 @@ pub struct ParamsArgs {
     /// The model.
     #[arg(value_enum, default_value = "llama")]
     pub model: ParamsModel,
+    /// The qwen35 config: a built-in name (`tiny`, `qwen35-35b-a3b`, the default) or a TOML
+    /// file.
+    #[arg(long, value_name = "NAME|PATH")]
+    pub config: Option<String>,
 }
 
 /// Writes the plan of `args.stack` to `out`.
@@ -136,6 +142,20 @@ pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
             let (m, _) = llama_macro::llama3_8b()?;
             writeln!(out, "llama (Llama-3-8B, declared with the macros):")?;
             writeln!(out, "{}", m.parameter_table())?;
+        }
+        ParamsModel::Qwen35 => {
+            let name = args.config.as_deref().unwrap_or("qwen35-35b-a3b");
+            let usage = |e: stackscan::Error| CliError::Usage(e.to_string());
+            let c = crate::qwen35::Qwen35Config::load(name).map_err(usage)?;
+            let (m, _) = crate::qwen35::for_config(&c).map_err(usage)?;
+            writeln!(out, "qwen35 (`{name}`, declared with the macros):")?;
+            writeln!(out, "{}", m.parameter_table())?;
+            let active = crate::qwen35::active_parameters(&c, &m);
+            writeln!(
+                out,
+                "{active} active per token (top-{} of {} routed experts)",
+                c.top_k, c.experts
+            )?;
         }
     }
     Ok(())
