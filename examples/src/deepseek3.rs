@@ -1,44 +1,57 @@
-//! A DeepSeek-V3-style decoder declared with the macros: a prefix of dense-FFN layers (`D`),
-//! then MoE layers (`M`), every layer with MLA attention; embedding, final norm, LM head and
-//! cross-entropy outside the stack. [`DeepSeek3Config::tiny`] is the test and training
-//! config; [`DeepSeek3Config::deepseek3`] the published model's, for plans and cost models.
+//! A DeepSeek-V3-style decoder declared as nested modules: a prefix of dense-FFN layers
+//! ([`Dense`], kind `D`: MLA and a SwiGLU), then MoE layers ([`MoeLayer`], kind `M`: MLA and
+//! the [`Moe`] FFN), and the whole model [`DeepSeek3`] — embedding, the stack, final norm,
+//! LM head and cross-entropy. [`DeepSeek3Config::tiny`] is the test and training config;
+//! [`DeepSeek3Config::deepseek3`] the published model's, for plans and cost models; both are
+//! data too (`examples/configs/deepseek3-tiny.toml`, `deepseek3.toml`, [`DeepSeek3Config::load`]).
 //!
 //! ```
 //! use stackscan::LayerStack;
-//! use stackscan_examples::deepseek3::{DeepSeek3, DeepSeek3Config, TinyDeepSeek3, model};
+//! use stackscan_examples::deepseek3::{DeepSeek3Config, DeepSeek3Full, TinyDeepSeek3, model};
 //!
 //! assert_eq!(
 //!     TinyDeepSeek3::plan_notation()?.0,
 //!     "[D0, D1] → [D2] → [M3 … M6] → [M7]"
 //! );
 //! assert_eq!(
-//!     DeepSeek3::plan_notation()?.0,
+//!     DeepSeek3Full::plan_notation()?.0,
 //!     "[D0, D1] → [D2] → [M3 … M59] → [M60]"
 //! );
 //! let m = model::<TinyDeepSeek3>(&DeepSeek3Config::tiny())?;
 //! assert_eq!(m.stack.len(), 8);
+//! let names: Vec<String> = m.parameters().into_iter().map(|p| p.path).collect();
+//! assert!(names.contains(&"layers.D.attn.q_down".to_owned()));
+//! assert!(names.contains(&"layers.M.moe.experts.gate".to_owned()));
+//! assert!(names.contains(&"layers.M.moe.shared.w_up".to_owned()));
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 //!
 //! The routers take no selection bias here: DeepSeek-V3 adjusts it outside the gradient
-//! (auxiliary-loss-free balancing), which the trainer does not model; the router supports one
-//! ([`route`](crate::moe::route)). Capacity-padded dispatch drops tokens only beyond
-//! `capacity_factor`; with `capacity_factor ≥ experts` nothing is ever dropped, so a sharded
-//! step routes exactly as the unsharded reference does.
+//! (auxiliary-loss-free balancing), which the trainer does not model; the MoE module takes one
+//! ([`Moe::forward_with_bias`]). Capacity-padded dispatch drops a token only beyond
+//! `capacity_factor`; with `capacity_factor ≥ experts / top_k` nothing is ever dropped, so a
+//! sharded step routes exactly as the unsharded reference does (the equivalence tests'
+//! [`DeepSeek3Config::small`]).
 
-use std::rc::Rc;
-
-use stackscan::fsdp::{InputSpec, ParamSpec, StackModel};
+use serde::{Deserialize, Serialize};
+use stackscan::fsdp::StackModel;
 use stackscan::layer::{ActivationMarker, Forward};
-use stackscan::{DType, Error, LayerStack, Result, SubLayer, Tensor, TensorType, layer_stack, nn};
-
-use crate::mla::{MlaConfig, MlaWeights, mla};
-use crate::moe::{
-    ExpertMesh, ExpertWeights, MoeConfig, MoeWeights, RouterConfig, RouterKind, SharedExpert, moe,
+use stackscan::model::{Layers, ModelForward, stack_model};
+use stackscan::module::join;
+use stackscan::plan::PlanOptions;
+use stackscan::{
+    Error, Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, layer_stack, nn,
 };
 
-/// Sizes of a DeepSeek-V3-style model.
-#[derive(Clone, Copy, Debug, PartialEq)]
+use crate::llama::{MlpDims, SwiGlu};
+use crate::mla::{Mla, MlaConfig};
+use crate::moe::{ExpertMesh, Experts, Moe, MoeConfig, MoeDims, RouterConfig, RouterKind};
+
+/// Sizes of a DeepSeek-V3-style model; data (`examples/configs/deepseek3*.toml`,
+/// [`DeepSeek3Config::load`]), every field defaulting to [`DeepSeek3Config::tiny`]'s. The
+/// names follow the published `config.json` where one exists (`n_group` → `groups`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct DeepSeek3Config {
     /// Vocabulary.
     pub vocab: i64,
@@ -48,7 +61,7 @@ pub struct DeepSeek3Config {
     pub layers: usize,
     /// Leading dense-FFN layers.
     pub dense_layers: usize,
-    /// Attention.
+    /// Attention (`mla.d` must be `d`).
     pub mla: MlaConfig,
     /// Hidden width of the dense layers' FFN.
     pub dense_ffn: i64,
@@ -75,13 +88,26 @@ pub struct DeepSeek3Config {
     /// Sequences per device.
     pub batch_per_device: i64,
     /// The expert-parallel mesh the model runs on ([`ExpertMesh::OFF`]: plain FSDP). A run
-    /// setting rather than a size, but the layers' forward sees only the config.
+    /// setting rather than a size (`--ep`, never read from a file), but the layers' forward
+    /// sees only the config.
+    #[serde(skip)]
     pub expert_mesh: ExpertMesh,
+}
+
+impl Default for DeepSeek3Config {
+    fn default() -> Self {
+        DeepSeek3Config::tiny()
+    }
 }
 
 impl DeepSeek3Config {
     /// The tiny config: d 128, 3 dense + 5 MoE layers, 16 experts top-4 in 4 groups (top 2),
-    /// one shared expert, expert width 64, vocab 512, seq 64. Capacity never drops a token.
+    /// one shared expert, expert width 64, vocab 512, seq 64; what the main job trains. Its
+    /// capacity is a real one, 1.25 × a balanced load (20 slots per expert for a device's 64
+    /// tokens), as the published model is priced: the experts compute 1.25 × what the routed
+    /// tokens need, and a token beyond an expert's 20 is dropped (it keeps its residual and
+    /// the shared expert). Tests that compare against an unsharded run use
+    /// [`DeepSeek3Config::small`], whose capacity drops nothing.
     pub const fn tiny() -> Self {
         DeepSeek3Config {
             vocab: 512,
@@ -97,7 +123,7 @@ impl DeepSeek3Config {
             expert_width: 64,
             shared_experts: 1,
             scaling: 2.5,
-            capacity_factor: 16.0,
+            capacity_factor: 1.25,
             direct_token_gather: false,
             seq: 64,
             batch_per_device: 1,
@@ -165,22 +191,93 @@ impl DeepSeek3Config {
         }
     }
 
-    /// The MoE sub-layer's config.
-    pub const fn moe(&self) -> MoeConfig {
-        MoeConfig {
-            router: RouterConfig {
-                experts: self.experts,
-                top_k: self.top_k,
-                kind: RouterKind::SigmoidGrouped {
-                    groups: self.groups,
-                    top_groups: self.top_groups,
-                    scaling: self.scaling,
+    /// A config kept in the repository by name (`tiny`, `deepseek3`), or a TOML file by path.
+    pub fn load(name_or_path: &str) -> Result<Self> {
+        crate::configs::load(&crate::configs::DEEPSEEK3, name_or_path)
+    }
+
+    /// Checks what the shapes cannot: MLA's width is the model's, the router can pick its
+    /// experts, the dense prefix fits, the widths are positive. Errors name the field.
+    pub fn validate(&self) -> Result<()> {
+        let invalid = |message: String| {
+            Err(Error::InvalidOp {
+                op: "deepseek3",
+                message,
+            })
+        };
+        if self.mla.d != self.d {
+            return invalid(format!(
+                "`DeepSeek3Config.mla.d` is {} but `d` is {}: attention reads the model's width",
+                self.mla.d, self.d
+            ));
+        }
+        if self.dense_layers > self.layers {
+            return invalid(format!(
+                "`DeepSeek3Config.dense_layers` is {}, more than the {} layers",
+                self.dense_layers, self.layers
+            ));
+        }
+        for (field, value) in [
+            ("d", self.d),
+            ("vocab", self.vocab),
+            ("dense_ffn", self.dense_ffn),
+            ("expert_width", self.expert_width),
+            ("shared_experts", self.shared_experts),
+            ("seq", self.seq),
+            ("batch_per_device", self.batch_per_device),
+        ] {
+            if value <= 0 {
+                return invalid(format!(
+                    "`DeepSeek3Config.{field}` is {value}; expected at least 1"
+                ));
+            }
+        }
+        if !(self.capacity_factor.is_finite() && self.capacity_factor > 0.0) {
+            return invalid(format!(
+                "`DeepSeek3Config.capacity_factor` is {}; expected a positive number",
+                self.capacity_factor
+            ));
+        }
+        self.moe().layer.router.validate()
+    }
+
+    /// What the attention module ([`Mla`]) reads.
+    pub const fn mla(&self) -> MlaConfig {
+        self.mla
+    }
+
+    /// What the dense layers' FFN ([`SwiGlu`]) reads.
+    pub const fn dense_mlp(&self) -> MlpDims {
+        MlpDims {
+            d_model: self.d,
+            ffn: self.dense_ffn,
+            out_std: INIT_STD,
+        }
+    }
+
+    /// What the MoE FFN ([`Moe`]) reads: DeepSeek-V3's sigmoid group-limited router and one
+    /// ungated shared SwiGLU of `shared_experts · expert_width`.
+    pub const fn moe(&self) -> MoeDims {
+        MoeDims {
+            d_model: self.d,
+            expert_width: self.expert_width,
+            shared_width: self.shared_width(),
+            out_std: INIT_STD,
+            layer: MoeConfig {
+                router: RouterConfig {
+                    experts: self.experts,
+                    top_k: self.top_k,
+                    kind: RouterKind::SigmoidGrouped {
+                        groups: self.groups,
+                        top_groups: self.top_groups,
+                        scaling: self.scaling,
+                    },
                 },
+                capacity_factor: self.capacity_factor,
+                direct_token_gather: self.direct_token_gather,
+                gated_shared: false,
+                expert_mesh: self.expert_mesh,
             },
-            capacity_factor: self.capacity_factor,
-            direct_token_gather: self.direct_token_gather,
-            gated_shared: false,
-            expert_mesh: self.expert_mesh,
         }
     }
 
@@ -204,196 +301,81 @@ impl DeepSeek3Config {
     }
 }
 
+/// Every weight's initialiser: `normal(0.02)`, output projections included.
+const INIT_STD: f64 = 0.02;
+
+/// RMSNorm epsilon of the layers' and the final norm.
+const NORM_EPS: f64 = 1e-6;
+
 /// The residual stream `[batch, seq, d]`.
 #[derive(Debug)]
 pub enum Residual {}
 
 impl ActivationMarker for Residual {}
 
-/// A dense layer: MLA and a SwiGLU FFN, each behind an RMSNorm, with residuals.
+/// A dense layer: MLA and a SwiGLU FFN, each behind an RMSNorm, with residuals. Its
+/// parameters are `attn_norm`, `attn.q_down` … `attn.out`, `ffn_norm`, `mlp.w_gate` …
+/// `mlp.w_down`.
 #[derive(Debug, SubLayer)]
 #[sublayer(config = DeepSeek3Config, carry = Residual, name = "D")]
 pub struct Dense<T> {
     /// RMSNorm before attention.
     #[param(shape = [cfg.d], replicated)]
     pub attn_norm: T,
-    /// `q_a_proj`
-    #[param(shape = [cfg.d, cfg.mla.q_lora], shard = 0)]
-    pub q_down: T,
-    /// `q_a_layernorm`
-    #[param(shape = [cfg.mla.q_lora], replicated)]
-    pub q_norm: T,
-    /// `q_b_proj`
-    #[param(shape = [cfg.mla.q_lora, cfg.mla.heads * cfg.mla.qk_head()], shard = 0)]
-    pub q_up: T,
-    /// `kv_a_proj_with_mqa`
-    #[param(shape = [cfg.d, cfg.mla.kv_lora + cfg.mla.rope], shard = 0)]
-    pub kv_down: T,
-    /// `kv_a_layernorm`
-    #[param(shape = [cfg.mla.kv_lora], replicated)]
-    pub kv_norm: T,
-    /// `kv_b_proj`
-    #[param(shape = [cfg.mla.kv_lora, cfg.mla.heads * (cfg.mla.nope + cfg.mla.v)], shard = 0)]
-    pub kv_up: T,
-    /// `o_proj`
-    #[param(shape = [cfg.mla.heads * cfg.mla.v, cfg.d], shard = 0)]
-    pub out: T,
+    /// Multi-head latent attention.
+    #[module(config = cfg.mla())]
+    pub attn: Mla<T>,
     /// RMSNorm before the FFN.
     #[param(shape = [cfg.d], replicated)]
     pub ffn_norm: T,
-    /// FFN gate.
-    #[param(shape = [cfg.d, cfg.dense_ffn], shard = 0)]
-    pub w_gate: T,
-    /// FFN up.
-    #[param(shape = [cfg.d, cfg.dense_ffn], shard = 0)]
-    pub w_up: T,
-    /// FFN down.
-    #[param(shape = [cfg.dense_ffn, cfg.d], shard = 0)]
-    pub w_down: T,
-}
-
-/// An MoE layer: MLA, then routed experts (stacked `[E, …]`, sharded over `E`) and a shared
-/// expert, each behind an RMSNorm, with residuals.
-#[derive(Debug, SubLayer)]
-#[sublayer(config = DeepSeek3Config, carry = Residual, name = "M")]
-pub struct Moe<T> {
-    /// RMSNorm before attention.
-    #[param(shape = [cfg.d], replicated)]
-    pub attn_norm: T,
-    /// `q_a_proj`
-    #[param(shape = [cfg.d, cfg.mla.q_lora], shard = 0)]
-    pub q_down: T,
-    /// `q_a_layernorm`
-    #[param(shape = [cfg.mla.q_lora], replicated)]
-    pub q_norm: T,
-    /// `q_b_proj`
-    #[param(shape = [cfg.mla.q_lora, cfg.mla.heads * cfg.mla.qk_head()], shard = 0)]
-    pub q_up: T,
-    /// `kv_a_proj_with_mqa`
-    #[param(shape = [cfg.d, cfg.mla.kv_lora + cfg.mla.rope], shard = 0)]
-    pub kv_down: T,
-    /// `kv_a_layernorm`
-    #[param(shape = [cfg.mla.kv_lora], replicated)]
-    pub kv_norm: T,
-    /// `kv_b_proj`
-    #[param(shape = [cfg.mla.kv_lora, cfg.mla.heads * (cfg.mla.nope + cfg.mla.v)], shard = 0)]
-    pub kv_up: T,
-    /// `o_proj`
-    #[param(shape = [cfg.mla.heads * cfg.mla.v, cfg.d], shard = 0)]
-    pub out: T,
-    /// RMSNorm before the MoE.
-    #[param(shape = [cfg.d], replicated)]
-    pub ffn_norm: T,
-    /// Router projection (`gate.weight`, transposed).
-    #[param(shape = [cfg.d, cfg.e()], shard = 0)]
-    pub router: T,
-    /// Routed experts' gates.
-    #[param(shape = [cfg.e(), cfg.d, cfg.expert_width], shard = 0)]
-    pub experts_gate: T,
-    /// Routed experts' up projections.
-    #[param(shape = [cfg.e(), cfg.d, cfg.expert_width], shard = 0)]
-    pub experts_up: T,
-    /// Routed experts' down projections.
-    #[param(shape = [cfg.e(), cfg.expert_width, cfg.d], shard = 0)]
-    pub experts_down: T,
-    /// Shared expert gate.
-    #[param(shape = [cfg.d, cfg.shared_width()], shard = 0)]
-    pub shared_gate: T,
-    /// Shared expert up.
-    #[param(shape = [cfg.d, cfg.shared_width()], shard = 0)]
-    pub shared_up: T,
-    /// Shared expert down.
-    #[param(shape = [cfg.shared_width(), cfg.d], shard = 0)]
-    pub shared_down: T,
-}
-
-/// `h + mla(norm(h))`.
-#[expect(clippy::too_many_arguments, reason = "the MLA weights by name")]
-fn attention(
-    c: &DeepSeek3Config,
-    h: &Tensor,
-    norm: &Tensor,
-    q_down: &Tensor,
-    q_norm: &Tensor,
-    q_up: &Tensor,
-    kv_down: &Tensor,
-    kv_norm: &Tensor,
-    kv_up: &Tensor,
-    out: &Tensor,
-) -> Result<Tensor> {
-    let w = MlaWeights {
-        q_down,
-        q_norm,
-        q_up,
-        kv_down,
-        kv_norm,
-        kv_up,
-        out,
-    };
-    h.add(&mla(&c.mla, &nn::rms_norm(h, norm, 1e-6)?, &w)?)
+    /// The dense FFN.
+    #[module(config = cfg.dense_mlp())]
+    pub mlp: SwiGlu<T>,
 }
 
 impl Forward for Dense<Tensor> {
     fn forward(&self, c: &DeepSeek3Config, h: &Tensor) -> Result<Tensor> {
-        let h = attention(
-            c,
-            h,
-            &self.attn_norm,
-            &self.q_down,
-            &self.q_norm,
-            &self.q_up,
-            &self.kv_down,
-            &self.kv_norm,
-            &self.kv_up,
-            &self.out,
-        )?;
-        let y = nn::rms_norm(&h, &self.ffn_norm, 1e-6)?;
-        let ffn = nn::silu(&y.matmul(&self.w_gate)?)?
-            .mul(&y.matmul(&self.w_up)?)?
-            .matmul(&self.w_down)?;
-        h.add(&ffn)
+        let x = nn::rms_norm(h, &self.attn_norm, NORM_EPS)?;
+        let h = h.add(&self.attn.forward(&c.mla(), &x)?)?;
+        let y = nn::rms_norm(&h, &self.ffn_norm, NORM_EPS)?;
+        h.add(&self.mlp.forward(&y)?)
     }
 }
 
-impl Forward for Moe<Tensor> {
+/// An MoE layer: MLA, then the MoE FFN (routed experts stacked `[E, …]` and sharded over `E`,
+/// and a shared expert), each behind an RMSNorm, with residuals. Its parameters are
+/// `attn_norm`, `attn.*`, `ffn_norm`, `moe.router`, `moe.experts.{gate,up,down}`,
+/// `moe.shared.{w_gate,w_up,w_down}`.
+#[derive(Debug, SubLayer)]
+#[sublayer(config = DeepSeek3Config, carry = Residual, name = "M")]
+pub struct MoeLayer<T> {
+    /// RMSNorm before attention.
+    #[param(shape = [cfg.d], replicated)]
+    pub attn_norm: T,
+    /// Multi-head latent attention.
+    #[module(config = cfg.mla())]
+    pub attn: Mla<T>,
+    /// RMSNorm before the MoE.
+    #[param(shape = [cfg.d], replicated)]
+    pub ffn_norm: T,
+    /// The mixture of experts.
+    #[module(config = cfg.moe())]
+    pub moe: Moe<T>,
+}
+
+impl Forward for MoeLayer<Tensor> {
     fn forward(&self, c: &DeepSeek3Config, h: &Tensor) -> Result<Tensor> {
-        let h = attention(
-            c,
-            h,
-            &self.attn_norm,
-            &self.q_down,
-            &self.q_norm,
-            &self.q_up,
-            &self.kv_down,
-            &self.kv_norm,
-            &self.kv_up,
-            &self.out,
-        )?;
-        let dims = h.dims().to_vec();
-        let tokens = nn::rms_norm(&h, &self.ffn_norm, 1e-6)?.reshape(&[dims[0] * dims[1], c.d])?;
-        let w = MoeWeights {
-            router: &self.router,
-            router_bias: None,
-            experts: ExpertWeights {
-                gate: &self.experts_gate,
-                up: &self.experts_up,
-                down: &self.experts_down,
-            },
-            shared: Some(SharedExpert {
-                gate: &self.shared_gate,
-                up: &self.shared_up,
-                down: &self.shared_down,
-                gate_proj: None,
-            }),
-        };
-        h.add(&moe(&c.moe(), &tokens, &w)?.reshape(&dims)?)
+        let x = nn::rms_norm(h, &self.attn_norm, NORM_EPS)?;
+        let h = h.add(&self.attn.forward(&c.mla(), &x)?)?;
+        let y = nn::rms_norm(&h, &self.ffn_norm, NORM_EPS)?;
+        h.add(&self.moe.forward(&c.moe(), &y)?)
     }
 }
 
 /// The tiny model's stack: 3 dense, then 5 MoE layers.
 #[layer_stack(
     prefix = [Dense, Dense, Dense],
-    block = [Moe],
+    block = [MoeLayer],
     layers = 8,
     prefetch_fsdp_weights,
     defer_grad_reduce_scatter,
@@ -404,93 +386,138 @@ pub struct TinyDeepSeek3;
 /// DeepSeek-V3's stack: 3 dense, then 58 MoE layers.
 #[layer_stack(
     prefix = [Dense, Dense, Dense],
-    block = [Moe],
+    block = [MoeLayer],
     layers = 61,
     prefetch_fsdp_weights,
     defer_grad_reduce_scatter,
 )]
 #[derive(Debug)]
-pub struct DeepSeek3;
+pub struct DeepSeek3Full;
 
-/// The model with stack `S`: tokens and next-token labels `[batch_per_device, seq]` per
-/// device, embedding before the stack, final norm, LM head and cross-entropy after it.
-pub fn model<S: LayerStack<Config = DeepSeek3Config>>(c: &DeepSeek3Config) -> Result<StackModel> {
-    if c.layers != S::LAYERS || c.dense_layers > c.layers {
-        return Err(Error::InvalidOp {
-            op: "deepseek3",
-            message: format!(
-                "the config has {} layers ({} dense) for a stack of {}",
-                c.layers,
-                c.dense_layers,
-                S::LAYERS
-            ),
-        });
+/// The model's inputs, declared once: tokens and next-token labels `[batch_per_device, seq]`
+/// per device, both in `0..vocab` (checked on the host).
+#[derive(Debug, Inputs)]
+#[inputs(config = DeepSeek3Config)]
+pub struct Tokens<T> {
+    /// Token ids.
+    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
+    pub tokens: T,
+    /// The next token of each position.
+    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
+    pub labels: T,
+}
+
+/// The whole DeepSeek-V3-style model with stack `S` ([`TinyDeepSeek3`], [`DeepSeek3Full`]):
+/// the embedding, the stack, the final norm and the LM head, in the order they run. The
+/// config's `layers` must be the stack's depth and `dense_layers` its prefix; both are
+/// checked once, when the model is built.
+#[derive(Debug, Model)]
+#[model(config = DeepSeek3Config, inputs = Tokens)]
+pub struct DeepSeek3<T, S> {
+    /// Token embedding, `[vocab, d]`.
+    #[param(shape = [cfg.vocab, cfg.d], shard = 0)]
+    pub embed: T,
+    /// The decoder layers.
+    #[stack(layers = cfg.layers)]
+    pub layers: Layers<S>,
+    /// RMSNorm scale after the stack, `[d]`.
+    #[param(shape = [cfg.d], replicated)]
+    pub final_norm: T,
+    /// LM head, `[d, vocab]`.
+    #[param(shape = [cfg.d, cfg.vocab], shard = 0)]
+    pub lm_head: T,
+}
+
+impl<S: LayerStack<Config = DeepSeek3Config> + 'static> ModelForward for DeepSeek3<Tensor, S> {
+    fn embed(&self, _: &DeepSeek3Config, x: &Tokens<Tensor>) -> Result<Tensor> {
+        self.embed.take(&x.tokens, 0)
     }
-    c.moe().router.validate()?;
-    let (vocab, f32) = (c.vocab, DType::F32);
-    let tokens = TensorType::new(DType::I32, [c.batch_per_device, c.seq]);
-    let input = |name: &str| InputSpec::new(name, tokens.clone()).with_values(0..vocab);
-    let mut m = S::stack_model(
-        c,
-        TensorType::new(f32, [c.batch_per_device, c.seq, c.d]),
-        vec![input("tokens"), input("labels")],
-        vec![
-            ParamSpec::sharded("embed", &[vocab, c.d], f32, 0),
-            ParamSpec::replicated("final_norm", &[c.d], f32),
-            ParamSpec::sharded("lm_head", &[c.d, vocab], f32, 0),
-        ],
-        Rc::new(|inputs, w| match (inputs, w) {
-            ([tokens, _], [embed, ..]) => embed.take(tokens, 0),
-            _ => Err(outer_arity(inputs.len(), w.len())),
-        }),
-        Rc::new(move |h, inputs, w| {
-            let ([_, labels], [_, final_norm, lm_head]) = (inputs, w) else {
-                return Err(outer_arity(inputs.len(), w.len()));
-            };
-            let (b, t) = (h.dims()[0], h.dims()[1]);
-            let logits = nn::rms_norm(h, final_norm, 1e-6)?.matmul(lm_head)?;
-            let logits = logits.reshape(&[b * t, vocab])?;
-            nn::cross_entropy(&logits, &labels.reshape(&[b * t])?)
-        }),
-    )?;
-    if c.expert_mesh.is_parallel() {
-        // Expert banks are gathered over `fsdp` only: each rank keeps its own experts.
-        let fsdp = c.expert_mesh.fsdp_axis();
-        let mut banks = 0;
-        for p in m.kinds.iter_mut().flat_map(|k| k.params.iter_mut()) {
-            if EXPERT_BANKS.contains(&p.name.as_str()) {
-                *p = p.clone().gathered_over(fsdp.clone());
-                banks += 1;
-            }
-        }
-        // Each MoE kind has the three banks; a renamed one would silently be gathered whole.
-        let moe_kinds = m.kinds.len() - usize::from(c.dense_layers > 0);
-        if banks != EXPERT_BANKS.len() * moe_kinds {
+
+    fn loss(&self, c: &DeepSeek3Config, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
+        let (b, t) = (h.dims()[0], h.dims()[1]);
+        let logits = nn::rms_norm(h, &self.final_norm, NORM_EPS)?.matmul(&self.lm_head)?;
+        let logits = logits.reshape(&[b * t, c.vocab])?;
+        nn::cross_entropy(&logits, &x.labels.reshape(&[b * t])?)
+    }
+
+    fn check(c: &DeepSeek3Config) -> Result<()> {
+        c.validate()?;
+        let prefix = S::stack()?.prefix_len();
+        if c.dense_layers != prefix {
             return Err(Error::InvalidOp {
                 op: "deepseek3",
                 message: format!(
-                    "expert parallelism found {banks} of the expert banks {EXPERT_BANKS:?}"
+                    "`DeepSeek3Config.dense_layers` is {}, but the stack `{}` declares a dense prefix of {prefix}",
+                    c.dense_layers,
+                    core::any::type_name::<S>()
+                        .rsplit("::")
+                        .next()
+                        .unwrap_or_default()
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The declared model with stack `S` lowered to the run-time model, with the options of the
+/// stack's attribute. Under expert parallelism the expert banks are gathered over `fsdp`
+/// only, so each `expert` rank keeps its own experts.
+pub fn declared<S: LayerStack<Config = DeepSeek3Config>>(
+    c: &DeepSeek3Config,
+) -> Result<(StackModel, PlanOptions)> {
+    let (mut m, options) = stack_model::<DeepSeek3<Tensor, S>>(c)?;
+    if c.expert_mesh.is_parallel() {
+        let fsdp = c.expert_mesh.fsdp_axis();
+        let banks = expert_banks(c);
+        let mut found = 0;
+        for p in m.kinds.iter_mut().flat_map(|k| k.params.iter_mut()) {
+            if banks.contains(&p.name) {
+                *p = p.clone().gathered_over(fsdp.clone());
+                found += 1;
+            }
+        }
+        // Each MoE kind has every bank; a renamed one would silently be gathered whole.
+        let moe_kinds = m.kinds.len() - usize::from(c.dense_layers > 0);
+        if found != banks.len() * moe_kinds {
+            return Err(Error::InvalidOp {
+                op: "deepseek3",
+                message: format!(
+                    "expert parallelism found {found} of the expert banks {banks:?} in {moe_kinds} MoE kind(s)"
                 ),
             });
         }
     }
-    Ok(m)
+    Ok((m, options))
 }
 
-/// The MoE layer's parameters stacked over experts, `[E, …]`.
-const EXPERT_BANKS: [&str; 3] = ["experts_gate", "experts_up", "experts_down"];
+/// The declared model with stack `S`, as the run-time API's [`StackModel`].
+pub fn model<S: LayerStack<Config = DeepSeek3Config>>(c: &DeepSeek3Config) -> Result<StackModel> {
+    Ok(declared::<S>(c)?.0)
+}
 
-/// The error of an outer function given another number of inputs or weights than declared.
-fn outer_arity(inputs: usize, weights: usize) -> Error {
-    Error::InvalidOp {
-        op: "deepseek3",
-        message: format!("the outer parts take 2 inputs and 3 weights, got {inputs} and {weights}"),
-    }
+/// The names, inside an MoE layer, of its parameters stacked over experts (`[E, …]`):
+/// the [`Experts`] module's, under the fields `moe.experts`.
+pub fn expert_banks(c: &DeepSeek3Config) -> Vec<String> {
+    <Experts<Tensor> as Module>::param_specs(&c.moe().experts())
+        .into_iter()
+        .map(|p| join("moe.experts", &p.name))
+        .collect()
 }
 
 /// The tiny model, as the main job trains it.
 pub fn tiny_model() -> Result<StackModel> {
     model::<TinyDeepSeek3>(&DeepSeek3Config::tiny())
+}
+
+/// The declared model for a config loaded by name or path, with its attribute's options: the
+/// declared stack of its depth (8 layers: [`TinyDeepSeek3`], 61: [`DeepSeek3Full`]), since a
+/// stack's depth is part of its type; another depth is the depth error naming the field.
+pub fn for_config(c: &DeepSeek3Config) -> Result<(StackModel, PlanOptions)> {
+    match c.layers {
+        n if n == DeepSeek3Full::LAYERS => declared::<DeepSeek3Full>(c),
+        _ => declared::<TinyDeepSeek3>(c),
+    }
 }
 
 /// The Llama example's synthetic sequences ([`crate::llama::synthetic_batch`]) at this

@@ -24,9 +24,9 @@ use std::str::FromStr;
 
 use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
-use stackscan::{Axis, Error, LayerStack, Mesh, Result};
+use stackscan::{Axis, Error, Mesh, Result};
 
-use crate::deepseek3::{self, DeepSeek3Config, TinyDeepSeek3};
+use crate::deepseek3::{self, DeepSeek3Config};
 use crate::llama::{self, LlamaConfig};
 use crate::llama_macro;
 use crate::moe::FSDP_AXIS;
@@ -131,18 +131,10 @@ impl Job {
         Job::with_config(name, None)
     }
 
-    /// Model `name` with a config by name or path (`--config tiny|llama3-8b|path.toml`,
-    /// `--model qwen35 --config tiny|qwen35-35b-a3b|path.toml`), or its tiny config. The
-    /// DeepSeek-V3 config is not data yet; given one, it is an error naming the flag.
+    /// Model `name` with a config by name or path (`--config tiny|llama3-8b|path.toml` for
+    /// Llama, `tiny|deepseek3|path.toml` for DeepSeek-V3, `tiny|qwen35-35b-a3b|path.toml` for
+    /// Qwen3.5), or its tiny config.
     pub fn with_config(name: ModelName, config: Option<&str>) -> Result<Job> {
-        if let (Some(_), ModelName::DeepSeek3) = (config, name) {
-            return Err(stackscan::Error::InvalidOp {
-                op: "config",
-                message: format!(
-                    "`--config` is read for `--model llama` and `--model qwen35`, not `{name}`"
-                ),
-            });
-        }
         Ok(match name {
             ModelName::Llama => {
                 let c = match config {
@@ -174,7 +166,7 @@ impl Job {
                     seq: c.seq,
                 }
             }
-            ModelName::DeepSeek3 => deepseek3_job(DeepSeek3Config::tiny())?,
+            ModelName::DeepSeek3 => deepseek3_job(deepseek3_config(config)?)?,
             ModelName::Qwen35 => qwen35_job(match config {
                 Some(spec) => Qwen35Config::load(spec)?,
                 None => Qwen35Config::tiny(),
@@ -204,13 +196,9 @@ impl Job {
             let mesh = Mesh::line(&Axis::new(FSDP_AXIS, devices))?;
             return Ok((Job::with_config(name, config)?, mesh));
         }
-        if config.is_some() {
-            // The configs read from files are Llama's; this names that first.
-            Job::with_config(name, config)?;
-        }
         match name {
             ModelName::DeepSeek3 => {
-                let c = DeepSeek3Config::tiny().with_expert_parallel(devices, ep)?;
+                let c = deepseek3_config(config)?.with_expert_parallel(devices, ep)?;
                 let mut job = deepseek3_job(c)?;
                 job.describe.push_str(&format!(
                     "; expert parallel: fsdp {} × expert {}",
@@ -228,13 +216,20 @@ impl Job {
     }
 }
 
-/// The DeepSeek-V3-style job at config `c` (its stack is the tiny one).
+/// DeepSeek-V3's config by name or path, or the tiny one.
+fn deepseek3_config(config: Option<&str>) -> Result<DeepSeek3Config> {
+    config.map_or(Ok(DeepSeek3Config::tiny()), DeepSeek3Config::load)
+}
+
+/// The declared DeepSeek-V3-style model at config `c` (the stack of its depth), with the
+/// options of that stack's attribute.
 fn deepseek3_job(c: DeepSeek3Config) -> Result<Job> {
+    let (model, options) = deepseek3::for_config(&c)?;
     Ok(Job {
-        model: deepseek3::model::<TinyDeepSeek3>(&c)?,
-        options: TinyDeepSeek3::OPTIONS,
+        model,
+        options,
         describe: format!(
-            "tiny DeepSeek-V3: {} layers ({} dense), d {}, MLA {} heads, {} experts top-{} in {} groups (top {}), {} shared, width {}, vocab {}; {} × {} tokens per device",
+            "DeepSeek-V3 (declared with the macros): {} layers ({} dense), d {}, MLA {} heads, {} experts top-{} in {} groups (top {}), {} shared, width {}, vocab {}; {} × {} tokens per device",
             c.layers,
             c.dense_layers,
             c.d,

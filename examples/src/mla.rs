@@ -4,24 +4,34 @@
 //! into a position-free part (`nope`) and a rotary part (`rope`); a separate value head
 //! size; causal; softmax scale `1/√(nope + rope)`, the query head size.
 //!
+//! MLA is a module ([`Mla`], `#[derive(Module)]`): a layer holds it as a field
+//! `#[module(config = cfg.mla())] attn: Mla<T>`, so its weights are named `attn.q_down`, …,
+//! `attn.out`, as in the published checkpoints' `self_attn.*`.
+//!
 //! ```
-//! use stackscan::{DType, Scope, TensorType};
-//! use stackscan_examples::mla::{MlaConfig, MlaWeights, mla};
+//! use stackscan::layer::Params;
+//! use stackscan::{DType, Module, Scope, Tensor, TensorType};
+//! use stackscan_examples::mla::{Mla, MlaConfig};
 //! let c = MlaConfig::deepseek3_tiny();
 //! let s = Scope::new("mla");
-//! let p = |dims: Vec<i64>| s.param(TensorType::new(DType::F32, dims));
-//! let shapes = c.weight_shapes();
-//! let w: Vec<_> = shapes.iter().map(|(_, d)| p(d.clone())).collect();
-//! let x = p(vec![2, 64, c.d]);
-//! let y = mla(&c, &x, &MlaWeights::from_slice(&w)?)?;
+//! let w = <Mla<Tensor> as Module>::param_specs(&c)
+//!     .iter()
+//!     .map(|p| s.param(p.full_type()))
+//!     .collect();
+//! let attn = Mla::from_values(w)?;
+//! let y = attn.forward(&c, &s.param(TensorType::new(DType::F32, [2, 64, c.d])))?;
 //! assert_eq!(y.dims(), &[2, 64, 128]);
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
-use stackscan::{Error, Result, Tensor, concatenate, nn};
+use serde::{Deserialize, Serialize};
+use stackscan::layer::Params;
+use stackscan::{Error, Module, Result, Tensor, concatenate, nn};
 
-/// MLA's sizes.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// MLA's sizes; data (a `[mla]` table of a model's TOML config), every field defaulting to
+/// [`MlaConfig::deepseek3_tiny`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct MlaConfig {
     /// Model width.
     pub d: i64,
@@ -41,6 +51,12 @@ pub struct MlaConfig {
     pub rope_theta: f64,
     /// RMSNorm epsilon of the two latents.
     pub eps: f64,
+}
+
+impl Default for MlaConfig {
+    fn default() -> Self {
+        MlaConfig::deepseek3_tiny()
+    }
 }
 
 impl MlaConfig {
@@ -79,72 +95,59 @@ impl MlaConfig {
         self.nope + self.rope
     }
 
-    /// Each weight's name and shape, in [`MlaWeights::from_slice`]'s order.
-    pub fn weight_shapes(&self) -> [(&'static str, Vec<i64>); 7] {
-        let (h, d) = (self.heads, self.d);
-        [
-            ("q_down", vec![d, self.q_lora]),
-            ("q_norm", vec![self.q_lora]),
-            ("q_up", vec![self.q_lora, h * self.qk_head()]),
-            ("kv_down", vec![d, self.kv_lora + self.rope]),
-            ("kv_norm", vec![self.kv_lora]),
-            ("kv_up", vec![self.kv_lora, h * (self.nope + self.v)]),
-            ("out", vec![h * self.v, d]),
-        ]
+    /// Each weight's name and shape, in declaration order (what [`Mla::from_values`] takes).
+    pub fn weight_shapes(&self) -> Vec<(String, Vec<i64>)> {
+        <Mla<Tensor> as Module>::param_specs(self)
+            .into_iter()
+            .map(|p| (p.name, p.shape))
+            .collect()
     }
 }
 
-/// MLA's weights, named as in the published checkpoints.
-#[derive(Clone, Copy, Debug)]
-pub struct MlaWeights<'a> {
+/// MLA's weights, named as in the published checkpoints; the projections sharded on their
+/// input dimension, the two latent norms replicated.
+#[derive(Debug, Module)]
+#[module(config = MlaConfig)]
+pub struct Mla<T> {
     /// `[d, q_lora]` (`q_a_proj`)
-    pub q_down: &'a Tensor,
+    #[param(shape = [cfg.d, cfg.q_lora], shard = 0)]
+    pub q_down: T,
     /// `[q_lora]` (`q_a_layernorm`)
-    pub q_norm: &'a Tensor,
+    #[param(shape = [cfg.q_lora], replicated)]
+    pub q_norm: T,
     /// `[q_lora, H·(nope + rope)]` (`q_b_proj`)
-    pub q_up: &'a Tensor,
+    #[param(shape = [cfg.q_lora, cfg.heads * cfg.qk_head()], shard = 0)]
+    pub q_up: T,
     /// `[d, kv_lora + rope]` (`kv_a_proj_with_mqa`): the latent, then the shared rotary key.
-    pub kv_down: &'a Tensor,
+    #[param(shape = [cfg.d, cfg.kv_lora + cfg.rope], shard = 0)]
+    pub kv_down: T,
     /// `[kv_lora]` (`kv_a_layernorm`)
-    pub kv_norm: &'a Tensor,
+    #[param(shape = [cfg.kv_lora], replicated)]
+    pub kv_norm: T,
     /// `[kv_lora, H·(nope + v)]` (`kv_b_proj`): per head, key features then value features.
-    pub kv_up: &'a Tensor,
+    #[param(shape = [cfg.kv_lora, cfg.heads * (cfg.nope + cfg.v)], shard = 0)]
+    pub kv_up: T,
     /// `[H·v, d]` (`o_proj`)
-    pub out: &'a Tensor,
+    #[param(shape = [cfg.heads * cfg.v, cfg.d], shard = 0)]
+    pub out: T,
 }
 
-impl<'a> MlaWeights<'a> {
-    /// Names seven tensors in [`MlaConfig::weight_shapes`]' order.
-    pub fn from_slice(w: &'a [Tensor]) -> Result<Self> {
-        let [q_down, q_norm, q_up, kv_down, kv_norm, kv_up, out] = w else {
-            return Err(Error::InvalidOp {
-                op: "mla",
-                message: format!("expected 7 weights, got {}", w.len()),
-            });
-        };
-        Ok(MlaWeights {
-            q_down,
-            q_norm,
-            q_up,
-            kv_down,
-            kv_norm,
-            kv_up,
-            out,
-        })
+impl Mla<Tensor> {
+    /// [`mla`] with these weights.
+    pub fn forward(&self, c: &MlaConfig, x: &Tensor) -> Result<Tensor> {
+        mla(c, x, self)
     }
 }
 
 /// Causal MLA self-attention of `x: [B, T, d]` (already normalised), back to `[B, T, d]`.
-pub fn mla(c: &MlaConfig, x: &Tensor, w: &MlaWeights<'_>) -> Result<Tensor> {
+pub fn mla(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<Tensor> {
     if x.rank() != 3 || x.dims()[2] != c.d {
         return Err(Error::InvalidOp {
             op: "mla",
             message: format!("expected x [B, T, {}], got {}", c.d, x.ty()),
         });
     }
-    for ((name, want), got) in c.weight_shapes().iter().zip([
-        w.q_down, w.q_norm, w.q_up, w.kv_down, w.kv_norm, w.kv_up, w.out,
-    ]) {
+    for ((name, want), got) in c.weight_shapes().iter().zip(w.values()) {
         if got.dims() != want.as_slice() {
             return Err(Error::InvalidOp {
                 op: "mla",
@@ -156,23 +159,23 @@ pub fn mla(c: &MlaConfig, x: &Tensor, w: &MlaWeights<'_>) -> Result<Tensor> {
     let (h, nope, rope) = (c.heads, c.nope, c.rope);
     let rot = |z: &Tensor| nn::rope(z, c.rope_theta, rope as usize);
 
-    let q = nn::rms_norm(&x.matmul(w.q_down)?, w.q_norm, c.eps)?
-        .matmul(w.q_up)?
+    let q = nn::rms_norm(&x.matmul(&w.q_down)?, &w.q_norm, c.eps)?
+        .matmul(&w.q_up)?
         .reshape(&[b, t, h, c.qk_head()])?;
     let q_nope = q.slice_axis(3, 0, nope)?;
     let q_rope = rot(&q.slice_axis(3, nope, nope + rope)?)?;
     let q = concatenate(&[&q_nope, &q_rope], 3)?;
 
-    let latent = x.matmul(w.kv_down)?;
+    let latent = x.matmul(&w.kv_down)?;
     let k_rope = rot(&latent
         .slice_axis(2, c.kv_lora, c.kv_lora + rope)?
         .reshape(&[b, t, 1, rope])?)?
     .broadcast_in_dim(&[b, t, h, rope], &[0, 1, 2, 3])?;
-    let kv = nn::rms_norm(&latent.slice_axis(2, 0, c.kv_lora)?, w.kv_norm, c.eps)?
-        .matmul(w.kv_up)?
+    let kv = nn::rms_norm(&latent.slice_axis(2, 0, c.kv_lora)?, &w.kv_norm, c.eps)?
+        .matmul(&w.kv_up)?
         .reshape(&[b, t, h, nope + c.v])?;
     let k = concatenate(&[&kv.slice_axis(3, 0, nope)?, &k_rope], 3)?;
     let v = kv.slice_axis(3, nope, nope + c.v)?;
 
-    nn::causal_attention(&q, &k, &v, 1.0 / (c.qk_head() as f64).sqrt())?.matmul(w.out)
+    nn::causal_attention(&q, &k, &v, 1.0 / (c.qk_head() as f64).sqrt())?.matmul(&w.out)
 }

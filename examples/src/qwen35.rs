@@ -1,7 +1,7 @@
 //! A Qwen3.5-style hybrid decoder declared with the macros as nested, named modules: blocks
 //! of three Gated DeltaNet layers and one gated attention layer (`block = [Gdn, Gdn, Gdn,
 //! Attention]`), each layer a token mixer ([`GatedDeltaNet`] or [`GatedAttention`]) and a
-//! mixture-of-experts FFN ([`MoeFfn`]) behind RMSNorms with residuals; the whole model
+//! mixture-of-experts FFN ([`GatedMoe`]) behind RMSNorms with residuals; the whole model
 //! ([`Qwen35`]) adds the embedding, the final norm, the LM head and the cross-entropy.
 //!
 //! The FFN of every layer is the mixture of experts of [`crate::moe`], as in the published
@@ -27,16 +27,11 @@ use stackscan::fsdp::StackModel;
 use stackscan::layer::{ActivationMarker, Forward};
 use stackscan::model::{Layers, ModelForward, stack_model};
 use stackscan::plan::PlanOptions;
-use stackscan::{
-    Error, Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, layer_stack, nn,
-};
+use stackscan::{Error, Inputs, LayerStack, Model, Result, SubLayer, Tensor, layer_stack, nn};
 
 use crate::gated_attention::{AttentionConfig, GatedAttention, GatedAttentionDims};
 use crate::gdn_layer::{GatedDeltaNet, GdnConfig, GdnDims, GdnForm};
-use crate::llama::{MlpDims, SwiGlu};
-use crate::moe::{
-    ExpertWeights, MoeConfig, MoeWeights, RouterConfig, RouterKind, SharedExpert, moe,
-};
+use crate::moe::{GatedMoe, MoeConfig, MoeDims, RouterConfig, RouterKind};
 
 /// RMSNorm epsilon of the layers' pre-norms.
 const NORM_EPS: f64 = 1e-6;
@@ -182,18 +177,14 @@ impl Qwen35Config {
         GatedAttentionDims::new(self.d_model, self.layers, self.attention)
     }
 
-    /// What [`MoeFfn`] reads.
-    pub fn moe_dims(&self) -> MoeFfnDims {
-        MoeFfnDims {
+    /// What [`GatedMoe`] reads.
+    pub fn moe_dims(&self) -> MoeDims {
+        MoeDims {
             d_model: self.d_model,
             expert_width: self.expert_width,
+            shared_width: self.shared_width,
             out_std: self.out_std(),
-            moe: self.moe(),
-            shared: MlpDims {
-                d_model: self.d_model,
-                ffn: self.shared_width,
-                out_std: self.out_std(),
-            },
+            layer: self.moe(),
         }
     }
 
@@ -242,84 +233,6 @@ impl Qwen35Config {
     }
 }
 
-/// What [`MoeFfn`] reads: the model width, the routed experts' width, the routing and the
-/// shared expert's sizes.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct MoeFfnDims {
-    /// Model width.
-    pub d_model: i64,
-    /// One routed expert's hidden width.
-    pub expert_width: i64,
-    /// Standard deviation of the routed experts' down projections' initialiser.
-    pub out_std: f64,
-    /// Routing and dispatch.
-    pub moe: MoeConfig,
-    /// The shared expert.
-    pub shared: MlpDims,
-}
-
-impl MoeFfnDims {
-    /// `experts` as a dimension.
-    pub const fn e(&self) -> i64 {
-        self.moe.router.experts as i64
-    }
-}
-
-/// The mixture-of-experts FFN of both layer kinds: a router, routed experts stacked over
-/// the experts (`[E, …]`), and a SwiGLU shared expert behind a per-token sigmoid gate.
-#[derive(Debug, Module)]
-#[module(config = MoeFfnDims)]
-pub struct MoeFfn<T> {
-    /// Router projection, `[d, E]`.
-    #[param(shape = [cfg.d_model, cfg.e()], shard = 0)]
-    pub router: T,
-    /// Routed experts' gates, `[E, d, width]`.
-    #[param(shape = [cfg.e(), cfg.d_model, cfg.expert_width], shard = 0)]
-    pub experts_gate: T,
-    /// Routed experts' up projections, `[E, d, width]`.
-    #[param(shape = [cfg.e(), cfg.d_model, cfg.expert_width], shard = 0)]
-    pub experts_up: T,
-    /// Routed experts' down projections, `[E, width, d]`.
-    #[param(shape = [cfg.e(), cfg.expert_width, cfg.d_model], shard = 0, init = normal(cfg.out_std))]
-    pub experts_down: T,
-    /// The shared expert.
-    #[module(config = cfg.shared)]
-    pub shared: SwiGlu<T>,
-    /// The shared expert's per-token sigmoid gate, `[d, 1]`.
-    #[param(shape = [cfg.d_model, 1], shard = 0)]
-    pub shared_gate: T,
-}
-
-impl MoeFfn<Tensor> {
-    /// The FFN of the normalised stream `x: [B, T, d]`, the tokens of every sequence routed
-    /// together.
-    pub fn forward(&self, c: &MoeFfnDims, x: &Tensor) -> Result<Tensor> {
-        let dims = x.dims().to_vec();
-        let [b, t, d] = dims[..] else {
-            return Err(Error::InvalidOp {
-                op: "moe_ffn",
-                message: format!("expected x: [B, T, {}], got {}", c.d_model, x.ty()),
-            });
-        };
-        let weights = MoeWeights {
-            router: &self.router,
-            router_bias: None,
-            experts: ExpertWeights {
-                gate: &self.experts_gate,
-                up: &self.experts_up,
-                down: &self.experts_down,
-            },
-            shared: Some(SharedExpert {
-                gate: &self.shared.w_gate,
-                up: &self.shared.w_up,
-                down: &self.shared.w_down,
-                gate_proj: Some(&self.shared_gate),
-            }),
-        };
-        moe(&c.moe, &x.reshape(&[b * t, d])?, &weights)?.reshape(&dims)
-    }
-}
-
 /// The residual stream `[batch, seq, d_model]`.
 #[derive(Debug)]
 pub enum Residual {}
@@ -342,7 +255,7 @@ pub struct Gdn<T> {
     pub ffn_norm: T,
     /// The FFN.
     #[module(config = cfg.moe_dims())]
-    pub moe: MoeFfn<T>,
+    pub moe: GatedMoe<T>,
 }
 
 impl Forward for Gdn<Tensor> {
@@ -370,7 +283,7 @@ pub struct Attention<T> {
     pub ffn_norm: T,
     /// The FFN.
     #[module(config = cfg.moe_dims())]
-    pub moe: MoeFfn<T>,
+    pub moe: GatedMoe<T>,
 }
 
 impl Forward for Attention<Tensor> {
@@ -521,14 +434,14 @@ pub fn describe_plans(options: PlanOptions) -> Result<String> {
 }
 
 /// Parameters a token activates in `m` (the declared model of `c`): every parameter except
-/// the routed experts its router does not choose, i.e. the stacked `moe.experts_*` banks
+/// the routed experts its router does not choose, i.e. the stacked `moe.experts.*` banks
 /// count `top_k / experts` of their size.
 pub fn active_parameters(c: &Qwen35Config, m: &StackModel) -> u64 {
     m.parameters()
         .iter()
         .map(|p| {
             let size = p.copies as u64 * p.spec.shape.iter().product::<i64>() as u64;
-            if p.path.contains(".moe.experts_") {
+            if p.path.contains(".moe.experts.") {
                 size * c.top_k as u64 / c.experts.max(1) as u64
             } else {
                 size

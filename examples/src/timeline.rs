@@ -14,7 +14,7 @@ use stackscan::{Error, Result};
 use stackscan::cost::{Accounting, ActiveExperts, ExpertParallel};
 use stackscan::fsdp::StackModel;
 
-use crate::deepseek3::{self, DeepSeek3, DeepSeek3Config, TinyDeepSeek3};
+use crate::deepseek3::{self, DeepSeek3Config};
 use crate::hardware::Hardware;
 use crate::llama::{self, LlamaConfig};
 use crate::predict::{Prediction, predict};
@@ -183,15 +183,7 @@ pub fn model_with_batch(name: &str, batch: Option<i64>) -> Result<PricedModel> {
 
 /// DeepSeek-V3 at `c`'s sizes; the stack must have 61 layers (8 for the tiny sizes).
 pub fn deepseek(c: &DeepSeek3Config) -> Result<PricedModel> {
-    let model = match c.layers {
-        61 => deepseek3::model::<DeepSeek3>(c)?,
-        8 => deepseek3::model::<TinyDeepSeek3>(c)?,
-        n => {
-            return Err(invalid(format!(
-                "DeepSeek-V3 stacks are declared with 61 or 8 layers, the config has {n}"
-            )));
-        }
-    };
+    let model = deepseek3::for_config(c)?.0;
     Ok(PricedModel {
         model,
         experts: Some(ActiveExperts {

@@ -20,10 +20,10 @@ use common::fsdp::{check_on_mesh, fixture};
 use common::graph::{Arg, Data};
 use stackscan::plan::PlanOptions;
 use stackscan::{DType, TensorType, layer_stack};
-use stackscan_examples::deepseek3::{DeepSeek3Config, Dense, Moe, model, synthetic_batch};
+use stackscan_examples::deepseek3::{DeepSeek3Config, Dense, MoeLayer, model, synthetic_batch};
 
 /// One dense layer, then two MoE layers.
-#[layer_stack(prefix = [Dense], block = [Moe], layers = 3)]
+#[layer_stack(prefix = [Dense], block = [MoeLayer], layers = 3)]
 #[derive(Debug)]
 struct EpDeepSeek3;
 

@@ -14,11 +14,11 @@ use common::fsdp::{assert_close, check_every_option_set, fixture, run_step};
 use common::graph::{Arg, Data};
 use stackscan::plan::PlanOptions;
 use stackscan::{DType, TensorType, layer_stack};
-use stackscan_examples::deepseek3::{DeepSeek3Config, Dense, Moe, model};
+use stackscan_examples::deepseek3::{DeepSeek3Config, Dense, MoeLayer, model};
 use stackscan_examples::llama::{LlamaConfig, synthetic_batch};
 
 /// The tiny model's structure (3 dense, then MoE) at 6 layers.
-#[layer_stack(prefix = [Dense, Dense, Dense], block = [Moe], layers = 6)]
+#[layer_stack(prefix = [Dense, Dense, Dense], block = [MoeLayer], layers = 6)]
 #[derive(Debug)]
 struct SmallDeepSeek3;
 

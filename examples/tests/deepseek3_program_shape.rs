@@ -14,16 +14,16 @@ use stackscan::fsdp::{TrainStep, train_step_on};
 use stackscan::ir::{Function, Op};
 use stackscan::plan::PlanOptions;
 use stackscan::{LayerStack, layer_stack};
-use stackscan_examples::deepseek3::{DeepSeek3Config, Dense, Moe, model};
+use stackscan_examples::deepseek3::{DeepSeek3Config, Dense, MoeLayer, model};
 use stackscan_examples::moe::{EXPERT_AXIS, FSDP_AXIS};
 
 /// 3 dense, then 4 MoE layers.
-#[layer_stack(prefix = [Dense, Dense, Dense], block = [Moe], layers = 7)]
+#[layer_stack(prefix = [Dense, Dense, Dense], block = [MoeLayer], layers = 7)]
 #[derive(Debug)]
 struct Shallow;
 
 /// 3 dense, then 48 MoE layers.
-#[layer_stack(prefix = [Dense, Dense, Dense], block = [Moe], layers = 51)]
+#[layer_stack(prefix = [Dense, Dense, Dense], block = [MoeLayer], layers = 51)]
 #[derive(Debug)]
 struct Deep;
 

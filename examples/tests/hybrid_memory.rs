@@ -13,7 +13,7 @@ use stackscan_runtime::testing as common;
 use stackscan::fsdp::{StackModel, train_step};
 use stackscan::plan::PlanOptions;
 use stackscan::{Axis, layer_stack};
-use stackscan_examples::deepseek3::{self, DeepSeek3Config, Dense, Moe};
+use stackscan_examples::deepseek3::{self, DeepSeek3Config, Dense, MoeLayer};
 use stackscan_examples::gdn_layer::GdnForm;
 use stackscan_examples::qwen35::{self, Attention, Gdn, Qwen35Config, Qwen35Tiny};
 use stackscan_runtime::Mesh;
@@ -26,7 +26,7 @@ const DEVICES: usize = 4;
 struct Qwen35EightBlocks;
 
 /// The tiny DeepSeek-V3 at 32 layers (3 dense, 29 MoE).
-#[layer_stack(prefix = [Dense, Dense, Dense], block = [Moe], layers = 32)]
+#[layer_stack(prefix = [Dense, Dense, Dense], block = [MoeLayer], layers = 32)]
 #[derive(Debug)]
 struct DeepSeek3Deep;
 

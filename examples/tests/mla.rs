@@ -7,8 +7,9 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
+use stackscan::layer::Params;
 use stackscan::{DType, Error, Scope, Tensor, TensorType};
-use stackscan_examples::mla::{MlaConfig, MlaWeights, mla};
+use stackscan_examples::mla::{Mla, MlaConfig, mla};
 use stackscan_runtime::testing as common;
 
 use common::graph::{Arg, Compiled, Data, Rng, TOL, check_vjp, float_arg, function};
@@ -26,7 +27,7 @@ const SMALL: MlaConfig = MlaConfig {
 };
 
 fn layer(c: &MlaConfig) -> impl Fn(&[Tensor]) -> stackscan::Result<Tensor> + '_ {
-    move |p: &[Tensor]| mla(c, &p[0], &MlaWeights::from_slice(&p[1..])?)
+    move |p: &[Tensor]| Mla::from_values(p[1..].to_vec())?.forward(c, &p[0])
 }
 
 fn random_args(c: &MlaConfig, t: i64, seed: u64) -> Vec<Arg> {
@@ -219,11 +220,11 @@ fn a_wrong_weight_shape_names_the_weight() {
         .collect();
     let kv_norm = shapes
         .iter()
-        .position(|(name, _)| *name == "kv_norm")
+        .position(|(name, _)| name == "kv_norm")
         .expect("MLA has a kv_norm weight");
     w[kv_norm] = s.param(TensorType::new(DType::F32, [3]));
     let x = s.param(TensorType::new(DType::F32, [1, 2, 6]));
-    let err = mla(&c, &x, &MlaWeights::from_slice(&w).unwrap()).unwrap_err();
+    let err = mla(&c, &x, &Mla::from_values(w).unwrap()).unwrap_err();
     let Error::InvalidOp { op, message } = &err else {
         panic!("{err}")
     };

@@ -1,7 +1,8 @@
 //! Capacity-padded expert dispatch on the CPU plugin against a dense reference that runs
 //! every expert on every token and combines with the router's weights scattered to `[T, E]`;
-//! both token-gather paths; VJPs against f64 central differences; the program-text check of
-//! `direct_token_gather`.
+//! both token-gather paths; the whole layer, as a function and as the declared `GatedMoe`
+//! module, against a hand-written one; VJPs against f64 central differences; the program-text
+//! check of `direct_token_gather`.
 
 #![allow(
     clippy::unwrap_used,
@@ -202,7 +203,9 @@ fn program_flops_stay_within_twice_the_active_experts() {
 /// expert computed by hand; and its VJP.
 #[test]
 fn moe_layer_with_gated_shared_expert() {
-    use stackscan_examples::moe::{MoeConfig, MoeWeights, SharedExpert, moe};
+    use stackscan::Module;
+    use stackscan::layer::Params;
+    use stackscan_examples::moe::{GatedMoe, MoeConfig, MoeDims, MoeWeights, SharedExpert, moe};
     let mut rng = Rng::new(21);
     let mut a = args(21);
     a.push(float_arg(&mut rng, &[D, 2], -1.0, 1.0));
@@ -245,13 +248,45 @@ fn moe_layer_with_gated_shared_expert() {
             .broadcast_in_dim(&[T, D], &[0, 1])?;
         dense(p)?.add(&shared.mul(&g)?)
     };
-    let got = run(&a, layer);
+    // The declared module: the same weights read by name (`router`, `experts.gate`, …,
+    // `shared.w_down`, `shared_gate`, declared in the order of `p[1..]`).
+    let dims = MoeDims {
+        d_model: D,
+        expert_width: F,
+        shared_width: 2,
+        out_std: 0.02,
+        layer: cfg,
+    };
+    let module = |p: &[Tensor]| GatedMoe::from_values(p[1..].to_vec())?.forward(&dims, &p[0]);
+    let names: Vec<String> = <GatedMoe<Tensor> as Module>::param_specs(&dims)
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "router",
+            "experts.gate",
+            "experts.up",
+            "experts.down",
+            "shared.w_gate",
+            "shared.w_up",
+            "shared.w_down",
+            "shared_gate"
+        ]
+    );
     let want = run(&a, reference);
-    for (i, (g, r)) in got.iter().zip(&want).enumerate() {
-        assert!((g - r).abs() <= 1e-12 * (1.0 + r.abs()), "[{i}] {g} vs {r}");
+    for (what, got) in [("function", run(&a, layer)), ("module", run(&a, module))] {
+        for (i, (g, r)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - r).abs() <= 1e-12 * (1.0 + r.abs()),
+                "{what}: [{i}] {g} vs {r}"
+            );
+        }
     }
     let client = common::cpu_client(1);
     check_vjp(&client, "moe_layer", &a, TOL, layer);
+    check_vjp(&client, "moe_module", &a, TOL, module);
 }
 
 /// `dlhs_transpose_rhs`: the backward's input gradient of each grouped product contracts the

@@ -132,3 +132,30 @@ fn expert_parallelism_splits_expert_weights_and_prices_the_token_exchange() {
         "{e}"
     );
 }
+
+/// A model built for the expert-parallel mesh marks its expert bank `gathered_over` the
+/// `fsdp` sub-axis: the layer is traced on the bank as gathered (this rank's experts), not at
+/// full size, and the gather is priced over that sub-axis only.
+#[test]
+fn a_bank_gathered_over_a_sub_axis_is_traced_and_priced_as_gathered() {
+    let mut m = expert_model();
+    // The forward reads the expert count off the bank it is given.
+    m.kinds[0].forward = Rc::new(|h, w| {
+        let e = w[0].dims()[0];
+        let slots = h.expand_dims(0)?.broadcast_to(&[e, 2, 8])?;
+        let y = slots.matmul(&w[0])?.sum(&[0])?;
+        h.add(&y.matmul(&w[1])?)
+    });
+    let fsdp = crate::ir::Axis::new("fsdp", 2);
+    m.kinds[0].params[0] = m.kinds[0].params[0].clone().gathered_over(fsdp);
+    let c = &layer_costs(&m, 8, &[]).unwrap()[0];
+    // 8 devices, gathered over 2: each holds 4·2/8 = 1 expert. Forward: [1, 2, 8]·[1, 8, 6]
+    // is 2·1·2·8·6 = 192, then [2, 6]·[6, 8] another 192 (at full size the first would be
+    // 768).
+    assert_eq!(c.forward.matrix_flops.get(DType::F32), 384);
+    // The bank (768 B, 96 B a shard) arrives from the one other device of its `fsdp` group:
+    // 96; `out` over all 8: 168. The same as the accounting's expert parallelism prices it.
+    assert_eq!(c.gathered_bytes, 96 + 168);
+    assert_eq!(c.reduce_scatter_bytes, 96 + 168);
+    assert_eq!(c.weight_bytes, 768 + 192);
+}

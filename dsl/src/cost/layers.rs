@@ -27,7 +27,11 @@ pub struct LayerCost {
     /// Bytes each device receives all-gathering one layer's sharded weights: `(n−1)/n` of
     /// their full size, the ring all-gather of the [module](crate::cost) conventions. With
     /// expert parallelism of degree `p`, an expert weight is `1/p` of it gathered over the
-    /// `n/p` devices of the rest of the mesh.
+    /// `n/p` devices of the rest of the mesh: priced so either from the accounting's
+    /// [`ExpertParallel`](super::ExpertParallel) (a model built without it), or from a
+    /// parameter's own [`gathered_over`](crate::fsdp::ParamSpec::gathered_over) axis (a model
+    /// built for the expert-parallel mesh, whose forward is also traced on the weights as
+    /// gathered, [`ParamSpec::gathered_type`](crate::fsdp::ParamSpec::gathered_type)).
     pub gathered_bytes: u64,
     /// Bytes each device sends reduce-scattering one layer's sharded weight gradients (same
     /// element types as the weights): `(n−1)/n` of their full size.
@@ -73,7 +77,13 @@ fn layer_cost(
 ) -> Result<LayerCost> {
     let f = Scope::new(&kind.name);
     let x = f.param(model.activation.clone());
-    let weights: Vec<_> = kind.params.iter().map(|p| f.param(p.full_type())).collect();
+    // Each weight as the layer sees it after its gather: full size, except one gathered over
+    // a sub-axis only (an expert bank under expert parallelism), which holds this rank's part.
+    let weights: Vec<_> = kind
+        .params
+        .iter()
+        .map(|p| f.param(p.gathered_type(devices)))
+        .collect();
     let y = (kind.forward)(&x, &weights)?;
     let forward_fn = f.finish(&[y])?;
     let backward_fn = vjp(&forward_fn)?;
@@ -96,8 +106,12 @@ fn layer_cost(
     for p in &kind.params {
         let b = p.full_type().size_in_bytes() as u64;
         weight_bytes += b;
-        match ep {
-            Some(e) if p.shape.first().is_some_and(|&d| d as u64 == e.experts) => {
+        match (ep, &p.gathered_over) {
+            // Gathered over a sub-axis: each device receives the other shards of that axis.
+            (_, Some(axis)) if p.shard_dim.is_some() => {
+                expert_sent += b / n * (axis.size as u64).saturating_sub(1);
+            }
+            (Some(e), _) if p.shape.first().is_some_and(|&d| d as u64 == e.experts) => {
                 let fsdp = n / e.degree;
                 expert_sent += b / e.degree / fsdp * (fsdp - 1);
             }

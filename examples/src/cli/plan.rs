@@ -8,7 +8,10 @@ use stackscan::plan::{Plan, PlanOptions, Stack};
 
 use super::CliError;
 use super::args::ScheduleArgs;
+use crate::deepseek3::{self, DeepSeek3Config};
+use crate::llama::LlamaConfig;
 use crate::llama_macro;
+use crate::qwen35::{self, Qwen35Config};
 
 /// A full-size stack `plan` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -78,7 +81,9 @@ pub struct PlanArgs {
 pub enum ParamsModel {
     /// Llama-3-8B, declared with the macros.
     Llama,
-    /// Qwen3.5-35B-A3B, declared with the macros (`--config` for another size).
+    /// DeepSeek-V3 (671B), declared with the macros.
+    Deepseek3,
+    /// Qwen3.5-35B-A3B, declared with the macros.
     Qwen35,
 }
 
@@ -88,8 +93,8 @@ pub struct ParamsArgs {
     /// The model.
     #[arg(value_enum, default_value = "llama")]
     pub model: ParamsModel,
-    /// The qwen35 config: a built-in name (`tiny`, `qwen35-35b-a3b`, the default) or a TOML
-    /// file.
+    /// The model's config: a built-in name (`tiny`, and `llama3-8b`, `deepseek3` or
+    /// `qwen35-35b-a3b`) or a TOML path; the published full size by default.
     #[arg(long, value_name = "NAME|PATH")]
     pub config: Option<String>,
 }
@@ -135,28 +140,40 @@ fn predict_line(
     Ok(())
 }
 
-/// Writes the parameter table of `args.model` to `out`.
+/// Writes the parameter table of `args.model` to `out`: hierarchical names, copies, shapes,
+/// dtypes, shard dims and the total.
 pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    match args.model {
+    let config = args.config.as_deref();
+    // A config that does not load or fit its model is a bad argument, as for `train`.
+    let usage = |e: stackscan::Error| CliError::Usage(e.to_string());
+    let mut active = None;
+    let (title, m) = match args.model {
         ParamsModel::Llama => {
-            let (m, _) = llama_macro::llama3_8b()?;
-            writeln!(out, "llama (Llama-3-8B, declared with the macros):")?;
-            writeln!(out, "{}", m.parameter_table())?;
+            let c = LlamaConfig::load(config.unwrap_or("llama3-8b")).map_err(usage)?;
+            ("llama", llama_macro::for_config(&c).map_err(usage)?.0)
+        }
+        ParamsModel::Deepseek3 => {
+            let c = DeepSeek3Config::load(config.unwrap_or("deepseek3")).map_err(usage)?;
+            ("deepseek3", deepseek3::for_config(&c).map_err(usage)?.0)
         }
         ParamsModel::Qwen35 => {
-            let name = args.config.as_deref().unwrap_or("qwen35-35b-a3b");
-            let usage = |e: stackscan::Error| CliError::Usage(e.to_string());
-            let c = crate::qwen35::Qwen35Config::load(name).map_err(usage)?;
-            let (m, _) = crate::qwen35::for_config(&c).map_err(usage)?;
-            writeln!(out, "qwen35 (`{name}`, declared with the macros):")?;
-            writeln!(out, "{}", m.parameter_table())?;
-            let active = crate::qwen35::active_parameters(&c, &m);
-            writeln!(
-                out,
-                "{active} active per token (top-{} of {} routed experts)",
-                c.top_k, c.experts
-            )?;
+            let c = Qwen35Config::load(config.unwrap_or("qwen35-35b-a3b")).map_err(usage)?;
+            let m = qwen35::for_config(&c).map_err(usage)?.0;
+            active = Some((qwen35::active_parameters(&c, &m), c.top_k, c.experts));
+            ("qwen35", m)
         }
+    };
+    writeln!(
+        out,
+        "{title} ({}, declared with the macros):",
+        config.unwrap_or("published sizes")
+    )?;
+    writeln!(out, "{}", m.parameter_table())?;
+    if let Some((active, top_k, experts)) = active {
+        writeln!(
+            out,
+            "{active} active per token (top-{top_k} of {experts} routed experts)"
+        )?;
     }
     Ok(())
 }

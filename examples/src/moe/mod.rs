@@ -5,6 +5,8 @@
 //!   scores with a selection bias and group-limited top-k;
 //! - [`dispatch`]: the routed experts as capacity-padded `[E, C, d]` batched products;
 //! - [`layer`]: the whole sub-layer, router, routed and shared experts (optionally gated);
+//! - [`module`]: the same as declared modules with named parameters ([`Moe`], [`GatedMoe`],
+//!   [`Experts`]), what a model's sub-layer holds as a `#[module]` field;
 //! - [`parallel`]: expert parallelism on an `fsdp × expert` mesh (tokens exchanged by
 //!   `all_to_all`).
 //!
@@ -22,10 +24,12 @@
 
 pub mod dispatch;
 pub mod layer;
+pub mod module;
 pub mod parallel;
 pub mod router;
 
 pub use dispatch::{DispatchOptions, ExpertWeights, capacity, routed_experts};
 pub use layer::{MoeConfig, MoeWeights, SharedExpert, moe};
+pub use module::{ExpertDims, Experts, GatedMoe, Moe, MoeDims};
 pub use parallel::{EXPERT_AXIS, ExpertMesh, FSDP_AXIS};
 pub use router::{RouterConfig, RouterKind, Routing, route};
