@@ -406,11 +406,6 @@ pub fn synthetic_batch(c: &Qwen35Config, rows: i64, seed: u64) -> (Vec<i32>, Vec
     crate::llama::synthetic_tokens(c.vocab, c.seq, rows, seed)
 }
 
-/// The main job's model: [`Qwen35Tiny`] with [`Qwen35Config::tiny`].
-pub fn tiny_model() -> Result<StackModel> {
-    model::<Qwen35Tiny>(&Qwen35Config::tiny())
-}
-
 /// Both configs' plans under `options`, for the `plan` binary: the tiny stack (2 blocks,
 /// unrolled) and Qwen3.5-35B-A3B's (10 blocks: a block loop and the peeled last block), each
 /// pass with its loop shapes.
