@@ -239,6 +239,19 @@ pub enum Residual {}
 
 impl ActivationMarker for Residual {}
 
+/// Both layer kinds around their mixer: `h + mixer(RMSNorm(h))`, then `h + moe(RMSNorm(h))`.
+fn pre_norm_layer(
+    c: &Qwen35Config,
+    h: &Tensor,
+    (mixer_norm, mixer): (&Tensor, impl FnOnce(&Tensor) -> Result<Tensor>),
+    ffn_norm: &Tensor,
+    moe: &GatedMoe<Tensor>,
+) -> Result<Tensor> {
+    let h = h.add(&mixer(&nn::rms_norm(h, mixer_norm, NORM_EPS)?)?)?;
+    let y = nn::rms_norm(&h, ffn_norm, NORM_EPS)?;
+    h.add(&moe.forward(&c.moe_dims(), &y)?)
+}
+
 /// A GDN layer: the Gated DeltaNet mixer, then the MoE FFN, each behind an RMSNorm with a
 /// residual.
 #[derive(Debug, SubLayer)]
@@ -260,10 +273,8 @@ pub struct Gdn<T> {
 
 impl Forward for Gdn<Tensor> {
     fn forward(&self, c: &Qwen35Config, h: &Tensor) -> Result<Tensor> {
-        let x = nn::rms_norm(h, &self.mixer_norm, NORM_EPS)?;
-        let h = h.add(&self.mixer.forward(&c.gdn_dims(), &x)?)?;
-        let y = nn::rms_norm(&h, &self.ffn_norm, NORM_EPS)?;
-        h.add(&self.moe.forward(&c.moe_dims(), &y)?)
+        let mixed = |x: &Tensor| self.mixer.forward(&c.gdn_dims(), x);
+        pre_norm_layer(c, h, (&self.mixer_norm, mixed), &self.ffn_norm, &self.moe)
     }
 }
 
@@ -288,10 +299,8 @@ pub struct Attention<T> {
 
 impl Forward for Attention<Tensor> {
     fn forward(&self, c: &Qwen35Config, h: &Tensor) -> Result<Tensor> {
-        let x = nn::rms_norm(h, &self.mixer_norm, NORM_EPS)?;
-        let h = h.add(&self.mixer.forward(&c.attention_dims(), &x)?)?;
-        let y = nn::rms_norm(&h, &self.ffn_norm, NORM_EPS)?;
-        h.add(&self.moe.forward(&c.moe_dims(), &y)?)
+        let mixed = |x: &Tensor| self.mixer.forward(&c.attention_dims(), x);
+        pre_norm_layer(c, h, (&self.mixer_norm, mixed), &self.ffn_norm, &self.moe)
     }
 }
 
