@@ -23,6 +23,15 @@ pub const LLAMA: [(&str, &str); 2] = [
     ("llama3-8b", include_str!("../configs/llama3-8b.toml")),
 ];
 
+/// The Qwen3.5 configs kept in the repository, by the name `--config` takes.
+pub const QWEN35: [(&str, &str); 2] = [
+    ("tiny", include_str!("../configs/qwen35-tiny.toml")),
+    (
+        "qwen35-35b-a3b",
+        include_str!("../configs/qwen35-35b-a3b.toml"),
+    ),
+];
+
 /// The DeepSeek-V3 configs kept in the repository, by the name `--config` takes.
 pub const DEEPSEEK3: [(&str, &str); 2] = [
     ("tiny", include_str!("../configs/deepseek3-tiny.toml")),
@@ -64,6 +73,61 @@ mod tests {
     fn the_files_hold_the_configs_of_the_code() {
         assert_eq!(LlamaConfig::load("tiny"), Ok(LlamaConfig::tiny()));
         assert_eq!(LlamaConfig::load("llama3-8b"), Ok(LlamaConfig::llama3_8b()));
+    }
+
+    #[test]
+    fn the_qwen35_files_hold_the_configs_of_the_code() {
+        use crate::qwen35::Qwen35Config;
+        assert_eq!(Qwen35Config::load("tiny"), Ok(Qwen35Config::tiny()));
+        assert_eq!(
+            Qwen35Config::load("qwen35-35b-a3b"),
+            Ok(Qwen35Config::qwen35_35b_a3b())
+        );
+    }
+
+    #[test]
+    fn qwen35_tables_default_per_field_and_refuse_unknown_ones() {
+        use crate::gdn_layer::GdnForm;
+        use crate::qwen35::Qwen35Config;
+        let c: Qwen35Config = from_toml(
+            "layers = 40\n[gdn]\nform = \"recurrent\"\n[attention]\nheads = 16",
+            "inline",
+        )
+        .unwrap();
+        let tiny = Qwen35Config::tiny();
+        assert_eq!(c.layers, 40);
+        assert_eq!(c.gdn.form, GdnForm::Recurrent);
+        assert_eq!(c.gdn.key_heads, tiny.gdn.key_heads);
+        assert_eq!((c.attention.heads, c.attention.kv_heads), (16, 1));
+        let chunk: Qwen35Config = from_toml("[gdn]\nform = { chunked = 8 }", "inline").unwrap();
+        assert_eq!(chunk.gdn.form, GdnForm::Chunked(8));
+        let e = from_toml::<Qwen35Config>("[gdn]\nd_model = 64", "q.toml").unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("`q.toml`") && msg.contains("unknown field `d_model`"),
+            "{msg}"
+        );
+        let e = from_toml::<Qwen35Config>("[gdn]\nform = \"chunky\"", "q.toml").unwrap_err();
+        assert!(e.to_string().contains("unknown variant `chunky`"), "{e}");
+        let e = Qwen35Config::load("no-such").unwrap_err().to_string();
+        assert!(
+            e.contains("neither a built-in config (tiny, qwen35-35b-a3b)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_qwen35_config_that_does_not_fit_names_its_field() {
+        use crate::qwen35::{Qwen35Config, for_config};
+        let bad = |text: &str| for_config(&from_toml::<Qwen35Config>(text, "q").unwrap());
+        let e = bad("layers = 12").unwrap_err().to_string();
+        assert!(e.contains("`Qwen35Config.layers` is 12"), "{e}");
+        let e = bad("[attention]\nkv_heads = 3").unwrap_err().to_string();
+        assert!(e.contains("`attention.kv_heads` (3)"), "{e}");
+        let e = bad("[gdn]\nkey_heads = 3").unwrap_err().to_string();
+        assert!(e.contains("`gdn.key_heads` (3)"), "{e}");
+        let e = bad("[attention]\nrotary_dim = 7").unwrap_err().to_string();
+        assert!(e.contains("`attention.rotary_dim` (7)"), "{e}");
     }
 
     #[test]

@@ -1,39 +1,45 @@
-//! The gated attention sub-layer of a Qwen3.5-style hybrid layer: grouped-query causal
-//! attention with per-head RMSNorm on queries and keys (QK-norm), rotary embedding on the
-//! first quarter of each head's features (partial RoPE), and a sigmoid output gate that the
-//! query projection produces alongside the queries.
+//! The gated attention token mixer of a Qwen3.5-style hybrid layer, as a module
+//! ([`GatedAttention`], shapes from [`GatedAttentionDims`]): grouped-query causal attention
+//! with per-head RMSNorm on queries and keys (QK-norm), rotary embedding on the first
+//! quarter of each head's features (partial RoPE), and a sigmoid output gate that the query
+//! projection produces alongside the queries.
 //!
-//! On `h: [B, T, d]` it computes `h + W_o · (attention(x) · sigmoid(gate))` with
-//! `x = RMSNorm(h)` and `x W_q = [query | gate]` per head (each head's `2·hd` outputs are its
-//! query followed by its gate, as in Qwen3-Next). The gate lets a head write nothing, which
-//! removes the attention-sink pressure on the first token.
+//! On the normalised stream `x = RMSNorm(h): [B, T, d]` it computes
+//! `W_o · (attention(x) · sigmoid(gate))` with `x W_q = [query | gate]` per head (each head's
+//! `2·hd` outputs are its query followed by its gate, as in Qwen3-Next). The gate lets a
+//! head write nothing, which removes the attention-sink pressure on the first token. The
+//! pre-norm and the residual belong to the sub-layer holding the mixer
+//! ([`qwen35::Attention`](crate::qwen35::Attention)).
 //!
 //! ```
-//! use stackscan::{DType, Scope, TensorType};
-//! use stackscan_examples::gated_attention::{AttentionConfig, attention_params, gated_attention};
+//! use stackscan::layer::Params;
+//! use stackscan::{DType, Module, Scope, Tensor, TensorType};
+//! use stackscan_examples::gated_attention::{AttentionConfig, GatedAttention, GatedAttentionDims};
 //!
-//! let c = AttentionConfig::tiny();
+//! let c = GatedAttentionDims::new(128, 8, AttentionConfig::tiny());
 //! let s = Scope::new("attention");
-//! let h = s.param(TensorType::new(DType::F32, [2, 64, c.d_model]));
-//! let w: Vec<_> = attention_params(&c)
-//!     .iter()
-//!     .map(|p| s.param(TensorType::new(p.dtype, p.shape.clone())))
-//!     .collect();
-//! assert_eq!(gated_attention(&c, &h, &w)?.dims(), h.dims());
+//! let x = s.param(TensorType::new(DType::F32, [2, 64, c.d_model]));
+//! let specs = GatedAttention::<Tensor>::param_specs(&c);
+//! assert_eq!(specs[0].shape, [128, 2 * 8 * 32]);
+//! let w = specs.iter().map(|p| s.param(p.full_type())).collect();
+//! let attn = GatedAttention::from_values(w)?;
+//! assert_eq!(attn.forward(&c, &x)?.dims(), x.dims());
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
-use stackscan::fsdp::{Init, ParamSpec};
-use stackscan::{DType, Error, Result, Tensor, nn};
+use serde::{Deserialize, Serialize};
+use stackscan::layer::Params;
+use stackscan::{Error, Module, Result, Tensor, nn};
 
-/// RMSNorm epsilon of the input norm and the QK-norm.
+/// RMSNorm epsilon of the QK-norm.
 const NORM_EPS: f64 = 1e-6;
 
-/// Sizes of one gated attention sub-layer.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// The gated attention's own sizes, the `[attention]` table of a model's config file. The
+/// model width and the output projection's initialisation are the model's
+/// ([`GatedAttentionDims`] adds them). Every field defaults to [`AttentionConfig::tiny`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AttentionConfig {
-    /// Model width.
-    pub d_model: i64,
     /// Query heads; a multiple of `kv_heads`.
     pub heads: i64,
     /// Key/value heads.
@@ -44,55 +50,91 @@ pub struct AttentionConfig {
     pub rotary_dim: i64,
     /// RoPE base.
     pub rope_theta: f64,
-    /// Layers in the whole model, which scales the output projection's initialisation.
-    pub model_layers: usize,
+}
+
+impl Default for AttentionConfig {
+    fn default() -> Self {
+        AttentionConfig::tiny()
+    }
 }
 
 impl AttentionConfig {
-    /// The tiny hybrid config of issue 12: d 128, 8 query heads, 1 key/value head of 32,
-    /// rotary on 8 of the 32 features.
+    /// The tiny hybrid config of issue 12: 8 query heads, 1 key/value head of 32, rotary on
+    /// 8 of the 32 features.
     pub const fn tiny() -> Self {
         AttentionConfig {
-            d_model: 128,
             heads: 8,
             kv_heads: 1,
             head_dim: 32,
             rotary_dim: 8,
             rope_theta: 10_000_000.0,
-            model_layers: 8,
         }
     }
 
-    /// Qwen3.5-35B-A3B's published attention sizes (for plans and cost models): d 2048,
-    /// 16 query / 2 key-value heads of 256, rotary on 64 features, 40 layers.
+    /// Qwen3.5-35B-A3B's published attention sizes (for plans and cost models): 16 query /
+    /// 2 key-value heads of 256, rotary on 64 features.
     pub const fn qwen35_35b_a3b() -> Self {
         AttentionConfig {
-            d_model: 2048,
             heads: 16,
             kv_heads: 2,
             head_dim: 256,
             rotary_dim: 64,
             rope_theta: 10_000_000.0,
-            model_layers: 40,
         }
     }
 }
 
-/// Parameters of one gated attention sub-layer, in the order [`gated_attention`] reads
-/// them. `wq` is twice as wide as the heads: each head's query and then its gate.
-pub fn attention_params(c: &AttentionConfig) -> Vec<ParamSpec> {
-    let f32 = DType::F32;
-    let (d, hd) = (c.d_model, c.head_dim);
-    let out_std = 0.02 / (2.0 * c.model_layers as f64).sqrt();
-    vec![
-        ParamSpec::replicated("attn_norm", &[d], f32),
-        ParamSpec::sharded("wq", &[d, 2 * c.heads * hd], f32, 0),
-        ParamSpec::sharded("wk", &[d, c.kv_heads * hd], f32, 0),
-        ParamSpec::sharded("wv", &[d, c.kv_heads * hd], f32, 0),
-        ParamSpec::replicated("q_norm", &[hd], f32),
-        ParamSpec::replicated("k_norm", &[hd], f32),
-        ParamSpec::sharded("wo", &[c.heads * hd, d], f32, 0).with_init(Init::Normal(out_std)),
-    ]
+/// What [`GatedAttention`] reads: its own sizes at a model width, and the standard
+/// deviation of its output projection's initialiser.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GatedAttentionDims {
+    /// Model width.
+    pub d_model: i64,
+    /// The mixer's own sizes.
+    pub attention: AttentionConfig,
+    /// Standard deviation of `wo`'s initialiser.
+    pub out_std: f64,
+}
+
+impl GatedAttentionDims {
+    /// `attention` at width `d_model` in a model of `layers` layers, whose output
+    /// projections start at `0.02 / √(2·layers)` (GPT-2's residual scaling).
+    pub fn new(d_model: i64, layers: usize, attention: AttentionConfig) -> Self {
+        GatedAttentionDims {
+            d_model,
+            attention,
+            out_std: 0.02 / (2.0 * layers as f64).sqrt(),
+        }
+    }
+}
+
+/// Gated grouped-query causal attention of the normalised stream. `wq` is twice as wide as
+/// the heads: each head's query and then its gate.
+#[derive(Debug, Module)]
+#[module(config = GatedAttentionDims)]
+pub struct GatedAttention<T> {
+    /// Query and gate projection, `[d, 2·heads·head_dim]`.
+    #[param(shape = [cfg.d_model, 2 * cfg.attention.heads * cfg.attention.head_dim], shard = 0)]
+    pub wq: T,
+    /// Key projection, `[d, kv_heads·head_dim]`.
+    #[param(shape = [cfg.d_model, cfg.attention.kv_heads * cfg.attention.head_dim], shard = 0)]
+    pub wk: T,
+    /// Value projection, `[d, kv_heads·head_dim]`.
+    #[param(shape = [cfg.d_model, cfg.attention.kv_heads * cfg.attention.head_dim], shard = 0)]
+    pub wv: T,
+    /// Query RMSNorm scale (per head), `[head_dim]`.
+    #[param(shape = [cfg.attention.head_dim], replicated)]
+    pub q_norm: T,
+    /// Key RMSNorm scale (per head), `[head_dim]`.
+    #[param(shape = [cfg.attention.head_dim], replicated)]
+    pub k_norm: T,
+    /// Output projection, `[heads·head_dim, d]`.
+    #[param(
+        shape = [cfg.attention.heads * cfg.attention.head_dim, cfg.d_model],
+        shard = 0,
+        init = normal(cfg.out_std),
+    )]
+    pub wo: T,
 }
 
 /// A typed error naming the attention parameter or input at fault.
@@ -103,46 +145,51 @@ fn invalid(message: String) -> Error {
     }
 }
 
-/// Checks `h`, the weights and the head split against `c`.
-fn check(c: &AttentionConfig, h: &Tensor, w: &[Tensor]) -> Result<()> {
-    crate::weights::check_shapes("gated_attention", &attention_params(c), w)?;
-    if !matches!(h.dims(), [_, _, d] if *d == c.d_model) {
-        return Err(invalid(format!(
-            "expected h: [B, T, {}], got {}",
-            c.d_model,
-            h.ty()
-        )));
+impl GatedAttention<Tensor> {
+    /// The mixer of the normalised stream `x: [B, T, d]`, projected back to `[B, T, d]`.
+    pub fn forward(&self, c: &GatedAttentionDims, x: &Tensor) -> Result<Tensor> {
+        self.check(c, x)?;
+        let a = &c.attention;
+        let (b, t) = (x.dims()[0], x.dims()[1]);
+        let (nh, nkv, hd) = (a.heads, a.kv_heads, a.head_dim);
+        let rotary = usize::try_from(a.rotary_dim)
+            .map_err(|_| invalid(format!("rotary_dim {} is negative", a.rotary_dim)))?;
+        let qg = x.matmul(&self.wq)?.reshape(&[b, t, nh, 2 * hd])?;
+        let gate = qg.slice_axis(3, hd, 2 * hd)?.reshape(&[b, t, nh * hd])?;
+        let q = nn::rms_norm(&qg.slice_axis(3, 0, hd)?, &self.q_norm, NORM_EPS)?;
+        let q = nn::rope(&q, a.rope_theta, rotary)?;
+        let k = x.matmul(&self.wk)?.reshape(&[b, t, nkv, hd])?;
+        let k = nn::rope(
+            &nn::rms_norm(&k, &self.k_norm, NORM_EPS)?,
+            a.rope_theta,
+            rotary,
+        )?;
+        let v = x.matmul(&self.wv)?.reshape(&[b, t, nkv, hd])?;
+        // Grouped-query attention: key/value head `j` serves query heads `j·g .. (j+1)·g`.
+        let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
+        let attn = nn::causal_attention(&q, &k, &v, 1.0 / (hd as f64).sqrt())?;
+        attn.mul(&gate.sigmoid()?)?.matmul(&self.wo)
     }
-    if c.kv_heads <= 0 || c.heads % c.kv_heads != 0 {
-        return Err(invalid(format!(
-            "{} query heads do not split over {} key/value heads",
-            c.heads, c.kv_heads
-        )));
-    }
-    Ok(())
-}
 
-/// The gated attention sub-layer with its residual on `h: [B, T, d]`, weights in the order
-/// of [`attention_params`].
-pub fn gated_attention(c: &AttentionConfig, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
-    check(c, h, w)?;
-    let [norm, wq, wk, wv, q_norm, k_norm, wo] = w else {
-        return Err(invalid(format!("expected 7 weights, got {}", w.len())));
-    };
-    let (b, t) = (h.dims()[0], h.dims()[1]);
-    let (nh, nkv, hd) = (c.heads, c.kv_heads, c.head_dim);
-    let rotary = usize::try_from(c.rotary_dim)
-        .map_err(|_| invalid(format!("rotary_dim {} is negative", c.rotary_dim)))?;
-    let x = nn::rms_norm(h, norm, NORM_EPS)?;
-    let qg = x.matmul(wq)?.reshape(&[b, t, nh, 2 * hd])?;
-    let gate = qg.slice_axis(3, hd, 2 * hd)?.reshape(&[b, t, nh * hd])?;
-    let q = nn::rms_norm(&qg.slice_axis(3, 0, hd)?, q_norm, NORM_EPS)?;
-    let q = nn::rope(&q, c.rope_theta, rotary)?;
-    let k = nn::rms_norm(&x.matmul(wk)?.reshape(&[b, t, nkv, hd])?, k_norm, NORM_EPS)?;
-    let k = nn::rope(&k, c.rope_theta, rotary)?;
-    let v = x.matmul(wv)?.reshape(&[b, t, nkv, hd])?;
-    // Grouped-query attention: key/value head `j` serves query heads `j·g .. (j+1)·g`.
-    let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
-    let attn = nn::causal_attention(&q, &k, &v, 1.0 / (hd as f64).sqrt())?;
-    h.add(&attn.mul(&gate.sigmoid()?)?.matmul(wo)?)
+    /// Checks `x`, the weights and the head split against `c`, naming the first parameter
+    /// whose shape differs.
+    fn check(&self, c: &GatedAttentionDims, x: &Tensor) -> Result<()> {
+        let weights: Vec<Tensor> = self.values().into_iter().cloned().collect();
+        crate::weights::check_shapes("gated_attention", &Self::param_specs(c), &weights)?;
+        if !matches!(x.dims(), [_, _, d] if *d == c.d_model) {
+            return Err(invalid(format!(
+                "expected x: [B, T, {}], got {}",
+                c.d_model,
+                x.ty()
+            )));
+        }
+        let a = &c.attention;
+        if a.kv_heads <= 0 || a.heads % a.kv_heads != 0 {
+            return Err(invalid(format!(
+                "{} query heads do not split over {} key/value heads",
+                a.heads, a.kv_heads
+            )));
+        }
+        Ok(())
+    }
 }

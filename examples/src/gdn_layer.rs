@@ -1,10 +1,11 @@
 //! The Gated DeltaNet token mixer of a Qwen3.5-style hybrid layer (DESIGN.md §5), built
-//! around the delta-rule core of [`crate::gdn`].
+//! around the delta-rule core of [`crate::gdn`], as a module: [`GatedDeltaNet`], whose
+//! shapes read [`GdnDims`].
 //!
-//! On `h: [B, T, d]` the sub-layer computes `h + W_o · (RMSNorm(o) · SiLU(z))`, where
+//! On the normalised stream `x = RMSNorm(h): [B, T, d]` the mixer computes
+//! `W_o · (RMSNorm(o) · SiLU(z))`, where
 //!
 //! ```text
-//! x        = RMSNorm(h)
 //! q|k|v    = SiLU(causal_depthwise_conv₄(x W_q | x W_k | x W_v))
 //! z        = x W_z,   β = sigmoid(x W_b),   g = ln α = −exp(A_log) · softplus(x W_a + dt_bias)
 //! o        = delta_rule(L2(q)/√dk, L2(k), v, g, β)      (Hk key heads, H value heads)
@@ -13,34 +14,39 @@
 //! `g ≤ 0` by construction, so the state decays and never grows; the core's chunked form is
 //! written so that strongly negative gates stay finite in value and gradient. The output
 //! RMSNorm is per value head (its weight has `dv` entries, shared by the heads), as in
-//! Qwen3-Next's gated norm.
+//! Qwen3-Next's gated norm. The pre-norm and the residual belong to the sub-layer holding
+//! the mixer ([`qwen35::Gdn`](crate::qwen35::Gdn)).
 //!
 //! ```
-//! use stackscan::{DType, Scope, TensorType};
-//! use stackscan_examples::gdn_layer::{GdnConfig, gdn_params, gdn_sublayer};
+//! use stackscan::layer::Params;
+//! use stackscan::{DType, Module, Scope, Tensor, TensorType};
+//! use stackscan_examples::gdn_layer::{GatedDeltaNet, GdnConfig, GdnDims};
 //!
-//! let c = GdnConfig::tiny();
+//! let c = GdnDims::new(128, 8, GdnConfig::tiny());
 //! let s = Scope::new("gdn_layer");
-//! let h = s.param(TensorType::new(DType::F32, [2, 64, c.d_model]));
-//! let w: Vec<_> = gdn_params(&c)
-//!     .iter()
-//!     .map(|p| s.param(TensorType::new(p.dtype, p.shape.clone())))
-//!     .collect();
-//! assert_eq!(gdn_sublayer(&c, &h, &w)?.dims(), h.dims());
+//! let x = s.param(TensorType::new(DType::F32, [2, 64, c.d_model]));
+//! let specs = GatedDeltaNet::<Tensor>::param_specs(&c);
+//! assert_eq!(specs[0].name, "wq");
+//! let w = specs.iter().map(|p| s.param(p.full_type())).collect();
+//! let gdn = GatedDeltaNet::from_values(w)?;
+//! assert_eq!(gdn.forward(&c, &x)?.dims(), x.dims());
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
-use stackscan::fsdp::{Init, ParamSpec};
-use stackscan::{DType, Error, Result, Tensor, concatenate, nn};
+use serde::{Deserialize, Serialize};
+use stackscan::layer::Params;
+use stackscan::{Error, Module, Result, Tensor, concatenate, nn};
 
 use crate::gdn::{gdn_chunked, gdn_recurrent};
 
-/// RMSNorm epsilon of the input and output norms.
+/// RMSNorm epsilon of the output norm.
 const NORM_EPS: f64 = 1e-6;
 
 /// Which form of the delta rule the layer runs. Both compute the same function; the
 /// recurrent one is the reference that model-level tests compare the chunked one against.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// In a config file: `form = "recurrent"` or `form = { chunked = 16 }`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum GdnForm {
     /// One scan step per token.
     Recurrent,
@@ -48,11 +54,13 @@ pub enum GdnForm {
     Chunked(usize),
 }
 
-/// Sizes of one GDN sub-layer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The GDN mixer's own sizes, the `[gdn]` table of a model's config file: heads, head
+/// widths, the convolution and the delta rule's form. The model width and the output
+/// projection's initialisation are the model's ([`GdnDims`] adds them), so a config states
+/// each once. Every field defaults to [`GdnConfig::tiny`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct GdnConfig {
-    /// Model width.
-    pub d_model: i64,
     /// Key (and query) heads; must divide `value_heads`.
     pub key_heads: i64,
     /// Value heads (one delta-rule state each).
@@ -65,77 +73,127 @@ pub struct GdnConfig {
     pub conv_kernel: i64,
     /// The delta-rule form.
     pub form: GdnForm,
-    /// Layers in the whole model, which scales the output projection's initialisation.
-    pub model_layers: usize,
+}
+
+impl Default for GdnConfig {
+    fn default() -> Self {
+        GdnConfig::tiny()
+    }
 }
 
 impl GdnConfig {
-    /// The tiny hybrid config of issue 12: d 128, 4 key / 8 value heads of 32, conv 4,
-    /// chunk 16, 8 layers.
+    /// The tiny hybrid config of issue 12: 4 key / 8 value heads of 32, conv 4, chunk 16.
     pub const fn tiny() -> Self {
         GdnConfig {
-            d_model: 128,
             key_heads: 4,
             value_heads: 8,
             key_dim: 32,
             value_dim: 32,
             conv_kernel: 4,
             form: GdnForm::Chunked(16),
-            model_layers: 8,
         }
     }
 
-    /// Qwen3.5-35B-A3B's published GDN sizes (for plans and cost models): d 2048, 16 key /
-    /// 32 value heads of 128, conv 4, 40 layers.
+    /// Qwen3.5-35B-A3B's published GDN sizes (for plans and cost models): 16 key / 32 value
+    /// heads of 128, conv 4.
     pub const fn qwen35_35b_a3b() -> Self {
         GdnConfig {
-            d_model: 2048,
             key_heads: 16,
             value_heads: 32,
             key_dim: 128,
             value_dim: 128,
             conv_kernel: 4,
             form: GdnForm::Chunked(64),
-            model_layers: 40,
         }
+    }
+
+    /// Width of all query (or key) heads together.
+    pub const fn qk_width(&self) -> i64 {
+        self.key_heads * self.key_dim
+    }
+
+    /// Width of all value heads together.
+    pub const fn v_width(&self) -> i64 {
+        self.value_heads * self.value_dim
     }
 
     /// Channels through the convolution: `q | k | v`.
     pub const fn conv_channels(&self) -> i64 {
-        2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
+        2 * self.qk_width() + self.v_width()
     }
 }
 
-/// Parameters of one GDN sub-layer, in the order [`gdn_sublayer`] reads them.
+/// What [`GatedDeltaNet`] reads: its own sizes at a model width, and the standard
+/// deviation of its output projection's initialiser (a model's residual scaling).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GdnDims {
+    /// Model width.
+    pub d_model: i64,
+    /// The mixer's own sizes.
+    pub gdn: GdnConfig,
+    /// Standard deviation of `wo`'s initialiser.
+    pub out_std: f64,
+}
+
+impl GdnDims {
+    /// `gdn` at width `d_model` in a model of `layers` layers, whose output projections
+    /// start at `0.02 / √(2·layers)` (GPT-2's residual scaling).
+    pub fn new(d_model: i64, layers: usize, gdn: GdnConfig) -> Self {
+        GdnDims {
+            d_model,
+            gdn,
+            out_std: 0.02 / (2.0 * layers as f64).sqrt(),
+        }
+    }
+}
+
+/// The Gated DeltaNet token mixer of the normalised stream `x: [B, T, d]` (the module
+/// docs give the formulas); a sub-layer adds its pre-norm and residual around it.
 ///
-/// `A_log` and `dt_bias` start at zero (decay rate `exp(0)·softplus(·)`, about `ln 2` per
+/// `a_log` and `dt_bias` start at zero (decay rate `exp(0)·softplus(·)`, about `ln 2` per
 /// step for a zero input), the convolution as a small random filter.
-pub fn gdn_params(c: &GdnConfig) -> Vec<ParamSpec> {
-    let f32 = DType::F32;
-    let d = c.d_model;
-    let (qk, vw) = (c.key_heads * c.key_dim, c.value_heads * c.value_dim);
-    let out_std = 0.02 / (2.0 * c.model_layers as f64).sqrt();
-    vec![
-        ParamSpec::replicated("gdn_norm", &[d], f32),
-        ParamSpec::sharded("wq", &[d, qk], f32, 0),
-        ParamSpec::sharded("wk", &[d, qk], f32, 0),
-        ParamSpec::sharded("wv", &[d, vw], f32, 0),
-        ParamSpec::sharded("wz", &[d, vw], f32, 0),
-        ParamSpec::sharded("wa", &[d, c.value_heads], f32, 0),
-        ParamSpec::sharded("wb", &[d, c.value_heads], f32, 0),
-        ParamSpec::sharded("conv", &[c.conv_kernel, c.conv_channels()], f32, 1)
-            .with_init(Init::Normal(0.5)),
-        ParamSpec::replicated("A_log", &[c.value_heads], f32).with_init(Init::Zeros),
-        ParamSpec::replicated("dt_bias", &[c.value_heads], f32).with_init(Init::Zeros),
-        ParamSpec::replicated("o_norm", &[c.value_dim], f32),
-        ParamSpec::sharded("wo", &[vw, d], f32, 0).with_init(Init::Normal(out_std)),
-    ]
+#[derive(Debug, Module)]
+#[module(config = GdnDims)]
+pub struct GatedDeltaNet<T> {
+    /// Query projection, `[d, key_heads·key_dim]`.
+    #[param(shape = [cfg.d_model, cfg.gdn.qk_width()], shard = 0)]
+    pub wq: T,
+    /// Key projection, `[d, key_heads·key_dim]`.
+    #[param(shape = [cfg.d_model, cfg.gdn.qk_width()], shard = 0)]
+    pub wk: T,
+    /// Value projection, `[d, value_heads·value_dim]`.
+    #[param(shape = [cfg.d_model, cfg.gdn.v_width()], shard = 0)]
+    pub wv: T,
+    /// Output-gate projection (`z`), `[d, value_heads·value_dim]`.
+    #[param(shape = [cfg.d_model, cfg.gdn.v_width()], shard = 0)]
+    pub wz: T,
+    /// Decay-input projection (`a`), `[d, value_heads]`.
+    #[param(shape = [cfg.d_model, cfg.gdn.value_heads], shard = 0)]
+    pub wa: T,
+    /// Write-strength projection (`b`, `β = sigmoid(b)`), `[d, value_heads]`.
+    #[param(shape = [cfg.d_model, cfg.gdn.value_heads], shard = 0)]
+    pub wb: T,
+    /// Depthwise causal convolution on `q|k|v`, `[kernel, channels]`.
+    #[param(shape = [cfg.gdn.conv_kernel, cfg.gdn.conv_channels()], shard = 1, init = normal(0.5))]
+    pub conv: T,
+    /// Log decay rate per value head (`A_log`).
+    #[param(shape = [cfg.gdn.value_heads], replicated, init = zeros)]
+    pub a_log: T,
+    /// Decay time-step bias per value head.
+    #[param(shape = [cfg.gdn.value_heads], replicated, init = zeros)]
+    pub dt_bias: T,
+    /// Output RMSNorm scale (per value head, shared by the heads), `[value_dim]`.
+    #[param(shape = [cfg.gdn.value_dim], replicated)]
+    pub o_norm: T,
+    /// Output projection, `[value_heads·value_dim, d]`.
+    #[param(shape = [cfg.gdn.v_width(), cfg.d_model], shard = 0, init = normal(cfg.out_std))]
+    pub wo: T,
 }
 
 /// A typed error naming the GDN parameter or input at fault.
 fn invalid(message: String) -> Error {
     Error::InvalidOp {
-        op: "gdn_sublayer",
+        op: "gated_delta_net",
         message,
     }
 }
@@ -163,75 +221,67 @@ fn causal_depthwise_conv(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     acc.ok_or_else(|| invalid("the convolution needs at least one tap".into()))
 }
 
-/// Checks `h` and the weights against `c`, naming the first parameter whose shape differs.
-fn check(c: &GdnConfig, h: &Tensor, w: &[Tensor]) -> Result<()> {
-    crate::weights::check_shapes("gdn_sublayer", &gdn_params(c), w)?;
-    match h.dims() {
-        [_, _, d] if *d == c.d_model => {}
-        _ => {
+impl GatedDeltaNet<Tensor> {
+    /// The mixer of the normalised stream `x: [B, T, d]`, projected back to `[B, T, d]`.
+    /// Sequences of the batch are independent; the delta rule runs on all of them at once,
+    /// batched with the heads.
+    pub fn forward(&self, c: &GdnDims, x: &Tensor) -> Result<Tensor> {
+        self.check(c, x)?;
+        let g = &c.gdn;
+        let (b, t) = (x.dims()[0], x.dims()[1]);
+        let (hk, hv, dk, dv) = (g.key_heads, g.value_heads, g.key_dim, g.value_dim);
+        let qkv = concatenate(
+            &[
+                &x.matmul(&self.wq)?,
+                &x.matmul(&self.wk)?,
+                &x.matmul(&self.wv)?,
+            ],
+            2,
+        )?;
+        let qkv = nn::silu(&causal_depthwise_conv(&qkv, &self.conv)?)?;
+        let q = qkv.slice_axis(2, 0, hk * dk)?.reshape(&[b, t, hk, dk])?;
+        let k = qkv
+            .slice_axis(2, hk * dk, 2 * hk * dk)?
+            .reshape(&[b, t, hk, dk])?;
+        let v = qkv
+            .slice_axis(2, 2 * hk * dk, g.conv_channels())?
+            .reshape(&[b, t, hv, dv])?;
+        let z = x.matmul(&self.wz)?.reshape(&[b, t, hv, dv])?;
+        let beta = x.matmul(&self.wb)?.sigmoid()?;
+        let rate = self.a_log.exp()?.broadcast_in_dim(&[b, t, hv], &[2])?;
+        let bias = self.dt_bias.broadcast_in_dim(&[b, t, hv], &[2])?;
+        let gate = nn::softplus(&x.matmul(&self.wa)?.add(&bias)?)?
+            .mul(&rate)?
+            .neg()?;
+        // One call on the whole batch: the core folds sequences into its head batch, so the
+        // program does not grow with the sequences per device.
+        let o = match g.form {
+            GdnForm::Recurrent => gdn_recurrent(&q, &k, &v, &gate, &beta)?,
+            GdnForm::Chunked(chunk) => gdn_chunked(&q, &k, &v, &gate, &beta, chunk)?,
+        };
+        let gated = nn::rms_norm(&o, &self.o_norm, NORM_EPS)?.mul(&nn::silu(&z)?)?;
+        gated.reshape(&[b, t, hv * dv])?.matmul(&self.wo)
+    }
+
+    /// Checks `x`, the weights and the head split against `c`, naming the first parameter
+    /// whose shape differs.
+    fn check(&self, c: &GdnDims, x: &Tensor) -> Result<()> {
+        let weights: Vec<Tensor> = self.values().into_iter().cloned().collect();
+        crate::weights::check_shapes("gated_delta_net", &Self::param_specs(c), &weights)?;
+        if !matches!(x.dims(), [_, _, d] if *d == c.d_model) {
             return Err(invalid(format!(
-                "expected h: [B, T, {}], got {}",
+                "expected x: [B, T, {}], got {}",
                 c.d_model,
-                h.ty()
+                x.ty()
             )));
         }
+        let g = &c.gdn;
+        if g.key_heads <= 0 || g.value_heads % g.key_heads != 0 {
+            return Err(invalid(format!(
+                "{} value heads do not split over {} key heads",
+                g.value_heads, g.key_heads
+            )));
+        }
+        Ok(())
     }
-    if c.key_heads <= 0 || c.value_heads % c.key_heads != 0 {
-        return Err(invalid(format!(
-            "{} value heads do not split over {} key heads",
-            c.value_heads, c.key_heads
-        )));
-    }
-    Ok(())
-}
-
-/// The GDN sub-layer with its residual on `h: [B, T, d]`, weights in the order of
-/// [`gdn_params`]. Sequences of the batch are independent; the delta rule runs on all of
-/// them at once, batched with the heads.
-pub fn gdn_sublayer(c: &GdnConfig, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
-    check(c, h, w)?;
-    let [
-        norm,
-        wq,
-        wk,
-        wv,
-        wz,
-        wa,
-        wb,
-        conv,
-        a_log,
-        dt_bias,
-        o_norm,
-        wo,
-    ] = w
-    else {
-        return Err(invalid(format!("expected 12 weights, got {}", w.len())));
-    };
-    let (b, t) = (h.dims()[0], h.dims()[1]);
-    let (hk, hv, dk, dv) = (c.key_heads, c.value_heads, c.key_dim, c.value_dim);
-    let x = nn::rms_norm(h, norm, NORM_EPS)?;
-    let qkv = concatenate(&[&x.matmul(wq)?, &x.matmul(wk)?, &x.matmul(wv)?], 2)?;
-    let qkv = nn::silu(&causal_depthwise_conv(&qkv, conv)?)?;
-    let q = qkv.slice_axis(2, 0, hk * dk)?.reshape(&[b, t, hk, dk])?;
-    let k = qkv
-        .slice_axis(2, hk * dk, 2 * hk * dk)?
-        .reshape(&[b, t, hk, dk])?;
-    let v = qkv
-        .slice_axis(2, 2 * hk * dk, c.conv_channels())?
-        .reshape(&[b, t, hv, dv])?;
-    let z = x.matmul(wz)?.reshape(&[b, t, hv, dv])?;
-    let beta = x.matmul(wb)?.sigmoid()?;
-    let rate = a_log.exp()?.broadcast_in_dim(&[b, t, hv], &[2])?;
-    let bias = dt_bias.broadcast_in_dim(&[b, t, hv], &[2])?;
-    let g = nn::softplus(&x.matmul(wa)?.add(&bias)?)?
-        .mul(&rate)?
-        .neg()?;
-    // One call on the whole batch: the core folds sequences into its head batch, so the
-    // program does not grow with the sequences per device.
-    let o = match c.form {
-        GdnForm::Recurrent => gdn_recurrent(&q, &k, &v, &g, &beta)?,
-        GdnForm::Chunked(chunk) => gdn_chunked(&q, &k, &v, &g, &beta, chunk)?,
-    };
-    let gated = nn::rms_norm(&o, o_norm, NORM_EPS)?.mul(&nn::silu(&z)?)?;
-    h.add(&gated.reshape(&[b, t, hv * dv])?.matmul(wo)?)
 }

@@ -28,7 +28,6 @@ use crate::gated_attention::AttentionConfig;
 use crate::gdn_layer::{GdnConfig, GdnForm};
 use crate::mla::MlaConfig;
 use crate::qwen35::Qwen35Config;
-use crate::qwen35_moe::Qwen35Moe;
 
 /// A model read from a `config.json`.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,7 +35,7 @@ pub enum HfModel {
     /// `model_type = "deepseek_v3"`.
     DeepSeek3(DeepSeek3Config),
     /// `model_type = "qwen3_5_moe"` (or its text part, `qwen3_5_moe_text`).
-    Qwen35(Qwen35Config, Qwen35Moe),
+    Qwen35(Qwen35Config),
 }
 
 /// Sequence length and batch per chip the predictions assume; a config file says nothing of
@@ -133,7 +132,7 @@ pub fn parse(text: &str) -> Result<HfModel> {
     };
     match f.model_type.as_deref() {
         Some("deepseek_v3") => deepseek3(&f).map(HfModel::DeepSeek3),
-        Some("qwen3_5_moe" | "qwen3_5_moe_text") => qwen35(&f).map(|(c, m)| HfModel::Qwen35(c, m)),
+        Some("qwen3_5_moe" | "qwen3_5_moe_text") => qwen35(&f).map(HfModel::Qwen35),
         Some(other) => Err(invalid(format!(
             "field `model_type` is `{other}`; expected `deepseek_v3`, `qwen3_5_moe` or \
              `qwen3_5_moe_text`"
@@ -195,7 +194,7 @@ fn deepseek3(f: &Fields) -> Result<DeepSeek3Config> {
     })
 }
 
-fn qwen35(f: &Fields) -> Result<(Qwen35Config, Qwen35Moe)> {
+fn qwen35(f: &Fields) -> Result<Qwen35Config> {
     let layers = count(f.num_hidden_layers, "num_hidden_layers")?;
     // Which layers are full attention: `layer_types`, or every `full_attention_interval`-th.
     let full: Vec<bool> = match (&f.layer_types, f.full_attention_interval) {
@@ -237,23 +236,19 @@ fn qwen35(f: &Fields) -> Result<(Qwen35Config, Qwen35Moe)> {
     let rotary_dim = ((head_dim as f64 * rotary) as i64) & !1;
     let theta = f.rope_theta.unwrap_or(10_000_000.0);
     let gdn = GdnConfig {
-        d_model: d,
         key_heads: positive(f.linear_num_key_heads, "linear_num_key_heads")?,
         value_heads: positive(f.linear_num_value_heads, "linear_num_value_heads")?,
         key_dim: positive(f.linear_key_head_dim, "linear_key_head_dim")?,
         value_dim: positive(f.linear_value_head_dim, "linear_value_head_dim")?,
         conv_kernel: positive(f.linear_conv_kernel_dim, "linear_conv_kernel_dim")?,
         form: GdnForm::Chunked(64),
-        model_layers: layers,
     };
     let attention = AttentionConfig {
-        d_model: d,
         heads: positive(f.num_attention_heads, "num_attention_heads")?,
         kv_heads: positive(f.num_key_value_heads, "num_key_value_heads")?,
         head_dim,
         rotary_dim,
         rope_theta: theta,
-        model_layers: layers,
     };
     if attention.heads % attention.kv_heads != 0 || gdn.value_heads % gdn.key_heads != 0 {
         return Err(invalid(
@@ -261,37 +256,30 @@ fn qwen35(f: &Fields) -> Result<(Qwen35Config, Qwen35Moe)> {
              `linear_num_value_heads` / `linear_num_key_heads` must divide evenly",
         ));
     }
-    let moe = Qwen35Moe {
-        experts: count(f.num_experts, "num_experts")?,
-        top_k: count(f.num_experts_per_tok, "num_experts_per_tok")?,
+    let experts = count(f.num_experts, "num_experts")?;
+    let top_k = count(f.num_experts_per_tok, "num_experts_per_tok")?;
+    if top_k > experts {
+        return Err(invalid(format!(
+            "field `num_experts_per_tok` = {top_k} exceeds `num_experts` = {experts}"
+        )));
+    }
+    Ok(Qwen35Config {
+        vocab: positive(f.vocab_size, "vocab_size")?,
+        d_model: d,
+        layers,
+        seq: SEQ,
+        batch_per_device: 1,
+        experts,
+        top_k,
         expert_width: positive(f.moe_intermediate_size, "moe_intermediate_size")?,
         shared_width: positive(
             f.shared_expert_intermediate_size,
             "shared_expert_intermediate_size",
         )?,
         capacity_factor: 1.25,
-    };
-    if moe.top_k > moe.experts {
-        return Err(invalid(format!(
-            "field `num_experts_per_tok` = {} exceeds `num_experts` = {}",
-            moe.top_k, moe.experts
-        )));
-    }
-    let c = Qwen35Config {
-        vocab: positive(f.vocab_size, "vocab_size")?,
-        d_model: d,
-        layers,
         gdn,
         attention,
-        experts: moe.experts,
-        top_k: moe.top_k,
-        expert_width: moe.expert_width,
-        shared_width: moe.shared_width,
-        capacity_factor: moe.capacity_factor,
-        seq: SEQ,
-        batch_per_device: 1,
-    };
-    Ok((c, moe))
+    })
 }
 
 #[cfg(test)]
@@ -307,11 +295,10 @@ mod tests {
             parse(DEEPSEEK).unwrap(),
             HfModel::DeepSeek3(DeepSeek3Config::deepseek3())
         );
-        let HfModel::Qwen35(c, m) = parse(QWEN).unwrap() else {
-            panic!("not Qwen3.5")
-        };
-        assert_eq!(c, Qwen35Config::qwen35_35b_a3b());
-        assert_eq!(m, Qwen35Moe::qwen35_35b_a3b());
+        assert_eq!(
+            parse(QWEN).unwrap(),
+            HfModel::Qwen35(Qwen35Config::qwen35_35b_a3b())
+        );
     }
 
     #[test]
@@ -320,10 +307,10 @@ mod tests {
         let mut text = v["text_config"].clone();
         text.as_object_mut().unwrap().remove("layer_types");
         text["full_attention_interval"] = 4.into();
-        let HfModel::Qwen35(c, _) = parse(&text.to_string()).unwrap() else {
-            panic!("not Qwen3.5")
-        };
-        assert_eq!(c, Qwen35Config::qwen35_35b_a3b());
+        assert_eq!(
+            parse(&text.to_string()).unwrap(),
+            HfModel::Qwen35(Qwen35Config::qwen35_35b_a3b())
+        );
     }
 
     fn edited(text: &str, path: &[&str], value: Option<serde_json::Value>) -> String {

@@ -24,13 +24,13 @@ use std::str::FromStr;
 
 use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
-use stackscan::{Axis, Error, LayerStack, Mesh, Result};
+use stackscan::{Axis, Error, Mesh, Result};
 
 use crate::deepseek3::{self, DeepSeek3Config};
 use crate::llama::{self, LlamaConfig};
 use crate::llama_macro;
 use crate::moe::FSDP_AXIS;
-use crate::qwen35::{self, Qwen35Config, Qwen35Tiny};
+use crate::qwen35::{self, Qwen35Config};
 
 /// A model the main job knows by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,17 +132,9 @@ impl Job {
     }
 
     /// Model `name` with a config by name or path (`--config tiny|llama3-8b|path.toml` for
-    /// Llama, `tiny|deepseek3|path.toml` for DeepSeek-V3), or its tiny config. Qwen3.5's
-    /// config is not data yet; given one it is an error naming the flag.
+    /// Llama, `tiny|deepseek3|path.toml` for DeepSeek-V3, `tiny|qwen35-35b-a3b|path.toml` for
+    /// Qwen3.5), or its tiny config.
     pub fn with_config(name: ModelName, config: Option<&str>) -> Result<Job> {
-        if let (Some(_), ModelName::Qwen35) = (config, name) {
-            return Err(stackscan::Error::InvalidOp {
-                op: "config",
-                message: format!(
-                    "`--config` is read for `--model llama` and `--model deepseek3`, not `{name}`"
-                ),
-            });
-        }
         Ok(match name {
             ModelName::Llama => {
                 let c = match config {
@@ -175,38 +167,10 @@ impl Job {
                 }
             }
             ModelName::DeepSeek3 => deepseek3_job(deepseek3_config(config)?)?,
-            ModelName::Qwen35 => {
-                let c = Qwen35Config::tiny();
-                Job {
-                    model: qwen35::tiny_model()?,
-                    options: Qwen35Tiny::OPTIONS,
-                    describe: format!(
-                        "tiny Qwen3.5-style hybrid: {} layers of [GDN, GDN, GDN, attention], d {}, GDN {}/{} heads × {}, attention {}/{} heads × {}, {} experts top-{} of width {} + a gated shared expert of {}, vocab {}; {} × {} tokens per device",
-                        c.layers,
-                        c.d_model,
-                        c.gdn.key_heads,
-                        c.gdn.value_heads,
-                        c.gdn.key_dim,
-                        c.attention.heads,
-                        c.attention.kv_heads,
-                        c.attention.head_dim,
-                        c.experts,
-                        c.top_k,
-                        c.expert_width,
-                        c.shared_width,
-                        c.vocab,
-                        c.batch_per_device,
-                        c.seq
-                    ),
-                    default_lr: 1e-2,
-                    batch: Box::new(move |seed| {
-                        qwen35::synthetic_batch(&c, c.batch_per_device, seed)
-                    }),
-                    vocab: c.vocab,
-                    batch_per_device: c.batch_per_device,
-                    seq: c.seq,
-                }
-            }
+            ModelName::Qwen35 => qwen35_job(match config {
+                Some(spec) => Qwen35Config::load(spec)?,
+                None => Qwen35Config::tiny(),
+            })?,
         })
     }
 }
@@ -326,5 +290,38 @@ fn deepseek3_job(c: DeepSeek3Config) -> Result<Job> {
         batch_per_device: c.batch_per_device,
         seq: c.seq,
         batch: Box::new(move |seed| deepseek3::synthetic_batch(&c, c.batch_per_device, seed)),
+    })
+}
+
+/// The Qwen3.5 job for `c`: the declared model with the stack of `c`'s depth and that
+/// stack's options.
+fn qwen35_job(c: Qwen35Config) -> Result<Job> {
+    let (model, options) = qwen35::for_config(&c)?;
+    Ok(Job {
+        model,
+        options,
+        describe: format!(
+            "Qwen3.5-style hybrid (declared with the macros): {} layers of [GDN, GDN, GDN, attention], d {}, GDN {}/{} heads × {}, attention {}/{} heads × {}, {} experts top-{} of width {} + a gated shared expert of {}, vocab {}; {} × {} tokens per device",
+            c.layers,
+            c.d_model,
+            c.gdn.key_heads,
+            c.gdn.value_heads,
+            c.gdn.key_dim,
+            c.attention.heads,
+            c.attention.kv_heads,
+            c.attention.head_dim,
+            c.experts,
+            c.top_k,
+            c.expert_width,
+            c.shared_width,
+            c.vocab,
+            c.batch_per_device,
+            c.seq
+        ),
+        default_lr: 1e-2,
+        batch: Box::new(move |seed| qwen35::synthetic_batch(&c, c.batch_per_device, seed)),
+        vocab: c.vocab,
+        batch_per_device: c.batch_per_device,
+        seq: c.seq,
     })
 }

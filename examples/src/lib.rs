@@ -21,7 +21,6 @@ pub mod plot;
 pub mod predict;
 pub mod progress;
 pub mod qwen35;
-pub mod qwen35_moe;
 pub mod reference;
 pub mod timeline;
 pub mod toy;

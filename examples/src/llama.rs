@@ -358,11 +358,24 @@ impl<S> Llama<Tensor, S> {
     /// Final norm, LM head and mean next-token cross-entropy of `h: [B, T, d]` against
     /// `labels: [B, T]`.
     pub fn head_loss(&self, vocab: i64, h: &Tensor, labels: &Tensor) -> Result<Tensor> {
-        let (b, t) = (h.dims()[0], h.dims()[1]);
-        let logits = nn::rms_norm(h, &self.final_norm, 1e-5)?.matmul(&self.lm_head)?;
-        let logits = logits.reshape(&[b * t, vocab])?;
-        nn::cross_entropy(&logits, &labels.reshape(&[b * t])?)
+        lm_loss(vocab, h, &self.final_norm, &self.lm_head, labels)
     }
+}
+
+/// The language-model loss after a stack: RMSNorm of `h: [B, T, d]` with `final_norm`, the
+/// LM head `[d, vocab]` and the mean next-token cross-entropy against `labels: [B, T]` (every
+/// decoder of the examples ends this way).
+pub fn lm_loss(
+    vocab: i64,
+    h: &Tensor,
+    final_norm: &Tensor,
+    lm_head: &Tensor,
+    labels: &Tensor,
+) -> Result<Tensor> {
+    let (b, t) = (h.dims()[0], h.dims()[1]);
+    let logits = nn::rms_norm(h, final_norm, 1e-5)?.matmul(lm_head)?;
+    let logits = logits.reshape(&[b * t, vocab])?;
+    nn::cross_entropy(&logits, &labels.reshape(&[b * t])?)
 }
 
 impl<S: LayerStack<Config = LlamaConfig> + 'static> ModelForward for Llama<Tensor, S> {
@@ -434,16 +447,21 @@ pub fn model(c: &LlamaConfig) -> Result<StackModel> {
 /// row-specific stride (mod vocab), so the next token follows from the previous two. Returns
 /// `(tokens, labels)` for `rows` rows, labels being tokens shifted by one.
 pub fn synthetic_batch(c: &LlamaConfig, rows: i64, seed: u64) -> (Vec<i32>, Vec<i32>) {
+    synthetic_tokens(c.vocab, c.seq, rows, seed)
+}
+
+/// [`synthetic_batch`] for any vocabulary and sequence length.
+pub fn synthetic_tokens(vocab: i64, seq: i64, rows: i64, seed: u64) -> (Vec<i32>, Vec<i32>) {
     let mut rng = Rng::new(seed);
     let mut next = || (rng.next_u64() >> 33) as i64;
     let mut tokens = Vec::new();
     let mut labels = Vec::new();
     for _ in 0..rows {
-        let start = next() % c.vocab;
+        let start = next() % vocab;
         let stride = 1 + next() % 3;
-        for i in 0..c.seq {
-            tokens.push(((start + stride * i) % c.vocab) as i32);
-            labels.push(((start + stride * (i + 1)) % c.vocab) as i32);
+        for i in 0..seq {
+            tokens.push(((start + stride * i) % vocab) as i32);
+            labels.push(((start + stride * (i + 1)) % vocab) as i32);
         }
     }
     (tokens, labels)

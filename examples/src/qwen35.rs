@@ -1,11 +1,15 @@
-//! A Qwen3.5-style hybrid decoder declared with the macros: blocks of three Gated DeltaNet
-//! layers and one gated attention layer (`block = [Gdn, Gdn, Gdn, Attention]`), each layer a
-//! token mixer and an FFN behind RMSNorms with residuals; embedding, final norm, LM head
-//! and cross-entropy outside the stack (shared with [`llama`](crate::llama)).
+//! A Qwen3.5-style hybrid decoder declared with the macros as nested, named modules: blocks
+//! of three Gated DeltaNet layers and one gated attention layer (`block = [Gdn, Gdn, Gdn,
+//! Attention]`), each layer a token mixer ([`GatedDeltaNet`] or [`GatedAttention`]) and a
+//! mixture-of-experts FFN ([`GatedMoe`]) behind RMSNorms with residuals; the whole model
+//! ([`Qwen35`]) adds the embedding, the final norm, the LM head and the cross-entropy.
 //!
 //! The FFN of every layer is the mixture of experts of [`crate::moe`], as in the published
 //! model: softmax top-k routing renormalised over the chosen experts, and one shared expert
-//! that every token uses behind a per-token sigmoid gate ([`moe_ffn`]).
+//! that every token uses behind a per-token sigmoid gate.
+//!
+//! Parameters are named by where they sit: `embed`, `layers.GDN.mixer.wq`,
+//! `layers.attention.moe.shared.w_up`, `final_norm` (`stackscan params qwen35` lists them).
 //!
 //! ```
 //! use stackscan::LayerStack;
@@ -13,34 +17,41 @@
 //!
 //! let m = model::<Qwen35Tiny>(&Qwen35Config::tiny())?;
 //! assert_eq!(m.kinds.len(), 2);
+//! assert!(m.weight_names().contains(&"layers.GDN.mixer.conv".to_string()));
 //! assert!(model::<Qwen35Tiny>(&Qwen35Config::qwen35_35b_a3b()).is_err());
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
+use serde::{Deserialize, Serialize};
 use stackscan::fsdp::StackModel;
 use stackscan::layer::{ActivationMarker, Forward};
-use stackscan::{Error, LayerStack, Result, SubLayer, Tensor, layer_stack, nn};
+use stackscan::model::{Layers, ModelForward, stack_model};
+use stackscan::plan::PlanOptions;
+use stackscan::{Error, Inputs, LayerStack, Model, Result, SubLayer, Tensor, layer_stack, nn};
 
-use crate::gated_attention::{AttentionConfig, gated_attention};
-use crate::gdn_layer::{GdnConfig, GdnForm, gdn_sublayer};
-use crate::llama::LlamaConfig;
-use crate::moe::{
-    ExpertWeights, MoeConfig, MoeWeights, RouterConfig, RouterKind, SharedExpert, moe,
-};
+use crate::gated_attention::{AttentionConfig, GatedAttention, GatedAttentionDims};
+use crate::gdn_layer::{GatedDeltaNet, GdnConfig, GdnDims, GdnForm};
+use crate::moe::{GatedMoe, MoeConfig, MoeDims, RouterConfig, RouterKind};
 
-/// Sizes of the hybrid model.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// RMSNorm epsilon of the layers' pre-norms.
+const NORM_EPS: f64 = 1e-6;
+
+/// Sizes of the hybrid model, data (`examples/configs/qwen35-*.toml`,
+/// [`Qwen35Config::load`]): the model's own sizes, the `[gdn]` and `[attention]` tables of
+/// the two mixers, and the MoE FFN's. Every field defaults to [`Qwen35Config::tiny`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Qwen35Config {
     /// Vocabulary.
     pub vocab: i64,
     /// Model width.
     pub d_model: i64,
-    /// Decoder layers (a multiple of the block's four).
+    /// Decoder layers (a multiple of the block's four; the stack's depth).
     pub layers: usize,
-    /// The GDN layers' mixer.
-    pub gdn: GdnConfig,
-    /// The attention layers' mixer.
-    pub attention: AttentionConfig,
+    /// Sequence length.
+    pub seq: i64,
+    /// Sequences per device.
+    pub batch_per_device: i64,
     /// Routed experts per layer.
     pub experts: usize,
     /// Experts each token is routed to.
@@ -53,13 +64,25 @@ pub struct Qwen35Config {
     /// `experts / top_k` or more no token is ever dropped, so a sharded step routes exactly
     /// like the unsharded reference.
     pub capacity_factor: f64,
-    /// Sequence length.
-    pub seq: i64,
-    /// Sequences per device.
-    pub batch_per_device: i64,
+    /// The GDN layers' mixer.
+    pub gdn: GdnConfig,
+    /// The attention layers' mixer.
+    pub attention: AttentionConfig,
+}
+
+impl Default for Qwen35Config {
+    fn default() -> Self {
+        Qwen35Config::tiny()
+    }
 }
 
 impl Qwen35Config {
+    /// A config kept in the repository by name (`tiny`, `qwen35-35b-a3b`), or a TOML file by
+    /// path.
+    pub fn load(name_or_path: &str) -> Result<Self> {
+        crate::configs::load(&crate::configs::QWEN35, name_or_path)
+    }
+
     /// The tiny config's structure (fewer key than value heads, one kv head, 25 % rotary,
     /// 16 experts top-4 and a gated shared expert) at sizes that compile the 24 step variants
     /// of the equivalence tests quickly: d 32, 8 layers, vocab 64, seq 8, experts of width 8,
@@ -69,32 +92,28 @@ impl Qwen35Config {
             vocab: 64,
             d_model: 32,
             layers: 8,
+            seq: 8,
+            batch_per_device,
+            experts: 16,
+            top_k: 4,
+            expert_width: 8,
+            shared_width: 8,
+            capacity_factor: 4.0,
             gdn: GdnConfig {
-                d_model: 32,
                 key_heads: 2,
                 value_heads: 4,
                 key_dim: 8,
                 value_dim: 8,
                 conv_kernel: 4,
                 form,
-                model_layers: 8,
             },
             attention: AttentionConfig {
-                d_model: 32,
                 heads: 4,
                 kv_heads: 1,
                 head_dim: 8,
                 rotary_dim: 2,
                 rope_theta: 10_000.0,
-                model_layers: 8,
             },
-            experts: 16,
-            top_k: 4,
-            expert_width: 8,
-            shared_width: 8,
-            capacity_factor: 4.0,
-            seq: 8,
-            batch_per_device,
         }
     }
 
@@ -108,15 +127,15 @@ impl Qwen35Config {
             vocab: 512,
             d_model: 128,
             layers: 8,
-            gdn: GdnConfig::tiny(),
-            attention: AttentionConfig::tiny(),
+            seq: 64,
+            batch_per_device: 2,
             experts: 16,
             top_k: 4,
             expert_width: 32,
             shared_width: 32,
             capacity_factor: 2.0,
-            seq: 64,
-            batch_per_device: 2,
+            gdn: GdnConfig::tiny(),
+            attention: AttentionConfig::tiny(),
         }
     }
 
@@ -131,19 +150,45 @@ impl Qwen35Config {
             vocab: 248_320,
             d_model: 2048,
             layers: 40,
-            gdn: GdnConfig::qwen35_35b_a3b(),
-            attention: AttentionConfig::qwen35_35b_a3b(),
+            seq: 4096,
+            batch_per_device: 1,
             experts: 256,
             top_k: 8,
             expert_width: 512,
             shared_width: 512,
             capacity_factor: 1.25,
-            seq: 4096,
-            batch_per_device: 1,
+            gdn: GdnConfig::qwen35_35b_a3b(),
+            attention: AttentionConfig::qwen35_35b_a3b(),
         }
     }
 
-    /// The MoE sub-layer's config: softmax top-k renormalised, a gated shared expert.
+    /// Output projections start smaller, `0.02 / √(2·layers)` (GPT-2's residual scaling).
+    pub fn out_std(&self) -> f64 {
+        0.02 / (2.0 * self.layers as f64).sqrt()
+    }
+
+    /// What [`GatedDeltaNet`] reads.
+    pub fn gdn_dims(&self) -> GdnDims {
+        GdnDims::new(self.d_model, self.layers, self.gdn)
+    }
+
+    /// What [`GatedAttention`] reads.
+    pub fn attention_dims(&self) -> GatedAttentionDims {
+        GatedAttentionDims::new(self.d_model, self.layers, self.attention)
+    }
+
+    /// What [`GatedMoe`] reads.
+    pub fn moe_dims(&self) -> MoeDims {
+        MoeDims {
+            d_model: self.d_model,
+            expert_width: self.expert_width,
+            shared_width: self.shared_width,
+            out_std: self.out_std(),
+            layer: self.moe(),
+        }
+    }
+
+    /// The MoE's routing and dispatch: softmax top-k renormalised, a gated shared expert.
     pub const fn moe(&self) -> MoeConfig {
         MoeConfig {
             router: RouterConfig {
@@ -158,26 +203,33 @@ impl Qwen35Config {
         }
     }
 
-    /// `experts` as a dimension.
-    pub const fn e(&self) -> i64 {
-        self.experts as i64
-    }
-
-    /// The fields the shared outer parts read (`ffn`, which they do not, is the width a
-    /// token activates: its routed experts and the shared one).
-    fn outer(&self) -> LlamaConfig {
-        LlamaConfig {
-            vocab: self.vocab,
-            d_model: self.d_model,
-            layers: self.layers,
-            heads: self.attention.heads,
-            kv_heads: self.attention.kv_heads,
-            head_dim: self.attention.head_dim,
-            ffn: self.top_k as i64 * self.expert_width + self.shared_width,
-            rope_theta: self.attention.rope_theta,
-            seq: self.seq,
-            batch_per_device: self.batch_per_device,
+    /// Checks what the shapes alone do not: the head splits, an even rotary width, the
+    /// routing; each error names the config field at fault.
+    pub fn check(&self) -> Result<()> {
+        let invalid = |message: String| Error::InvalidOp {
+            op: "qwen35",
+            message,
+        };
+        let (a, g) = (&self.attention, &self.gdn);
+        if a.kv_heads <= 0 || a.heads % a.kv_heads != 0 {
+            return Err(invalid(format!(
+                "`attention.heads` ({}) must be a multiple of `attention.kv_heads` ({})",
+                a.heads, a.kv_heads
+            )));
         }
+        if a.rotary_dim < 0 || a.rotary_dim % 2 != 0 || a.rotary_dim > a.head_dim {
+            return Err(invalid(format!(
+                "`attention.rotary_dim` ({}) must be even and at most `attention.head_dim` ({})",
+                a.rotary_dim, a.head_dim
+            )));
+        }
+        if g.key_heads <= 0 || g.value_heads % g.key_heads != 0 {
+            return Err(invalid(format!(
+                "`gdn.value_heads` ({}) must be a multiple of `gdn.key_heads` ({})",
+                g.value_heads, g.key_heads
+            )));
+        }
+        self.moe().router.validate()
     }
 }
 
@@ -187,245 +239,68 @@ pub enum Residual {}
 
 impl ActivationMarker for Residual {}
 
-/// The FFN half of either layer kind, by name.
-#[derive(Clone, Copy, Debug)]
-pub struct FfnWeights<'a> {
-    /// RMSNorm scale before the MoE, `[d]`.
-    pub norm: &'a Tensor,
-    /// Router projection `[d, E]`.
-    pub router: &'a Tensor,
-    /// Routed experts, stacked over `E`.
-    pub experts: ExpertWeights<'a>,
-    /// The shared expert's gate, up and down projections and its sigmoid gate `[d, 1]`.
-    pub shared: SharedExpert<'a>,
+/// Both layer kinds around their mixer: `h + mixer(RMSNorm(h))`, then `h + moe(RMSNorm(h))`.
+fn pre_norm_layer(
+    c: &Qwen35Config,
+    h: &Tensor,
+    (mixer_norm, mixer): (&Tensor, impl FnOnce(&Tensor) -> Result<Tensor>),
+    ffn_norm: &Tensor,
+    moe: &GatedMoe<Tensor>,
+) -> Result<Tensor> {
+    let h = h.add(&mixer(&nn::rms_norm(h, mixer_norm, NORM_EPS)?)?)?;
+    let y = nn::rms_norm(&h, ffn_norm, NORM_EPS)?;
+    h.add(&moe.forward(&c.moe_dims(), &y)?)
 }
 
-/// The MoE FFN with its residual: `h + moe(RMSNorm(h))`, the tokens of every sequence
-/// routed together.
-pub fn moe_ffn(c: &Qwen35Config, h: &Tensor, w: &FfnWeights<'_>) -> Result<Tensor> {
-    let dims = h.dims().to_vec();
-    let [b, t, d] = dims[..] else {
-        return Err(Error::InvalidOp {
-            op: "moe_ffn",
-            message: format!("expected h: [B, T, {}], got {}", c.d_model, h.ty()),
-        });
-    };
-    let tokens = nn::rms_norm(h, w.norm, 1e-6)?.reshape(&[b * t, d])?;
-    let weights = MoeWeights {
-        router: w.router,
-        router_bias: None,
-        experts: w.experts,
-        shared: Some(w.shared),
-    };
-    h.add(&moe(&c.moe(), &tokens, &weights)?.reshape(&dims)?)
-}
-
-/// The [`FfnWeights`] of a layer struct, whose MoE fields have the same names in both kinds.
-macro_rules! ffn_weights {
-    ($layer:expr) => {
-        FfnWeights {
-            norm: &$layer.ffn_norm,
-            router: &$layer.router,
-            experts: ExpertWeights {
-                gate: &$layer.experts_gate,
-                up: &$layer.experts_up,
-                down: &$layer.experts_down,
-            },
-            shared: SharedExpert {
-                gate: &$layer.shared_gate,
-                up: &$layer.shared_up,
-                down: &$layer.shared_down,
-                gate_proj: Some(&$layer.shared_expert_gate),
-            },
-        }
-    };
-}
-
-/// A GDN layer: the GDN mixer ([`gdn_sublayer`], weights in the order of
-/// [`gdn_params`](crate::gdn_layer::gdn_params)) then the MoE FFN.
+/// A GDN layer: the Gated DeltaNet mixer, then the MoE FFN, each behind an RMSNorm with a
+/// residual.
 #[derive(Debug, SubLayer)]
 #[sublayer(config = Qwen35Config, carry = Residual, name = "GDN")]
 pub struct Gdn<T> {
-    /// RMSNorm scale before the mixer.
+    /// RMSNorm scale before the mixer, `[d]`.
     #[param(shape = [cfg.d_model], replicated)]
-    pub gdn_norm: T,
-    /// Query projection.
-    #[param(shape = [cfg.d_model, cfg.gdn.key_heads * cfg.gdn.key_dim], shard = 0)]
-    pub wq: T,
-    /// Key projection.
-    #[param(shape = [cfg.d_model, cfg.gdn.key_heads * cfg.gdn.key_dim], shard = 0)]
-    pub wk: T,
-    /// Value projection.
-    #[param(shape = [cfg.d_model, cfg.gdn.value_heads * cfg.gdn.value_dim], shard = 0)]
-    pub wv: T,
-    /// Output-gate projection.
-    #[param(shape = [cfg.d_model, cfg.gdn.value_heads * cfg.gdn.value_dim], shard = 0)]
-    pub wz: T,
-    /// Decay-input projection (`a`).
-    #[param(shape = [cfg.d_model, cfg.gdn.value_heads], shard = 0)]
-    pub wa: T,
-    /// Write-strength projection (`b`, `β = sigmoid(b)`).
-    #[param(shape = [cfg.d_model, cfg.gdn.value_heads], shard = 0)]
-    pub wb: T,
-    /// Depthwise causal convolution on `q|k|v`.
-    #[param(shape = [cfg.gdn.conv_kernel, cfg.gdn.conv_channels()], shard = 1, init = normal(0.5))]
-    pub conv: T,
-    /// Log decay rate per value head.
-    #[param(shape = [cfg.gdn.value_heads], replicated, init = zeros)]
-    pub a_log: T,
-    /// Decay time-step bias per value head.
-    #[param(shape = [cfg.gdn.value_heads], replicated, init = zeros)]
-    pub dt_bias: T,
-    /// Output RMSNorm scale (per value head, shared by the heads).
-    #[param(shape = [cfg.gdn.value_dim], replicated)]
-    pub o_norm: T,
-    /// Output projection.
-    #[param(
-        shape = [cfg.gdn.value_heads * cfg.gdn.value_dim, cfg.d_model],
-        shard = 0,
-        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
-    )]
-    pub wo: T,
-    /// RMSNorm scale before the MoE.
+    pub mixer_norm: T,
+    /// The token mixer.
+    #[module(config = cfg.gdn_dims())]
+    pub mixer: GatedDeltaNet<T>,
+    /// RMSNorm scale before the FFN, `[d]`.
     #[param(shape = [cfg.d_model], replicated)]
     pub ffn_norm: T,
-    /// Router projection.
-    #[param(shape = [cfg.d_model, cfg.e()], shard = 0)]
-    pub router: T,
-    /// Routed experts' gates, stacked over the experts.
-    #[param(shape = [cfg.e(), cfg.d_model, cfg.expert_width], shard = 0)]
-    pub experts_gate: T,
-    /// Routed experts' up projections.
-    #[param(shape = [cfg.e(), cfg.d_model, cfg.expert_width], shard = 0)]
-    pub experts_up: T,
-    /// Routed experts' down projections.
-    #[param(
-        shape = [cfg.e(), cfg.expert_width, cfg.d_model],
-        shard = 0,
-        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
-    )]
-    pub experts_down: T,
-    /// Shared expert gate.
-    #[param(shape = [cfg.d_model, cfg.shared_width], shard = 0)]
-    pub shared_gate: T,
-    /// Shared expert up projection.
-    #[param(shape = [cfg.d_model, cfg.shared_width], shard = 0)]
-    pub shared_up: T,
-    /// Shared expert down projection.
-    #[param(
-        shape = [cfg.shared_width, cfg.d_model],
-        shard = 0,
-        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
-    )]
-    pub shared_down: T,
-    /// The shared expert's per-token sigmoid gate.
-    #[param(shape = [cfg.d_model, 1], shard = 0)]
-    pub shared_expert_gate: T,
+    /// The FFN.
+    #[module(config = cfg.moe_dims())]
+    pub moe: GatedMoe<T>,
 }
 
 impl Forward for Gdn<Tensor> {
     fn forward(&self, c: &Qwen35Config, h: &Tensor) -> Result<Tensor> {
-        let mixer = [
-            &self.gdn_norm,
-            &self.wq,
-            &self.wk,
-            &self.wv,
-            &self.wz,
-            &self.wa,
-            &self.wb,
-            &self.conv,
-            &self.a_log,
-            &self.dt_bias,
-            &self.o_norm,
-            &self.wo,
-        ]
-        .map(Tensor::clone);
-        let ffn = ffn_weights!(self);
-        moe_ffn(c, &gdn_sublayer(&c.gdn, h, &mixer)?, &ffn)
+        let mixed = |x: &Tensor| self.mixer.forward(&c.gdn_dims(), x);
+        pre_norm_layer(c, h, (&self.mixer_norm, mixed), &self.ffn_norm, &self.moe)
     }
 }
 
-/// A gated attention layer: the attention mixer ([`gated_attention`], weights in the order
-/// of [`attention_params`](crate::gated_attention::attention_params)) then the MoE FFN.
+/// A gated attention layer: the attention mixer, then the MoE FFN, each behind an RMSNorm
+/// with a residual.
 #[derive(Debug, SubLayer)]
 #[sublayer(config = Qwen35Config, carry = Residual, name = "attention")]
 pub struct Attention<T> {
-    /// RMSNorm scale before the mixer.
+    /// RMSNorm scale before the mixer, `[d]`.
     #[param(shape = [cfg.d_model], replicated)]
-    pub attn_norm: T,
-    /// Query and gate projection (per head: its query, then its gate).
-    #[param(shape = [cfg.d_model, 2 * cfg.attention.heads * cfg.attention.head_dim], shard = 0)]
-    pub wq: T,
-    /// Key projection.
-    #[param(shape = [cfg.d_model, cfg.attention.kv_heads * cfg.attention.head_dim], shard = 0)]
-    pub wk: T,
-    /// Value projection.
-    #[param(shape = [cfg.d_model, cfg.attention.kv_heads * cfg.attention.head_dim], shard = 0)]
-    pub wv: T,
-    /// Query RMSNorm scale (per head).
-    #[param(shape = [cfg.attention.head_dim], replicated)]
-    pub q_norm: T,
-    /// Key RMSNorm scale (per head).
-    #[param(shape = [cfg.attention.head_dim], replicated)]
-    pub k_norm: T,
-    /// Output projection.
-    #[param(
-        shape = [cfg.attention.heads * cfg.attention.head_dim, cfg.d_model],
-        shard = 0,
-        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
-    )]
-    pub wo: T,
-    /// RMSNorm scale before the MoE.
+    pub mixer_norm: T,
+    /// The token mixer.
+    #[module(config = cfg.attention_dims())]
+    pub mixer: GatedAttention<T>,
+    /// RMSNorm scale before the FFN, `[d]`.
     #[param(shape = [cfg.d_model], replicated)]
     pub ffn_norm: T,
-    /// Router projection.
-    #[param(shape = [cfg.d_model, cfg.e()], shard = 0)]
-    pub router: T,
-    /// Routed experts' gates, stacked over the experts.
-    #[param(shape = [cfg.e(), cfg.d_model, cfg.expert_width], shard = 0)]
-    pub experts_gate: T,
-    /// Routed experts' up projections.
-    #[param(shape = [cfg.e(), cfg.d_model, cfg.expert_width], shard = 0)]
-    pub experts_up: T,
-    /// Routed experts' down projections.
-    #[param(
-        shape = [cfg.e(), cfg.expert_width, cfg.d_model],
-        shard = 0,
-        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
-    )]
-    pub experts_down: T,
-    /// Shared expert gate.
-    #[param(shape = [cfg.d_model, cfg.shared_width], shard = 0)]
-    pub shared_gate: T,
-    /// Shared expert up projection.
-    #[param(shape = [cfg.d_model, cfg.shared_width], shard = 0)]
-    pub shared_up: T,
-    /// Shared expert down projection.
-    #[param(
-        shape = [cfg.shared_width, cfg.d_model],
-        shard = 0,
-        init = normal(0.02 / (2.0 * cfg.layers as f64).sqrt()),
-    )]
-    pub shared_down: T,
-    /// The shared expert's per-token sigmoid gate.
-    #[param(shape = [cfg.d_model, 1], shard = 0)]
-    pub shared_expert_gate: T,
+    /// The FFN.
+    #[module(config = cfg.moe_dims())]
+    pub moe: GatedMoe<T>,
 }
 
 impl Forward for Attention<Tensor> {
     fn forward(&self, c: &Qwen35Config, h: &Tensor) -> Result<Tensor> {
-        let mixer = [
-            &self.attn_norm,
-            &self.wq,
-            &self.wk,
-            &self.wv,
-            &self.q_norm,
-            &self.k_norm,
-            &self.wo,
-        ]
-        .map(Tensor::clone);
-        let ffn = ffn_weights!(self);
-        moe_ffn(c, &gated_attention(&c.attention, h, &mixer)?, &ffn)
+        let mixed = |x: &Tensor| self.mixer.forward(&c.attention_dims(), x);
+        pre_norm_layer(c, h, (&self.mixer_norm, mixed), &self.ffn_norm, &self.moe)
     }
 }
 
@@ -460,39 +335,90 @@ pub struct Qwen35AttentionFirst;
 #[derive(Debug)]
 pub struct Qwen35Full;
 
-/// The model with stack `S`: tokens and next-token labels `[batch_per_device, seq]` per
-/// device. Fails with a typed error when the config's depth is not the stack's.
-pub fn model<S: LayerStack<Config = Qwen35Config>>(c: &Qwen35Config) -> Result<StackModel> {
-    if c.layers != S::LAYERS {
-        return Err(Error::InvalidOp {
-            op: "qwen35",
-            message: format!(
-                "the config has {} layers for a stack of {}",
-                c.layers,
-                S::LAYERS
-            ),
-        });
+/// The model's inputs, declared once: tokens and next-token labels, `[batch_per_device, seq]`
+/// per device, both in `0..vocab` (so bad data is rejected on the host).
+#[derive(Debug, Inputs)]
+#[inputs(config = Qwen35Config)]
+pub struct Tokens<T> {
+    /// Token ids.
+    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
+    pub tokens: T,
+    /// The next token of each position.
+    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
+    pub labels: T,
+}
+
+/// The whole hybrid model with stack `S` ([`Qwen35Tiny`], [`Qwen35AttentionFirst`],
+/// [`Qwen35Full`]): the embedding, the stack, the final norm and the LM head, in the order
+/// they run. The config's `layers` must be the stack's depth; it is checked once, when the
+/// model is built.
+#[derive(Debug, Model)]
+#[model(config = Qwen35Config, inputs = Tokens)]
+pub struct Qwen35<T, S> {
+    /// Token embedding, `[vocab, d]`.
+    #[param(shape = [cfg.vocab, cfg.d_model], shard = 0)]
+    pub embed: T,
+    /// The hybrid layers.
+    #[stack(layers = cfg.layers)]
+    pub layers: Layers<S>,
+    /// RMSNorm scale after the stack, `[d]`.
+    #[param(shape = [cfg.d_model], replicated)]
+    pub final_norm: T,
+    /// LM head, `[d, vocab]`.
+    #[param(shape = [cfg.d_model, cfg.vocab], shard = 0)]
+    pub lm_head: T,
+}
+
+impl<S: LayerStack<Config = Qwen35Config> + 'static> ModelForward for Qwen35<Tensor, S> {
+    fn embed(&self, _: &Qwen35Config, x: &Tokens<Tensor>) -> Result<Tensor> {
+        self.embed.take(&x.tokens, 0)
     }
-    c.moe().router.validate()?;
-    let o = crate::llama::outer(&c.outer())?;
-    S::stack_model(c, o.activation, o.inputs, o.params, o.pre, o.post)
+
+    fn loss(&self, c: &Qwen35Config, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
+        crate::llama::lm_loss(c.vocab, h, &self.final_norm, &self.lm_head, &x.labels)
+    }
+
+    fn check(c: &Qwen35Config) -> Result<()> {
+        c.check()
+    }
+}
+
+/// The run-time model of [`Qwen35`] with stack `S`: tokens and next-token labels
+/// `[batch_per_device, seq]` per device. Fails with a typed error when the config's depth is
+/// not the stack's, naming `Qwen35Config.layers`.
+pub fn model<S: LayerStack<Config = Qwen35Config> + 'static>(
+    c: &Qwen35Config,
+) -> Result<StackModel> {
+    declared::<S>(c).map(|(m, _)| m)
+}
+
+/// [`model`] with the options of `S`'s `#[layer_stack]` attribute.
+pub fn declared<S: LayerStack<Config = Qwen35Config> + 'static>(
+    c: &Qwen35Config,
+) -> Result<(StackModel, PlanOptions)> {
+    stack_model::<Qwen35<Tensor, S>>(c)
+}
+
+/// The declared model for a config loaded by name or path: the declared stack of its depth
+/// (8 layers: [`Qwen35Tiny`], 40: [`Qwen35Full`]), since a stack's depth is part of its
+/// type; any other depth is the typed error of [`Qwen35Tiny`]'s.
+pub fn for_config(c: &Qwen35Config) -> Result<(StackModel, PlanOptions)> {
+    match c.layers {
+        n if n == Qwen35Full::LAYERS => declared::<Qwen35Full>(c),
+        _ => declared::<Qwen35Tiny>(c),
+    }
 }
 
 /// Synthetic next-token data as in [`llama::synthetic_batch`](crate::llama::synthetic_batch):
 /// `(tokens, labels)` for `rows` sequences of the config's length.
 pub fn synthetic_batch(c: &Qwen35Config, rows: i64, seed: u64) -> (Vec<i32>, Vec<i32>) {
-    crate::llama::synthetic_batch(&c.outer(), rows, seed)
-}
-
-/// The main job's model: [`Qwen35Tiny`] with [`Qwen35Config::tiny`].
-pub fn tiny_model() -> Result<StackModel> {
-    model::<Qwen35Tiny>(&Qwen35Config::tiny())
+    crate::llama::synthetic_tokens(c.vocab, c.seq, rows, seed)
 }
 
 /// Both configs' plans under `options`, for the `plan` binary: the tiny stack (2 blocks,
 /// unrolled) and Qwen3.5-35B-A3B's (10 blocks: a block loop and the peeled last block), each
 /// pass with its loop shapes.
-pub fn describe_plans(options: stackscan::plan::PlanOptions) -> Result<String> {
+pub fn describe_plans(options: PlanOptions) -> Result<String> {
     let mut out = String::new();
     for (name, stack) in [
         ("tiny", Qwen35Tiny::stack()?),
@@ -509,4 +435,21 @@ pub fn describe_plans(options: stackscan::plan::PlanOptions) -> Result<String> {
         ));
     }
     Ok(out)
+}
+
+/// Parameters a token activates in `m` (the declared model of `c`): every parameter except
+/// the routed experts its router does not choose, i.e. the stacked `moe.experts.*` banks
+/// count `top_k / experts` of their size.
+pub fn active_parameters(c: &Qwen35Config, m: &StackModel) -> u64 {
+    m.parameters()
+        .iter()
+        .map(|p| {
+            let size = p.copies as u64 * p.spec.shape.iter().product::<i64>() as u64;
+            if p.path.contains(".moe.experts.") {
+                size * c.top_k as u64 / c.experts.max(1) as u64
+            } else {
+                size
+            }
+        })
+        .sum()
 }

@@ -18,8 +18,7 @@ use crate::deepseek3::{self, DeepSeek3Config};
 use crate::hardware::Hardware;
 use crate::llama::{self, LlamaConfig};
 use crate::predict::{Prediction, predict};
-use crate::qwen35::Qwen35Config;
-use crate::qwen35_moe::{Qwen35Moe, model_with_moe};
+use crate::qwen35::{self, Qwen35Config, Qwen35Full};
 
 /// What every prediction assumes beyond the model, chips and hardware named.
 pub const ASSUMPTIONS: &str = "one FSDP axis over all chips (with --ep K: K-way expert axis, \
@@ -168,14 +167,11 @@ pub fn model_with_batch(name: &str, batch: Option<i64>) -> Result<PricedModel> {
         "llama-tiny" => Ok(plain(llama::model(&llama(LlamaConfig::tiny()))?)),
         "deepseek-v3" => deepseek(&ds(DeepSeek3Config::deepseek3())),
         "deepseek-v3-tiny" => deepseek(&ds(DeepSeek3Config::tiny())),
-        "qwen3.5-35b-a3b" => qwen(
-            &qw(Qwen35Config::qwen35_35b_a3b()),
-            &Qwen35Moe::qwen35_35b_a3b(),
-        ),
+        "qwen3.5-35b-a3b" => qwen(&qw(Qwen35Config::qwen35_35b_a3b())),
         path if path.ends_with(".json") => {
             match crate::hf_config::load(std::path::Path::new(path))? {
                 crate::hf_config::HfModel::DeepSeek3(c) => deepseek(&ds(c)),
-                crate::hf_config::HfModel::Qwen35(c, m) => qwen(&qw(c), &m),
+                crate::hf_config::HfModel::Qwen35(c) => qwen(&qw(c)),
             }
         }
         other => Err(invalid(format!(
@@ -197,13 +193,14 @@ pub fn deepseek(c: &DeepSeek3Config) -> Result<PricedModel> {
     })
 }
 
-/// Qwen3.5 at `c`'s sizes (40 layers) with the MoE FFN `m`.
-pub fn qwen(c: &Qwen35Config, m: &Qwen35Moe) -> Result<PricedModel> {
+/// The declared Qwen3.5 at `c`'s sizes (40 layers, [`Qwen35Full`]'s stack), its MoE FFNs
+/// included.
+pub fn qwen(c: &Qwen35Config) -> Result<PricedModel> {
     Ok(PricedModel {
-        model: model_with_moe(c, m)?,
+        model: qwen35::model::<Qwen35Full>(c)?,
         experts: Some(ActiveExperts {
-            experts: m.experts as u64,
-            active: m.top_k as u64,
+            experts: c.experts as u64,
+            active: c.top_k as u64,
         }),
     })
 }

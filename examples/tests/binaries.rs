@@ -86,9 +86,9 @@ fn train_rejects_bad_arguments_in_one_line() {
     );
     fails(
         "train",
-        &["--model", "qwen35", "--config", "tiny"],
+        &["--model", "qwen35", "--config", "no-such"],
         2,
-        &["`--config` is read for `--model llama` and `--model deepseek3`, not `qwen35`"],
+        &["neither a built-in config (tiny, qwen35-35b-a3b)"],
     );
     fails(
         "train",
@@ -303,7 +303,58 @@ fn plan_lists_hierarchical_parameters() {
     assert!(stdout.contains("\n671026404352 parameters"), "{stdout}");
     let tiny = succeeds("params", &["deepseek3", "--config", "tiny"]);
     assert!(tiny.contains("\n2896640 parameters"), "{tiny}");
-    fails("params", &["qwen35"], 2, &["'qwen35'"]);
+}
+
+#[test]
+fn params_lists_qwen35_with_hierarchical_names_and_its_active_count() {
+    let stdout = succeeds("params", &["qwen35"]);
+    let line = |path: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(path))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| panic!("no `{path}` in {stdout}"))
+    };
+    assert_eq!(
+        line("layers.GDN.mixer.conv"),
+        "layers.GDN.mixer.conv ×30 [4, 8192] f32 shard 1"
+    );
+    assert_eq!(
+        line("layers.attention.mixer.wq"),
+        "layers.attention.mixer.wq ×10 [2048, 8192] f32 shard 0"
+    );
+    assert_eq!(
+        line("layers.GDN.moe.experts.down"),
+        "layers.GDN.moe.experts.down ×30 [256, 512, 2048] f32 shard 0"
+    );
+    assert_eq!(
+        line("layers.attention.moe.shared_gate"),
+        "layers.attention.moe.shared_gate ×10 [2048, 1] f32 shard 0"
+    );
+    // By hand: routed experts 40 · 256 · 3 · 2048 · 512 = 32,212,254,720; embedding and head
+    // 2 · 248,320 · 2048 = 1,017,118,720; per GDN layer 37,394,624 (× 30), per attention
+    // layer 30,939,648 (× 10); the final norm 2048. Active: all but 248/256 of the experts.
+    assert!(stdout.contains("\n34660610688 parameters"), "{stdout}");
+    assert!(
+        stdout.contains("\n3454988928 active per token (top-8 of 256 routed experts)"),
+        "{stdout}"
+    );
+    let tiny = succeeds("params", &["qwen35", "--config", "tiny"]);
+    let tiny_wq = tiny
+        .lines()
+        .find(|l| l.starts_with("layers.GDN.mixer.wq "))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "));
+    assert_eq!(
+        tiny_wq.as_deref(),
+        Some("layers.GDN.mixer.wq ×6 [128, 128] f32 shard 0"),
+        "{tiny}"
+    );
+    fails(
+        "params",
+        &["qwen35", "--config", "no-such"],
+        2,
+        &["neither a built-in config (tiny, qwen35-35b-a3b)"],
+    );
 }
 
 /// Requires a rejection by the argument parser: status 2, no signal, clap's `error: …` first

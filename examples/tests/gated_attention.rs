@@ -1,4 +1,5 @@
-//! The gated attention sub-layer executed on the CPU plugin: values against an independent
+//! The gated attention mixer module behind its pre-norm and residual (`h + attn(RMSNorm(h))`,
+//! as the Qwen3.5 layer holds it) executed on the CPU plugin: values against an independent
 //! host evaluation in f64 on a small input, the VJP against f64 central differences, and
 //! typed errors for misshapen weights.
 
@@ -7,8 +8,10 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
-use stackscan::{DType, Function, Scope, Tensor, TensorType};
-use stackscan_examples::gated_attention::{AttentionConfig, attention_params, gated_attention};
+use stackscan::fsdp::ParamSpec;
+use stackscan::layer::Params;
+use stackscan::{DType, Function, Module, Result, Scope, Tensor, TensorType, nn};
+use stackscan_examples::gated_attention::{AttentionConfig, GatedAttention, GatedAttentionDims};
 use stackscan_runtime::rng::Rng;
 use stackscan_runtime::testing as common;
 use stackscan_runtime::testing::host::{HostArg as Arg, compile, execute, one};
@@ -25,27 +28,47 @@ fn relative_error(a: &[f64], b: &[f64]) -> f64 {
 
 /// A small layer with two query heads sharing one key/value head, rotary on 2 of 8
 /// features (25 %).
-fn config() -> AttentionConfig {
-    AttentionConfig {
-        d_model: 8,
-        heads: 2,
-        kv_heads: 1,
-        head_dim: 8,
-        rotary_dim: 2,
-        rope_theta: 10_000.0,
-        model_layers: 2,
-    }
+fn config() -> GatedAttentionDims {
+    GatedAttentionDims::new(
+        8,
+        2,
+        AttentionConfig {
+            heads: 2,
+            kv_heads: 1,
+            head_dim: 8,
+            rotary_dim: 2,
+            rope_theta: 10_000.0,
+        },
+    )
+}
+
+/// The pre-norm's scale and the mixer's parameters, in the order the layer takes them.
+fn layer_params(c: &GatedAttentionDims) -> Vec<ParamSpec> {
+    let norm = ParamSpec::replicated("norm", &[c.d_model], DType::F32);
+    std::iter::once(norm)
+        .chain(GatedAttention::<Tensor>::param_specs(c))
+        .collect()
+}
+
+/// `h + attn(RMSNorm(h))` with weights `[norm, mixer…]` (the Qwen3.5 attention layer's
+/// first half).
+fn layer(c: &GatedAttentionDims, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
+    let [norm, mixer @ ..] = w else {
+        panic!("no weights")
+    };
+    let attn = GatedAttention::from_values(mixer.to_vec())?;
+    h.add(&attn.forward(c, &nn::rms_norm(h, norm, 1e-6)?)?)
 }
 
 /// `h: [b, t, d]`, the layer's weights and the loss weights `w` (`Σ layer(h)·w`).
-fn inputs(c: &AttentionConfig, seed: u64, b: i64, t: i64) -> Vec<Arg> {
+fn inputs(c: &GatedAttentionDims, seed: u64, b: i64, t: i64) -> Vec<Arg> {
     let mut rng = Rng::new(seed);
     let mut arg = |dims: &[i64], lo: f64, hi: f64| Arg {
         dims: dims.to_vec(),
         values: rng.uniform(lo, hi, dims.iter().product::<i64>() as usize),
     };
     let mut args = vec![arg(&[b, t, c.d_model], -1.0, 1.0)];
-    for p in attention_params(c) {
+    for p in layer_params(c) {
         let (lo, hi) = if p.name.ends_with("norm") {
             (0.5, 1.5)
         } else {
@@ -58,25 +81,25 @@ fn inputs(c: &AttentionConfig, seed: u64, b: i64, t: i64) -> Vec<Arg> {
 }
 
 /// `layer(h, weights…)`.
-fn forward(c: &AttentionConfig, args: &[Arg]) -> Function {
+fn forward(c: &GatedAttentionDims, args: &[Arg]) -> Function {
     let s = Scope::new("attention");
     let p: Vec<Tensor> = args
         .iter()
         .map(|a| s.param(TensorType::new(DType::F64, a.dims.clone())))
         .collect();
-    let y = gated_attention(c, &p[0], &p[1..]).unwrap();
+    let y = layer(c, &p[0], &p[1..]).unwrap();
     s.finish(&[y]).unwrap()
 }
 
 /// `Σ layer(h, weights…)·w`.
-fn loss(c: &AttentionConfig, args: &[Arg]) -> Function {
+fn loss(c: &GatedAttentionDims, args: &[Arg]) -> Function {
     let s = Scope::new("attention_loss");
     let p: Vec<Tensor> = args
         .iter()
         .map(|a| s.param(TensorType::new(DType::F64, a.dims.clone())))
         .collect();
     let n = p.len();
-    let y = gated_attention(c, &p[0], &p[1..n - 1]).unwrap();
+    let y = layer(c, &p[0], &p[1..n - 1]).unwrap();
     s.finish(&[y.mul(&p[n - 1]).unwrap().sum_all().unwrap()])
         .unwrap()
 }
@@ -108,10 +131,11 @@ fn host_rope(x: &mut [f64], pos: usize, r: usize, theta: f64) {
 
 /// The layer evaluated token by token on the host, written from the definition (query and
 /// gate interleaved per head, QK-norm before RoPE, softmax over earlier tokens only).
-fn host_reference(c: &AttentionConfig, args: &[Arg]) -> Vec<f64> {
+fn host_reference(dims: &GatedAttentionDims, args: &[Arg]) -> Vec<f64> {
+    let c = &dims.attention;
     let (b, t) = (args[0].dims[0] as usize, args[0].dims[1] as usize);
     let (d, nh, nkv, hd) = (
-        c.d_model as usize,
+        dims.d_model as usize,
         c.heads as usize,
         c.kv_heads as usize,
         c.head_dim as usize,
@@ -221,7 +245,7 @@ fn layer_vjp_matches_central_differences_f64() {
     let grads = execute(&client, &compile(&client, &grad_fn), DType::F64, &with_one);
     assert_eq!(grads.len(), n - 1);
     let names: Vec<String> = std::iter::once("h".to_string())
-        .chain(attention_params(&c).into_iter().map(|p| p.name))
+        .chain(layer_params(&c).into_iter().map(|p| p.name))
         .collect();
     let loss_exe = compile(&client, &loss(&c, &args));
     let step = 1e-5;
@@ -259,24 +283,25 @@ fn layer_vjp_matches_central_differences_f64() {
 fn bad_weights_are_typed_errors() {
     let c = config();
     let s = Scope::new("bad");
-    let h = s.param(TensorType::new(DType::F32, [1, 4, c.d_model]));
-    let params = attention_params(&c);
-    let mut w: Vec<Tensor> = params
-        .iter()
-        .map(|p| s.param(TensorType::new(p.dtype, p.shape.clone())))
-        .collect();
-    let q_norm = params
-        .iter()
-        .position(|p| p.name == "q_norm")
-        .expect("q_norm");
-    w[q_norm] = s.param(TensorType::new(DType::F32, [c.head_dim + 1]));
-    let err = gated_attention(&c, &h, &w).unwrap_err().to_string();
+    let x = s.param(TensorType::new(DType::F32, [1, 4, c.d_model]));
+    let weights = |c: &GatedAttentionDims| -> GatedAttention<Tensor> {
+        let w = GatedAttention::<Tensor>::param_specs(c)
+            .iter()
+            .map(|p| s.param(p.full_type()))
+            .collect();
+        GatedAttention::from_values(w).unwrap()
+    };
+    let mut attn = weights(&c);
+    attn.q_norm = s.param(TensorType::new(DType::F32, [c.attention.head_dim + 1]));
+    let err = attn.forward(&c, &x).unwrap_err().to_string();
     assert!(err.contains("`q_norm`"), "{err}");
-    let odd = AttentionConfig { kv_heads: 3, ..c };
-    let w: Vec<Tensor> = attention_params(&odd)
-        .iter()
-        .map(|p| s.param(TensorType::new(p.dtype, p.shape.clone())))
-        .collect();
-    let err = gated_attention(&odd, &h, &w).unwrap_err().to_string();
+    let odd = GatedAttentionDims {
+        attention: AttentionConfig {
+            kv_heads: 3,
+            ..c.attention
+        },
+        ..c
+    };
+    let err = weights(&odd).forward(&odd, &x).unwrap_err().to_string();
     assert!(err.contains("do not split"), "{err}");
 }

@@ -1,14 +1,17 @@
-//! The GDN sub-layer executed on the CPU plugin: its VJP against f64 central differences of
-//! the loss, chunked against recurrent delta rule, causality, finiteness under strongly
-//! negative gates, and typed errors for misshapen weights.
+//! The GDN mixer module behind its pre-norm and residual (`h + gdn(RMSNorm(h))`, as the
+//! Qwen3.5 layer holds it) executed on the CPU plugin: its VJP against f64 central
+//! differences of the loss, chunked against recurrent delta rule, causality, finiteness under
+//! strongly negative gates, and typed errors for misshapen weights.
 
 #![allow(
     clippy::unwrap_used,
     reason = "a test that cannot go on should fail loudly"
 )]
 
-use stackscan::{DType, Function, Scope, Tensor, TensorType};
-use stackscan_examples::gdn_layer::{GdnConfig, GdnForm, gdn_params, gdn_sublayer};
+use stackscan::fsdp::ParamSpec;
+use stackscan::layer::Params;
+use stackscan::{DType, Function, Module, Result, Scope, Tensor, TensorType, nn};
+use stackscan_examples::gdn_layer::{GatedDeltaNet, GdnConfig, GdnDims, GdnForm};
 use stackscan_runtime::rng::Rng;
 use stackscan_runtime::testing as common;
 use stackscan_runtime::testing::host::{HostArg as Arg, compile, execute, one};
@@ -18,32 +21,51 @@ const B: i64 = 2;
 const T: i64 = 8;
 
 /// A small layer with fewer key than value heads, so the head grouping is exercised.
-fn config(form: GdnForm) -> GdnConfig {
-    GdnConfig {
-        d_model: 16,
-        key_heads: 1,
-        value_heads: 2,
-        key_dim: 4,
-        value_dim: 4,
-        conv_kernel: 4,
-        form,
-        model_layers: 2,
-    }
+fn config(form: GdnForm) -> GdnDims {
+    GdnDims::new(
+        16,
+        2,
+        GdnConfig {
+            key_heads: 1,
+            value_heads: 2,
+            key_dim: 4,
+            value_dim: 4,
+            conv_kernel: 4,
+            form,
+        },
+    )
+}
+
+/// The pre-norm's scale and the mixer's parameters, in the order the layer takes them.
+fn layer_params(c: &GdnDims) -> Vec<ParamSpec> {
+    let norm = ParamSpec::replicated("norm", &[c.d_model], DType::F32);
+    std::iter::once(norm)
+        .chain(GatedDeltaNet::<Tensor>::param_specs(c))
+        .collect()
+}
+
+/// `h + gdn(RMSNorm(h))` with weights `[norm, mixer…]` (the Qwen3.5 GDN layer's first half).
+fn layer(c: &GdnDims, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
+    let [norm, mixer @ ..] = w else {
+        panic!("no weights")
+    };
+    let gdn = GatedDeltaNet::from_values(mixer.to_vec())?;
+    h.add(&gdn.forward(c, &nn::rms_norm(h, norm, 1e-6)?)?)
 }
 
 /// `h`, the layer's weights and the loss weights `w` (`Σ layer(h)·w`), uniform in `±1`
 /// except norm scales near 1 and `A_log`/`dt_bias` as given.
-fn inputs(c: &GdnConfig, seed: u64, a_log: f64, dt_bias: f64) -> Vec<Arg> {
+fn inputs(c: &GdnDims, seed: u64, a_log: f64, dt_bias: f64) -> Vec<Arg> {
     let mut rng = Rng::new(seed);
     let mut arg = |dims: &[i64], lo: f64, hi: f64| Arg {
         dims: dims.to_vec(),
         values: rng.uniform(lo, hi, dims.iter().product::<i64>() as usize),
     };
     let mut args = vec![arg(&[B, T, c.d_model], -1.0, 1.0)];
-    for p in gdn_params(c) {
+    for p in layer_params(c) {
         let (lo, hi) = match p.name.as_str() {
-            "gdn_norm" | "o_norm" => (0.5, 1.5),
-            "A_log" => (a_log - 0.5, a_log + 0.5),
+            "norm" | "o_norm" => (0.5, 1.5),
+            "a_log" => (a_log - 0.5, a_log + 0.5),
             "dt_bias" => (dt_bias - 0.5, dt_bias + 0.5),
             "wq" | "wk" | "wv" | "wz" | "wa" | "wb" | "wo" => (-0.5, 0.5),
             _ => (-1.0, 1.0),
@@ -55,32 +77,32 @@ fn inputs(c: &GdnConfig, seed: u64, a_log: f64, dt_bias: f64) -> Vec<Arg> {
 }
 
 /// `layer(h, weights…)`.
-fn forward(c: &GdnConfig, dtype: DType, args: &[Arg]) -> Function {
+fn forward(c: &GdnDims, dtype: DType, args: &[Arg]) -> Function {
     let s = Scope::new("gdn_layer");
     let p: Vec<Tensor> = args
         .iter()
         .map(|a| s.param(TensorType::new(dtype, a.dims.clone())))
         .collect();
-    let y = gdn_sublayer(c, &p[0], &p[1..]).unwrap();
+    let y = layer(c, &p[0], &p[1..]).unwrap();
     s.finish(&[y]).unwrap()
 }
 
 /// `Σ layer(h, weights…)·w`.
-fn loss(c: &GdnConfig, dtype: DType, args: &[Arg]) -> Function {
+fn loss(c: &GdnDims, dtype: DType, args: &[Arg]) -> Function {
     let s = Scope::new("gdn_layer_loss");
     let p: Vec<Tensor> = args
         .iter()
         .map(|a| s.param(TensorType::new(dtype, a.dims.clone())))
         .collect();
     let n = p.len();
-    let y = gdn_sublayer(c, &p[0], &p[1..n - 1]).unwrap();
+    let y = layer(c, &p[0], &p[1..n - 1]).unwrap();
     let l = y.mul(&p[n - 1]).unwrap().sum_all().unwrap();
     s.finish(&[l]).unwrap()
 }
 
 /// Gradients of [`loss`] with respect to `h` and every weight; one more parameter, the
 /// loss's cotangent.
-fn gradients(c: &GdnConfig, dtype: DType, args: &[Arg]) -> Function {
+fn gradients(c: &GdnDims, dtype: DType, args: &[Arg]) -> Function {
     let f = loss(c, dtype, args);
     let mut wrt = vec![true; args.len()];
     wrt[args.len() - 1] = false;
@@ -88,9 +110,9 @@ fn gradients(c: &GdnConfig, dtype: DType, args: &[Arg]) -> Function {
 }
 
 /// Names of the differentiated arguments, in order.
-fn names(c: &GdnConfig) -> Vec<String> {
+fn names(c: &GdnDims) -> Vec<String> {
     std::iter::once("h".to_string())
-        .chain(gdn_params(c).into_iter().map(|p| p.name))
+        .chain(layer_params(c).into_iter().map(|p| p.name))
         .collect()
 }
 
@@ -227,25 +249,26 @@ fn strongly_negative_gates_give_no_nan_f32() {
 fn bad_weights_are_typed_errors() {
     let c = config(GdnForm::Chunked(4));
     let s = Scope::new("bad");
-    let h = s.param(TensorType::new(DType::F32, [B, T, c.d_model]));
-    let params = gdn_params(&c);
-    let mut w: Vec<Tensor> = params
-        .iter()
-        .map(|p| s.param(TensorType::new(p.dtype, p.shape.clone())))
-        .collect();
-    let conv = params.iter().position(|p| p.name == "conv").expect("conv");
-    w[conv] = s.param(TensorType::new(DType::F32, [3, c.conv_channels()]));
-    let err = gdn_sublayer(&c, &h, &w).unwrap_err().to_string();
+    let x = s.param(TensorType::new(DType::F32, [B, T, c.d_model]));
+    let weights = |c: &GdnDims| -> GatedDeltaNet<Tensor> {
+        let w = GatedDeltaNet::<Tensor>::param_specs(c)
+            .iter()
+            .map(|p| s.param(p.full_type()))
+            .collect();
+        GatedDeltaNet::from_values(w).unwrap()
+    };
+    let mut gdn = weights(&c);
+    gdn.conv = s.param(TensorType::new(DType::F32, [3, c.gdn.conv_channels()]));
+    let err = gdn.forward(&c, &x).unwrap_err().to_string();
     assert!(err.contains("`conv`"), "{err}");
-    let odd = GdnConfig {
-        key_heads: 2,
-        value_heads: 3,
+    let odd = GdnDims {
+        gdn: GdnConfig {
+            key_heads: 2,
+            value_heads: 3,
+            ..c.gdn
+        },
         ..c
     };
-    let w: Vec<Tensor> = gdn_params(&odd)
-        .iter()
-        .map(|p| s.param(TensorType::new(p.dtype, p.shape.clone())))
-        .collect();
-    let err = gdn_sublayer(&odd, &h, &w).unwrap_err().to_string();
+    let err = weights(&odd).forward(&odd, &x).unwrap_err().to_string();
     assert!(err.contains("do not split"), "{err}");
 }

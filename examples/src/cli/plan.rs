@@ -12,6 +12,7 @@ use super::args::ScheduleArgs;
 use crate::deepseek3::{self, DeepSeek3Config};
 use crate::llama::LlamaConfig;
 use crate::llama_macro;
+use crate::qwen35::{self, Qwen35Config};
 
 /// A full-size stack `plan` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -83,6 +84,8 @@ pub enum ParamsModel {
     Llama,
     /// DeepSeek-V3 (671B), declared with the macros.
     Deepseek3,
+    /// Qwen3.5-35B-A3B, declared with the macros.
+    Qwen35,
 }
 
 /// Arguments of `params`.
@@ -91,9 +94,9 @@ pub struct ParamsArgs {
     /// The model.
     #[arg(value_enum, default_value = "llama")]
     pub model: ParamsModel,
-    /// The model's config: a built-in name (`tiny`, and `llama3-8b` or `deepseek3`) or a TOML
-    /// path; the published full size by default.
-    #[arg(long)]
+    /// The model's config: a built-in name (`tiny`, and `llama3-8b`, `deepseek3` or
+    /// `qwen35-35b-a3b`) or a TOML path; the published full size by default.
+    #[arg(long, value_name = "NAME|PATH")]
     pub config: Option<String>,
 }
 
@@ -142,14 +145,23 @@ fn predict_line(
 /// dtypes, shard dims and the total.
 pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let config = args.config.as_deref();
+    // A config that does not load or fit its model is a bad argument, as for `train`.
+    let usage = |e: stackscan::Error| CliError::Usage(e.to_string());
+    let mut active = None;
     let (title, m) = match args.model {
         ParamsModel::Llama => {
-            let c = LlamaConfig::load(config.unwrap_or("llama3-8b"))?;
-            ("llama", llama_macro::for_config(&c)?.0)
+            let c = LlamaConfig::load(config.unwrap_or("llama3-8b")).map_err(usage)?;
+            ("llama", llama_macro::for_config(&c).map_err(usage)?.0)
         }
         ParamsModel::Deepseek3 => {
-            let c = DeepSeek3Config::load(config.unwrap_or("deepseek3"))?;
-            ("deepseek3", deepseek3::for_config(&c)?.0)
+            let c = DeepSeek3Config::load(config.unwrap_or("deepseek3")).map_err(usage)?;
+            ("deepseek3", deepseek3::for_config(&c).map_err(usage)?.0)
+        }
+        ParamsModel::Qwen35 => {
+            let c = Qwen35Config::load(config.unwrap_or("qwen35-35b-a3b")).map_err(usage)?;
+            let m = qwen35::for_config(&c).map_err(usage)?.0;
+            active = Some((qwen35::active_parameters(&c, &m), c.top_k, c.experts));
+            ("qwen35", m)
         }
     };
     writeln!(
@@ -158,5 +170,11 @@ pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
         config.unwrap_or("published sizes")
     )?;
     writeln!(out, "{}", m.parameter_table())?;
+    if let Some((active, top_k, experts)) = active {
+        writeln!(
+            out,
+            "{active} active per token (top-{top_k} of {experts} routed experts)"
+        )?;
+    }
     Ok(())
 }

@@ -30,8 +30,9 @@ pub struct TrainArgs {
     /// layers) or `qwen35` (blocks of GDN, GDN, GDN, gated attention).
     #[arg(long, default_value = "llama", value_name = "NAME")]
     pub model: ModelName,
-    /// The model's config (llama only): a built-in name (`tiny`, `llama3-8b`) or a TOML
-    /// file (fields as in `examples/configs/llama-tiny.toml`; an unknown field is an error).
+    /// The model's config (llama, qwen35): a built-in name (`tiny`, `llama3-8b`;
+    /// `tiny`, `qwen35-35b-a3b`) or a TOML file (fields as in
+    /// `examples/configs/llama-tiny.toml`, `qwen35-tiny.toml`; an unknown field is an error).
     #[arg(long, value_name = "NAME|PATH")]
     pub config: Option<String>,
     /// Plugin and devices.
