@@ -13,7 +13,9 @@
 //!
 //! let m = model::<Qwen35Tiny>(&Qwen35Config::tiny())?;
 //! assert_eq!(m.kinds.len(), 2);
-//! assert!(model::<Qwen35Tiny>(&Qwen35Config::qwen35_35b_a3b()).is_err());
+//! // The depth is the config's; one the block pattern cannot hold is refused, naming it.
+//! let e = model::<Qwen35Tiny>(&Qwen35Config { layers: 6, ..Qwen35Config::tiny() }).unwrap_err();
+//! assert!(e.to_string().starts_with("`Qwen35Config.layers` is 6, which is not a positive multiple of the block's 4 sub-layers"), "{e}");
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
@@ -432,7 +434,7 @@ impl Forward for Attention<Tensor> {
 /// The tiny config's stack: 2 blocks of `[GDN, GDN, GDN, attention]`.
 #[layer_stack(
     block = [Gdn, Gdn, Gdn, Attention],
-    layers = 8,
+    layers = cfg.layers,
     prefetch_fsdp_weights,
     defer_grad_reduce_scatter,
 )]
@@ -443,7 +445,7 @@ pub struct Qwen35Tiny;
 /// cannot express and ours must.
 #[layer_stack(
     block = [Attention, Gdn, Gdn, Gdn],
-    layers = 8,
+    layers = cfg.layers,
     prefetch_fsdp_weights,
     defer_grad_reduce_scatter,
 )]
@@ -453,7 +455,7 @@ pub struct Qwen35AttentionFirst;
 /// Qwen3.5-35B-A3B's stack: 10 blocks of `[GDN, GDN, GDN, attention]`.
 #[layer_stack(
     block = [Gdn, Gdn, Gdn, Attention],
-    layers = 40,
+    layers = cfg.layers,
     prefetch_fsdp_weights,
     defer_grad_reduce_scatter,
 )]
@@ -461,18 +463,8 @@ pub struct Qwen35AttentionFirst;
 pub struct Qwen35Full;
 
 /// The model with stack `S`: tokens and next-token labels `[batch_per_device, seq]` per
-/// device. Fails with a typed error when the config's depth is not the stack's.
+/// device. Fails with a typed error when the config's depth does not fit the stack's block.
 pub fn model<S: LayerStack<Config = Qwen35Config>>(c: &Qwen35Config) -> Result<StackModel> {
-    if c.layers != S::LAYERS {
-        return Err(Error::InvalidOp {
-            op: "qwen35",
-            message: format!(
-                "the config has {} layers for a stack of {}",
-                c.layers,
-                S::LAYERS
-            ),
-        });
-    }
     c.moe().router.validate()?;
     let o = crate::llama::outer(&c.outer())?;
     S::stack_model(c, o.activation, o.inputs, o.params, o.pre, o.post)
@@ -495,8 +487,11 @@ pub fn tiny_model() -> Result<StackModel> {
 pub fn describe_plans(options: stackscan::plan::PlanOptions) -> Result<String> {
     let mut out = String::new();
     for (name, stack) in [
-        ("tiny", Qwen35Tiny::stack()?),
-        ("Qwen3.5-35B-A3B", Qwen35Full::stack()?),
+        ("tiny", Qwen35Tiny::stack(&Qwen35Config::tiny())?),
+        (
+            "Qwen3.5-35B-A3B",
+            Qwen35Full::stack(&Qwen35Config::qwen35_35b_a3b())?,
+        ),
     ] {
         let plan = stackscan::plan::Plan::new(&stack, options)?;
         out.push_str(&format!(

@@ -71,11 +71,11 @@ fn plans_print_the_seed_notation() {
     let fwd = "[GDN 0, GDN 1] → [GDN 2] → [attention]";
     let bwd = "[attention] → [GDN 2] → [GDN 1] → [GDN 0]";
     assert_eq!(
-        Qwen35Tiny::plan_notation().unwrap(),
+        Qwen35Tiny::plan_notation(&Qwen35Config::tiny()).unwrap(),
         (format!("{fwd} → {fwd}"), format!("{bwd} → {bwd}"))
     );
     assert_eq!(
-        Qwen35Full::plan_notation().unwrap(),
+        Qwen35Full::plan_notation(&Qwen35Config::qwen35_35b_a3b()).unwrap(),
         (
             format!("{{{fwd}}} × 9 → {fwd}"),
             format!("{bwd} → {{{bwd}}} × 8 → {bwd}")
@@ -84,7 +84,7 @@ fn plans_print_the_seed_notation() {
     let fwd = "[attention] → [GDN 1, GDN 2] → [GDN 3]";
     let bwd = "[GDN 3] → [GDN 2] → [GDN 1] → [attention]";
     assert_eq!(
-        Qwen35AttentionFirst::plan_notation().unwrap(),
+        Qwen35AttentionFirst::plan_notation(&Qwen35Config::tiny()).unwrap(),
         (format!("{fwd} → {fwd}"), format!("{bwd} → {bwd}"))
     );
 }

@@ -41,9 +41,6 @@ pub(crate) struct StackMember {
     pub(crate) field: Ident,
     /// `Layers<S>` as written.
     pub(crate) ty: Type,
-    /// `layers = <expr>` and the config field it reads, as errors name it
-    /// (`LlamaConfig.layers`).
-    pub(crate) layers: Option<(Expr, String)>,
 }
 
 /// A validated `#[input(...)]` field.
@@ -193,14 +190,9 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
                     format!("a model has one stack field; `{first}` is it already"),
                 );
             }
-            let layers = stack
-                .layers
-                .as_ref()
-                .map(|e| (e.clone(), depth_name(e, input.config.as_ref())));
             params.push(Member::Stack(StackMember {
                 field: f.ident.clone(),
                 ty: f.ty.clone(),
-                layers,
             }));
             continue;
         }
@@ -376,7 +368,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
         if !params.iter().any(|m| matches!(m, Member::Stack(_))) && has_fields {
             errors.error_spanned_by(
                 &input.ident,
-                "a model needs its stack as a field: `#[stack(layers = cfg.layers)] layers: Layers<MyStack>`",
+                "a model needs its stack as a field: `#[stack] layers: Layers<MyStack>`",
             );
         }
         if input.inputs.is_none() && input.has_sublayer_attr && !input.sublayer_attr_malformed {
@@ -421,29 +413,6 @@ fn is_type_param(ty: &Type, t: &Ident) -> bool {
         Type::Paren(p) => is_type_param(&p.elem, t),
         Type::Path(p) => p.qself.is_none() && p.path.is_ident(t),
         _ => false,
-    }
-}
-
-/// How an error names the depth a `#[stack(layers = …)]` reads: `Config.field` for
-/// `cfg.field`, else the expression as written.
-fn depth_name(expr: &Expr, config: Option<&Type>) -> String {
-    let config_name = match config {
-        Some(Type::Path(p)) => p.path.segments.last().map(|s| s.ident.unraw().to_string()),
-        _ => None,
-    };
-    match (expr, config_name) {
-        (
-            Expr::Field(syn::ExprField {
-                base,
-                member: syn::Member::Named(field),
-                ..
-            }),
-            Some(config),
-        ) if matches!(&**base, Expr::Path(p) if p.path.is_ident(crate::sublayer::expand::CONFIG_BINDING)) =>
-        {
-            format!("{config}.{}", field.unraw())
-        }
-        _ => quote::ToTokens::to_token_stream(expr).to_string(),
     }
 }
 

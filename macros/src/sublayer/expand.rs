@@ -407,14 +407,6 @@ fn model_impl(model: &Model, outer_specs: TokenStream) -> TokenStream {
     let inputs = inputs
         .as_ref()
         .map(|i| quote_spanned!(i.span()=> type Inputs = #i<#p::Tensor>;));
-    let depth = match &stack.layers {
-        Some((expr, name)) => quote_spanned! {expr.span()=>
-            let __stackscan_depth: usize = #expr;
-            #p::Some((#name, __stackscan_depth))
-        },
-        None => quote!(#p::None),
-    };
-    let cfg = syn::Ident::new(CONFIG_BINDING, Span::call_site());
     let config_item = quote_spanned!(config.span()=> type Config = #config;);
     quote! {
         #[automatically_derived]
@@ -429,11 +421,6 @@ fn model_impl(model: &Model, outer_specs: TokenStream) -> TokenStream {
             #inputs
 
             #outer_specs
-
-            fn depth(#cfg: &Self::Config) -> #p::Option<(&'static str, usize)> {
-                let _ = #cfg;
-                #depth
-            }
         }
     }
 }
