@@ -215,15 +215,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
                     ),
                 );
             }
-            let name = f.ident.unraw().to_string();
-            if let Some(first) = names.get(&name) {
-                errors.error_spanned_by(
-                    &f.ident,
-                    format!("duplicate parameter name `{name}`; field `{first}` has it already"),
-                );
-            } else {
-                names.insert(name.clone(), f.ident.clone());
-            }
+            let name = claim_name(f, "parameter", &mut names, errors);
             params.push(Member::Module(SubModule {
                 field: f.ident.clone(),
                 name,
@@ -243,29 +235,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
                 format!("a parameter field has the struct's value type `{t}`; a field of another type is a sub-module, marked `#[module]`"),
             );
         }
-        let pname = f
-            .name
-            .as_ref()
-            .map(syn::LitStr::value)
-            .unwrap_or_else(|| f.ident.unraw().to_string());
-        if let Some(lit) = f.name.as_ref().filter(|l| l.value().is_empty()) {
-            errors.error_spanned_by(
-                lit,
-                format!(
-                    "the parameter name of `{}` is empty; write a name or drop `name` to use the field's",
-                    f.ident
-                ),
-            );
-        }
-        if let Some(first) = names.get(&pname) {
-            let msg = format!("duplicate parameter name `{pname}`; field `{first}` has it already");
-            match &f.name {
-                Some(lit) => errors.error_spanned_by(lit, msg),
-                None => errors.error_spanned_by(&f.ident, msg),
-            }
-        } else {
-            names.insert(pname.clone(), f.ident.clone());
-        }
+        let pname = claim_name(f, "parameter", &mut names, errors);
         let Some(attr) = &f.attr else {
             errors.error_spanned_by(
                 &f.ident,
@@ -416,6 +386,41 @@ fn is_type_param(ty: &Type, t: &Ident) -> bool {
     }
 }
 
+/// The name field `f` gives its parameter, sub-module or input (`what`): its `name = "…"`, or
+/// the field's own without `r#`; an empty or repeated name is reported, at the literal when
+/// one is written.
+fn claim_name(
+    f: &parse::Field,
+    what: &str,
+    names: &mut HashMap<String, Ident>,
+    errors: &mut Errors,
+) -> String {
+    let name = f
+        .name
+        .as_ref()
+        .map(syn::LitStr::value)
+        .unwrap_or_else(|| f.ident.unraw().to_string());
+    if let Some(lit) = f.name.as_ref().filter(|l| l.value().is_empty()) {
+        errors.error_spanned_by(
+            lit,
+            format!(
+                "the {what} name of `{}` is empty; write a name or drop `name` to use the field's",
+                f.ident
+            ),
+        );
+    }
+    if let Some(first) = names.get(&name) {
+        let msg = format!("duplicate {what} name `{name}`; field `{first}` has it already");
+        match &f.name {
+            Some(lit) => errors.error_spanned_by(lit, msg),
+            None => errors.error_spanned_by(&f.ident, msg),
+        }
+    } else {
+        names.insert(name.clone(), f.ident.clone());
+    }
+    name
+}
+
 /// A field of an inputs struct: `#[input(shape = [...], dtype = <type>)]` on a value-type field.
 fn input_field(
     f: &parse::Field,
@@ -431,22 +436,7 @@ fn input_field(
             format!("an input field has the struct's value type `{t}`"),
         );
     }
-    let name = f
-        .name
-        .as_ref()
-        .map(syn::LitStr::value)
-        .unwrap_or_else(|| f.ident.unraw().to_string());
-    if let Some(lit) = f.name.as_ref().filter(|l| l.value().is_empty()) {
-        errors.error_spanned_by(lit, format!("the input name of `{}` is empty", f.ident));
-    }
-    if let Some(first) = names.get(&name) {
-        errors.error_spanned_by(
-            &f.ident,
-            format!("duplicate input name `{name}`; field `{first}` has it already"),
-        );
-    } else {
-        names.insert(name.clone(), f.ident.clone());
-    }
+    let name = claim_name(f, "input", names, errors);
     let Some(attr) = &f.input else {
         errors.error_spanned_by(
             &f.ident,

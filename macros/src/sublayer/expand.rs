@@ -7,7 +7,7 @@ use syn::spanned::Spanned;
 
 use super::check::{Init, InputMember, Member, Model, Param, Stub};
 use super::parse::Derive;
-use crate::private;
+use crate::{private, respan};
 
 /// The name the shape and init expressions see the config by.
 pub(crate) const CONFIG_BINDING: &str = "cfg";
@@ -216,18 +216,6 @@ fn on_tensor(ty: &syn::Type, value_ty: &syn::Ident) -> TokenStream {
     // On the field's span, so an error about the substituted type lands on the field.
     let tensor = respan(quote!(#p::Tensor), ty.span());
     replace(ty.to_token_stream(), value_ty, &tensor)
-}
-
-/// `tokens` (a path of ours, without groups) spanned at `span`: an error about the item it
-/// names then points at the user's tokens there.
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|mut tree| {
-            tree.set_span(span);
-            tree
-        })
-        .collect()
 }
 
 /// Impls for an invalid declaration: the same types, bodies that do nothing, so the

@@ -26,13 +26,8 @@ pub(super) fn stack_attr(attr: &syn::Attribute, errors: &mut Errors) -> StackAtt
     let out = StackAttr {
         path: attr.path().clone(),
     };
-    let tokens = match &attr.meta {
-        syn::Meta::Path(_) => return out,
-        syn::Meta::List(list) => list.tokens.clone(),
-        syn::Meta::NameValue(nv) => {
-            errors.error_spanned_by(nv, "expected `#[stack]` on the stack field");
-            return out;
-        }
+    let Some(tokens) = options(attr, "`#[stack]` on the stack field", errors) else {
+        return out;
     };
     for arg in args::split(tokens, errors) {
         let message = match arg.key.to_string().as_str() {
@@ -52,16 +47,12 @@ pub(super) fn stack_attr(attr: &syn::Attribute, errors: &mut Errors) -> StackAtt
 /// A field's `#[module]` or `#[module(config = <expr>)]`.
 pub(super) fn module_attr(attr: &syn::Attribute, errors: &mut Errors) -> ModuleAttr {
     let mut out = ModuleAttr { config: None };
-    let tokens = match &attr.meta {
-        syn::Meta::Path(_) => return out,
-        syn::Meta::List(list) => list.tokens.clone(),
-        syn::Meta::NameValue(nv) => {
-            errors.error_spanned_by(
-                nv,
-                "expected `#[module]` or `#[module(config = <expr>)]` on a sub-module field",
-            );
-            return out;
-        }
+    let Some(tokens) = options(
+        attr,
+        "`#[module]` or `#[module(config = <expr>)]` on a sub-module field",
+        errors,
+    ) else {
+        return out;
     };
     for arg in args::split(tokens, errors) {
         match arg.key.to_string().as_str() {
@@ -82,4 +73,21 @@ pub(super) fn module_attr(attr: &syn::Attribute, errors: &mut Errors) -> ModuleA
         }
     }
     out
+}
+
+/// The options inside a field attribute that may also stand alone: `#[attr(...)]`'s tokens;
+/// `None` for a bare `#[attr]`, and for `#[attr = …]`, reported as not the `expected` form.
+fn options(
+    attr: &syn::Attribute,
+    expected: &str,
+    errors: &mut Errors,
+) -> Option<proc_macro2::TokenStream> {
+    match &attr.meta {
+        syn::Meta::Path(_) => None,
+        syn::Meta::List(list) => Some(list.tokens.clone()),
+        syn::Meta::NameValue(nv) => {
+            errors.error_spanned_by(nv, format!("expected {expected}"));
+            None
+        }
+    }
 }
