@@ -99,13 +99,13 @@ pub(crate) struct Stub {
     /// `None`: missing; the stub names a placeholder marker.
     pub(crate) carry: Option<Type>,
     pub(crate) fields: Vec<Ident>,
+    /// A model's first `#[stack]` field's type (`Layers<S>`), if it has one.
+    pub(crate) stack: Option<Type>,
+    /// A model's `inputs = Type`, if written.
+    pub(crate) inputs: Option<Type>,
 }
 
 /// The outcome of [`check`].
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one value per macro invocation, moved once"
-)]
 pub(crate) enum Checked {
     Valid(Model),
     /// Errors were recorded; the stub's bodies read no fields, so an enum, a tuple struct or a
@@ -370,6 +370,11 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
             generics: input.generics,
             config,
             carry,
+            stack: fields
+                .iter()
+                .find(|f| f.stack.is_some())
+                .map(|f| f.ty.clone()),
+            inputs: input.inputs,
             fields: fields.into_iter().map(|f| f.ident).collect(),
         }),
     }

@@ -232,6 +232,8 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
         config,
         carry,
         fields,
+        stack,
+        inputs,
     } = stub;
     let type_name = ident.unraw().to_string();
     let identity = identity(ident);
@@ -243,6 +245,10 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
     let missing_carry = format_ident!("NoCarryInSublayerAttribute");
     let invalid_params = format_ident!("__StackscanInvalidParams");
     let of = format_ident!("__StackscanValue");
+    let config_ty = match config {
+        Some(config) => config.to_token_stream(),
+        None => quote!(#missing_config),
+    };
     let (config, config_placeholder) = match config {
         Some(config) => (quote_spanned!(config.span()=> type Config = #config;), None),
         None => (
@@ -315,9 +321,7 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
                 }
             }
         },
-        // A model stub would need a stack type; its `Params` alone keeps uses of its fields
-        // quiet.
-        Derive::Model => TokenStream::new(),
+        Derive::Model => model_stub(stub, &config, &config_ty, stack.as_ref(), inputs.as_ref()),
         Derive::Inputs => quote! {
             #[automatically_derived]
             impl #impl_generics #p::Inputs for #self_ty #sublayer_where {
@@ -361,6 +365,133 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
                 #struct_params
             }
         };
+    }
+}
+
+/// The `Model` impl of an invalid model declaration, so its `ModelForward` impl and its uses
+/// (`stack_model::<M>`) add no errors: the stack and the inputs as written, or placeholders
+/// whose names say what is missing; no parameters.
+fn model_stub(
+    stub: &Stub,
+    config: &TokenStream,
+    config_ty: &TokenStream,
+    stack: Option<&syn::Type>,
+    inputs: Option<&syn::Type>,
+) -> TokenStream {
+    let p = private();
+    let Stub {
+        ident,
+        value_ty,
+        generics,
+        ..
+    } = stub;
+    let (impl_generics, self_ty) = match value_ty {
+        Some(t) => over_tensor(ident, t, generics),
+        None => {
+            let (impl_generics, ty_generics, _) = generics.split_for_impl();
+            (impl_generics.to_token_stream(), quote!(#ident #ty_generics))
+        }
+    };
+    let where_clause = generics.where_clause.as_ref().map(|w| &w.predicates);
+    let no_stack = format_ident!("NoStackFieldInModel");
+    let no_inputs = format_ident!("NoInputsInModelAttribute");
+    let (stack_item, stack_bounds, stack_placeholder) = match stack {
+        Some(ty) => {
+            let ty = match value_ty {
+                Some(t) => on_tensor(ty, t),
+                None => ty.to_token_stream(),
+            };
+            let of = quote!(<#ty as #p::StackField>::Stack);
+            (
+                quote!(type Stack = #of;),
+                quote!(#ty: #p::StackField, #of: #p::LayerStack<Config = #config_ty>,),
+                None,
+            )
+        }
+        None => (
+            quote!(type Stack = #no_stack;),
+            TokenStream::new(),
+            Some(quote! {
+                pub enum #no_stack {}
+
+                #[automatically_derived]
+                impl #p::LayerStack for #no_stack {
+                    type Config = #config_ty;
+                    const OPTIONS: #p::PlanOptions = #p::PlanOptions {
+                        prefetch_fsdp_weights: false,
+                        defer_grad_reduce_scatter: false,
+                        unroll: 2,
+                        scheduling_tags: true,
+                    };
+
+                    fn stack(_: &Self::Config) -> #p::Result<#p::Stack> {
+                        #p::Err(#p::invalid_stack("model without a stack field"))
+                    }
+
+                    fn kinds(_: &Self::Config) -> #p::Vec<#p::LayerKind> {
+                        #p::Vec::new()
+                    }
+                }
+            }),
+        ),
+    };
+    let (inputs_item, inputs_placeholder) = match inputs {
+        Some(i) => (
+            quote_spanned!(i.span()=> type Inputs = #i<#p::Tensor>;),
+            None,
+        ),
+        None => (
+            quote!(type Inputs = #no_inputs;),
+            Some(quote! {
+                pub enum #no_inputs {}
+
+                #[automatically_derived]
+                impl #p::Params<#p::Tensor> for #no_inputs {
+                    const LEN: usize = 0;
+
+                    fn from_values(_: #p::Vec<#p::Tensor>) -> #p::Result<Self> {
+                        #p::Err(#p::invalid_declaration("model inputs"))
+                    }
+
+                    fn into_values(self) -> #p::Vec<#p::Tensor> {
+                        match self {}
+                    }
+
+                    fn values(&self) -> #p::Vec<&#p::Tensor> {
+                        match *self {}
+                    }
+                }
+
+                #[automatically_derived]
+                impl #p::Inputs for #no_inputs {
+                    type Config = #config_ty;
+
+                    fn input_specs(_: &Self::Config) -> #p::Vec<#p::InputSpec> {
+                        #p::Vec::new()
+                    }
+                }
+            }),
+        ),
+    };
+    quote! {
+        #stack_placeholder
+        #inputs_placeholder
+
+        #[automatically_derived]
+        impl #impl_generics #p::Model for #self_ty
+        where
+            Self: 'static + #p::Params<#p::Tensor>,
+            #stack_bounds
+            #where_clause
+        {
+            #config
+            #stack_item
+            #inputs_item
+
+            fn outer_specs(_: &Self::Config) -> #p::Vec<#p::ParamSpec> {
+                #p::Vec::new()
+            }
+        }
     }
 }
 
