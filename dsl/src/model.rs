@@ -5,6 +5,11 @@
 //! embedding before the stack and the loss after it — and [`stack_model`] lowers the whole
 //! to the run-time [`StackModel`] the trainer takes, with the stack's options.
 //!
+//! The depth is the stack's, written once on its attribute (`#[layer_stack(..., layers =
+//! cfg.layers)]`) and checked here when the model is built; the `#[stack]` field only names
+//! the stack. It lives on the stack rather than the field because a stack is planned, printed
+//! and priced without a model (`S::plan(&cfg)`).
+//!
 //! The forward is two methods, not one function calling the stack, because the stack runs in
 //! the planner's loops between them and the two outer parts are differentiated separately: a
 //! single traced function would put the embedding into the head's program too.

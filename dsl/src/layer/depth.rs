@@ -144,7 +144,17 @@ pub(crate) fn message(
 
 #[cfg(test)]
 mod tests {
-    use super::message;
+    use super::{message, short_name};
+
+    #[test]
+    fn types_are_named_by_their_last_segment() {
+        assert_eq!(
+            short_name("stackscan_examples::llama::LlamaConfig"),
+            "LlamaConfig"
+        );
+        assert_eq!(short_name("a::Cfg<b::Inner, c::D>"), "Cfg");
+        assert_eq!(short_name("Cfg"), "Cfg");
+    }
 
     #[test]
     fn messages_name_the_field_and_the_pattern() {

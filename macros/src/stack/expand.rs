@@ -167,29 +167,39 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
 /// The impl of a stack whose declaration has errors that leave no model (no block): every
 /// item exists so uses of the model type-check, and nothing runs (the build fails).
 pub(crate) fn expand_stub(ident: &syn::Ident) -> TokenStream {
-    let p = private();
     let name = syn::ext::IdentExt::unraw(ident).to_string();
+    let stub = stub_impl(&quote!(#ident), &quote!(()), &name);
     quote! {
         const _: () = {
-            #[automatically_derived]
-            impl #p::LayerStack for #ident {
-                type Config = ();
-                const OPTIONS: #p::PlanOptions = #p::PlanOptions {
-                    prefetch_fsdp_weights: false,
-                    defer_grad_reduce_scatter: false,
-                    unroll: 2,
-                    scheduling_tags: true,
-                };
-
-                fn stack(_: &Self::Config) -> #p::Result<#p::Stack> {
-                    #p::Err(#p::invalid_stack(#name))
-                }
-
-                fn kinds(_: &Self::Config) -> #p::Vec<#p::LayerKind> {
-                    #p::Vec::new()
-                }
-            }
+            #stub
         };
+    }
+}
+
+/// A `LayerStack` impl for `self_ty` over `config` that builds nothing: `stack()` is the error
+/// of an invalid declaration named `name` (never called: the build has failed). Also the
+/// placeholder stack of a model declared without a stack field.
+pub(crate) fn stub_impl(self_ty: &TokenStream, config: &TokenStream, name: &str) -> TokenStream {
+    let p = private();
+    quote! {
+        #[automatically_derived]
+        impl #p::LayerStack for #self_ty {
+            type Config = #config;
+            const OPTIONS: #p::PlanOptions = #p::PlanOptions {
+                prefetch_fsdp_weights: false,
+                defer_grad_reduce_scatter: false,
+                unroll: 2,
+                scheduling_tags: true,
+            };
+
+            fn stack(_: &Self::Config) -> #p::Result<#p::Stack> {
+                #p::Err(#p::invalid_stack(#name))
+            }
+
+            fn kinds(_: &Self::Config) -> #p::Vec<#p::LayerKind> {
+                #p::Vec::new()
+            }
+        }
     }
 }
 

@@ -309,21 +309,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
         };
         let dtype = match &f.dtype {
             None => "F32",
-            Some(d) => match d.to_string().as_str() {
-                "f32" => "F32",
-                "bf16" => "BF16",
-                "f64" => "F64",
-                other => {
-                    errors.error_spanned_by(
-                        d,
-                        format!(
-                            "unsupported parameter element type `{other}`; expected {}",
-                            args::one_of(parse::DTYPES)
-                        ),
-                    );
-                    "F32"
-                }
-            },
+            Some(d) => dtype_variant(d, parse::DTYPES, "parameter", errors).unwrap_or("F32"),
         };
         params.push(Member::Param(Param {
             field: f.ident.clone(),
@@ -426,6 +412,36 @@ fn claim_name(
     name
 }
 
+/// The `DType` variant of element type `d` if it is one of `allowed`; else an error naming
+/// `what` (`parameter`, `input`) and the choices.
+fn dtype_variant(
+    d: &Ident,
+    allowed: &[&str],
+    what: &str,
+    errors: &mut Errors,
+) -> Option<&'static str> {
+    let name = d.to_string();
+    let variant = match name.as_str() {
+        "i32" => "I32",
+        "i64" => "I64",
+        "f32" => "F32",
+        "bf16" => "BF16",
+        "f64" => "F64",
+        _ => "",
+    };
+    if variant.is_empty() || !allowed.contains(&name.as_str()) {
+        errors.error_spanned_by(
+            d,
+            format!(
+                "unsupported {what} element type `{name}`; expected {}",
+                args::one_of(allowed)
+            ),
+        );
+        return None;
+    }
+    Some(variant)
+}
+
 /// A field of an inputs struct: `#[input(shape = [...], dtype = <type>)]` on a value-type field.
 fn input_field(
     f: &parse::Field,
@@ -464,7 +480,7 @@ fn input_field(
         }
         return None;
     };
-    let dtype = match f.dtype.as_ref().map(|d| (d, d.to_string())) {
+    let dtype = match &f.dtype {
         None => {
             errors.error_spanned_by(
                 attr,
@@ -476,23 +492,7 @@ fn input_field(
             );
             return None;
         }
-        Some((d, name)) => match name.as_str() {
-            "i32" => "I32",
-            "i64" => "I64",
-            "f32" => "F32",
-            "bf16" => "BF16",
-            "f64" => "F64",
-            other => {
-                errors.error_spanned_by(
-                    d,
-                    format!(
-                        "unsupported input element type `{other}`; expected {}",
-                        args::one_of(parse::INPUT_DTYPES)
-                    ),
-                );
-                return None;
-            }
-        },
+        Some(d) => dtype_variant(d, parse::INPUT_DTYPES, "input", errors)?,
     };
     Some(InputMember {
         field: f.ident.clone(),

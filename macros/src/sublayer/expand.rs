@@ -408,32 +408,18 @@ fn model_stub(
                 None,
             )
         }
-        None => (
-            quote!(type Stack = #no_stack;),
-            TokenStream::new(),
+        None => (quote!(type Stack = #no_stack;), TokenStream::new(), {
+            let stub = crate::stack::expand::stub_impl(
+                &quote!(#no_stack),
+                config_ty,
+                "model without a stack field",
+            );
             Some(quote! {
                 pub enum #no_stack {}
 
-                #[automatically_derived]
-                impl #p::LayerStack for #no_stack {
-                    type Config = #config_ty;
-                    const OPTIONS: #p::PlanOptions = #p::PlanOptions {
-                        prefetch_fsdp_weights: false,
-                        defer_grad_reduce_scatter: false,
-                        unroll: 2,
-                        scheduling_tags: true,
-                    };
-
-                    fn stack(_: &Self::Config) -> #p::Result<#p::Stack> {
-                        #p::Err(#p::invalid_stack("model without a stack field"))
-                    }
-
-                    fn kinds(_: &Self::Config) -> #p::Vec<#p::LayerKind> {
-                        #p::Vec::new()
-                    }
-                }
-            }),
-        ),
+                #stub
+            })
+        }),
     };
     let (inputs_item, inputs_placeholder) = match inputs {
         Some(i) => (
