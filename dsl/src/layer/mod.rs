@@ -221,6 +221,7 @@ pub trait LayerStack: 'static {
 }
 
 mod depth;
+pub use depth::CountValue;
 pub(crate) use depth::message as depth_message;
 #[doc(hidden)]
 pub mod private;
