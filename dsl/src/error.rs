@@ -77,21 +77,22 @@ pub enum Error {
         /// The valid values, in words (`a finite number > 0`).
         expected: &'static str,
     },
-    /// A config's depth field disagrees with the layer count a `#[layer_stack]` declares.
-    #[error(
-        "`{field}` is {config}, but the stack `{stack}` declares {declared} layers ({repeat} repeats of its block pattern)"
-    )]
-    DepthMismatch {
+    /// A stack's depth read from its config does not fit the stack's block pattern.
+    #[error("{}", crate::layer::depth_message(stack, field, key, *value, *prefix, *block))]
+    Depth {
         /// The stack type.
         stack: &'static str,
-        /// The config field holding the depth, as the user spells it (`LlamaConfig.layers`).
-        field: &'static str,
+        /// What holds the depth, as the user spells it (`LlamaConfig.layers`), or the
+        /// count expression as written.
+        field: String,
+        /// The count written: `layers` (prefix included) or `repeat` (blocks).
+        key: &'static str,
         /// The config's value.
-        config: usize,
-        /// The stack's layer count (prefix included).
-        declared: usize,
-        /// How often the stack's block repeats.
-        repeat: usize,
+        value: i128,
+        /// The prefix's length in sub-layers.
+        prefix: usize,
+        /// The block's length in sub-layers.
+        block: usize,
     },
     /// Reverse-mode differentiation is not defined for this use of an op.
     #[error("`{op}` cannot be differentiated: {reason}")]

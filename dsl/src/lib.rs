@@ -54,7 +54,7 @@ pub use emit::{Alias, Program, Sharding};
 pub use error::{Error, Result};
 pub use ir::{Axis, DotDims, Function, TriangularSolve};
 #[doc(hidden)]
-pub use layer::__private;
+pub use layer::private as __private;
 pub use layer::{Forward, LayerStack, SubLayer};
 pub use mesh::Mesh;
 pub use model::{Inputs, Model};

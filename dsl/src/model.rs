@@ -5,6 +5,11 @@
 //! embedding before the stack and the loss after it — and [`stack_model`] lowers the whole
 //! to the run-time [`StackModel`] the trainer takes, with the stack's options.
 //!
+//! The depth is the stack's, written once on its attribute (`#[layer_stack(..., layers =
+//! cfg.layers)]`) and checked here when the model is built; the `#[stack]` field only names
+//! the stack. It lives on the stack rather than the field because a stack is planned, printed
+//! and priced without a model (`S::plan(&cfg)`).
+//!
 //! The forward is two methods, not one function calling the stack, because the stack runs in
 //! the planner's loops between them and the two outer parts are differentiated separately: a
 //! single traced function would put the embedding into the head's program too.
@@ -30,7 +35,8 @@
 //!         h.add(&h.matmul(&self.w)?.tanh()?)
 //!     }
 //! }
-//! #[layer_stack(block = [Mlp], layers = 3, prefetch_fsdp_weights)]
+//! // The depth is written once, here: one stack type for every depth.
+//! #[layer_stack(block = [Mlp], layers = cfg.layers, prefetch_fsdp_weights)]
 //! pub struct Deep;
 //!
 //! #[derive(Inputs)]
@@ -47,7 +53,7 @@
 //! pub struct Tiny<T> {
 //!     #[param(shape = [cfg.vocab, cfg.d], shard = 0)]
 //!     embed: T,
-//!     #[stack(layers = cfg.layers)]
+//!     #[stack]
 //!     layers: Layers<Deep>,
 //!     #[param(shape = [cfg.d, cfg.vocab], shard = 0)]
 //!     head: T,
@@ -68,9 +74,13 @@
 //! assert_eq!(names, ["embed", "head", "layers.w"]);
 //! assert_eq!(m.activation.dims, [4, 8]);
 //! assert!(options.prefetch_fsdp_weights);
-//! // The depth is validated once, against the config field the attribute names.
-//! let e = stack_model::<Tiny<Tensor>>(&Cfg { layers: 4, ..cfg }).unwrap_err();
-//! assert_eq!(e.to_string(), "`Cfg.layers` is 4, but the stack `Deep` declares 3 layers (3 repeats of its block pattern)");
+//! assert_eq!(m.stack.len(), 3);
+//! // The depth is validated once, when the model is built, naming the field.
+//! let e = stack_model::<Tiny<Tensor>>(&Cfg { layers: 0, ..cfg }).unwrap_err();
+//! assert_eq!(
+//!     e.to_string(),
+//!     "`Cfg.layers` is 0, which is not a positive multiple of the block's 1 sub-layer (stack `Deep`); the smallest is 1"
+//! );
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
@@ -160,10 +170,6 @@ pub trait Model: Params<Tensor> + 'static {
     /// The parameters outside the stack, in declaration order, named by their path.
     fn outer_specs(cfg: &Self::Config) -> Vec<ParamSpec>;
 
-    /// The config field holding the depth (`LlamaConfig.layers`) and its value, if the
-    /// `#[stack]` attribute names one.
-    fn depth(cfg: &Self::Config) -> Option<(&'static str, usize)>;
-
     /// The plan options of the stack's attribute.
     fn options() -> PlanOptions {
         <Self::Stack as LayerStack>::OPTIONS
@@ -192,12 +198,11 @@ pub trait ModelForward: Model {
 }
 
 /// The run-time model of `M` for `cfg` and the options of its stack's attribute: the depth
-/// checked once, the inputs and outer parameters from the declarations, the activation
-/// between layers from tracing `embed`.
+/// (the stack's, read from `cfg` when its attribute says so) checked once, the inputs and
+/// outer parameters from the declarations, the activation between layers from tracing
+/// `embed`.
 pub fn stack_model<M: ModelForward>(cfg: &M::Config) -> Result<(StackModel, PlanOptions)> {
-    if let Some((field, layers)) = M::depth(cfg) {
-        M::Stack::check_depth(field, layers)?;
-    }
+    let stack = M::Stack::stack(cfg)?;
     M::check(cfg)?;
     let inputs = <M::Inputs as Inputs>::input_specs(cfg);
     let outer_params = M::outer_specs(cfg);
@@ -213,7 +218,7 @@ pub fn stack_model<M: ModelForward>(cfg: &M::Config) -> Result<(StackModel, Plan
     };
     let (c1, c2) = (cfg.clone(), cfg.clone());
     let model = StackModel {
-        stack: M::Stack::stack()?,
+        stack,
         kinds: M::Stack::kinds(cfg),
         activation,
         inputs,

@@ -7,17 +7,17 @@
 //!
 //! ```
 //! use stackscan::LayerStack;
-//! use stackscan_examples::deepseek3::{DeepSeek3Config, DeepSeek3Full, TinyDeepSeek3, model};
+//! use stackscan_examples::deepseek3::{DeepSeek3Config, DeepSeek3Stack, model};
 //!
 //! assert_eq!(
-//!     TinyDeepSeek3::plan_notation()?.0,
+//!     DeepSeek3Stack::plan_notation(&DeepSeek3Config::tiny())?.0,
 //!     "[D0, D1] → [D2] → [M3 … M6] → [M7]"
 //! );
 //! assert_eq!(
-//!     DeepSeek3Full::plan_notation()?.0,
+//!     DeepSeek3Stack::plan_notation(&DeepSeek3Config::deepseek3())?.0,
 //!     "[D0, D1] → [D2] → [M3 … M59] → [M60]"
 //! );
-//! let m = model::<TinyDeepSeek3>(&DeepSeek3Config::tiny())?;
+//! let m = model::<DeepSeek3Stack>(&DeepSeek3Config::tiny())?;
 //! assert_eq!(m.stack.len(), 8);
 //! let names: Vec<String> = m.parameters().into_iter().map(|p| p.path).collect();
 //! assert!(names.contains(&"layers.D.attn.q_down".to_owned()));
@@ -372,27 +372,17 @@ impl Forward for MoeLayer<Tensor> {
     }
 }
 
-/// The tiny model's stack: 3 dense, then 5 MoE layers.
+/// DeepSeek-V3's stack: 3 dense layers, then MoE layers, as deep as the config says (8 in
+/// the tiny config, 61 in the published one; checked once, when the model is built).
 #[layer_stack(
     prefix = [Dense, Dense, Dense],
     block = [MoeLayer],
-    layers = 8,
+    layers = cfg.layers,
     prefetch_fsdp_weights,
     defer_grad_reduce_scatter,
 )]
 #[derive(Debug)]
-pub struct TinyDeepSeek3;
-
-/// DeepSeek-V3's stack: 3 dense, then 58 MoE layers.
-#[layer_stack(
-    prefix = [Dense, Dense, Dense],
-    block = [MoeLayer],
-    layers = 61,
-    prefetch_fsdp_weights,
-    defer_grad_reduce_scatter,
-)]
-#[derive(Debug)]
-pub struct DeepSeek3Full;
+pub struct DeepSeek3Stack;
 
 /// The model's inputs, declared once: tokens and next-token labels `[batch_per_device, seq]`
 /// per device, both in `0..vocab` (checked on the host).
@@ -407,7 +397,7 @@ pub struct Tokens<T> {
     pub labels: T,
 }
 
-/// The whole DeepSeek-V3-style model with stack `S` ([`TinyDeepSeek3`], [`DeepSeek3Full`]):
+/// The whole DeepSeek-V3-style model with stack `S` ([`DeepSeek3Stack`]):
 /// the embedding, the stack, the final norm and the LM head, in the order they run. The
 /// config's `layers` must be the stack's depth and `dense_layers` its prefix; both are
 /// checked once, when the model is built.
@@ -418,7 +408,7 @@ pub struct DeepSeek3<T, S> {
     #[param(shape = [cfg.vocab, cfg.d], shard = 0)]
     pub embed: T,
     /// The decoder layers.
-    #[stack(layers = cfg.layers)]
+    #[stack]
     pub layers: Layers<S>,
     /// RMSNorm scale after the stack, `[d]`.
     #[param(shape = [cfg.d], replicated)]
@@ -442,7 +432,7 @@ impl<S: LayerStack<Config = DeepSeek3Config> + 'static> ModelForward for DeepSee
 
     fn check(c: &DeepSeek3Config) -> Result<()> {
         c.validate()?;
-        let prefix = S::stack()?.prefix_len();
+        let prefix = S::stack(c)?.prefix_len();
         if c.dense_layers != prefix {
             return Err(Error::InvalidOp {
                 op: "deepseek3",
@@ -507,17 +497,13 @@ pub fn expert_banks(c: &DeepSeek3Config) -> Vec<String> {
 
 /// The tiny model, as the main job trains it.
 pub fn tiny_model() -> Result<StackModel> {
-    model::<TinyDeepSeek3>(&DeepSeek3Config::tiny())
+    model::<DeepSeek3Stack>(&DeepSeek3Config::tiny())
 }
 
-/// The declared model for a config loaded by name or path, with its attribute's options: the
-/// declared stack of its depth (8 layers: [`TinyDeepSeek3`], 61: [`DeepSeek3Full`]), since a
-/// stack's depth is part of its type; another depth is the depth error naming the field.
+/// The declared model for a config loaded by name or path, with its attribute's options; a
+/// depth the stack cannot hold is the depth error naming the field.
 pub fn for_config(c: &DeepSeek3Config) -> Result<(StackModel, PlanOptions)> {
-    match c.layers {
-        n if n == DeepSeek3Full::LAYERS => declared::<DeepSeek3Full>(c),
-        _ => declared::<TinyDeepSeek3>(c),
-    }
+    declared::<DeepSeek3Stack>(c)
 }
 
 /// The Llama example's synthetic sequences ([`crate::llama::synthetic_batch`]) at this

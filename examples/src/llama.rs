@@ -328,10 +328,10 @@ pub struct Tokens<T> {
     pub labels: T,
 }
 
-/// The whole Llama-style model with stack `S` (a `#[layer_stack]` of [`Decoder`]s:
-/// [`TinyLlama`](crate::llama_macro::TinyLlama), [`Llama3_8b`](crate::llama_macro::Llama3_8b)):
-/// the embedding, the stack, the final norm and the LM head, in the order they run. The
-/// config's `layers` must be the stack's depth; it is checked once, when the model is built.
+/// The whole Llama-style model with stack `S` (a `#[layer_stack]` of [`Decoder`]s,
+/// [`LlamaStack`](crate::llama_macro::LlamaStack), whose depth is `LlamaConfig.layers`): the
+/// embedding, the stack, the final norm and the LM head, in the order they run. The depth is
+/// the stack's, checked once against its block pattern when the model is built.
 #[derive(Debug, Model)]
 #[model(config = LlamaConfig, inputs = Tokens)]
 pub struct Llama<T, S> {
@@ -339,7 +339,7 @@ pub struct Llama<T, S> {
     #[param(shape = [cfg.vocab, cfg.d_model], shard = 0)]
     pub embed: T,
     /// The decoder layers.
-    #[stack(layers = cfg.layers)]
+    #[stack]
     pub layers: Layers<S>,
     /// RMSNorm scale after the stack, `[d]`.
     #[param(shape = [cfg.d_model], replicated)]

@@ -13,12 +13,14 @@
 //!
 //! ```
 //! use stackscan::LayerStack;
-//! use stackscan_examples::qwen35::{Qwen35Config, Qwen35Tiny, model};
+//! use stackscan_examples::qwen35::{Qwen35Config, Qwen35Stack, model};
 //!
-//! let m = model::<Qwen35Tiny>(&Qwen35Config::tiny())?;
+//! let m = model::<Qwen35Stack>(&Qwen35Config::tiny())?;
 //! assert_eq!(m.kinds.len(), 2);
 //! assert!(m.weight_names().contains(&"layers.GDN.mixer.conv".to_string()));
-//! assert!(model::<Qwen35Tiny>(&Qwen35Config::qwen35_35b_a3b()).is_err());
+//! // The depth is the config's; one the block pattern cannot hold is refused, naming it.
+//! let e = model::<Qwen35Stack>(&Qwen35Config { layers: 6, ..Qwen35Config::tiny() }).unwrap_err();
+//! assert!(e.to_string().starts_with("`Qwen35Config.layers` is 6, which is not a positive multiple of the block's 4 sub-layers"), "{e}");
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
@@ -304,36 +306,27 @@ impl Forward for Attention<Tensor> {
     }
 }
 
-/// The tiny config's stack: 2 blocks of `[GDN, GDN, GDN, attention]`.
+/// Qwen3.5's stack: blocks of `[GDN, GDN, GDN, attention]`, as many as the config's depth
+/// holds (2 in the tiny config, 10 in Qwen3.5-35B-A3B's).
 #[layer_stack(
     block = [Gdn, Gdn, Gdn, Attention],
-    layers = 8,
+    layers = cfg.layers,
     prefetch_fsdp_weights,
     defer_grad_reduce_scatter,
 )]
 #[derive(Debug)]
-pub struct Qwen35Tiny;
+pub struct Qwen35Stack;
 
 /// The tiny config with the attention layer first in each block, which MaxText's scan
 /// cannot express and ours must.
 #[layer_stack(
     block = [Attention, Gdn, Gdn, Gdn],
-    layers = 8,
+    layers = cfg.layers,
     prefetch_fsdp_weights,
     defer_grad_reduce_scatter,
 )]
 #[derive(Debug)]
 pub struct Qwen35AttentionFirst;
-
-/// Qwen3.5-35B-A3B's stack: 10 blocks of `[GDN, GDN, GDN, attention]`.
-#[layer_stack(
-    block = [Gdn, Gdn, Gdn, Attention],
-    layers = 40,
-    prefetch_fsdp_weights,
-    defer_grad_reduce_scatter,
-)]
-#[derive(Debug)]
-pub struct Qwen35Full;
 
 /// The model's inputs, declared once: tokens and next-token labels, `[batch_per_device, seq]`
 /// per device, both in `0..vocab` (so bad data is rejected on the host).
@@ -348,8 +341,8 @@ pub struct Tokens<T> {
     pub labels: T,
 }
 
-/// The whole hybrid model with stack `S` ([`Qwen35Tiny`], [`Qwen35AttentionFirst`],
-/// [`Qwen35Full`]): the embedding, the stack, the final norm and the LM head, in the order
+/// The whole hybrid model with stack `S` ([`Qwen35Stack`], [`Qwen35AttentionFirst`],
+/// [`Qwen35Stack`]): the embedding, the stack, the final norm and the LM head, in the order
 /// they run. The config's `layers` must be the stack's depth; it is checked once, when the
 /// model is built.
 #[derive(Debug, Model)]
@@ -359,7 +352,7 @@ pub struct Qwen35<T, S> {
     #[param(shape = [cfg.vocab, cfg.d_model], shard = 0)]
     pub embed: T,
     /// The hybrid layers.
-    #[stack(layers = cfg.layers)]
+    #[stack]
     pub layers: Layers<S>,
     /// RMSNorm scale after the stack, `[d]`.
     #[param(shape = [cfg.d_model], replicated)]
@@ -399,14 +392,10 @@ pub fn declared<S: LayerStack<Config = Qwen35Config> + 'static>(
     stack_model::<Qwen35<Tensor, S>>(c)
 }
 
-/// The declared model for a config loaded by name or path: the declared stack of its depth
-/// (8 layers: [`Qwen35Tiny`], 40: [`Qwen35Full`]), since a stack's depth is part of its
-/// type; any other depth is the typed error of [`Qwen35Tiny`]'s.
+/// The declared model for a config loaded by name or path; a depth the block pattern cannot
+/// hold is the typed error naming the field.
 pub fn for_config(c: &Qwen35Config) -> Result<(StackModel, PlanOptions)> {
-    match c.layers {
-        n if n == Qwen35Full::LAYERS => declared::<Qwen35Full>(c),
-        _ => declared::<Qwen35Tiny>(c),
-    }
+    declared::<Qwen35Stack>(c)
 }
 
 /// Synthetic next-token data as in [`llama::synthetic_batch`](crate::llama::synthetic_batch):
@@ -421,8 +410,11 @@ pub fn synthetic_batch(c: &Qwen35Config, rows: i64, seed: u64) -> (Vec<i32>, Vec
 pub fn describe_plans(options: PlanOptions) -> Result<String> {
     let mut out = String::new();
     for (name, stack) in [
-        ("tiny", Qwen35Tiny::stack()?),
-        ("Qwen3.5-35B-A3B", Qwen35Full::stack()?),
+        ("tiny", Qwen35Stack::stack(&Qwen35Config::tiny())?),
+        (
+            "Qwen3.5-35B-A3B",
+            Qwen35Stack::stack(&Qwen35Config::qwen35_35b_a3b())?,
+        ),
     ] {
         let plan = stackscan::plan::Plan::new(&stack, options)?;
         out.push_str(&format!(

@@ -18,7 +18,7 @@ use crate::deepseek3::{self, DeepSeek3Config};
 use crate::hardware::Hardware;
 use crate::llama::{self, LlamaConfig};
 use crate::predict::{Prediction, predict};
-use crate::qwen35::{self, Qwen35Config, Qwen35Full};
+use crate::qwen35::{self, Qwen35Config, Qwen35Stack};
 
 /// What every prediction assumes beyond the model, chips and hardware named.
 pub const ASSUMPTIONS: &str = "one FSDP axis over all chips (with --ep K: K-way expert axis, \
@@ -193,11 +193,11 @@ pub fn deepseek(c: &DeepSeek3Config) -> Result<PricedModel> {
     })
 }
 
-/// The declared Qwen3.5 at `c`'s sizes (40 layers, [`Qwen35Full`]'s stack), its MoE FFNs
+/// The declared Qwen3.5 at `c`'s sizes (40 layers, [`Qwen35Stack`]'s stack), its MoE FFNs
 /// included.
 pub fn qwen(c: &Qwen35Config) -> Result<PricedModel> {
     Ok(PricedModel {
-        model: qwen35::model::<Qwen35Full>(c)?,
+        model: qwen35::model::<Qwen35Stack>(c)?,
         experts: Some(ActiveExperts {
             experts: c.experts as u64,
             active: c.top_k as u64,

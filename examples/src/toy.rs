@@ -7,10 +7,11 @@
 //! use stackscan::LayerStack;
 //! use stackscan_examples::toy::{Toy, ToyConfig, ToyRepeated, model};
 //!
-//! let (forward, backward) = Toy::plan_notation()?;
+//! let (forward, backward) = Toy::plan_notation(&ToyConfig::small())?;
 //! assert_eq!(forward, "[A0, A1] → [A2] → [B]");
 //! assert_eq!(backward, "[B] → [A2] → [A1] → [A0]");
-//! assert_eq!(ToyRepeated::LAYERS, 12);
+//! // A literal count: checked at compile time, the same at every config.
+//! assert_eq!(ToyRepeated::layers(&ToyConfig::small())?, 12);
 //! let m = model::<ToyRepeated>(&ToyConfig::small())?;
 //! assert_eq!(m.kinds[0].params[1].shard_dim, Some(1));
 //! let names: Vec<String> = m.parameters().into_iter().map(|p| p.path).collect();

@@ -642,6 +642,36 @@ fn bad_token_files_are_refused_before_the_plugin_loads() {
 }
 
 #[test]
+fn plan_takes_the_stacks_own_options_and_says_which_flags_override_them() {
+    // The declared Llama stack's attribute: prefetch and deferred reduce-scatter, unroll 2, at
+    // Llama-3-8B's depth read from its config.
+    let stdout = succeeds("plan", &["llama"]);
+    assert!(
+        stdout.contains("options from the `#[layer_stack]` attribute\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "llama: 32 layers, prefetch_fsdp_weights=true, defer_grad_reduce_scatter=true, unroll=2"
+        ),
+        "{stdout}"
+    );
+    let stdout = succeeds("plan", &["deepseek3", "--no-defer", "--unroll", "1"]);
+    assert!(
+        stdout.contains(
+            "options from the `#[layer_stack]` attribute, overridden by --no-defer, --unroll 1"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "deepseek3: 61 layers, prefetch_fsdp_weights=true, defer_grad_reduce_scatter=false, unroll=1"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn plan_predicts_the_step_time_under_its_options() {
     let stdout = succeeds(
         "plan",

@@ -9,14 +9,12 @@
 )]
 
 use stackscan::Error;
-use stackscan_examples::deepseek3::{
-    DeepSeek3Config, DeepSeek3Full, TinyDeepSeek3, declared, for_config, model,
-};
+use stackscan_examples::deepseek3::{DeepSeek3Config, DeepSeek3Stack, declared, for_config, model};
 use stackscan_examples::moe::FSDP_AXIS;
 
 #[test]
 fn layers_are_named_by_their_modules_in_run_order() {
-    let m = model::<TinyDeepSeek3>(&DeepSeek3Config::tiny()).unwrap();
+    let m = model::<DeepSeek3Stack>(&DeepSeek3Config::tiny()).unwrap();
     let names =
         |k: usize| -> Vec<&str> { m.kinds[k].params.iter().map(|p| p.name.as_str()).collect() };
     let mla = [
@@ -65,7 +63,7 @@ fn layers_are_named_by_their_modules_in_run_order() {
 #[test]
 fn the_published_model_has_671_billion_parameters() {
     let c = DeepSeek3Config::deepseek3();
-    let m = model::<DeepSeek3Full>(&c).unwrap();
+    let m = model::<DeepSeek3Stack>(&c).unwrap();
     let total: i64 = m.parameters().iter().map(|p| p.elements()).sum();
     let (d, h) = (7168_i64, 128_i64);
     let mla = d * 1536
@@ -86,18 +84,24 @@ fn the_published_model_has_671_billion_parameters() {
 #[test]
 fn config_mistakes_are_errors_naming_the_field() {
     let tiny = DeepSeek3Config::tiny();
-    let message = |c: DeepSeek3Config| model::<TinyDeepSeek3>(&c).unwrap_err().to_string();
-    let e = model::<TinyDeepSeek3>(&DeepSeek3Config { layers: 9, ..tiny }).unwrap_err();
+    let message = |c: DeepSeek3Config| model::<DeepSeek3Stack>(&c).unwrap_err().to_string();
+    // The depth is the config's: any count of MoE layers after the 3 dense ones, but not none.
+    let e = model::<DeepSeek3Stack>(&DeepSeek3Config { layers: 3, ..tiny }).unwrap_err();
     assert!(
         matches!(
-            e,
-            Error::DepthMismatch {
-                field: "DeepSeek3Config.layers",
-                config: 9,
-                declared: 8,
+            &e,
+            Error::Depth {
+                key: "layers",
+                value: 3,
+                prefix: 3,
+                block: 1,
                 ..
             }
         ),
+        "{e}"
+    );
+    assert!(
+        e.to_string().starts_with("`DeepSeek3Config.layers` is 3"),
         "{e}"
     );
     let e = message(DeepSeek3Config {
@@ -106,7 +110,7 @@ fn config_mistakes_are_errors_naming_the_field() {
     });
     assert!(
         e.contains("`DeepSeek3Config.dense_layers` is 2")
-            && e.contains("`TinyDeepSeek3` declares a dense prefix of 3"),
+            && e.contains("`DeepSeek3Stack` declares a dense prefix of 3"),
         "{e}"
     );
     let mut wide = tiny;
@@ -123,15 +127,15 @@ fn config_mistakes_are_errors_naming_the_field() {
         ..tiny
     });
     assert!(e.contains("`DeepSeek3Config.capacity_factor`"), "{e}");
-    // A depth with no declared stack is the depth error of the tiny stack.
-    let e = for_config(&DeepSeek3Config { layers: 12, ..tiny }).unwrap_err();
-    assert!(matches!(e, Error::DepthMismatch { config: 12, .. }), "{e}");
+    // One stack serves every depth the pattern holds.
+    let (m, _) = for_config(&DeepSeek3Config { layers: 12, ..tiny }).unwrap();
+    assert_eq!(m.stack.len(), 12);
 }
 
 #[test]
 fn expert_parallelism_gathers_the_banks_over_fsdp_only() {
     let c = DeepSeek3Config::tiny().with_expert_parallel(8, 4).unwrap();
-    let (m, options) = declared::<TinyDeepSeek3>(&c).unwrap();
+    let (m, options) = declared::<DeepSeek3Stack>(&c).unwrap();
     assert!(options.prefetch_fsdp_weights && options.defer_grad_reduce_scatter);
     for k in &m.kinds {
         for p in &k.params {
@@ -151,7 +155,7 @@ fn layer_costs_trace_the_expert_parallel_layer_on_its_gathered_banks() {
     let plain = DeepSeek3Config::tiny();
     let ep = plain.with_expert_parallel(8, 4).unwrap();
     let cost = |c: &DeepSeek3Config| {
-        stackscan::cost::layer_costs(&model::<TinyDeepSeek3>(c).unwrap(), 8, &[]).unwrap()
+        stackscan::cost::layer_costs(&model::<DeepSeek3Stack>(c).unwrap(), 8, &[]).unwrap()
     };
     let (p, e) = (cost(&plain), cost(&ep));
     for k in 0..2 {

@@ -22,8 +22,8 @@ use stackscan::plan::PlanOptions;
 use stackscan::{DType, TensorType, layer_stack};
 use stackscan_examples::deepseek3::{DeepSeek3Config, Dense, MoeLayer, model, synthetic_batch};
 
-/// One dense layer, then two MoE layers.
-#[layer_stack(prefix = [Dense], block = [MoeLayer], layers = 3)]
+/// One dense layer, then MoE layers: the config's depth (3 here, two MoE layers).
+#[layer_stack(prefix = [Dense], block = [MoeLayer], layers = cfg.layers)]
 #[derive(Debug)]
 struct EpDeepSeek3;
 

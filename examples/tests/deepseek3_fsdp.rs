@@ -17,8 +17,8 @@ use stackscan::{DType, TensorType, layer_stack};
 use stackscan_examples::deepseek3::{DeepSeek3Config, Dense, MoeLayer, model};
 use stackscan_examples::llama::{LlamaConfig, synthetic_batch};
 
-/// The tiny model's structure (3 dense, then MoE) at 6 layers.
-#[layer_stack(prefix = [Dense, Dense, Dense], block = [MoeLayer], layers = 6)]
+/// The tiny model's structure (3 dense, then MoE) at the config's depth (6 layers here).
+#[layer_stack(prefix = [Dense, Dense, Dense], block = [MoeLayer], layers = cfg.layers)]
 #[derive(Debug)]
 struct SmallDeepSeek3;
 

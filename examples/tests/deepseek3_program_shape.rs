@@ -12,20 +12,20 @@
 
 use stackscan::fsdp::{TrainStep, train_step_on};
 use stackscan::ir::{Function, Op};
+use stackscan::layer_stack;
 use stackscan::plan::PlanOptions;
-use stackscan::{LayerStack, layer_stack};
 use stackscan_examples::deepseek3::{DeepSeek3Config, Dense, MoeLayer, model};
 use stackscan_examples::moe::{EXPERT_AXIS, FSDP_AXIS};
 
-/// 3 dense, then 4 MoE layers.
-#[layer_stack(prefix = [Dense, Dense, Dense], block = [MoeLayer], layers = 7)]
+/// 3 dense, then MoE layers: the config's depth (7 and 51 here).
+#[layer_stack(prefix = [Dense, Dense, Dense], block = [MoeLayer], layers = cfg.layers)]
 #[derive(Debug)]
-struct Shallow;
+struct DenseThenMoe;
 
+/// 3 dense, then 4 MoE layers.
+const SHALLOW: usize = 7;
 /// 3 dense, then 48 MoE layers.
-#[layer_stack(prefix = [Dense, Dense, Dense], block = [MoeLayer], layers = 51)]
-#[derive(Debug)]
-struct Deep;
+const DEEP: usize = 51;
 
 const DEVICES: usize = 8;
 const EP: usize = 4;
@@ -39,10 +39,10 @@ fn config(layers: usize) -> DeepSeek3Config {
     .unwrap()
 }
 
-fn step<S: LayerStack<Config = DeepSeek3Config>>(options: PlanOptions) -> TrainStep {
-    let c = config(S::LAYERS);
+fn step(layers: usize, options: PlanOptions) -> TrainStep {
+    let c = config(layers);
     train_step_on(
-        &model::<S>(&c).unwrap(),
+        &model::<DenseThenMoe>(&c).unwrap(),
         options,
         &c.expert_mesh.mesh().unwrap(),
     )
@@ -105,8 +105,8 @@ const OPTIONS: [PlanOptions; 3] = [
 #[test]
 fn expert_parallel_program_text_is_flat_in_depth() {
     for options in OPTIONS {
-        let small = step::<Shallow>(options).program.emit().unwrap();
-        let large = step::<Deep>(options).program.emit().unwrap();
+        let small = step(SHALLOW, options).program.emit().unwrap();
+        let large = step(DEEP, options).program.emit().unwrap();
         let ratio = large.len() as f64 / small.len() as f64;
         eprintln!(
             "{options:?}: {} bytes at 4 MoE layers, {} at 48 ({ratio:.5})",
@@ -138,7 +138,7 @@ fn expert_parallel_program_text_is_flat_in_depth() {
 
 #[test]
 fn each_moe_loop_body_gathers_each_weight_once_and_exchanges_once_per_layer_step() {
-    let m = model::<Deep>(&config(Deep::LAYERS)).unwrap();
+    let m = model::<DenseThenMoe>(&config(DEEP)).unwrap();
     let moe = m.kinds.iter().find(|k| k.name == "M").unwrap();
     let sharded = moe.params.iter().filter(|p| p.shard_dim.is_some()).count();
     let banks = moe
@@ -148,7 +148,7 @@ fn each_moe_loop_body_gathers_each_weight_once_and_exchanges_once_per_layer_step
         .count();
     assert_eq!(banks, 3, "gate, up and down expert banks");
     for options in OPTIONS {
-        let step = step::<Deep>(options);
+        let step = step(DEEP, options);
         let mut bodies = Vec::new();
         loop_bodies(step.program.main(), &mut bodies);
         // The loops over the MoE run, two layer steps a trip (without prefetch all 48 MoE

@@ -15,20 +15,20 @@ use stackscan::plan::PlanOptions;
 use stackscan::{Axis, layer_stack};
 use stackscan_examples::deepseek3::{self, DeepSeek3Config, Dense, MoeLayer};
 use stackscan_examples::gdn_layer::GdnForm;
-use stackscan_examples::qwen35::{self, Attention, Gdn, Qwen35Config, Qwen35Tiny};
+use stackscan_examples::qwen35::{self, Attention, Gdn, Qwen35Config};
 use stackscan_runtime::Mesh;
 
 const DEVICES: usize = 4;
 
-/// Eight blocks of the hybrid.
-#[layer_stack(block = [Gdn, Gdn, Gdn, Attention], layers = 32)]
+/// The hybrid block at the config's depth: 2 and 8 blocks here.
+#[layer_stack(block = [Gdn, Gdn, Gdn, Attention], layers = cfg.layers)]
 #[derive(Debug)]
-struct Qwen35EightBlocks;
+struct Hybrid;
 
-/// The tiny DeepSeek-V3 at 32 layers (3 dense, 29 MoE).
-#[layer_stack(prefix = [Dense, Dense, Dense], block = [MoeLayer], layers = 32)]
+/// The tiny DeepSeek-V3's pattern at the config's depth: 8 and 32 layers (3 dense, then MoE).
+#[layer_stack(prefix = [Dense, Dense, Dense], block = [MoeLayer], layers = cfg.layers)]
 #[derive(Debug)]
-struct DeepSeek3Deep;
+struct DenseThenMoe;
 
 /// Compiled temp bytes per device of `m`'s step under the default options.
 fn temp(m: &StackModel) -> i64 {
@@ -66,8 +66,8 @@ fn hybrid_temp_grows_only_by_the_saved_layer_inputs() {
         layers,
         ..Qwen35Config::small(8, GdnForm::Chunked(4))
     };
-    let two = qwen35::model::<Qwen35Tiny>(&c(8)).unwrap();
-    let eight = qwen35::model::<Qwen35EightBlocks>(&c(32)).unwrap();
+    let two = qwen35::model::<Hybrid>(&c(8)).unwrap();
+    let eight = qwen35::model::<Hybrid>(&c(32)).unwrap();
     check("Qwen3.5 hybrid, 2 → 8 blocks", &two, &eight, 24);
 }
 
@@ -77,7 +77,7 @@ fn deepseek3_temp_grows_only_by_the_saved_layer_inputs() {
         layers,
         ..DeepSeek3Config::tiny()
     };
-    let shallow = deepseek3::model::<deepseek3::TinyDeepSeek3>(&c(8)).unwrap();
-    let deep = deepseek3::model::<DeepSeek3Deep>(&c(32)).unwrap();
+    let shallow = deepseek3::model::<DenseThenMoe>(&c(8)).unwrap();
+    let deep = deepseek3::model::<DenseThenMoe>(&c(32)).unwrap();
     check("DeepSeek-V3 tiny, 8 → 32 layers", &shallow, &deep, 24);
 }

@@ -58,18 +58,19 @@ fn assert_same_declaration<S: LayerStack<Config = ToyConfig>>(repeat: usize) {
     let hand = hand_toy(repeat, B);
     let generated = macro_toy::<S>(B);
     assert_eq!(generated.stack, hand.stack);
-    assert_eq!(S::LAYERS, hand.stack.len());
+    let cfg = ToyConfig::small();
+    assert_eq!(S::layers(&cfg).unwrap(), hand.stack.len());
     assert_eq!(generated.kinds.len(), hand.kinds.len());
     for (g, h) in generated.kinds.iter().zip(&hand.kinds) {
         assert_eq!(g.name, h.name);
         assert_eq!(g.params, h.params);
     }
     assert_eq!(
-        S::plan_notation().unwrap(),
+        S::plan_notation(&cfg).unwrap(),
         notation(&hand.stack, S::OPTIONS)
     );
     assert_eq!(
-        S::describe().unwrap(),
+        S::describe(&cfg).unwrap(),
         Plan::new(&hand.stack, S::OPTIONS)
             .unwrap()
             .describe(&hand.stack)
@@ -89,7 +90,7 @@ fn macro_stacks_declare_the_hand_built_stack_and_plan() {
         PlanOptions::baseline().with_unroll(1)
     );
     assert_eq!(
-        Toy::plan_notation().unwrap(),
+        Toy::plan_notation(&ToyConfig::small()).unwrap(),
         (
             "[A0, A1] → [A2] → [B]".to_owned(),
             "[B] → [A2] → [A1] → [A0]".to_owned()

@@ -14,18 +14,14 @@ use stackscan::fsdp::{StackModel, reference_step, train_step};
 use stackscan::plan::{Plan, PlanOptions};
 use stackscan::{Axis, LayerStack, Program};
 use stackscan_examples::llama::{self, LlamaConfig};
-use stackscan_examples::llama_macro::{self, Llama3_8b, TinyLlama};
+use stackscan_examples::llama_macro::{self, LlamaStack};
 
 #[test]
 fn macro_llama_declares_the_hand_built_model() {
     for c in [LlamaConfig::tiny(), LlamaConfig::llama3_8b()] {
         let hand = llama::model(&c).unwrap();
-        let generated = if c.layers == 4 {
-            llama_macro::model::<TinyLlama>(&c)
-        } else {
-            llama_macro::model::<Llama3_8b>(&c)
-        }
-        .unwrap();
+        // One stack type at both depths: the depth is the config's.
+        let generated = llama_macro::model::<LlamaStack>(&c).unwrap();
         assert_eq!(generated.stack, hand.stack);
         assert_eq!(generated.kinds.len(), 1);
         assert_eq!(generated.kinds[0].name, hand.kinds[0].name);
@@ -43,7 +39,7 @@ fn macro_llama_declares_the_hand_built_model() {
     let stack = llama::model(&LlamaConfig::llama3_8b()).unwrap().stack;
     let plan = Plan::new(&stack, PlanOptions::prefetch_deferred()).unwrap();
     assert_eq!(
-        Llama3_8b::plan_notation().unwrap(),
+        LlamaStack::plan_notation(&LlamaConfig::llama3_8b()).unwrap(),
         (
             plan.forward.notation(&stack),
             plan.backward.notation(&stack)
@@ -58,7 +54,7 @@ fn macro_llama_lowers_to_the_hand_built_program() {
         ..LlamaConfig::tiny()
     };
     let hand = llama::model(&c).unwrap();
-    let generated = llama_macro::model::<TinyLlama>(&c).unwrap();
+    let generated = llama_macro::model::<LlamaStack>(&c).unwrap();
     let reference = |m: &StackModel| Program::new(reference_step(m, 1).unwrap()).emit().unwrap();
     assert_eq!(reference(&generated), reference(&hand));
     let axis = Axis {
@@ -68,15 +64,15 @@ fn macro_llama_lowers_to_the_hand_built_program() {
     for o in [
         PlanOptions::baseline(),
         PlanOptions::prefetch(),
-        TinyLlama::OPTIONS,
-        TinyLlama::OPTIONS.with_unroll(1),
+        LlamaStack::OPTIONS,
+        LlamaStack::OPTIONS.with_unroll(1),
     ] {
         let emit = |m: &StackModel| train_step(m, o, &axis).unwrap().program.emit().unwrap();
         assert_eq!(emit(&generated), emit(&hand), "{o:?}");
     }
 }
 
-/// The tiny stack's depth (4 layers, as `TinyLlama` declares) at widths small enough to run
+/// The tiny config's depth (4 layers) at widths small enough to run
 /// three device counts quickly.
 fn small(batch_per_device: i64) -> LlamaConfig {
     LlamaConfig {
@@ -93,7 +89,7 @@ fn small(batch_per_device: i64) -> LlamaConfig {
     }
 }
 
-/// With the options `TinyLlama`'s attribute declares (the ones `--bin train` uses), the
+/// With the options `LlamaStack`'s attribute declares (the ones `--bin train` uses), the
 /// macro-declared model and the run-time API model have the same plan and program text, and
 /// running both on 1, 2 and 4 devices gives bit-identical losses and gradients, which also
 /// match the unsharded single-device reference.
@@ -106,7 +102,7 @@ fn macro_llama_trains_like_the_hand_built_model_on_1_2_4_devices() {
 
     // The options the declared model hands the trainer: its stack attribute's.
     let options = llama_macro::tiny().unwrap().1;
-    assert_eq!(options, TinyLlama::OPTIONS);
+    assert_eq!(options, LlamaStack::OPTIONS);
     assert_eq!(
         options,
         PlanOptions::prefetch_deferred(),
@@ -129,9 +125,9 @@ fn macro_llama_trains_like_the_hand_built_model_on_1_2_4_devices() {
     for n in [1, 2, 4] {
         let c = small((max / n) as i64);
         let hand = llama::model(&c).unwrap();
-        let generated = llama_macro::model::<TinyLlama>(&c).unwrap();
+        let generated = llama_macro::model::<LlamaStack>(&c).unwrap();
         assert_eq!(
-            TinyLlama::plan().unwrap(),
+            LlamaStack::plan(&c).unwrap(),
             Plan::new(&hand.stack, options).unwrap(),
             "plan on {n} devices"
         );

@@ -14,7 +14,7 @@ use common::graph::{Arg, Data};
 use stackscan::{DType, LayerStack, TensorType};
 use stackscan_examples::gdn_layer::GdnForm;
 use stackscan_examples::qwen35::{
-    Qwen35AttentionFirst, Qwen35Config, Qwen35Full, Qwen35Tiny, model, synthetic_batch,
+    Qwen35AttentionFirst, Qwen35Config, Qwen35Stack, model, synthetic_batch,
 };
 
 const SEQ: i64 = 8;
@@ -59,7 +59,7 @@ fn recurrent_matches_chunked<S: LayerStack<Config = Qwen35Config>>() {
 
 #[test]
 fn recurrent_and_chunked_gdn_give_the_same_model() {
-    recurrent_matches_chunked::<Qwen35Tiny>();
+    recurrent_matches_chunked::<Qwen35Stack>();
     recurrent_matches_chunked::<Qwen35AttentionFirst>();
 }
 
@@ -71,11 +71,11 @@ fn plans_print_the_seed_notation() {
     let fwd = "[GDN 0, GDN 1] → [GDN 2] → [attention]";
     let bwd = "[attention] → [GDN 2] → [GDN 1] → [GDN 0]";
     assert_eq!(
-        Qwen35Tiny::plan_notation().unwrap(),
+        Qwen35Stack::plan_notation(&Qwen35Config::tiny()).unwrap(),
         (format!("{fwd} → {fwd}"), format!("{bwd} → {bwd}"))
     );
     assert_eq!(
-        Qwen35Full::plan_notation().unwrap(),
+        Qwen35Stack::plan_notation(&Qwen35Config::qwen35_35b_a3b()).unwrap(),
         (
             format!("{{{fwd}}} × 9 → {fwd}"),
             format!("{bwd} → {{{bwd}}} × 8 → {bwd}")
@@ -84,7 +84,7 @@ fn plans_print_the_seed_notation() {
     let fwd = "[attention] → [GDN 1, GDN 2] → [GDN 3]";
     let bwd = "[GDN 3] → [GDN 2] → [GDN 1] → [attention]";
     assert_eq!(
-        Qwen35AttentionFirst::plan_notation().unwrap(),
+        Qwen35AttentionFirst::plan_notation(&Qwen35Config::tiny()).unwrap(),
         (format!("{fwd} → {fwd}"), format!("{bwd} → {bwd}"))
     );
 }

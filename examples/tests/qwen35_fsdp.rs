@@ -22,7 +22,7 @@ use stackscan::plan::PlanOptions;
 use stackscan::{DType, LayerStack, TensorType};
 use stackscan_examples::gdn_layer::GdnForm;
 use stackscan_examples::qwen35::{
-    Qwen35AttentionFirst, Qwen35Config, Qwen35Tiny, model, synthetic_batch,
+    Qwen35AttentionFirst, Qwen35Config, Qwen35Stack, model, synthetic_batch,
 };
 
 const SEQ: i64 = 8;
@@ -107,7 +107,7 @@ fn every_case() -> Vec<(usize, PlanOptions)> {
 
 #[test]
 fn hybrid_step_equals_reference_on_2_4_8_devices() {
-    steps_equal_reference::<Qwen35Tiny>(&[
+    steps_equal_reference::<Qwen35Stack>(&[
         (2, PlanOptions::baseline().with_unroll(1)),
         (4, PlanOptions::prefetch().with_unroll(2)),
         (8, PlanOptions::prefetch_deferred().with_unroll(1)),
@@ -126,7 +126,7 @@ fn attention_first_step_equals_reference_on_2_4_8_devices() {
 #[test]
 #[ignore = "48 step programs of tens of seconds' compile each on 2 cores; CI runs the six above"]
 fn hybrid_step_equals_reference_for_every_option_set_and_device_count() {
-    steps_equal_reference::<Qwen35Tiny>(&every_case());
+    steps_equal_reference::<Qwen35Stack>(&every_case());
 }
 
 #[test]

@@ -12,20 +12,17 @@
 use stackscan::Axis;
 use stackscan::fsdp::{StackModel, train_step};
 use stackscan::ir::{Function, Op};
+use stackscan::layer_stack;
 use stackscan::plan::{LoopForm, Pass, PlanOptions, Segment, Signature, WeightSource};
-use stackscan::{LayerStack, layer_stack};
 use stackscan_examples::gdn_layer::GdnForm;
-use stackscan_examples::qwen35::{Attention, Gdn, Qwen35Config, Qwen35Tiny, model};
+use stackscan_examples::qwen35::{Attention, Gdn, Qwen35Config, model};
 
-/// Four blocks: the first with a block loop of two trips in both passes.
-#[layer_stack(block = [Gdn, Gdn, Gdn, Attention], layers = 16)]
+/// The hybrid block at the config's depth, without options of its own (each test gives them):
+/// 2 blocks (8 layers), 4 (16: the first with a block loop of two trips in both passes) and
+/// 12 (48).
+#[layer_stack(block = [Gdn, Gdn, Gdn, Attention], layers = cfg.layers)]
 #[derive(Debug)]
-struct Qwen35FourBlocks;
-
-/// Twelve blocks.
-#[layer_stack(block = [Gdn, Gdn, Gdn, Attention], layers = 48)]
-#[derive(Debug)]
-struct Qwen35TwelveBlocks;
+struct Hybrid;
 
 const KEEP: &str = "skip-simplify-while-loops_trip-count-one";
 
@@ -224,8 +221,8 @@ fn check_pass(
 
 /// Checks the lowered step of `S` on 4 devices under `options`; returns the peeled steps'
 /// kinds, forward then backward.
-fn check_stack<S: LayerStack<Config = Qwen35Config>>(options: PlanOptions) -> Vec<String> {
-    let m = model::<S>(&config(S::LAYERS)).unwrap();
+fn check_stack(layers: usize, options: PlanOptions) -> Vec<String> {
+    let m = model::<Hybrid>(&config(layers)).unwrap();
     let step = train_step(&m, options, &axis(4)).unwrap();
     let top = loops(step.program.main());
     let mut peeled = Vec::new();
@@ -244,7 +241,7 @@ fn every_group_is_one_loop_and_the_peeled_steps_are_kept_single_trip_loops() {
     ] {
         for unroll in [1, 2] {
             let o = options.with_unroll(unroll);
-            let peeled = check_stack::<Qwen35Tiny>(o);
+            let peeled = check_stack(8, o);
             eprintln!("{o:?}: peeled steps {peeled:?}");
             if o.prefetch_fsdp_weights {
                 // The seed's plan, per block: `[GDN 0, GDN 1] → [GDN 2] → [attention]`
@@ -256,8 +253,8 @@ fn every_group_is_one_loop_and_the_peeled_steps_are_kept_single_trip_loops() {
                 let backward = ["attention", "GDN"];
                 assert_eq!(peeled[4..6], backward[..], "{o:?}: peeled steps {peeled:?}");
             }
-            check_stack::<Qwen35FourBlocks>(o);
-            check_stack::<Qwen35TwelveBlocks>(o);
+            check_stack(16, o);
+            check_stack(48, o);
         }
     }
 }
@@ -270,12 +267,7 @@ fn program_size_is_flat_in_the_number_of_blocks() {
         PlanOptions::prefetch_deferred(),
     ] {
         let text = |layers: usize| {
-            let m = match layers {
-                8 => model::<Qwen35Tiny>(&config(8)),
-                16 => model::<Qwen35FourBlocks>(&config(16)),
-                _ => model::<Qwen35TwelveBlocks>(&config(48)),
-            }
-            .unwrap();
+            let m = model::<Hybrid>(&config(layers)).unwrap();
             train_step(&m, options, &axis(4))
                 .unwrap()
                 .program

@@ -105,7 +105,7 @@ pub fn derive_module(input: TokenStream) -> TokenStream {
 /// pub struct Llama<T, S> {
 ///     #[param(shape = [cfg.vocab, cfg.d_model], shard = 0)]
 ///     embed: T,
-///     #[stack(layers = cfg.layers)]
+///     #[stack]
 ///     layers: Layers<S>,
 ///     #[param(shape = [cfg.d_model], replicated)]
 ///     final_norm: T,
@@ -114,9 +114,8 @@ pub fn derive_module(input: TokenStream) -> TokenStream {
 ///
 /// Struct attribute `#[model(...)]`: `config = Type` and `inputs = Type` (a `#[derive(Inputs)]`
 /// struct named without its type parameter) required, `crate = "path"`. Field attribute
-/// `#[stack(layers = <expr>)]`: the config's depth, an `usize` expression over `cfg`, checked
-/// once against the stack's declared depth when the model is built (`Error::DepthMismatch`
-/// naming `Config.field`); `#[stack]` alone checks nothing.
+/// `#[stack]`, without options: the depth is the stack's (`#[layer_stack(layers =
+/// cfg.layers)]`), written once there, and checked when the model is built.
 #[proc_macro_derive(Model, attributes(model, param, module, stack))]
 pub fn derive_model(input: TokenStream) -> TokenStream {
     sublayer::derive_model(input.into())
@@ -144,7 +143,7 @@ pub fn derive_inputs(input: TokenStream) -> TokenStream {
 /// ```ignore
 /// #[layer_stack(
 ///     block = [Gdn, Gdn, Gdn, Attention],
-///     layers = 40,
+///     layers = cfg.layers,
 ///     prefetch_fsdp_weights,
 ///     defer_grad_reduce_scatter,
 /// )]
@@ -155,8 +154,12 @@ pub fn derive_inputs(input: TokenStream) -> TokenStream {
 /// - `block = [A, B, …]` (required): sub-layer types (`#[derive(SubLayer)]` structs, named
 ///   without their type parameter);
 /// - `repeat = n` or `layers = n` (one of them): how often the block repeats, or the total
-///   number of layers (prefix included, so the prefix plus a whole number of blocks); a
-///   literal or a `const` expression;
+///   number of layers (prefix included, so the prefix plus a whole number of blocks). A
+///   literal or a `const` expression is checked at compile time; an expression over the
+///   config `cfg` (`layers = cfg.layers`, any integer type) is read when the stack is built
+///   (`LayerStack::stack(&cfg)`), so one stack type serves every depth, and a value the
+///   pattern cannot hold is `Error::Depth`, naming the field and the pattern's lengths. The
+///   depth is written here only: a model's `#[stack]` field takes none;
 /// - `prefix = [A, …]`: layers before the repeated block (DeepSeek-V3's dense layers);
 /// - `prefetch_fsdp_weights`, `defer_grad_reduce_scatter` (which needs the former): flags;
 /// - `unroll = 1 | 2`: layers per loop trip (default 2);

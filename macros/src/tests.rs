@@ -364,8 +364,10 @@ fn layer_stack_expands_to_the_item_an_impl_and_const_checks() {
     assert_contains(
         &out,
         &[
-            "const LAYERS: usize = 12usize;",
-            &format!("const REPEAT: usize = {this}::LAYERS.saturating_sub(0usize) / 4usize;"),
+            // A literal count, checked here, needs no config.
+            "fn stack(_: &Self::Config)",
+            "::stackscan::__private::Count::Layers(::stackscan::__private::count_value(12usize))",
+            "::stackscan::__private::Source::Const",
             "prefetch_fsdp_weights: true",
             "defer_grad_reduce_scatter: true",
             "unroll: 2usize",
@@ -392,6 +394,48 @@ fn layer_stack_expands_to_the_item_an_impl_and_const_checks() {
 }
 
 #[test]
+fn a_count_over_the_config_is_read_when_the_stack_is_built() {
+    let out = toy_stack(quote!(
+        block = [Mlp],
+        layers = cfg.layers,
+        prefetch_fsdp_weights
+    ));
+    assert!(compile_errors(&out).is_empty());
+    assert_contains(
+        &out,
+        &[
+            // The user's `cfg` is the parameter, and the field is named for the error.
+            "fn stack(cfg: &Self::Config)",
+            "::stackscan::__private::Count::Layers(::stackscan::__private::count_value(cfg.layers))",
+            "::stackscan::__private::Source::Field(\"layers\")",
+        ],
+    );
+    // No `const` check: its value is not known at compile time.
+    assert!(!out.to_string().contains("__STACKSCAN_COUNT"));
+    let out = toy_stack(quote!(block = [Mlp], repeat = cfg.blocks / 2));
+    assert_contains(
+        &out,
+        &[
+            "::stackscan::__private::Count::Repeat(",
+            "::stackscan::__private::Source::Expr(\"cfg . blocks / 2\")",
+        ],
+    );
+    // `x.cfg` and `m::cfg` are not the config: a constant, checked at compile time.
+    let out = toy_stack(quote!(block = [Mlp], repeat = m::cfg + X.cfg));
+    assert_contains(
+        &out,
+        &["const __STACKSCAN_COUNT: usize = (m::cfg + X.cfg);"],
+    );
+    let out = toy_stack(quote!(block = [Mlp], repeat = 1, unroll = cfg.u));
+    assert_eq!(
+        compile_errors(&out),
+        [
+            "`unroll` is a constant: the options are checked at compile time, so it cannot read `cfg`"
+        ]
+    );
+}
+
+#[test]
 fn layer_stack_with_a_prefix_and_const_counts_checks_them_in_const_context() {
     let out = toy_stack(quote! {
         prefix = [Dense, Dense, Dense],
@@ -401,14 +445,13 @@ fn layer_stack_with_a_prefix_and_const_counts_checks_them_in_const_context() {
         unroll = UNROLL,
     });
     assert!(compile_errors(&out).is_empty());
-    let this = "<Toy as ::stackscan::__private::LayerStack>";
     assert_contains(
         &out,
         &[
             // The user's `LAYERS` is not shadowed by anything the expansion defines.
-            "const LAYERS: usize = (LAYERS);",
-            &format!("const REPEAT: usize = {this}::LAYERS.saturating_sub(3usize) / 1usize;"),
-            &format!("{this}::LAYERS > 3usize && ({this}::LAYERS - 3usize) % 1usize == 0"),
+            "const __STACKSCAN_COUNT: usize = (LAYERS);",
+            "__STACKSCAN_COUNT > 3usize && (__STACKSCAN_COUNT - 3usize) % 1usize == 0",
+            "::stackscan::__private::Count::Layers(::stackscan::__private::count_value(__STACKSCAN_COUNT))",
             "`layers` must be the prefix length 3 plus a positive multiple of the block length 1",
             "unroll: (UNROLL)",
             "defer_grad_reduce_scatter: false",

@@ -13,7 +13,7 @@
 //! #[layer_stack(block = [Mlp, Mlp, Attn], repeat = 1, prefetch_fsdp_weights)]
 //! struct Model;
 //!
-//! assert_eq!(Model::plan_notation()?.0, "[Mlp 0] → [Mlp 1] → [attention]");
+//! assert_eq!(Model::plan_notation(&stackscan_ui_tests::CFG)?.0, "[Mlp 0] → [Mlp 1] → [attention]");
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
@@ -25,7 +25,12 @@ use stackscan::{Result, SubLayer, Tensor};
 pub struct Cfg {
     /// Width of the activation.
     pub d: i64,
+    /// Depth of the stacks whose count is the config's (`layers = cfg.layers`).
+    pub layers: usize,
 }
+
+/// The config the cases plan and build at: width 4, depth 2.
+pub const CFG: Cfg = Cfg { d: 4, layers: 2 };
 
 /// The activation `[batch, d]` of the shared sub-layers.
 #[derive(Debug)]
@@ -80,6 +85,11 @@ pub struct Proj<T> {
 #[stackscan::layer_stack(block = [Mlp], layers = 2, prefetch_fsdp_weights)]
 #[derive(Debug)]
 pub struct TwoMlps;
+
+/// [`Mlp`]s at the config's depth, `Cfg.layers`.
+#[stackscan::layer_stack(block = [Mlp], layers = cfg.layers, prefetch_fsdp_weights)]
+#[derive(Debug)]
+pub struct Mlps;
 
 /// The inputs of the model cases: token ids `[d]` in `0..d`.
 #[derive(Debug, stackscan::Inputs)]

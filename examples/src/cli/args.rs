@@ -78,6 +78,20 @@ impl ScheduleArgs {
         }
         flags
     }
+
+    /// Where the options came from, as `train` and `plan` print it: the attribute, and the
+    /// flags that overrode it.
+    pub fn source(&self) -> String {
+        let flags = self.given();
+        if flags.is_empty() {
+            "from the `#[layer_stack]` attribute".to_owned()
+        } else {
+            format!(
+                "from the `#[layer_stack]` attribute, overridden by {}",
+                flags.join(", ")
+            )
+        }
+    }
 }
 
 /// A device count: an integer from 1 to the CPU plugin's limit.

@@ -9,10 +9,10 @@ use stackscan::plan::{Plan, PlanOptions, Stack};
 
 use super::CliError;
 use super::args::ScheduleArgs;
-use crate::deepseek3::{self, DeepSeek3Config};
+use crate::deepseek3::{self, DeepSeek3Config, DeepSeek3Stack};
 use crate::llama::LlamaConfig;
-use crate::llama_macro;
-use crate::qwen35::{self, Qwen35Config};
+use crate::llama_macro::{self, LlamaStack};
+use crate::qwen35::{self, Qwen35Config, Qwen35Stack};
 
 /// A full-size stack `plan` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -26,11 +26,16 @@ pub enum StackName {
 }
 
 impl StackName {
-    fn stack(self) -> stackscan::Result<Stack> {
+    /// The macro-declared stack at its full-size config's depth, and the options of its
+    /// `#[layer_stack]` attribute.
+    fn declared(self) -> stackscan::Result<(Stack, PlanOptions)> {
+        fn of<S: LayerStack>(cfg: &S::Config) -> stackscan::Result<(Stack, PlanOptions)> {
+            Ok((S::stack(cfg)?, S::OPTIONS))
+        }
         match self {
-            StackName::Llama => Stack::homogeneous("layer", 32),
-            StackName::Qwen35 => Stack::blocks(&["GDN", "GDN", "GDN", "attention"], 10),
-            StackName::Deepseek3 => deepseek3::DeepSeek3Full::stack(),
+            StackName::Llama => of::<LlamaStack>(&LlamaConfig::llama3_8b()),
+            StackName::Qwen35 => of::<Qwen35Stack>(&Qwen35Config::qwen35_35b_a3b()),
+            StackName::Deepseek3 => of::<DeepSeek3Stack>(&DeepSeek3Config::deepseek3()),
         }
     }
 
@@ -58,7 +63,8 @@ pub struct PlanArgs {
     /// The stack.
     #[arg(value_enum)]
     pub stack: StackName,
-    /// Schedule options (the default is prefetch with deferred reduce-scatter, unroll 2).
+    /// Schedule flags: each overrides one option of the stack's `#[layer_stack]` attribute
+    /// (the output says which).
     #[command(flatten)]
     pub schedule: ScheduleArgs,
     /// Also print the full-size model's predicted step time under these options (and with
@@ -100,15 +106,17 @@ pub struct ParamsArgs {
     pub config: Option<String>,
 }
 
-/// Writes the plan of `args.stack` to `out`.
+/// Writes the plan of `args.stack` to `out`: the declared stack under its attribute's
+/// options, with the schedule flags overriding them.
 pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let options = args.schedule.apply(PlanOptions::prefetch_deferred());
+    let (stack, declared) = args.stack.declared()?;
+    let options = args.schedule.apply(declared);
+    writeln!(out, "options {}", args.schedule.source())?;
     if args.stack == StackName::Qwen35 {
         // The macro-declared stacks of the tiny and the full config.
         write!(out, "{}", crate::qwen35::describe_plans(options)?)?;
         return predict_line(args, options, out);
     }
-    let stack = args.stack.stack()?;
     let plan = Plan::new(&stack, options).map_err(|e| CliError::Usage(e.to_string()))?;
     writeln!(
         out,

@@ -181,15 +181,7 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
         job.describe,
         client.platform()
     )?;
-    let flags = a.schedule.given();
-    let source = if flags.is_empty() {
-        "from the `#[layer_stack]` attribute".to_owned()
-    } else {
-        format!(
-            "from the `#[layer_stack]` attribute, overridden by {}",
-            flags.join(", ")
-        )
-    };
+    let source = a.schedule.source();
     writeln!(
         out,
         "prefetch_fsdp_weights={} defer_grad_reduce_scatter={} unroll={} ({source})",

@@ -3,7 +3,8 @@
 //! What is known syntactically (literal counts, the block length, the option set) is checked
 //! here with a span on the culprit; what is not (a count given as a `const` expression, the
 //! sub-layers' carries and kind names) is left to `const` evaluation and trait bounds in the
-//! expansion, which carry the same spans.
+//! expansion, which carry the same spans; a count read from the config is checked by the DSL
+//! when the stack is built, against the same rule.
 
 use proc_macro2::{Span, TokenStream};
 use syn::spanned::Spanned;
@@ -50,10 +51,48 @@ pub(crate) enum Repeat {
     Layers(Value),
 }
 
-/// A count: a literal already checked, or an expression checked by `const` evaluation.
+/// A count: a literal already checked, an expression checked by `const` evaluation, or an
+/// expression over the config (`cfg.layers`), checked when the stack is built.
 pub(crate) enum Value {
     Literal(u64),
     Expr(Expr),
+    Config(Expr),
+}
+
+/// Whether `expr` reads the config: it names `cfg` other than as a field or path segment
+/// (`cfg.layers`, `cfg.blocks * 2`, `depth(cfg)`, not `x.cfg` or `m::cfg`).
+fn reads_config(tokens: proc_macro2::TokenStream) -> bool {
+    let mut after_dot_or_path = false;
+    for tt in tokens {
+        match tt {
+            proc_macro2::TokenTree::Ident(i) if i == crate::sublayer::expand::CONFIG_BINDING => {
+                if !after_dot_or_path {
+                    return true;
+                }
+                after_dot_or_path = false;
+            }
+            proc_macro2::TokenTree::Group(g) => {
+                if reads_config(g.stream()) {
+                    return true;
+                }
+                after_dot_or_path = false;
+            }
+            proc_macro2::TokenTree::Punct(p) => {
+                after_dot_or_path = matches!(p.as_char(), '.' | ':')
+            }
+            _ => after_dot_or_path = false,
+        }
+    }
+    false
+}
+
+/// A count that is not a literal: read from the config if it names `cfg`, else a constant.
+fn expr_value(expr: Expr) -> Value {
+    if reads_config(quote::ToTokens::to_token_stream(&expr)) {
+        Value::Config(expr)
+    } else {
+        Value::Expr(expr)
+    }
 }
 
 pub(crate) fn check(input: Input, errors: &mut Errors) -> (syn::Item, Option<Model>) {
@@ -141,6 +180,13 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> (syn::Item, Option<Mod
             ..
         }) => {
             errors.error_spanned_by(expr, format!("`unroll` must be 1 or 2, got {n}"));
+            None
+        }
+        Some(Count { expr, .. }) if reads_config(quote::ToTokens::to_token_stream(&expr)) => {
+            errors.error_spanned_by(
+                &expr,
+                "`unroll` is a constant: the options are checked at compile time, so it cannot read `cfg`",
+            );
             None
         }
         Some(Count { expr, .. }) => Some(Value::Expr(expr)),
@@ -295,7 +341,7 @@ fn check_repeat(
             }
             Some(Value::Literal(n))
         }
-        None => Some(Value::Expr(count.expr)),
+        None => Some(expr_value(count.expr)),
     }
 }
 
@@ -308,7 +354,7 @@ fn check_layers(
     let (Some(n), Some(b)) = (count.literal, block) else {
         return match count.literal {
             Some(n) => Some(Value::Literal(n)),
-            None => Some(Value::Expr(count.expr)),
+            None => Some(expr_value(count.expr)),
         };
     };
     let (p, b) = (prefix as u64, b as u64);

@@ -97,59 +97,13 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
     }
     let names = syn::Ident::new("__STACKSCAN_NAMES", Span::mixed_site());
 
-    // Associated consts, not items of the `const _` block: an item would shadow a user's
-    // `const LAYERS` named in `layers = LAYERS` (items are not hygienic).
-    let layers_const = quote!(<#ident as #p::LayerStack>::LAYERS);
-    let repeat_const = quote!(<#ident as #p::LayerStack>::REPEAT);
-    let (layers, repeat, count_check) = match &model.repeat {
-        Repeat::Repeat(v) => {
-            let check = match v {
-                Value::Literal(_) => TokenStream::new(),
-                Value::Expr(e) => quote_spanned! {e.span()=>
-                    const _: () = ::core::assert!(#repeat_const >= 1, "`repeat` must be at least 1");
-                },
-            };
-            (
-                quote!(#prefix_len + #repeat_const * #block_len),
-                value(v),
-                check,
-            )
-        }
-        Repeat::Layers(v) => {
-            let check = match v {
-                Value::Literal(_) => TokenStream::new(),
-                Value::Expr(e) => {
-                    let message = if prefix_len == 0 {
-                        format!(
-                            "`layers` must be a positive multiple of the block length {block_len}"
-                        )
-                    } else {
-                        format!(
-                            "`layers` must be the prefix length {prefix_len} plus a positive multiple of the block length {block_len}"
-                        )
-                    };
-                    quote_spanned! {e.span()=>
-                        const _: () = ::core::assert!(
-                            #layers_const > #prefix_len
-                                && (#layers_const - #prefix_len) % #block_len == 0,
-                            #message
-                        );
-                    }
-                }
-            };
-            (
-                value(v),
-                quote!(#layers_const.saturating_sub(#prefix_len) / #block_len),
-                check,
-            )
-        }
-    };
+    let (count, source, count_check, reads_config) = count(model, prefix_len, block_len);
     let prefetch = model.prefetch;
     let defer = model.defer;
     let unroll = value(&model.unroll);
     let options_span = match &model.unroll {
         Value::Expr(e) => e.span(),
-        Value::Literal(_) => ident.span(),
+        Value::Literal(_) | Value::Config(_) => ident.span(),
     };
     let options_check = quote_spanned! {options_span=>
         const _: () = match <#ident as #p::LayerStack>::OPTIONS.validate() {
@@ -166,6 +120,12 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
             quote_spanned!(first_entry.written.span()=> type Config = <#ty as #p::SubLayer>::Config;)
         }
     };
+    // The user's count expression reads the config as `cfg`, at the call site's hygiene.
+    let stack_cfg = if reads_config {
+        syn::Ident::new(crate::sublayer::expand::CONFIG_BINDING, Span::call_site())
+    } else {
+        syn::Ident::new("_", Span::call_site())
+    };
     quote! {
         const _: () = {
             use #p::Entry as _;
@@ -179,10 +139,8 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
                     unroll: #unroll,
                     scheduling_tags: true,
                 };
-                const LAYERS: usize = #layers;
-                const REPEAT: usize = #repeat;
 
-                fn stack() -> #p::Result<#p::Stack> {
+                fn stack(#stack_cfg: &Self::Config) -> #p::Result<#p::Stack> {
                     // The kind names, and the compile-time check that entries sharing one
                     // are one sub-layer.
                     const #names: ([&'static str; #prefix_len], [&'static str; #block_len]) = {
@@ -190,7 +148,7 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
                         #(#clashes)*
                         ([#(#prefix_names),*], [#(#block_names),*])
                     };
-                    #p::Stack::with_prefix(&#names.0, &#names.1, <Self as #p::LayerStack>::REPEAT)
+                    #p::stack_of::<Self>(&#names.0, &#names.1, #count, #source)
                 }
 
                 fn kinds(#cfg: &Self::Config) -> #p::Vec<#p::LayerKind> {
@@ -209,31 +167,39 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
 /// The impl of a stack whose declaration has errors that leave no model (no block): every
 /// item exists so uses of the model type-check, and nothing runs (the build fails).
 pub(crate) fn expand_stub(ident: &syn::Ident) -> TokenStream {
-    let p = private();
     let name = syn::ext::IdentExt::unraw(ident).to_string();
+    let stub = stub_impl(&quote!(#ident), &quote!(()), &name);
     quote! {
         const _: () = {
-            #[automatically_derived]
-            impl #p::LayerStack for #ident {
-                type Config = ();
-                const OPTIONS: #p::PlanOptions = #p::PlanOptions {
-                    prefetch_fsdp_weights: false,
-                    defer_grad_reduce_scatter: false,
-                    unroll: 2,
-                    scheduling_tags: true,
-                };
-                const LAYERS: usize = 0;
-                const REPEAT: usize = 0;
-
-                fn stack() -> #p::Result<#p::Stack> {
-                    #p::Err(#p::invalid_stack(#name))
-                }
-
-                fn kinds(_: &Self::Config) -> #p::Vec<#p::LayerKind> {
-                    #p::Vec::new()
-                }
-            }
+            #stub
         };
+    }
+}
+
+/// A `LayerStack` impl for `self_ty` over `config` that builds nothing: `stack()` is the error
+/// of an invalid declaration named `name` (never called: the build has failed). Also the
+/// placeholder stack of a model declared without a stack field.
+pub(crate) fn stub_impl(self_ty: &TokenStream, config: &TokenStream, name: &str) -> TokenStream {
+    let p = private();
+    quote! {
+        #[automatically_derived]
+        impl #p::LayerStack for #self_ty {
+            type Config = #config;
+            const OPTIONS: #p::PlanOptions = #p::PlanOptions {
+                prefetch_fsdp_weights: false,
+                defer_grad_reduce_scatter: false,
+                unroll: 2,
+                scheduling_tags: true,
+            };
+
+            fn stack(_: &Self::Config) -> #p::Result<#p::Stack> {
+                #p::Err(#p::invalid_stack(#name))
+            }
+
+            fn kinds(_: &Self::Config) -> #p::Vec<#p::LayerKind> {
+                #p::Vec::new()
+            }
+        }
     }
 }
 
@@ -243,6 +209,83 @@ fn value(v: &Value) -> TokenStream {
             let n = *n as usize;
             quote!(#n)
         }
-        Value::Expr(e) => quote_spanned!(e.span()=> (#e)),
+        Value::Expr(e) | Value::Config(e) => quote_spanned!(e.span()=> (#e)),
+    }
+}
+
+/// The stack's count as `stack()` evaluates it (`__private::Count`), what it was written as
+/// (`__private::Source`), the `const` checks of a constant count (a literal was checked by the
+/// macro; a count over the config is checked at run time, naming the field), and whether the
+/// count reads `cfg`.
+fn count(
+    model: &Model,
+    prefix_len: usize,
+    block_len: usize,
+) -> (TokenStream, TokenStream, TokenStream, bool) {
+    let p = private();
+    // Our const's name, not the user's: an item of the `const _` block named `LAYERS` would
+    // shadow a user's `const LAYERS` named in `layers = LAYERS` (items are not hygienic).
+    let constant = syn::Ident::new("__STACKSCAN_COUNT", Span::mixed_site());
+    let (key, v) = match &model.repeat {
+        Repeat::Repeat(v) => (quote!(Repeat), v),
+        Repeat::Layers(v) => (quote!(Layers), v),
+    };
+    let wrap = |n: TokenStream| quote!(#p::Count::#key(#p::count_value(#n)));
+    match v {
+        Value::Literal(_) => (
+            wrap(value(v)),
+            quote!(#p::Source::Const),
+            TokenStream::new(),
+            false,
+        ),
+        Value::Expr(e) => {
+            let rule = match &model.repeat {
+                Repeat::Repeat(_) => quote!(#constant >= 1),
+                Repeat::Layers(_) => quote! {
+                    #constant > #prefix_len && (#constant - #prefix_len) % #block_len == 0
+                },
+            };
+            let message = match (&model.repeat, prefix_len) {
+                (Repeat::Repeat(_), _) => "`repeat` must be at least 1".to_owned(),
+                (Repeat::Layers(_), 0) => {
+                    format!("`layers` must be a positive multiple of the block length {block_len}")
+                }
+                (Repeat::Layers(_), _) => format!(
+                    "`layers` must be the prefix length {prefix_len} plus a positive multiple of the block length {block_len}"
+                ),
+            };
+            let check = quote_spanned! {e.span()=>
+                const #constant: usize = (#e);
+                const _: () = ::core::assert!(#rule, #message);
+            };
+            (
+                wrap(quote!(#constant)),
+                quote!(#p::Source::Const),
+                check,
+                false,
+            )
+        }
+        Value::Config(e) => {
+            let source = match e {
+                syn::Expr::Field(syn::ExprField {
+                    base,
+                    member: syn::Member::Named(field),
+                    ..
+                }) if matches!(&**base, syn::Expr::Path(b) if b.path.is_ident(crate::sublayer::expand::CONFIG_BINDING)) =>
+                {
+                    let field = syn::ext::IdentExt::unraw(field).to_string();
+                    quote!(#p::Source::Field(#field))
+                }
+                other => {
+                    let text = other.to_token_stream().to_string();
+                    quote!(#p::Source::Expr(#text))
+                }
+            };
+            let count = {
+                let (count_value, key) = (crate::respan(quote!(#p::count_value), e.span()), &key);
+                quote_spanned!(e.span()=> #p::Count::#key(#count_value(#e)))
+            };
+            (count, source, TokenStream::new(), true)
+        }
     }
 }

@@ -41,9 +41,6 @@ pub(crate) struct StackMember {
     pub(crate) field: Ident,
     /// `Layers<S>` as written.
     pub(crate) ty: Type,
-    /// `layers = <expr>` and the config field it reads, as errors name it
-    /// (`LlamaConfig.layers`).
-    pub(crate) layers: Option<(Expr, String)>,
 }
 
 /// A validated `#[input(...)]` field.
@@ -102,13 +99,13 @@ pub(crate) struct Stub {
     /// `None`: missing; the stub names a placeholder marker.
     pub(crate) carry: Option<Type>,
     pub(crate) fields: Vec<Ident>,
+    /// A model's first `#[stack]` field's type (`Layers<S>`), if it has one.
+    pub(crate) stack: Option<Type>,
+    /// A model's `inputs = Type`, if written.
+    pub(crate) inputs: Option<Type>,
 }
 
 /// The outcome of [`check`].
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one value per macro invocation, moved once"
-)]
 pub(crate) enum Checked {
     Valid(Model),
     /// Errors were recorded; the stub's bodies read no fields, so an enum, a tuple struct or a
@@ -193,14 +190,9 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
                     format!("a model has one stack field; `{first}` is it already"),
                 );
             }
-            let layers = stack
-                .layers
-                .as_ref()
-                .map(|e| (e.clone(), depth_name(e, input.config.as_ref())));
             params.push(Member::Stack(StackMember {
                 field: f.ident.clone(),
                 ty: f.ty.clone(),
-                layers,
             }));
             continue;
         }
@@ -223,15 +215,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
                     ),
                 );
             }
-            let name = f.ident.unraw().to_string();
-            if let Some(first) = names.get(&name) {
-                errors.error_spanned_by(
-                    &f.ident,
-                    format!("duplicate parameter name `{name}`; field `{first}` has it already"),
-                );
-            } else {
-                names.insert(name.clone(), f.ident.clone());
-            }
+            let name = claim_name(f, "parameter", &mut names, errors);
             params.push(Member::Module(SubModule {
                 field: f.ident.clone(),
                 name,
@@ -251,29 +235,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
                 format!("a parameter field has the struct's value type `{t}`; a field of another type is a sub-module, marked `#[module]`"),
             );
         }
-        let pname = f
-            .name
-            .as_ref()
-            .map(syn::LitStr::value)
-            .unwrap_or_else(|| f.ident.unraw().to_string());
-        if let Some(lit) = f.name.as_ref().filter(|l| l.value().is_empty()) {
-            errors.error_spanned_by(
-                lit,
-                format!(
-                    "the parameter name of `{}` is empty; write a name or drop `name` to use the field's",
-                    f.ident
-                ),
-            );
-        }
-        if let Some(first) = names.get(&pname) {
-            let msg = format!("duplicate parameter name `{pname}`; field `{first}` has it already");
-            match &f.name {
-                Some(lit) => errors.error_spanned_by(lit, msg),
-                None => errors.error_spanned_by(&f.ident, msg),
-            }
-        } else {
-            names.insert(pname.clone(), f.ident.clone());
-        }
+        let pname = claim_name(f, "parameter", &mut names, errors);
         let Some(attr) = &f.attr else {
             errors.error_spanned_by(
                 &f.ident,
@@ -347,21 +309,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
         };
         let dtype = match &f.dtype {
             None => "F32",
-            Some(d) => match d.to_string().as_str() {
-                "f32" => "F32",
-                "bf16" => "BF16",
-                "f64" => "F64",
-                other => {
-                    errors.error_spanned_by(
-                        d,
-                        format!(
-                            "unsupported parameter element type `{other}`; expected {}",
-                            args::one_of(parse::DTYPES)
-                        ),
-                    );
-                    "F32"
-                }
-            },
+            Some(d) => dtype_variant(d, parse::DTYPES, "parameter", errors).unwrap_or("F32"),
         };
         params.push(Member::Param(Param {
             field: f.ident.clone(),
@@ -376,7 +324,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
         if !params.iter().any(|m| matches!(m, Member::Stack(_))) && has_fields {
             errors.error_spanned_by(
                 &input.ident,
-                "a model needs its stack as a field: `#[stack(layers = cfg.layers)] layers: Layers<MyStack>`",
+                "a model needs its stack as a field: `#[stack] layers: Layers<MyStack>`",
             );
         }
         if input.inputs.is_none() && input.has_sublayer_attr && !input.sublayer_attr_malformed {
@@ -408,6 +356,11 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
             generics: input.generics,
             config,
             carry,
+            stack: fields
+                .iter()
+                .find(|f| f.stack.is_some())
+                .map(|f| f.ty.clone()),
+            inputs: input.inputs,
             fields: fields.into_iter().map(|f| f.ident).collect(),
         }),
     }
@@ -424,27 +377,69 @@ fn is_type_param(ty: &Type, t: &Ident) -> bool {
     }
 }
 
-/// How an error names the depth a `#[stack(layers = …)]` reads: `Config.field` for
-/// `cfg.field`, else the expression as written.
-fn depth_name(expr: &Expr, config: Option<&Type>) -> String {
-    let config_name = match config {
-        Some(Type::Path(p)) => p.path.segments.last().map(|s| s.ident.unraw().to_string()),
-        _ => None,
-    };
-    match (expr, config_name) {
-        (
-            Expr::Field(syn::ExprField {
-                base,
-                member: syn::Member::Named(field),
-                ..
-            }),
-            Some(config),
-        ) if matches!(&**base, Expr::Path(p) if p.path.is_ident(crate::sublayer::expand::CONFIG_BINDING)) =>
-        {
-            format!("{config}.{}", field.unraw())
-        }
-        _ => quote::ToTokens::to_token_stream(expr).to_string(),
+/// The name field `f` gives its parameter, sub-module or input (`what`): its `name = "…"`, or
+/// the field's own without `r#`; an empty or repeated name is reported, at the literal when
+/// one is written.
+fn claim_name(
+    f: &parse::Field,
+    what: &str,
+    names: &mut HashMap<String, Ident>,
+    errors: &mut Errors,
+) -> String {
+    let name = f
+        .name
+        .as_ref()
+        .map(syn::LitStr::value)
+        .unwrap_or_else(|| f.ident.unraw().to_string());
+    if let Some(lit) = f.name.as_ref().filter(|l| l.value().is_empty()) {
+        errors.error_spanned_by(
+            lit,
+            format!(
+                "the {what} name of `{}` is empty; write a name or drop `name` to use the field's",
+                f.ident
+            ),
+        );
     }
+    if let Some(first) = names.get(&name) {
+        let msg = format!("duplicate {what} name `{name}`; field `{first}` has it already");
+        match &f.name {
+            Some(lit) => errors.error_spanned_by(lit, msg),
+            None => errors.error_spanned_by(&f.ident, msg),
+        }
+    } else {
+        names.insert(name.clone(), f.ident.clone());
+    }
+    name
+}
+
+/// The `DType` variant of element type `d` if it is one of `allowed`; else an error naming
+/// `what` (`parameter`, `input`) and the choices.
+fn dtype_variant(
+    d: &Ident,
+    allowed: &[&str],
+    what: &str,
+    errors: &mut Errors,
+) -> Option<&'static str> {
+    let name = d.to_string();
+    let variant = match name.as_str() {
+        "i32" => "I32",
+        "i64" => "I64",
+        "f32" => "F32",
+        "bf16" => "BF16",
+        "f64" => "F64",
+        _ => "",
+    };
+    if variant.is_empty() || !allowed.contains(&name.as_str()) {
+        errors.error_spanned_by(
+            d,
+            format!(
+                "unsupported {what} element type `{name}`; expected {}",
+                args::one_of(allowed)
+            ),
+        );
+        return None;
+    }
+    Some(variant)
 }
 
 /// A field of an inputs struct: `#[input(shape = [...], dtype = <type>)]` on a value-type field.
@@ -462,22 +457,7 @@ fn input_field(
             format!("an input field has the struct's value type `{t}`"),
         );
     }
-    let name = f
-        .name
-        .as_ref()
-        .map(syn::LitStr::value)
-        .unwrap_or_else(|| f.ident.unraw().to_string());
-    if let Some(lit) = f.name.as_ref().filter(|l| l.value().is_empty()) {
-        errors.error_spanned_by(lit, format!("the input name of `{}` is empty", f.ident));
-    }
-    if let Some(first) = names.get(&name) {
-        errors.error_spanned_by(
-            &f.ident,
-            format!("duplicate input name `{name}`; field `{first}` has it already"),
-        );
-    } else {
-        names.insert(name.clone(), f.ident.clone());
-    }
+    let name = claim_name(f, "input", names, errors);
     let Some(attr) = &f.input else {
         errors.error_spanned_by(
             &f.ident,
@@ -500,7 +480,7 @@ fn input_field(
         }
         return None;
     };
-    let dtype = match f.dtype.as_ref().map(|d| (d, d.to_string())) {
+    let dtype = match &f.dtype {
         None => {
             errors.error_spanned_by(
                 attr,
@@ -512,23 +492,7 @@ fn input_field(
             );
             return None;
         }
-        Some((d, name)) => match name.as_str() {
-            "i32" => "I32",
-            "i64" => "I64",
-            "f32" => "F32",
-            "bf16" => "BF16",
-            "f64" => "F64",
-            other => {
-                errors.error_spanned_by(
-                    d,
-                    format!(
-                        "unsupported input element type `{other}`; expected {}",
-                        args::one_of(parse::INPUT_DTYPES)
-                    ),
-                );
-                return None;
-            }
-        },
+        Some(d) => dtype_variant(d, parse::INPUT_DTYPES, "input", errors)?,
     };
     Some(InputMember {
         field: f.ident.clone(),

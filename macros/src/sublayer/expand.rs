@@ -7,7 +7,7 @@ use syn::spanned::Spanned;
 
 use super::check::{Init, InputMember, Member, Model, Param, Stub};
 use super::parse::Derive;
-use crate::private;
+use crate::{private, respan};
 
 /// The name the shape and init expressions see the config by.
 pub(crate) const CONFIG_BINDING: &str = "cfg";
@@ -218,18 +218,6 @@ fn on_tensor(ty: &syn::Type, value_ty: &syn::Ident) -> TokenStream {
     replace(ty.to_token_stream(), value_ty, &tensor)
 }
 
-/// `tokens` (a path of ours, without groups) spanned at `span`: an error about the item it
-/// names then points at the user's tokens there.
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|mut tree| {
-            tree.set_span(span);
-            tree
-        })
-        .collect()
-}
-
 /// Impls for an invalid declaration: the same types, bodies that do nothing, so the
 /// `compile_error!`s beside them are the only errors. The impls take the struct's generics as
 /// written (bounds, `where` clause, extra parameters), so they hold wherever the struct is
@@ -244,6 +232,8 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
         config,
         carry,
         fields,
+        stack,
+        inputs,
     } = stub;
     let type_name = ident.unraw().to_string();
     let identity = identity(ident);
@@ -255,6 +245,10 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
     let missing_carry = format_ident!("NoCarryInSublayerAttribute");
     let invalid_params = format_ident!("__StackscanInvalidParams");
     let of = format_ident!("__StackscanValue");
+    let config_ty = match config {
+        Some(config) => config.to_token_stream(),
+        None => quote!(#missing_config),
+    };
     let (config, config_placeholder) = match config {
         Some(config) => (quote_spanned!(config.span()=> type Config = #config;), None),
         None => (
@@ -327,9 +321,7 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
                 }
             }
         },
-        // A model stub would need a stack type; its `Params` alone keeps uses of its fields
-        // quiet.
-        Derive::Model => TokenStream::new(),
+        Derive::Model => model_stub(stub, &config, &config_ty, stack.as_ref(), inputs.as_ref()),
         Derive::Inputs => quote! {
             #[automatically_derived]
             impl #impl_generics #p::Inputs for #self_ty #sublayer_where {
@@ -376,6 +368,119 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
     }
 }
 
+/// The `Model` impl of an invalid model declaration, so its `ModelForward` impl and its uses
+/// (`stack_model::<M>`) add no errors: the stack and the inputs as written, or placeholders
+/// whose names say what is missing; no parameters.
+fn model_stub(
+    stub: &Stub,
+    config: &TokenStream,
+    config_ty: &TokenStream,
+    stack: Option<&syn::Type>,
+    inputs: Option<&syn::Type>,
+) -> TokenStream {
+    let p = private();
+    let Stub {
+        ident,
+        value_ty,
+        generics,
+        ..
+    } = stub;
+    let (impl_generics, self_ty) = match value_ty {
+        Some(t) => over_tensor(ident, t, generics),
+        None => {
+            let (impl_generics, ty_generics, _) = generics.split_for_impl();
+            (impl_generics.to_token_stream(), quote!(#ident #ty_generics))
+        }
+    };
+    let where_clause = generics.where_clause.as_ref().map(|w| &w.predicates);
+    let no_stack = format_ident!("NoStackFieldInModel");
+    let no_inputs = format_ident!("NoInputsInModelAttribute");
+    let (stack_item, stack_bounds, stack_placeholder) = match stack {
+        Some(ty) => {
+            let ty = match value_ty {
+                Some(t) => on_tensor(ty, t),
+                None => ty.to_token_stream(),
+            };
+            let of = quote!(<#ty as #p::StackField>::Stack);
+            (
+                quote!(type Stack = #of;),
+                quote!(#ty: #p::StackField, #of: #p::LayerStack<Config = #config_ty>,),
+                None,
+            )
+        }
+        None => (quote!(type Stack = #no_stack;), TokenStream::new(), {
+            let stub = crate::stack::expand::stub_impl(
+                &quote!(#no_stack),
+                config_ty,
+                "model without a stack field",
+            );
+            Some(quote! {
+                pub enum #no_stack {}
+
+                #stub
+            })
+        }),
+    };
+    let (inputs_item, inputs_placeholder) = match inputs {
+        Some(i) => (
+            quote_spanned!(i.span()=> type Inputs = #i<#p::Tensor>;),
+            None,
+        ),
+        None => (
+            quote!(type Inputs = #no_inputs;),
+            Some(quote! {
+                pub enum #no_inputs {}
+
+                #[automatically_derived]
+                impl #p::Params<#p::Tensor> for #no_inputs {
+                    const LEN: usize = 0;
+
+                    fn from_values(_: #p::Vec<#p::Tensor>) -> #p::Result<Self> {
+                        #p::Err(#p::invalid_declaration("model inputs"))
+                    }
+
+                    fn into_values(self) -> #p::Vec<#p::Tensor> {
+                        match self {}
+                    }
+
+                    fn values(&self) -> #p::Vec<&#p::Tensor> {
+                        match *self {}
+                    }
+                }
+
+                #[automatically_derived]
+                impl #p::Inputs for #no_inputs {
+                    type Config = #config_ty;
+
+                    fn input_specs(_: &Self::Config) -> #p::Vec<#p::InputSpec> {
+                        #p::Vec::new()
+                    }
+                }
+            }),
+        ),
+    };
+    quote! {
+        #stack_placeholder
+        #inputs_placeholder
+
+        #[automatically_derived]
+        impl #impl_generics #p::Model for #self_ty
+        where
+            Self: 'static + #p::Params<#p::Tensor>,
+            #stack_bounds
+            #where_clause
+        {
+            #config
+            #stack_item
+            #inputs_item
+
+            fn outer_specs(_: &Self::Config) -> #p::Vec<#p::ParamSpec> {
+                #p::Vec::new()
+            }
+        }
+    }
+}
+
 /// `Model` for the model struct over `Tensor` (other type parameters, the stack's, kept).
 fn model_impl(model: &Model, outer_specs: TokenStream) -> TokenStream {
     let p = private();
@@ -407,14 +512,6 @@ fn model_impl(model: &Model, outer_specs: TokenStream) -> TokenStream {
     let inputs = inputs
         .as_ref()
         .map(|i| quote_spanned!(i.span()=> type Inputs = #i<#p::Tensor>;));
-    let depth = match &stack.layers {
-        Some((expr, name)) => quote_spanned! {expr.span()=>
-            let __stackscan_depth: usize = #expr;
-            #p::Some((#name, __stackscan_depth))
-        },
-        None => quote!(#p::None),
-    };
-    let cfg = syn::Ident::new(CONFIG_BINDING, Span::call_site());
     let config_item = quote_spanned!(config.span()=> type Config = #config;);
     quote! {
         #[automatically_derived]
@@ -429,11 +526,6 @@ fn model_impl(model: &Model, outer_specs: TokenStream) -> TokenStream {
             #inputs
 
             #outer_specs
-
-            fn depth(#cfg: &Self::Config) -> #p::Option<(&'static str, usize)> {
-                let _ = #cfg;
-                #depth
-            }
         }
     }
 }

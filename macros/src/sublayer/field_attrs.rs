@@ -13,47 +13,33 @@ pub(crate) struct ModuleAttr {
     pub(crate) config: Option<Expr>,
 }
 
-/// A model's `#[stack]` or `#[stack(layers = <expr>)]` field attribute.
+/// A model's `#[stack]` field attribute.
 pub(crate) struct StackAttr {
     /// The attribute's path, where a misplaced or repeated stack field is reported.
     pub(crate) path: syn::Path,
-    /// `layers = <expr>`: the config's depth (`cfg.layers`), checked against the stack.
-    pub(crate) layers: Option<Expr>,
 }
 
-/// A field's `#[stack]` or `#[stack(layers = <expr>)]`.
+/// A field's `#[stack]`. It takes no options: the block pattern, the depth and the options
+/// are the `#[layer_stack]` type's, written once there (the stack is planned, printed and
+/// tested without a model, so it must know its own depth).
 pub(super) fn stack_attr(attr: &syn::Attribute, errors: &mut Errors) -> StackAttr {
-    let mut out = StackAttr {
+    let out = StackAttr {
         path: attr.path().clone(),
-        layers: None,
     };
-    let tokens = match &attr.meta {
-        syn::Meta::Path(_) => return out,
-        syn::Meta::List(list) => list.tokens.clone(),
-        syn::Meta::NameValue(nv) => {
-            errors.error_spanned_by(
-                nv,
-                "expected `#[stack]` or `#[stack(layers = <expr>)]` on the stack field",
-            );
-            return out;
-        }
+    let Some(tokens) = options(attr, "`#[stack]` on the stack field", errors) else {
+        return out;
     };
     for arg in args::split(tokens, errors) {
-        match arg.key.to_string().as_str() {
-            "layers" => set(
-                &mut out.layers,
-                &arg,
-                "<depth over cfg>",
-                errors,
-                Arg::parse,
+        let message = match arg.key.to_string().as_str() {
+            "layers" | "repeat" => format!(
+                "the depth is written once, on the stack: `#[layer_stack(..., {} = <count or cfg.field>)]`; remove it here",
+                arg.key
             ),
-            other => errors.error_spanned_by(
-                &arg.key,
-                format!(
-                    "unknown stack field option `{other}`; expected `layers` (the block pattern and the options are the `#[layer_stack]` type's)"
-                ),
+            other => format!(
+                "unknown stack field option `{other}`; `#[stack]` takes none (the block pattern, the depth and the options are the `#[layer_stack]` type's)"
             ),
-        }
+        };
+        errors.error_spanned_by(&arg.key, message);
     }
     out
 }
@@ -61,16 +47,12 @@ pub(super) fn stack_attr(attr: &syn::Attribute, errors: &mut Errors) -> StackAtt
 /// A field's `#[module]` or `#[module(config = <expr>)]`.
 pub(super) fn module_attr(attr: &syn::Attribute, errors: &mut Errors) -> ModuleAttr {
     let mut out = ModuleAttr { config: None };
-    let tokens = match &attr.meta {
-        syn::Meta::Path(_) => return out,
-        syn::Meta::List(list) => list.tokens.clone(),
-        syn::Meta::NameValue(nv) => {
-            errors.error_spanned_by(
-                nv,
-                "expected `#[module]` or `#[module(config = <expr>)]` on a sub-module field",
-            );
-            return out;
-        }
+    let Some(tokens) = options(
+        attr,
+        "`#[module]` or `#[module(config = <expr>)]` on a sub-module field",
+        errors,
+    ) else {
+        return out;
     };
     for arg in args::split(tokens, errors) {
         match arg.key.to_string().as_str() {
@@ -91,4 +73,21 @@ pub(super) fn module_attr(attr: &syn::Attribute, errors: &mut Errors) -> ModuleA
         }
     }
     out
+}
+
+/// The options inside a field attribute that may also stand alone: `#[attr(...)]`'s tokens;
+/// `None` for a bare `#[attr]`, and for `#[attr = …]`, reported as not the `expected` form.
+fn options(
+    attr: &syn::Attribute,
+    expected: &str,
+    errors: &mut Errors,
+) -> Option<proc_macro2::TokenStream> {
+    match &attr.meta {
+        syn::Meta::Path(_) => None,
+        syn::Meta::List(list) => Some(list.tokens.clone()),
+        syn::Meta::NameValue(nv) => {
+            errors.error_spanned_by(nv, format!("expected {expected}"));
+            None
+        }
+    }
 }

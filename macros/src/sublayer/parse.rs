@@ -287,56 +287,25 @@ fn field(f: &syn::Field, errors: &mut Errors) -> Field {
         );
     }
     let before = errors.len();
-    for attr in f.attrs.iter().filter(|a| a.path().is_ident("module")) {
-        if out.module.is_some() {
-            errors.error_spanned_by(
-                attr.path(),
-                format!(
-                    "duplicate `#[module]` on `{}`; merge them into one",
-                    out.ident
-                ),
-            );
-            continue;
-        }
+    let ident = out.ident.clone();
+    once(f, "module", &ident, errors, |attr, errors| {
         out.module = Some(module_attr(attr, errors));
-    }
-    for attr in f.attrs.iter().filter(|a| a.path().is_ident("stack")) {
-        if out.stack.is_some() {
-            errors.error_spanned_by(
-                attr.path(),
-                format!(
-                    "duplicate `#[stack]` on `{}`; merge them into one",
-                    out.ident
-                ),
-            );
-            continue;
-        }
+    });
+    once(f, "stack", &ident, errors, |attr, errors| {
         out.stack = Some(stack_attr(attr, errors));
-    }
-    for attr in f.attrs.iter().filter(|a| a.path().is_ident("input")) {
-        if out.input.is_some() {
-            errors.error_spanned_by(
-                attr.path(),
-                format!(
-                    "duplicate `#[input]` on `{}`; merge them into one",
-                    out.ident
-                ),
-            );
-            continue;
-        }
+    });
+    once(f, "input", &ident, errors, |attr, errors| {
         out.input = Some(attr.path().clone());
-        let Some(tokens) = list_tokens(attr, errors) else {
-            continue;
-        };
-        for arg in args::split(tokens, errors) {
+        for arg in list_tokens(attr, errors)
+            .map(|t| args::split(t, errors))
+            .into_iter()
+            .flatten()
+        {
+            if tensor_key(&mut out, &arg, "i32", errors) {
+                continue;
+            }
             match arg.key.to_string().as_str() {
-                "shape" => {
-                    let shape = shape(&arg, errors);
-                    set(&mut out.shape, &arg, "", errors, |_, _, _| shape);
-                }
-                "dtype" => set(&mut out.dtype, &arg, "i32", errors, Arg::parse),
                 "values" => set(&mut out.values, &arg, "<start>..<end>", errors, Arg::parse),
-                "name" => set(&mut out.name, &arg, "\"name\"", errors, Arg::parse),
                 other => errors.error_spanned_by(
                     &arg.key,
                     format!(
@@ -346,28 +315,18 @@ fn field(f: &syn::Field, errors: &mut Errors) -> Field {
                 ),
             }
         }
-    }
-    for attr in f.attrs.iter().filter(|a| a.path().is_ident("param")) {
-        if out.attr.is_some() {
-            errors.error_spanned_by(
-                attr.path(),
-                format!(
-                    "duplicate `#[param]` on `{}`; merge them into one",
-                    out.ident
-                ),
-            );
-            continue;
-        }
+    });
+    once(f, "param", &ident, errors, |attr, errors| {
         out.attr = Some(attr.path().clone());
-        let Some(tokens) = list_tokens(attr, errors) else {
-            continue;
-        };
-        for arg in args::split(tokens, errors) {
+        for arg in list_tokens(attr, errors)
+            .map(|t| args::split(t, errors))
+            .into_iter()
+            .flatten()
+        {
+            if tensor_key(&mut out, &arg, "f32", errors) {
+                continue;
+            }
             match arg.key.to_string().as_str() {
-                "shape" => {
-                    let shape = shape(&arg, errors);
-                    set(&mut out.shape, &arg, "", errors, |_, _, _| shape);
-                }
                 "shard" => set(&mut out.shard, &arg, "<dimension>", errors, Arg::parse),
                 "replicated" => {
                     let flag = arg.flag(errors);
@@ -380,8 +339,6 @@ fn field(f: &syn::Field, errors: &mut Errors) -> Field {
                     let init = init(&arg, errors);
                     set(&mut out.init, &arg, "", errors, |_, _, _| init);
                 }
-                "dtype" => set(&mut out.dtype, &arg, "f32", errors, Arg::parse),
-                "name" => set(&mut out.name, &arg, "\"name\"", errors, Arg::parse),
                 "frozen" | "trainable" | "no_grad" => errors.error_spanned_by(
                     &arg.key,
                     format!(
@@ -398,9 +355,50 @@ fn field(f: &syn::Field, errors: &mut Errors) -> Field {
                 ),
             }
         }
-    }
+    });
     out.malformed = errors.len() > before;
     out
+}
+
+/// Reads the field's first `#[name]` attribute with `read`, then reports each further one as
+/// a duplicate (in source order, after the first's own errors).
+fn once(
+    f: &syn::Field,
+    name: &str,
+    field: &Ident,
+    errors: &mut Errors,
+    mut read: impl FnMut(&syn::Attribute, &mut Errors),
+) {
+    for (i, attr) in f
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident(name))
+        .enumerate()
+    {
+        if i == 0 {
+            read(attr, errors);
+        } else {
+            errors.error_spanned_by(
+                attr.path(),
+                format!("duplicate `#[{name}]` on `{field}`; merge them into one"),
+            );
+        }
+    }
+}
+
+/// The keys a parameter and an input share (`shape`, `dtype`, `name`): read into `out`, and
+/// `true`; any other key is the caller's.
+fn tensor_key(out: &mut Field, arg: &Arg, dtype: &str, errors: &mut Errors) -> bool {
+    match arg.key.to_string().as_str() {
+        "shape" => {
+            let shape = shape(arg, errors);
+            set(&mut out.shape, arg, "", errors, |_, _, _| shape);
+        }
+        "dtype" => set(&mut out.dtype, arg, dtype, errors, Arg::parse),
+        "name" => set(&mut out.name, arg, "\"name\"", errors, Arg::parse),
+        _ => return false,
+    }
+    true
 }
 
 /// Stores the value of `arg` in `slot`, reporting a repeated key at its second occurrence.

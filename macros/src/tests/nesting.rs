@@ -47,13 +47,13 @@ fn sub_module_fields_nest_their_names_and_check_their_types() {
 }
 
 #[test]
-fn a_model_over_its_stack_names_the_depth_field_and_builds_the_stack_field() {
+fn a_model_over_its_stack_builds_the_stack_field() {
     let out = crate::sublayer::derive_model(quote! {
         #[model(config = LlamaConfig, inputs = Tokens)]
         pub struct Llama<T, S> {
             #[param(shape = [cfg.vocab, cfg.d], shard = 0)]
             embed: T,
-            #[stack(layers = cfg.layers)]
+            #[stack]
             layers: Layers<S>,
             #[module]
             head: Head<T>,
@@ -68,7 +68,6 @@ fn a_model_over_its_stack_names_the_depth_field_and_builds_the_stack_field() {
             "impl<S> ::stackscan::__private::Model for Llama<::stackscan::__private::Tensor, S>",
             "type Inputs = Tokens<::stackscan::__private::Tensor>;",
             "type Stack = <Layers<S> as ::stackscan::__private::StackField>::Stack;",
-            "::stackscan::__private::Some((\"LlamaConfig.layers\", __stackscan_depth))",
             "layers: ::stackscan::__private::Layers::new()",
             "impl<T, S> ::stackscan::__private::Params<T> for Llama<T, S>",
             "const LEN: usize = 1usize + <Head<T> as ::stackscan::__private::Params<T>>::LEN;",
@@ -84,8 +83,6 @@ fn a_model_over_its_stack_names_the_depth_field_and_builds_the_stack_field() {
     .unwrap();
     assert_eq!(
         compile_errors(&missing),
-        [
-            "a model needs its stack as a field: `#[stack(layers = cfg.layers)] layers: Layers<MyStack>`"
-        ]
+        ["a model needs its stack as a field: `#[stack] layers: Layers<MyStack>`"]
     );
 }

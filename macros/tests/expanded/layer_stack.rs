@@ -12,10 +12,9 @@ const _: () = {
             unroll: 2usize,
             scheduling_tags: true,
         };
-        const LAYERS: usize = 12usize;
-        const REPEAT: usize = <Toy as ::stackscan::__private::LayerStack>::LAYERS
-            .saturating_sub(0usize) / 4usize;
-        fn stack() -> ::stackscan::__private::Result<::stackscan::__private::Stack> {
+        fn stack(
+            _: &Self::Config,
+        ) -> ::stackscan::__private::Result<::stackscan::__private::Stack> {
             const __STACKSCAN_NAMES: ([&'static str; 0usize], [&'static str; 4usize]) = {
                 let __stackscan_entry0 = GatedMlp::__STACKSCAN_ENTRY;
                 let __stackscan_entry1 = SineResidual::__STACKSCAN_ENTRY;
@@ -38,10 +37,15 @@ const _: () = {
                     ],
                 )
             };
-            ::stackscan::__private::Stack::with_prefix(
+            ::stackscan::__private::stack_of::<
+                Self,
+            >(
                 &__STACKSCAN_NAMES.0,
                 &__STACKSCAN_NAMES.1,
-                <Self as ::stackscan::__private::LayerStack>::REPEAT,
+                ::stackscan::__private::Count::Layers(
+                    ::stackscan::__private::count_value(12usize),
+                ),
+                ::stackscan::__private::Source::Const,
             )
         }
         fn kinds(

@@ -45,13 +45,6 @@ const _: () = {
                 );
             __stackscan_specs
         }
-        fn depth(
-            cfg: &Self::Config,
-        ) -> ::stackscan::__private::Option<(&'static str, usize)> {
-            let _ = cfg;
-            let __stackscan_depth: usize = cfg.layers;
-            ::stackscan::__private::Some(("LlamaConfig.layers", __stackscan_depth))
-        }
     }
     #[automatically_derived]
     impl<T, S> ::stackscan::__private::Params<T> for Llama<T, S> {

@@ -21,8 +21,8 @@ impl Forward for Dense<Tensor> {
     }
 }
 
-/// Three dense layers, prefetched.
-#[layer_stack(crate = "ss", block = [Dense], layers = 3, prefetch_fsdp_weights)]
+/// Dense layers at the config's depth, prefetched.
+#[layer_stack(crate = "ss", block = [Dense], layers = cfg.layers, prefetch_fsdp_weights)]
 #[derive(Debug)]
 pub struct Model;
 
@@ -33,8 +33,12 @@ mod tests {
 
     #[test]
     fn the_renamed_dependency_declares_a_working_stack() -> Result<()> {
-        assert_eq!(Model::plan_notation()?.0, "[dense 0, dense 1] → [dense 2]");
-        let kinds = Model::kinds(&Cfg { d: 4 });
+        let cfg = Cfg { d: 4, layers: 3 };
+        assert_eq!(
+            Model::plan_notation(&cfg)?.0,
+            "[dense 0, dense 1] → [dense 2]"
+        );
+        let kinds = Model::kinds(&cfg);
         assert_eq!(kinds.len(), 1);
         assert_eq!(kinds[0].params[0].shape, [4, 4]);
         Ok(())

@@ -24,5 +24,5 @@ impl Forward for Dense<Tensor> {
 struct Model;
 
 fn main() {
-    assert_eq!(Model::plan_notation().unwrap().0, "[Dense 0, Dense 1]");
+    assert_eq!(Model::plan_notation(&stackscan_ui_tests::CFG).unwrap().0, "[Dense 0, Dense 1]");
 }

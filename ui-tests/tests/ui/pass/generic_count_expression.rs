@@ -12,5 +12,5 @@ impl<A, B> Depth<A, B> {
 struct Model;
 
 fn main() {
-    assert_eq!(Model::LAYERS, 6);
+    assert_eq!(Model::layers(&stackscan_ui_tests::CFG).unwrap(), 6);
 }

@@ -40,7 +40,7 @@ mod model {
     pub struct Model;
 
     pub fn check() {
-        ::core::assert_eq!(<Model as LayerStack>::LAYERS, 4);
+        ::core::assert_eq!(<Model as LayerStack>::layers(&Cfg { d: 2 }), ::core::result::Result::Ok(4));
         ::core::assert_eq!(<Model as LayerStack>::kinds(&Cfg { d: 2 }).len(), 1);
     }
 }

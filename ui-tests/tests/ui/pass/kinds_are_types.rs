@@ -11,7 +11,7 @@ mod other {
 struct Model;
 
 fn main() {
-    let kinds = Model::kinds(&Cfg { d: 4 });
+    let kinds = Model::kinds(&Cfg { d: 4, layers: 2 });
     let names: Vec<&str> = kinds.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["Mlp", "attention"]);
 }

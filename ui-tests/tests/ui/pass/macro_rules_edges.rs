@@ -32,6 +32,6 @@ macro_rules! stack {
 stack!(Model, Dense);
 
 fn main() {
-    assert_eq!(Model::plan_notation().unwrap().0, "[Dense 0, Dense 1, Dense 2]");
-    assert_eq!(Model::kinds(&Cfg { d: 4 })[0].params[0].name, "w");
+    assert_eq!(Model::plan_notation(&stackscan_ui_tests::CFG).unwrap().0, "[Dense 0, Dense 1, Dense 2]");
+    assert_eq!(Model::kinds(&Cfg { d: 4, layers: 2 })[0].params[0].name, "w");
 }

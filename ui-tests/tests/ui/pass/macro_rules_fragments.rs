@@ -13,8 +13,8 @@ macro_rules! stack {
 stack!(Model, Dense, stackscan_ui_tests::Attn);
 
 fn main() {
-    assert_eq!(Model::LAYERS, 3);
-    let kinds = Model::kinds(&Cfg { d: 4 });
+    assert_eq!(Model::layers(&stackscan_ui_tests::CFG).unwrap(), 3);
+    let kinds = Model::kinds(&Cfg { d: 4, layers: 2 });
     let names: Vec<&str> = kinds.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["Mlp", "attention"]);
 }

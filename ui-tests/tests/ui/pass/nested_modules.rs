@@ -47,18 +47,18 @@ impl Forward for Block<Tensor> {
 struct Deep;
 
 fn main() {
-    let specs = <Block<Tensor> as SubLayer>::param_specs(&Cfg { d: 4 });
+    let specs = <Block<Tensor> as SubLayer>::param_specs(&Cfg { d: 4, layers: 2 });
     let names: Vec<&str> = specs.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["norm", "mixer.proj.w", "mixer.gate.bias", "out.w"]);
     assert_eq!(specs[1].shard_dim, Some(0));
     assert_eq!(specs[2].init, stackscan::fsdp::Init::Zeros);
     assert_eq!(<Block<u8> as Params<u8>>::LEN, 4);
-    assert_eq!(<Mixer<Tensor> as Module>::param_specs(&Cfg { d: 2 }).len(), 2);
+    assert_eq!(<Mixer<Tensor> as Module>::param_specs(&Cfg { d: 2, layers: 2 }).len(), 2);
     // Values come back in declaration order, sub-modules as runs.
     let b = <Block<u8> as Params<u8>>::from_values(vec![1, 2, 3, 4]).unwrap();
     assert_eq!((b.norm, b.mixer.proj.w, b.mixer.gate.bias, b.out.w), (1, 2, 3, 4));
     assert_eq!(b.into_values(), [1, 2, 3, 4]);
     assert!(<Block<u8> as Params<u8>>::from_values(vec![1, 2, 3]).is_err());
-    let kinds = Deep::kinds(&Cfg { d: 4 });
+    let kinds = Deep::kinds(&Cfg { d: 4, layers: 2 });
     assert_eq!(kinds[0].params.len(), 4);
 }

@@ -6,6 +6,6 @@ use stackscan_ui_tests::Mlp;
 struct Model;
 
 fn main() {
-    assert_eq!(Model::LAYERS, 6);
-    assert_eq!(Model::kinds(&stackscan_ui_tests::Cfg { d: 4 }).len(), 1);
+    assert_eq!(Model::layers(&stackscan_ui_tests::CFG).unwrap(), 6);
+    assert_eq!(Model::kinds(&stackscan_ui_tests::Cfg { d: 4, layers: 2 }).len(), 1);
 }

@@ -14,10 +14,11 @@ struct DeepSeek;
 struct Deep;
 
 fn main() {
-    assert_eq!((DeepSeek::LAYERS, DeepSeek::REPEAT), (61, 58));
+    let stack = DeepSeek::stack(&stackscan_ui_tests::CFG).unwrap();
+    assert_eq!((stack.len(), stack.repeat()), (61, 58));
     assert_eq!(DeepSeek::OPTIONS, PlanOptions::prefetch_deferred());
-    let forward = DeepSeek::plan_notation().unwrap().0;
+    let forward = DeepSeek::plan_notation(&stackscan_ui_tests::CFG).unwrap().0;
     assert_eq!(forward, "[Mlp 0, Mlp 1] → [Mlp 2] → [attention 3 … attention 59] → [attention 60]");
-    assert_eq!(Deep::LAYERS, 60);
+    assert_eq!(Deep::layers(&stackscan_ui_tests::CFG).unwrap(), 60);
     assert_eq!(Deep::OPTIONS, PlanOptions::baseline().with_unroll(1));
 }

@@ -24,6 +24,6 @@ mod model {
 use stackscan::LayerStack;
 
 fn main() {
-    assert_eq!(model::Model::plan_notation().unwrap().0, "{[Inner] → [Mlp]} × 2");
-    assert_eq!(model::Model::kinds(&stackscan_ui_tests::Cfg { d: 4 }).len(), 2);
+    assert_eq!(model::Model::plan_notation(&stackscan_ui_tests::CFG).unwrap().0, "{[Inner] → [Mlp]} × 2");
+    assert_eq!(model::Model::kinds(&stackscan_ui_tests::Cfg { d: 4, layers: 2 }).len(), 2);
 }

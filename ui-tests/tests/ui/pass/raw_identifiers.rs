@@ -20,8 +20,8 @@ impl Forward for r#match<Tensor> {
 struct Model;
 
 fn main() {
-    let kinds = Model::kinds(&Cfg { d: 4 });
+    let kinds = Model::kinds(&Cfg { d: 4, layers: 2 });
     assert_eq!(kinds[0].name, "match");
     assert_eq!(kinds[0].params[0].name, "type");
-    assert_eq!(Model::plan_notation().unwrap().0, "[match 0, match 1]");
+    assert_eq!(Model::plan_notation(&stackscan_ui_tests::CFG).unwrap().0, "[match 0, match 1]");
 }

@@ -12,11 +12,11 @@ use stackscan_ui_tests::{Attn, Cfg, Mlp};
 struct Toy;
 
 fn main() {
-    let (forward, backward) = Toy::plan_notation().unwrap();
+    let (forward, backward) = Toy::plan_notation(&stackscan_ui_tests::CFG).unwrap();
     assert_eq!(forward, "[Mlp 0, Mlp 1] → [Mlp 2] → [attention]");
     assert_eq!(backward, "[attention] → [Mlp 2] → [Mlp 1] → [Mlp 0]");
-    let kinds = Toy::kinds(&Cfg { d: 4 });
+    let kinds = Toy::kinds(&Cfg { d: 4, layers: 2 });
     let names: Vec<&str> = kinds.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["Mlp", "attention"]);
-    assert_eq!(Toy::LAYERS, 4);
+    assert_eq!(Toy::layers(&stackscan_ui_tests::CFG).unwrap(), 4);
 }

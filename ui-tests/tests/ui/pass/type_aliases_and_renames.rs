@@ -10,11 +10,11 @@ type AttnT = Attn<Tensor>;
 struct Model;
 
 fn main() {
-    let kinds = Model::kinds(&Cfg { d: 4 });
+    let kinds = Model::kinds(&Cfg { d: 4, layers: 2 });
     let names: Vec<&str> = kinds.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["Mlp", "attention"]);
     assert_eq!(
-        Model::plan_notation().unwrap().0,
+        Model::plan_notation(&stackscan_ui_tests::CFG).unwrap().0,
         "[Mlp 0] → [attention 1, attention 2, attention 3] → [Mlp 4]"
     );
 }

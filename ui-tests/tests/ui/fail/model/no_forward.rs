@@ -13,5 +13,5 @@ struct Tiny<T> {
 }
 
 fn main() {
-    let _ = stack_model::<Tiny<Tensor>>(&Cfg { d: 4 });
+    let _ = stack_model::<Tiny<Tensor>>(&Cfg { d: 4, layers: 2 });
 }

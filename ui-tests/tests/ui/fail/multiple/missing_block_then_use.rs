@@ -5,6 +5,6 @@ use stackscan::{LayerStack, layer_stack};
 struct Model;
 
 fn main() {
-    let _ = Model::plan_notation();
-    let _ = Model::LAYERS;
+    let _ = Model::plan_notation(&());
+    let _ = Model::layers(&());
 }

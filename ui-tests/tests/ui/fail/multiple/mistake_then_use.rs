@@ -19,5 +19,5 @@ impl stackscan::Forward for Conv<stackscan::Tensor> {
 struct Model;
 
 fn main() {
-    let _ = Model::kinds(&Cfg { d: 4 });
+    let _ = Model::kinds(&Cfg { d: 4, layers: 2 });
 }
