@@ -401,6 +401,7 @@ fn block_loop(stack: &Stack, o: PlanOptions, dir: Direction, region: &[usize]) -
     let (first, last) = (region[0], region[region.len() - 1]);
     let before = usize::from(differs(first));
     let after = usize::from(differs(last));
+    // At least one trip: a mixed block has two or more layers and at most two steps differ.
     let trips = (region.len() - before - after) / b;
     let end = before + trips * b;
     let stride = match dir {
