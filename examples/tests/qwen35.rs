@@ -64,27 +64,53 @@ fn recurrent_and_chunked_gdn_give_the_same_model() {
 }
 
 /// The seed's plan: `[GDN 0, GDN 1] → [GDN 2] → [attention]` forward and its mirror
-/// backward, per block, for the tiny (2 blocks) and the full (10 blocks: a loop of 9 and the
-/// peeled last block) config, and for the attention-first variant.
+/// backward, per block, for the tiny (2 blocks) and the full (10 blocks) config, and for the
+/// attention-first variant. Forward, a block loop (of one trip for 2 blocks, of 9 for 10) and
+/// the peeled last block; backward, the first step alone (it takes no deferred gradient, unlike
+/// every later attention step), a loop over the seed's backward block rotated by one layer,
+/// and the last block's remaining three steps.
 #[test]
 fn plans_print_the_seed_notation() {
     let fwd = "[GDN 0, GDN 1] → [GDN 2] → [attention]";
     let bwd = "[attention] → [GDN 2] → [GDN 1] → [GDN 0]";
-    assert_eq!(
-        Qwen35Stack::plan_notation(&Qwen35Config::tiny()).unwrap(),
-        (format!("{fwd} → {fwd}"), format!("{bwd} → {bwd}"))
-    );
-    assert_eq!(
-        Qwen35Stack::plan_notation(&Qwen35Config::qwen35_35b_a3b()).unwrap(),
+    let rotated = "[GDN 2] → [GDN 1] → [GDN 0] → [attention]";
+    let rest = "[GDN 2] → [GDN 1] → [GDN 0]";
+    for (notation, trips) in [
         (
-            format!("{{{fwd}}} × 9 → {fwd}"),
-            format!("{bwd} → {{{bwd}}} × 8 → {bwd}")
-        )
+            Qwen35Stack::plan_notation(&Qwen35Config::tiny()).unwrap(),
+            1,
+        ),
+        (
+            Qwen35Stack::plan_notation(&Qwen35Config::qwen35_35b_a3b()).unwrap(),
+            9,
+        ),
+    ] {
+        assert_eq!(
+            notation,
+            (
+                format!("{{{fwd}}} × {trips} → {fwd}"),
+                format!("[attention] → {{{rotated}}} × {trips} → {rest}")
+            )
+        );
+    }
+    // With its one-trip loop written out, the tiny backward is the seed's block twice.
+    assert_eq!(
+        format!("[attention] → {rotated} → {rest}"),
+        format!("{bwd} → {bwd}")
     );
     let fwd = "[attention] → [GDN 1, GDN 2] → [GDN 3]";
     let bwd = "[GDN 3] → [GDN 2] → [GDN 1] → [attention]";
+    let rotated = "[GDN 2] → [GDN 1] → [attention] → [GDN 3]";
+    let rest = "[GDN 2] → [GDN 1] → [attention]";
     assert_eq!(
         Qwen35AttentionFirst::plan_notation(&Qwen35Config::tiny()).unwrap(),
-        (format!("{fwd} → {fwd}"), format!("{bwd} → {bwd}"))
+        (
+            format!("{{{fwd}}} × 1 → {fwd}"),
+            format!("[GDN 3] → {{{rotated}}} × 1 → {rest}")
+        )
+    );
+    assert_eq!(
+        format!("[GDN 3] → {rotated} → {rest}"),
+        format!("{bwd} → {bwd}")
     );
 }

@@ -6,9 +6,10 @@
 //! reduce-scatter. Maximal runs of equal signatures share one loop: a run of two or more is a
 //! double-buffered ping-pong loop (`unroll = 2`, two layers per trip, an odd step peeled), a run
 //! of one is a single-trip loop (marked so XLA keeps it) because its carry holds another
-//! kind's buffers. A repeated block becomes an outer loop over blocks with identical inner
-//! structure. A step's [`Signature`] holds every fact the lowering needs to build it; the
-//! expanded [`Step`]s, derived from the same signatures, say for every layer what is
+//! kind's buffers. A repeated block becomes an outer loop over one block's worth of steps,
+//! with only the steps that differ from every trip (a pass's first and last) around it, so
+//! the program is the same from two blocks to any depth. A step's [`Signature`] holds every
+//! fact the lowering needs to build it; the expanded [`Step`]s, derived from the same signatures, say for every layer what is
 //! gathered, run, reduce-scattered and live, and the property tests check the lowered
 //! program's loops and collectives against them.
 //!
@@ -96,10 +97,70 @@ mod tests {
             f,
             "{[GDN 0, GDN 1] → [GDN 2] → [attention]} × 9 → [GDN 0, GDN 1] → [GDN 2] → [attention]"
         );
+        // The first backward step takes no deferred gradient, unlike the attention step of
+        // every later block: the loop starts one step later, its trips rotated by one layer.
         assert_eq!(
             b,
-            "[attention] → [GDN 2] → [GDN 1] → [GDN 0] → {[attention] → [GDN 2] → [GDN 1] → [GDN 0]} × 8 → [attention] → [GDN 2] → [GDN 1] → [GDN 0]"
+            "[attention] → {[GDN 2] → [GDN 1] → [GDN 0] → [attention]} × 9 → [GDN 2] → [GDN 1] → [GDN 0]"
         );
+        let (_, b) = notation(&s, PlanOptions::prefetch());
+        assert_eq!(
+            b,
+            "{[attention] → [GDN 2, GDN 1] → [GDN 0]} × 9 → [attention] → [GDN 2, GDN 1] → [GDN 0]"
+        );
+    }
+
+    /// Two blocks already have the block loop (of one trip) and the steps around it that
+    /// every deeper stack has: the plan, and so the program, is the same but for trip counts.
+    #[test]
+    fn two_blocks_plan_like_twelve_but_for_the_trips() {
+        let depth_free = |p: &Pass, s: &Stack| {
+            let text = p.detailed(s);
+            let mut out = String::new();
+            let mut it = text.split(" × ").peekable();
+            while let Some(part) = it.next() {
+                out.push_str(part.trim_start_matches(|c: char| c.is_ascii_digit()));
+                if it.peek().is_some() {
+                    out.push_str(" × n");
+                }
+            }
+            out
+        };
+        for block in [
+            &["GDN", "GDN", "GDN", "attention"][..],
+            &["attention", "GDN", "GDN", "GDN"],
+            &["A", "B"],
+            &["A", "A", "B", "A"],
+        ] {
+            let (two, twelve) = (
+                Stack::blocks(block, 2).unwrap(),
+                Stack::blocks(block, 12).unwrap(),
+            );
+            for base in [
+                PlanOptions::baseline(),
+                PlanOptions::prefetch(),
+                PlanOptions::prefetch_deferred(),
+            ] {
+                for unroll in [1, 2] {
+                    let o = base.with_unroll(unroll);
+                    let (p2, p12) = (Plan::new(&two, o).unwrap(), Plan::new(&twelve, o).unwrap());
+                    for (a, b) in [(&p2.forward, &p12.forward), (&p2.backward, &p12.backward)] {
+                        assert_eq!(
+                            depth_free(a, &two),
+                            depth_free(b, &twelve),
+                            "{block:?} {o:?}"
+                        );
+                        let loops = |p: &Pass| {
+                            p.segments
+                                .iter()
+                                .filter(|s| matches!(s, Segment::Blocks { .. }))
+                                .count()
+                        };
+                        assert_eq!((loops(a), loops(b)), (1, 1), "{block:?} {o:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -161,8 +161,11 @@ pub struct Group {
 pub enum Segment {
     /// A group of steps.
     Group(Group),
-    /// `trips` consecutive blocks with identical groups. `groups` are those of the first
-    /// block of the loop; trip `t` runs the same groups shifted by `t · stride` layers.
+    /// A loop over `trips` windows of one block's length (at least one: a single trip is
+    /// still a loop, so two blocks lower like twenty) whose steps have identical groups.
+    /// `groups` are those of the first window; trip `t` runs them shifted by `t · stride`
+    /// layers. A window starts at a block's first layer unless the pass's first step differs
+    /// from its place in a loop, then one layer later (rotated).
     Blocks {
         /// Blocks the loop covers.
         trips: usize,
@@ -248,37 +251,62 @@ impl Plan {
     }
 }
 
-/// A block's groups relative to its first layer: what two blocks must share to share a loop.
-type BlockShape = Vec<(Vec<isize>, LoopForm, Signature)>;
-
 /// The carry signature of the step running `layer` in the pass `dir` under `o`: the one place
 /// the options become per-step facts.
 pub fn signature(stack: &Stack, o: PlanOptions, dir: Direction, layer: usize) -> Signature {
     let kind = |l: Option<usize>| l.filter(|&l| l < stack.len()).map(|l| stack.kind_of(l));
-    let (up, down) = (Some(layer + 1), layer.checked_sub(1));
+    let neighbours = Neighbours {
+        up: kind(Some(layer + 1)),
+        down: kind(layer.checked_sub(1)),
+    };
+    signature_between(o, dir, stack.kind_of(layer), neighbours)
+}
+
+/// The kinds of the layers above and below a step's layer (`None` past the stack's ends).
+#[derive(Clone, Copy)]
+struct Neighbours {
+    up: Option<usize>,
+    down: Option<usize>,
+}
+
+/// The signature of a step running `run` between `neighbours`.
+fn signature_between(o: PlanOptions, dir: Direction, run: usize, around: Neighbours) -> Signature {
     // The next step runs the layer above going forward and the one below going backward; a
     // deferred gradient arrives from the previous step, the layer above.
     let (next, previous) = match dir {
-        Direction::Forward => (up, None),
-        Direction::Backward => (down, up),
+        Direction::Forward => (around.up, None),
+        Direction::Backward => (around.down, around.up),
     };
     let prefetch = o.prefetch_fsdp_weights;
     let defer = o.defer_grad_reduce_scatter;
     Signature {
-        run: stack.kind_of(layer),
+        run,
         weights: if prefetch {
             WeightSource::Carried
         } else {
             WeightSource::GatheredAtUse
         },
-        prefetch: if prefetch { kind(next) } else { None },
-        pending_grad: if defer { kind(previous) } else { None },
+        prefetch: if prefetch { next } else { None },
+        pending_grad: if defer { previous } else { None },
         own_grad: match (dir, defer) {
             (Direction::Forward, _) => OwnGradient::Absent,
             (Direction::Backward, false) => OwnGradient::Scattered,
             (Direction::Backward, true) => OwnGradient::Deferred,
         },
     }
+}
+
+/// The signature `layer` (of the repeated block) would have in a block with blocks on both
+/// sides: what every step of a block loop has at its place in the block.
+fn steady_signature(stack: &Stack, o: PlanOptions, dir: Direction, layer: usize) -> Signature {
+    let (p, b) = (stack.prefix_len(), stack.block_len());
+    let at = |offset: usize| stack.kind_of(p + offset % b);
+    let offset = (layer - p) % b;
+    let neighbours = Neighbours {
+        up: Some(at(offset + 1)),
+        down: Some(at(offset + b - 1)),
+    };
+    signature_between(o, dir, stack.kind_of(layer), neighbours)
 }
 
 /// Maximal runs of equal signature within `layers` (in execution order).
@@ -320,23 +348,6 @@ fn make_group(signature: Signature, layers: Vec<usize>, o: PlanOptions) -> Group
     }
 }
 
-/// Groups of a block, with layers relative to the block's first layer (for comparing blocks).
-fn relative(groups: &[Group], base: usize) -> BlockShape {
-    groups
-        .iter()
-        .map(|g| {
-            (
-                g.layers
-                    .iter()
-                    .map(|&l| l as isize - base as isize)
-                    .collect(),
-                g.form,
-                g.signature,
-            )
-        })
-        .collect()
-}
-
 fn plan_pass(stack: &Stack, o: PlanOptions, dir: Direction) -> Pass {
     let n = stack.len();
     let ordered = |range: std::ops::Range<usize>| -> Vec<usize> {
@@ -358,48 +369,11 @@ fn plan_pass(stack: &Stack, o: PlanOptions, dir: Direction) -> Pass {
         };
     }
     let p = stack.prefix_len();
-    let b = stack.block_len();
     let prefix = groups(stack, o, dir, &ordered(0..p));
-    let blocks: Vec<usize> = ordered(0..stack.repeat());
-    let block_groups: Vec<(usize, Vec<Group>)> = blocks
-        .iter()
-        .map(|&r| {
-            (
-                r,
-                groups(stack, o, dir, &ordered(p + r * b..p + (r + 1) * b)),
-            )
-        })
-        .collect();
     if dir == Direction::Forward {
         segments.extend(prefix.iter().cloned().map(Segment::Group));
     }
-    let stride = match dir {
-        Direction::Forward => b as isize,
-        Direction::Backward => -(b as isize),
-    };
-    let mut i = 0;
-    while i < block_groups.len() {
-        let (r0, first) = &block_groups[i];
-        let shape = relative(first, p + r0 * b);
-        let mut j = i + 1;
-        while j < block_groups.len() {
-            let (r, g) = &block_groups[j];
-            if relative(g, p + r * b) != shape {
-                break;
-            }
-            j += 1;
-        }
-        if j - i >= 2 {
-            segments.push(Segment::Blocks {
-                trips: j - i,
-                stride,
-                groups: first.clone(),
-            });
-        } else {
-            segments.extend(first.iter().cloned().map(Segment::Group));
-        }
-        i = j;
-    }
+    segments.extend(block_loop(stack, o, dir, &ordered(p..n)));
     if dir == Direction::Backward {
         segments.extend(prefix.into_iter().map(Segment::Group));
     }
@@ -407,4 +381,46 @@ fn plan_pass(stack: &Stack, o: PlanOptions, dir: Direction) -> Pass {
         direction: dir,
         segments,
     }
+}
+
+/// The repeated blocks' layers (`region`, in execution order, at least two blocks) as the
+/// steps before the block loop, the loop, and the steps after it.
+///
+/// Only a pass's first and last step can differ from the steady signature of their place in
+/// the block (the first backward step has no deferred gradient to take, the last step has no
+/// next layer to prefetch, or one of the prefix); every step between has block layers on both
+/// sides. So the loop starts after a differing first step and its trips are windows of one
+/// block's length from there, one block's worth of layers rotated when it starts late; what
+/// does not fill a trip, the differing last step included, runs after the loop. Both the steps
+/// around the loop and the loop's body are then the same at every depth from two blocks
+/// (where the loop has one trip, kept by the single-trip mark), and so is the program.
+fn block_loop(stack: &Stack, o: PlanOptions, dir: Direction, region: &[usize]) -> Vec<Segment> {
+    let b = stack.block_len();
+    let differs =
+        |layer: usize| signature(stack, o, dir, layer) != steady_signature(stack, o, dir, layer);
+    let (first, last) = (region[0], region[region.len() - 1]);
+    let before = usize::from(differs(first));
+    let after = usize::from(differs(last));
+    // At least one trip: a mixed block has two or more layers and at most two steps differ.
+    let trips = (region.len() - before - after) / b;
+    let end = before + trips * b;
+    let stride = match dir {
+        Direction::Forward => b as isize,
+        Direction::Backward => -(b as isize),
+    };
+    let mut segments: Vec<Segment> = groups(stack, o, dir, &region[..before])
+        .into_iter()
+        .map(Segment::Group)
+        .collect();
+    segments.push(Segment::Blocks {
+        trips,
+        stride,
+        groups: groups(stack, o, dir, &region[before..before + b]),
+    });
+    segments.extend(
+        groups(stack, o, dir, &region[end..])
+            .into_iter()
+            .map(Segment::Group),
+    );
+    segments
 }
