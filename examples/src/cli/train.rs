@@ -10,7 +10,7 @@ use clap::Args;
 use stackscan::fsdp::Adam;
 use stackscan::plan::PlanOptions;
 use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
-use stackscan_runtime::train::{HostInput, Progress, Trainer};
+use stackscan_runtime::train::{HostInput, PendingStep, Progress, Trainer};
 use stackscan_runtime::{Client, ClientOptions, CompileCache, Mesh, Plugin, plugin};
 
 use super::CliError;
@@ -236,17 +236,24 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     if a.save_every.is_some() {
         std::fs::create_dir_all(&a.checkpoint_dir)?;
     }
-    let mut metrics = match &a.metrics {
+    let metrics = match &a.metrics {
         Some(p) => Some(
             MetricsFile::create(p, a.resume.is_some())
                 .map_err(|e| CliError::Usage(format!("cannot write `{}`: {e}", p.display())))?,
         ),
         None => None,
     };
-    let mut progress = TrainProgress::new(Display::for_stderr(quiet), start + 1, total);
-    let mut stderr = std::io::stderr();
-    let mut losses = Vec::new();
-    let mut times = Vec::new();
+    let mut shown = Shown {
+        progress: TrainProgress::new(Display::for_stderr(quiet), start + 1, total),
+        metrics,
+        lr: adam.lr,
+        losses: Vec::new(),
+        times: Vec::new(),
+    };
+    // One step stays in flight: step k + 1 is uploaded and launched before step k's loss is
+    // read and shown, so the devices never wait for the display, the metrics or the next
+    // batch (a checkpoint drains the pipeline: it saves the state after its own step).
+    let mut in_flight: Option<InFlight> = None;
     for step in start..total {
         let inputs: Vec<Vec<HostInput>> = (0..devices as u64)
             .map(|d| {
@@ -261,34 +268,24 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
                 _ => 0,
             })
             .sum();
-        let r = trainer.step(&inputs)?;
+        let batch = trainer.upload(&inputs)?;
+        let pending = trainer.launch(batch)?;
         position += devices as u64;
-        let shown = StepShown {
+        let launched = InFlight {
+            pending,
             step: step + 1,
-            loss: r.loss,
-            seconds: r.seconds,
             tokens,
+            position,
         };
-        progress.step(shown, &mut stderr)?;
-        if let Some(f) = &mut metrics {
-            let line = StepMetrics {
-                step: step + 1,
-                loss: r.loss.is_finite().then_some(r.loss),
-                seconds: r.seconds,
-                tokens,
-                tokens_per_second: tokens as f64 / r.seconds.max(1e-9),
-                lr: adam.lr,
-                skipped: r.skipped,
-                data_position: position,
-            };
-            f.write(&line)
-                .map_err(|e| CliError::failed(format!("writing `{}`: {e}", f.path().display())))?;
+        if let Some(previous) = in_flight.replace(launched) {
+            shown.record(&mut trainer, previous)?;
         }
-        losses.push((step + 1, r.loss));
-        times.push(r.seconds);
         if a.save_every
             .is_some_and(|n| (step as u64 + 1).is_multiple_of(n))
         {
+            if let Some(current) = in_flight.take() {
+                shown.record(&mut trainer, current)?;
+            }
             let p = Progress {
                 data_position: position,
                 rng_state: 0,
@@ -301,6 +298,16 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
             );
         }
     }
+    if let Some(last) = in_flight.take() {
+        shown.record(&mut trainer, last)?;
+    }
+    let Shown {
+        progress,
+        metrics,
+        losses,
+        times,
+        ..
+    } = shown;
     progress.finish();
     summarise(&trainer, &losses, &times, out)?;
     if let Some(path) = &a.plot {
@@ -313,6 +320,55 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
         writeln!(out, "wrote per-step metrics to {}", f.path().display())?;
     }
     learned(&losses)
+}
+
+/// A launched step and what its display and metrics line need.
+struct InFlight {
+    pending: PendingStep,
+    step: usize,
+    tokens: usize,
+    /// The data position after the step.
+    position: u64,
+}
+
+/// Where finished steps go: the progress display, the metrics file, the summary.
+struct Shown {
+    progress: TrainProgress,
+    metrics: Option<MetricsFile>,
+    lr: f64,
+    losses: Vec<(usize, f32)>,
+    times: Vec<f64>,
+}
+
+impl Shown {
+    /// Waits for `s`, then shows and records it.
+    fn record(&mut self, trainer: &mut Trainer, s: InFlight) -> Result<(), CliError> {
+        let r = trainer.wait(s.pending)?;
+        let line = StepShown {
+            step: s.step,
+            loss: r.loss,
+            seconds: r.seconds,
+            tokens: s.tokens,
+        };
+        self.progress.step(line, &mut std::io::stderr())?;
+        if let Some(f) = &mut self.metrics {
+            let line = StepMetrics {
+                step: s.step,
+                loss: r.loss.is_finite().then_some(r.loss),
+                seconds: r.seconds,
+                tokens: s.tokens,
+                tokens_per_second: s.tokens as f64 / r.seconds.max(1e-9),
+                lr: self.lr,
+                skipped: r.skipped,
+                data_position: s.position,
+            };
+            f.write(&line)
+                .map_err(|e| CliError::failed(format!("writing `{}`: {e}", f.path().display())))?;
+        }
+        self.losses.push((s.step, r.loss));
+        self.times.push(r.seconds);
+        Ok(())
+    }
 }
 
 /// Writes step times, memory and the loss summary.
