@@ -278,8 +278,9 @@ impl Trainer {
         let launched = self.exe.launch(&lists)?;
         drop(lists);
         let mut flags = Vec::with_capacity(launched.outputs.len());
+        let mut kept = batch.buffers;
         for (d, mut out) in launched.outputs.into_iter().enumerate() {
-            self.state[d] = out.split_off(2);
+            kept.push(std::mem::replace(&mut self.state[d], out.split_off(2)));
             flags.push(out);
         }
         self.launched += 1;
@@ -288,6 +289,7 @@ impl Trainer {
         Ok(PendingStep {
             sequence: self.launched,
             flags,
+            kept,
             completion: launched.completion,
             started: batch.started,
             queued: launched.queued,
@@ -315,6 +317,8 @@ impl Trainer {
         let loss = loss.to_host::<f32>()?[0];
         let applied = applied.to_host::<i32>()?[0] != 0;
         let read_to = Instant::now();
+        // The step is done: its batch and the state it replaced can go without blocking.
+        drop(std::mem::take(&mut pending.kept));
         // With a later step already queued the devices are busy while this one is read back,
         // so the step ends at its completion; otherwise the read-back is on the path too.
         let end = if self.launched > pending.sequence {

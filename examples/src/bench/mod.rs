@@ -112,6 +112,9 @@ pub struct BenchArgs {
     /// step in flight while the next batch is uploaded and launched.
     #[arg(long)]
     pub sync: bool,
+    /// Steps kept in flight (launched and not yet waited for) when not `--sync`.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=8))]
+    pub in_flight: u8,
     /// CPU plugin: `cpu` or `cpu-0.115`, or a path to a plugin library.
     #[arg(long, default_value = "cpu")]
     pub plugin: String,
@@ -170,8 +173,10 @@ pub struct Setup {
     /// Whether the programs carry scheduling tags.
     pub scheduling_tags: bool,
     /// Whether each step was waited for before the next was uploaded (`--sync`); otherwise
-    /// one step stays in flight while the next is uploaded and launched.
+    /// `in_flight` steps stay launched while the next is uploaded and launched.
     pub sync: bool,
+    /// Steps kept in flight when not `sync`.
+    pub in_flight: usize,
     /// The plugin's name or path.
     pub plugin: String,
 }
@@ -413,6 +418,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
             warmup: args.warmup as usize,
             scheduling_tags: tags,
             sync: args.sync,
+            in_flight: usize::from(args.in_flight),
             plugin: args.plugin.clone(),
         },
         matmul_peak: peak,
@@ -461,7 +467,7 @@ fn time_schedule(
             .map(|inputs| trainer.step(inputs))
             .collect::<Result<Vec<_>, _>>()?
     } else {
-        pipelined(&mut trainer, &batches)?
+        pipelined(&mut trainer, &batches, usize::from(args.in_flight))?
     };
     let timed = &reports[warmup.min(reports.len())..];
     let wall: Vec<f64> = timed.iter().map(|r| r.seconds).collect();
@@ -492,23 +498,26 @@ fn time_schedule(
     })
 }
 
-/// Runs `batches` with one step in flight: step k + 1 is uploaded and launched before step k
-/// is waited for, as a JAX training loop dispatches ahead of its metrics.
+/// Runs `batches` with `depth` steps in flight: step k + depth is uploaded and launched
+/// before step k is waited for, as a JAX training loop dispatches ahead of its metrics.
 fn pipelined(
     trainer: &mut Trainer,
     batches: &[Vec<Vec<HostInput>>],
+    depth: usize,
 ) -> Result<Vec<StepReport>, BenchError> {
     let mut reports = Vec::with_capacity(batches.len());
-    let mut in_flight = None;
+    let mut in_flight = std::collections::VecDeque::with_capacity(depth + 1);
     for inputs in batches {
         let batch = trainer.upload(inputs)?;
-        let launched = trainer.launch(batch)?;
-        if let Some(previous) = in_flight.replace(launched) {
-            reports.push(trainer.wait(previous)?);
+        in_flight.push_back(trainer.launch(batch)?);
+        if in_flight.len() > depth
+            && let Some(oldest) = in_flight.pop_front()
+        {
+            reports.push(trainer.wait(oldest)?);
         }
     }
-    if let Some(last) = in_flight {
-        reports.push(trainer.wait(last)?);
+    while let Some(oldest) = in_flight.pop_front() {
+        reports.push(trainer.wait(oldest)?);
     }
     Ok(reports)
 }

@@ -3,6 +3,7 @@
 //! which), on synthetic batches or a token file (`--data`), with progress on stderr, the report
 //! on stdout, and optionally per-step metrics, a loss plot and checkpoints.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -250,10 +251,13 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
         losses: Vec::new(),
         times: Vec::new(),
     };
-    // One step stays in flight: step k + 1 is uploaded and launched before step k's loss is
+    // Two steps stay in flight: step k + 2 is uploaded and launched before step k's loss is
     // read and shown, so the devices never wait for the display, the metrics or the next
-    // batch (a checkpoint drains the pipeline: it saves the state after its own step).
-    let mut in_flight: Option<InFlight> = None;
+    // batch. Two, not one, because the CPU plugins queue a read-back behind the steps already
+    // launched: reading step k's loss returns only once step k + 1 is done, and with one in
+    // flight the devices would then wait for the next launch. A checkpoint drains the
+    // pipeline: it saves the state after its own step.
+    let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(IN_FLIGHT + 1);
     for step in start..total {
         let inputs: Vec<Vec<HostInput>> = (0..devices as u64)
             .map(|d| {
@@ -277,14 +281,17 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
             tokens,
             position,
         };
-        if let Some(previous) = in_flight.replace(launched) {
-            shown.record(&mut trainer, previous)?;
+        in_flight.push_back(launched);
+        if in_flight.len() > IN_FLIGHT
+            && let Some(oldest) = in_flight.pop_front()
+        {
+            shown.record(&mut trainer, oldest)?;
         }
         if a.save_every
             .is_some_and(|n| (step as u64 + 1).is_multiple_of(n))
         {
-            if let Some(current) = in_flight.take() {
-                shown.record(&mut trainer, current)?;
+            while let Some(oldest) = in_flight.pop_front() {
+                shown.record(&mut trainer, oldest)?;
             }
             let p = Progress {
                 data_position: position,
@@ -298,8 +305,8 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
             );
         }
     }
-    if let Some(last) = in_flight.take() {
-        shown.record(&mut trainer, last)?;
+    while let Some(oldest) = in_flight.pop_front() {
+        shown.record(&mut trainer, oldest)?;
     }
     let Shown {
         progress,
@@ -321,6 +328,9 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     }
     learned(&losses)
 }
+
+/// Steps the main job keeps launched and not yet waited for (see `run`).
+const IN_FLIGHT: usize = 2;
 
 /// A launched step and what its display and metrics line need.
 struct InFlight {

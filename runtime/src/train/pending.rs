@@ -5,7 +5,8 @@
 //! JAX and MaxText keep the host off the step's critical path in two ways, and so does this:
 //! the next batch is uploaded while the current step runs, and nothing waits for a step's loss
 //! or its `applied` flag before the next step is queued; metrics are read when they are
-//! printed, one step behind. Adam's step count lives on the devices (see
+//! printed, a step or two behind. (The CPU plugins queue a read-back behind the steps already
+//! launched, so a loop there keeps two steps in flight; the example keeps one.) Adam's step count lives on the devices (see
 //! [`with_adam`](stackscan::fsdp::with_adam)), so the next launch never needs the previous
 //! flag. A loop that keeps one step in flight:
 //!
@@ -60,6 +61,12 @@ pub struct PendingStep {
     pub(super) sequence: u64,
     /// Per device, the step's `loss` and `applied` results.
     pub(super) flags: Vec<Vec<Buffer>>,
+    /// The batch the step reads and the state it replaced, kept until it is done: the
+    /// default CPU plugin's buffer destroy waits for every execution still reading the
+    /// buffer, so dropping the inputs at launch would block the launch until the step had
+    /// run (the donated state's handles are dropped here too, for a plugin that did not take
+    /// them over).
+    pub(super) kept: Vec<Vec<Buffer>>,
     pub(super) completion: Completion,
     pub(super) started: Instant,
     pub(super) queued: Instant,
