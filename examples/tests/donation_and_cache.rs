@@ -1,5 +1,5 @@
 //! The trainer's step donates its state and can come from the compile cache: compiled alias
-//! bytes equal the weights' and moments' size (held once, not as argument and again as
+//! bytes equal the weights', moments' and step count's size (held once, not as argument and again as
 //! output), training goes on over the donated buffers, on both CPU plugins; a second trainer
 //! of the same model loads the step from the cache and trains bit for bit alike.
 
@@ -70,13 +70,14 @@ fn check_donated_state(plugin: &Plugin) {
     let m = toy::hand_built(&ToyConfig::small(), 1).unwrap();
     let mut t = trainer(&client, &m);
     let stats = t.memory_stats().unwrap();
-    let state = 3 * weight_bytes_per_device(&m);
+    // Weights, both moments and Adam's step count (an f32 scalar).
+    let state = 3 * weight_bytes_per_device(&m) + 4;
     assert_eq!(stats.alias, state, "{stats:?}");
-    // What is left of the arguments is the batch (x and y, 16 f32 each) and Adam's step; of
-    // the outputs, the loss and the `applied` flag, and the output tuple's table of pointers
-    // (8 bytes per result), which XLA counts as output.
-    assert_eq!(stats.arguments - stats.alias, 2 * 16 * 4 + 4, "{stats:?}");
-    let results = 2 + 3 * m.weights().len() as i64;
+    // What is left of the arguments is the batch (x and y, 16 f32 each); of the outputs, the
+    // loss and the `applied` flag, and the output tuple's table of pointers (8 bytes per
+    // result), which XLA counts as output.
+    assert_eq!(stats.arguments - stats.alias, 2 * 16 * 4, "{stats:?}");
+    let results = 2 + 3 * m.weights().len() as i64 + 1;
     assert_eq!(
         stats.outputs - stats.alias,
         4 + 4 + 8 * results,

@@ -117,6 +117,113 @@ fn skipped_steps_are_counted_and_change_nothing() {
     assert_eq!(good_losses(&mut hit, 4), good_losses(&mut fresh, 4));
 }
 
+/// Runs `batches` with one step in flight, as the main job does: step k + 1 is uploaded and
+/// launched before step k is waited for. Each step's loss bits and `skipped`, or its error.
+fn launched_ahead(
+    t: &mut Trainer,
+    batches: &[Vec<Vec<HostInput>>],
+) -> Vec<Result<(u32, bool), Error>> {
+    let mut out = Vec::new();
+    let mut in_flight = None;
+    for b in batches {
+        let pending = t.launch(t.upload(b).unwrap()).unwrap();
+        if let Some(previous) = in_flight.replace(pending) {
+            out.push(t.wait(previous).map(|r| (r.loss.to_bits(), r.skipped)));
+        }
+    }
+    if let Some(last) = in_flight {
+        out.push(t.wait(last).map(|r| (r.loss.to_bits(), r.skipped)));
+    }
+    out
+}
+
+/// With steps launched ahead nobody has read a step's `applied` flag when the next is
+/// launched, so Adam's step count lives on the devices: bad steps found only when waited for
+/// are skipped exactly as when each step is waited for at once. Every loss, both counts, the
+/// saved step and every weight and moment match bit for bit.
+#[test]
+fn steps_launched_ahead_skip_exactly_as_steps_waited_for() {
+    let client = common::cpu_client(2);
+    let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
+    let m = toy::hand_built(&ToyConfig::small(), 1).unwrap();
+    let mut waited = trainer(&client, &mesh, &m, NonFinitePolicy::Skip);
+    let mut ahead = trainer(&client, &mesh, &m, NonFinitePolicy::Skip);
+    // Two bad steps back to back: the second is launched before the first is known bad.
+    let batches: Vec<_> = (0..8)
+        .map(|s| match s {
+            2 => poisoned(2, 0, 0, 3, f32::NAN),
+            5 | 6 => poisoned(2, 1, 1, 2, f32::INFINITY),
+            _ => batch(2, s + 1),
+        })
+        .collect();
+    let expected: Vec<(u32, bool)> = batches
+        .iter()
+        .map(|b| {
+            let r = waited.step(b).unwrap();
+            (r.loss.to_bits(), r.skipped)
+        })
+        .collect();
+    let got: Vec<(u32, bool)> = launched_ahead(&mut ahead, &batches)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(got, expected);
+    let skipped: Vec<bool> = got.iter().map(|&(_, s)| s).collect();
+    assert_eq!(
+        skipped,
+        [false, false, true, false, false, true, true, false]
+    );
+    assert_eq!((ahead.steps(), ahead.skipped_steps()), (5, 3));
+    assert_eq!((waited.steps(), waited.skipped_steps()), (5, 3));
+    // And both as if the bad batches had never been given: a trainer fed only the good ones
+    // has the same losses (a skipped step that still advanced Adam's count would change every
+    // later bias correction).
+    let mut clean = trainer(&client, &mesh, &m, NonFinitePolicy::Skip);
+    let good: Vec<u32> = batches
+        .iter()
+        .zip(&skipped)
+        .filter(|&(_, &s)| !s)
+        .map(|(b, _)| clean.step(b).unwrap().loss.to_bits())
+        .collect();
+    let kept: Vec<u32> = got.iter().filter(|&&(_, s)| !s).map(|&(l, _)| l).collect();
+    assert_eq!(kept, good);
+    let (a, w) = (
+        ahead.checkpoint(Progress::default()).unwrap(),
+        waited.checkpoint(Progress::default()).unwrap(),
+    );
+    assert_eq!(a.metadata, w.metadata);
+    assert_eq!(a.metadata.get("step").map(String::as_str), Some("5"));
+    for (x, y) in a.tensors.iter().zip(&w.tensors) {
+        let bits = |t: &[f32]| t.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&x.data), bits(&y.data), "`{}` differs", x.name);
+    }
+}
+
+/// Under `NonFinitePolicy::Error` a bad step launched ahead reports its error when waited
+/// for; the step launched after it ran on the unchanged state, as a step given after the
+/// error would.
+#[test]
+fn a_bad_step_launched_ahead_is_an_error_when_waited_for() {
+    let client = common::cpu_client(2);
+    let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
+    let m = toy::hand_built(&ToyConfig::small(), 1).unwrap();
+    let mut fresh = trainer(&client, &mesh, &m, NonFinitePolicy::Error);
+    let mut ahead = trainer(&client, &mesh, &m, NonFinitePolicy::Error);
+    let expected = good_losses(&mut fresh, 2);
+    let run = launched_ahead(
+        &mut ahead,
+        &[batch(2, 1), poisoned(2, 1, 0, 3, f32::NAN), batch(2, 2)],
+    );
+    assert_eq!(run[0].as_ref().unwrap(), &(expected[0], false));
+    assert!(
+        matches!(run[1], Err(Error::NonFinite { step: 2, loss }) if loss.is_nan()),
+        "{:?}",
+        run[1]
+    );
+    assert_eq!(run[2].as_ref().unwrap(), &(expected[1], false));
+    assert_eq!((ahead.steps(), ahead.skipped_steps()), (2, 1));
+}
+
 /// Two layers `h ↦ tanh(h·w)` on the input, squared error against `y`. An infinite input
 /// saturates the first tanh, so the loss stays finite, but the first layer's weight gradient
 /// `xᵀ·(δ ⊙ (1 − tanh²))` holds `∞·0`: only a gradient is non-finite.

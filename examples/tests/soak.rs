@@ -71,7 +71,8 @@ fn soak(steps: usize) {
     )
     .unwrap()
     .on_non_finite(NonFinitePolicy::Skip);
-    let state_buffers = 3 * trainer.num_weights() * DEVICES;
+    // Weights, both moments and Adam's step count, on every device.
+    let state_buffers = (3 * trainer.num_weights() + 1) * DEVICES;
     assert_eq!(client.live_buffers(), state_buffers);
 
     let started = std::time::Instant::now();

@@ -5,6 +5,11 @@
 //! [`InputSpec`]s before they are uploaded, and a step whose loss, gradients or update are not
 //! finite leaves weights and moments as they were, reported as [`NonFinitePolicy`] says.
 //!
+//! [`Trainer::step`] runs one step and waits for it. A loop that should keep the host off the
+//! devices' critical path uploads the next batch and launches it before waiting for the
+//! previous step ([`Trainer::upload`], [`Trainer::launch`], [`Trainer::wait`]; see
+//! [`pending`]'s example).
+//!
 //! ```no_run
 //! use stackscan::fsdp::{Adam, StackModel};
 //! use stackscan::plan::PlanOptions;
@@ -25,7 +30,9 @@
 
 mod checkpoint;
 mod input;
+pub mod pending;
 
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use stackscan::DType;
@@ -40,22 +47,7 @@ use crate::shard::shard;
 
 pub use checkpoint::{Progress, weight_names};
 pub use input::HostInput;
-
-/// What one step measured.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct StepReport {
-    /// The global mean loss (NaN or infinite when the step was skipped).
-    pub loss: f32,
-    /// Wall time of the step: input checks, host transfers of the inputs and the loss included.
-    pub seconds: f64,
-    /// Of `seconds`, the time from launching the program until its loss was on the host:
-    /// the device's share. The rest (checks, uploads, argument lists, bookkeeping) is the
-    /// host's overhead per step.
-    pub device_seconds: f64,
-    /// Whether the update was dropped because the loss, a gradient or the update was not
-    /// finite (only under [`NonFinitePolicy::Skip`]; the other policy returns an error).
-    pub skipped: bool,
-}
+pub use pending::{DeviceBatch, HostTimes, PendingStep, StepReport};
 
 /// What [`Trainer::step`] does with a step whose loss, gradients or update are not all
 /// finite. Under either policy the update is not applied: weights, moments and Adam's step
@@ -79,16 +71,21 @@ pub struct Trainer {
     exe: Executable,
     plan: Plan,
     inputs: Vec<InputSpec>,
-    /// Per device: weights…, first moments…, second moments….
+    /// Per device: weights…, first moments…, second moments…, Adam's next step count (an
+    /// `f32[]`, 1-based, advanced on the devices by each applied update).
     state: Vec<Vec<Buffer>>,
     /// Per weight tensor, in state order: its checkpoint name, spec, layer count and
     /// per-device dims (the moments share the weights' layout).
     params: Vec<checkpoint::Slot>,
     weights: usize,
+    /// Updates applied, among the steps waited for.
     steps: usize,
     skipped: usize,
     on_non_finite: NonFinitePolicy,
     compile_seconds: f64,
+    /// Steps launched so far; the last one's end cell, for the next step's span.
+    launched: u64,
+    last_end: Option<Arc<OnceLock<Instant>>>,
 }
 
 fn init_values(spec: &ParamSpec, count: usize, rng: &mut Rng) -> Vec<f32> {
@@ -168,6 +165,9 @@ impl Trainer {
                 }
             }
         }
+        for (d, dev) in mesh.devices().iter().enumerate() {
+            state[d].push(client.buffer(&[1.0f32], &[], dev)?);
+        }
         Ok(Trainer {
             client: client.clone(),
             mesh: mesh.clone(),
@@ -181,6 +181,8 @@ impl Trainer {
             skipped: 0,
             on_non_finite: NonFinitePolicy::default(),
             compile_seconds,
+            launched: 0,
+            last_end: None,
         })
     }
 
@@ -190,12 +192,23 @@ impl Trainer {
         self
     }
 
-    /// Runs one step on `inputs[d]`, device `d`'s share of every model input.
+    /// Runs one step on `inputs[d]`, device `d`'s share of every model input, and waits for
+    /// it: [`upload`](Self::upload), [`launch`](Self::launch), [`wait`](Self::wait).
     ///
     /// Every input is checked against the model's [`InputSpec`] before anything is uploaded.
     /// A step whose loss, gradients or update are not all finite changes nothing and is
     /// handled by the [`NonFinitePolicy`].
     pub fn step(&mut self, inputs: &[Vec<HostInput>]) -> Result<StepReport> {
+        let batch = self.upload(inputs)?;
+        let pending = self.launch(batch)?;
+        self.wait(pending)
+    }
+
+    /// Checks `inputs` (device `d`'s share of every model input at `inputs[d]`) against the
+    /// model's [`InputSpec`]s and copies them to the devices, for a later
+    /// [`launch`](Self::launch). Nothing of the trainer changes, so this can run while a
+    /// launched step is still on the devices.
+    pub fn upload(&self, inputs: &[Vec<HostInput>]) -> Result<DeviceBatch> {
         let started = Instant::now();
         let n = self.mesh.size();
         if inputs.len() != n {
@@ -216,59 +229,135 @@ impl Trainer {
                 input.check(spec, d)?;
             }
         }
-        // Adam's 1-based step; counted only once an update has been applied, so a rejected or
-        // skipped call does not shift the bias correction of every later update.
-        let step = self.steps + 1;
-        let mut uploaded: Vec<Vec<Buffer>> = Vec::with_capacity(n);
-        for (d, device_inputs) in inputs.iter().enumerate() {
-            let dev = &self.mesh.devices()[d];
-            let mut bufs = Vec::with_capacity(device_inputs.len() + 1);
+        let mut buffers: Vec<Vec<Buffer>> = Vec::with_capacity(n);
+        for (device_inputs, dev) in inputs.iter().zip(self.mesh.devices()) {
+            let mut bufs = Vec::with_capacity(device_inputs.len());
             for (input, spec) in device_inputs.iter().zip(&self.inputs) {
                 bufs.push(match input {
                     HostInput::F32(v) => self.client.buffer(v, &spec.ty.dims, dev)?,
                     HostInput::I32(v) => self.client.buffer(v, &spec.ty.dims, dev)?,
                 });
             }
-            bufs.push(self.client.buffer(&[step as f32], &[], dev)?);
-            uploaded.push(bufs);
+            buffers.push(bufs);
         }
-        let lists: Vec<Vec<&Buffer>> = (0..n)
-            .map(|d| {
-                let (inp, rest) = uploaded[d].split_at(self.inputs.len());
-                inp.iter()
-                    .chain(self.state[d].iter())
-                    .chain(rest.iter())
-                    .collect()
-            })
-            .collect();
-        // Results per device: loss, applied, weights…, first moments…, second moments… (see
-        // `with_adam`). When `applied` is 0 the state results equal the old state: the choice
-        // between old and new is made on the devices, because the step donates the state (its
-        // buffers hold the results once it has run), so there is no old state left to keep on
-        // the host's side. Should the run itself fail, the state is gone with it, and every
-        // later step or save says so (`Error::Donated`).
-        let launched = Instant::now();
-        let mut out = self.exe.execute(&lists)?;
-        let loss = out[0][0].to_host::<f32>()?[0];
-        let device_seconds = launched.elapsed().as_secs_f64();
-        let applied = out[0][1].to_host::<i32>()?[0] != 0;
-        for (d, mut o) in out.drain(..).enumerate() {
-            self.state[d] = o.split_off(2);
-        }
-        if !applied {
-            self.skipped += 1;
-            if self.on_non_finite == NonFinitePolicy::Error {
-                return Err(Error::NonFinite { step, loss });
-            }
-        } else {
-            self.steps = step;
-        }
-        Ok(StepReport {
-            loss,
-            seconds: started.elapsed().as_secs_f64(),
-            device_seconds,
-            skipped: !applied,
+        Ok(DeviceBatch {
+            buffers,
+            started,
+            upload_seconds: started.elapsed().as_secs_f64(),
         })
+    }
+
+    /// Queues one step on `batch` and returns without waiting for it. The trainer's state is
+    /// the step's result from now on, so the next step can be launched at once (the plugin
+    /// runs it after this one); [`wait`](Self::wait) gives the loss and applies the
+    /// [`NonFinitePolicy`].
+    pub fn launch(&mut self, batch: DeviceBatch) -> Result<PendingStep> {
+        let began = Instant::now();
+        let inputs = self.inputs.len();
+        if batch.buffers.len() != self.mesh.size()
+            || batch.buffers.iter().any(|b| b.len() != inputs)
+        {
+            // A batch of another trainer: its lists do not fit this program.
+            return Err(Error::DeviceLists {
+                expected: self.mesh.size(),
+                actual: batch.buffers.len(),
+            });
+        }
+        let lists: Vec<Vec<&Buffer>> = batch
+            .buffers
+            .iter()
+            .zip(&self.state)
+            .map(|(inp, state)| inp.iter().chain(state.iter()).collect())
+            .collect();
+        // Results per device: loss, applied, weights…, first moments…, second moments…, next
+        // step count (see `with_adam`). When `applied` is 0 the state results equal the old
+        // state: the choice between old and new is made on the devices, because the step
+        // donates the state (its buffers hold the results once it has run), so there is no old
+        // state left to keep on the host's side. Should the run itself fail, the state is gone
+        // with it, and every later step or save says so (`Error::Donated`).
+        let launched = self.exe.launch(&lists)?;
+        drop(lists);
+        let mut flags = Vec::with_capacity(launched.outputs.len());
+        let mut kept = batch.buffers;
+        for (d, mut out) in launched.outputs.into_iter().enumerate() {
+            kept.push(std::mem::replace(&mut self.state[d], out.split_off(2)));
+            flags.push(out);
+        }
+        self.launched += 1;
+        let end = Arc::new(OnceLock::new());
+        let previous_end = self.last_end.replace(Arc::clone(&end));
+        Ok(PendingStep {
+            sequence: self.launched,
+            flags,
+            kept,
+            completion: launched.completion,
+            started: batch.started,
+            queued: launched.queued,
+            upload_seconds: batch.upload_seconds,
+            launch_seconds: began.elapsed().as_secs_f64(),
+            previous_end,
+            end,
+        })
+    }
+
+    /// Waits for a launched step, reads its loss and `applied` flag, counts it and applies the
+    /// [`NonFinitePolicy`]. Steps may be waited for in any order, but a step's span (see
+    /// [`StepReport`]) starts at its predecessor's end only once that one has been waited for.
+    pub fn wait(&mut self, mut pending: PendingStep) -> Result<StepReport> {
+        let completed = pending.completion.wait()?;
+        let read_from = Instant::now();
+        let (Some(loss), Some(applied)) = (
+            pending.flags.first().and_then(|f| f.first()),
+            pending.flags.first().and_then(|f| f.get(1)),
+        ) else {
+            return Err(Error::Program(
+                "the training step returned no loss or `applied` flag".into(),
+            ));
+        };
+        let loss = loss.to_host::<f32>()?[0];
+        let applied = applied.to_host::<i32>()?[0] != 0;
+        let read_to = Instant::now();
+        // The step is done: its batch and the state it replaced can go without blocking.
+        drop(std::mem::take(&mut pending.kept));
+        // With a later step already queued the devices are busy while this one is read back,
+        // so the step ends at its completion; otherwise the read-back is on the path too.
+        let end = if self.launched > pending.sequence {
+            completed
+        } else {
+            read_to
+        };
+        let _ = pending.end.set(end);
+        let previous_end = pending.previous_end.as_ref().and_then(|e| e.get().copied());
+        let (seconds, device_seconds) = pending::span(
+            pending.started,
+            previous_end,
+            pending.queued,
+            completed,
+            end,
+        );
+        let report = StepReport {
+            loss,
+            seconds,
+            device_seconds,
+            host: HostTimes {
+                upload: pending.upload_seconds,
+                launch: pending.launch_seconds,
+                read: (read_to - read_from).as_secs_f64(),
+            },
+            skipped: !applied,
+        };
+        if applied {
+            self.steps += 1;
+            return Ok(report);
+        }
+        self.skipped += 1;
+        match self.on_non_finite {
+            NonFinitePolicy::Error => Err(Error::NonFinite {
+                step: self.steps + 1,
+                loss,
+            }),
+            NonFinitePolicy::Skip => Ok(report),
+        }
     }
 
     /// Memory XLA planned per device for the step.
@@ -292,12 +381,15 @@ impl Trainer {
         &self.plan
     }
 
-    /// Updates applied so far (Adam's step count).
+    /// Updates applied so far (Adam's step count), among the steps waited for: a step that
+    /// was launched and not yet [waited for](Self::wait) is not counted (on the devices it is,
+    /// and a checkpoint saves the devices' count).
     pub fn steps(&self) -> usize {
         self.steps
     }
 
-    /// Steps whose update was dropped because it was not finite, under either policy.
+    /// Steps whose update was dropped because it was not finite, under either policy, among
+    /// the steps waited for.
     pub fn skipped_steps(&self) -> usize {
         self.skipped
     }

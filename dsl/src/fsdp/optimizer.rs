@@ -65,13 +65,20 @@ impl Adam {
 /// The training step followed by an Adam update that is applied only when it is finite.
 ///
 /// Parameters: `[inputs…, weights…, first moments…, second moments…, step]` where `step` is
-/// the 1-based update count as an `f32[]`; results: `[loss, applied, weights…, first moments…,
-/// second moments…]`. Moments have the weights' types and shardings.
+/// the 1-based count of the update this step would apply, as an `f32[]`; results: `[loss,
+/// applied, weights…, first moments…, second moments…, next step]`, `next step` being `step +
+/// applied`. Moments have the weights' types and shardings.
 ///
 /// The state is donated: every weight and moment parameter aliases its result
-/// ([`Program::aliases`]), so XLA writes the new state over the old and the state is held once
-/// on each device, not twice. The runtime then marks the state buffers passed in as donated,
-/// and the caller keeps the results instead.
+/// ([`Program::aliases`]), and so does `step` its successor, so XLA writes the new state over
+/// the old and the state is held once on each device, not twice. The runtime then marks the
+/// state buffers passed in as donated, and the caller keeps the results instead.
+///
+/// Adam's step count is state on the devices, like the moments (optax's `count`), rather than
+/// a number the host sends: the next step's count depends on whether this one was applied,
+/// and a host that had to read `applied` before it could launch the next step would leave the
+/// devices idle between every two steps. With the count on the devices, a runtime can launch
+/// step k + 1 while step k runs and read either flag whenever it likes.
 ///
 /// `applied` is an `i32[]`, 1 when the loss, every gradient and every updated weight and
 /// moment are finite on every device, else 0; when it is 0 every state result is its
@@ -139,6 +146,7 @@ pub fn with_adam(step: &TrainStep, adam: Adam) -> Result<Program> {
     for (old, new) in old_state.zip(new_state) {
         results.push(applied.broadcast_to(old.dims())?.select(new, old)?);
     }
+    results.push(t.add(&applied.convert(DType::F32)?)?);
     let f = s.finish(&results)?;
     let weight_sh: Vec<Sharding> = shardings[ni..].to_vec();
     let mut params_sh: Vec<Sharding> = shardings.to_vec();
@@ -149,12 +157,15 @@ pub fn with_adam(step: &TrainStep, adam: Adam) -> Result<Program> {
     for _ in 0..3 {
         results_sh.extend(weight_sh.iter().copied());
     }
-    let state = 3 * weight_sh.len();
+    results_sh.push(Sharding::Replicated);
+    // The weights, both moments and the step count.
+    let state = 3 * weight_sh.len() + 1;
     Program::on_device_mesh(f, mesh, params_sh, results_sh)?.with_aliases(donated_state(ni, state))
 }
 
 /// Parameter `first_param + k` aliases result `2 + k` for each of the `count` state tensors
-/// (the results begin with the loss and the `applied` flag).
+/// (the results begin with the loss and the `applied` flag; the state parameters, weights,
+/// moments and step count, are the last and in the results' order).
 fn donated_state(first_param: usize, count: usize) -> Vec<Alias> {
     (0..count)
         .map(|k| Alias {
@@ -241,21 +252,24 @@ mod tests {
         let program = with_adam(&step, Adam::default())?;
         let results = program.main().result_types();
         let weights = model.weights().len();
-        assert_eq!(results.len(), 2 + 3 * weights);
+        assert_eq!(results.len(), 2 + 3 * weights + 1);
         assert_eq!(results[0], TensorType::scalar(DType::F32));
         assert_eq!(results[1], TensorType::scalar(DType::I32));
         let params = program.main().param_types();
-        assert_eq!(&results[2..], &params[2..2 + 3 * weights]);
-        // Every weight and moment is donated to its result; the inputs and the step are not.
+        // The state (weights, moments, then the step count) comes back in parameter order.
+        assert_eq!(&results[2..], &params[2..]);
+        assert_eq!(results.last(), Some(&TensorType::scalar(DType::F32)));
+        // Every weight, moment and the step count are donated to their results; the inputs
+        // are not.
         let donated: Vec<(usize, usize)> = program
             .aliases()
             .iter()
             .map(|a| (a.param, a.result))
             .collect();
-        let expected: Vec<(usize, usize)> = (0..3 * weights).map(|k| (2 + k, 2 + k)).collect();
+        let expected: Vec<(usize, usize)> = (0..3 * weights + 1).map(|k| (2 + k, 2 + k)).collect();
         assert_eq!(donated, expected);
         let text = program.emit()?;
-        assert_eq!(text.matches("tf.aliasing_output").count(), 3 * weights);
+        assert_eq!(text.matches("tf.aliasing_output").count(), 3 * weights + 1);
         let adam = Adam {
             lr: 0.0,
             ..Adam::default()

@@ -35,7 +35,7 @@ use serde::Serialize;
 use stackscan::fsdp::{Adam, train_step, with_adam};
 use stackscan::plan::PlanOptions;
 use stackscan::{Axis, Program};
-use stackscan_runtime::train::{HostInput, Trainer};
+use stackscan_runtime::train::{HostInput, StepReport, Trainer};
 use stackscan_runtime::{Client, ClientOptions, CompiledMemoryStats, Mesh, Plugin, plugin};
 
 pub use flops::{StepFlops, step_flops};
@@ -105,9 +105,16 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_scheduling_tags: bool,
     /// Depths whose lowering and XLA compile are timed (prefetch + deferred), comma-separated;
-    /// empty for none.
-    #[arg(long, value_delimiter = ',', default_values_t = [4u16, 16, 48])]
+    /// the flag without a value for none.
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_values_t = [4u16, 16, 48])]
     pub compile_depths: Vec<u16>,
+    /// Wait for each step before uploading the next (`Trainer::step`), instead of keeping one
+    /// step in flight while the next batch is uploaded and launched.
+    #[arg(long)]
+    pub sync: bool,
+    /// Steps kept in flight (launched and not yet waited for) when not `--sync`.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=8))]
+    pub in_flight: u8,
     /// CPU plugin: `cpu` or `cpu-0.115`, or a path to a plugin library.
     #[arg(long, default_value = "cpu")]
     pub plugin: String,
@@ -165,6 +172,11 @@ pub struct Setup {
     pub warmup: usize,
     /// Whether the programs carry scheduling tags.
     pub scheduling_tags: bool,
+    /// Whether each step was waited for before the next was uploaded (`--sync`); otherwise
+    /// `in_flight` steps stay launched while the next is uploaded and launched.
+    pub sync: bool,
+    /// Steps kept in flight when not `sync`.
+    pub in_flight: usize,
     /// The plugin's name or path.
     pub plugin: String,
 }
@@ -244,10 +256,22 @@ pub struct ScheduleRun {
     pub step_seconds_median: f64,
     /// Fastest step, seconds.
     pub step_seconds_min: f64,
-    /// Median of the device's share of a step (launch to the loss on the host), seconds.
+    /// Median of the devices' share of a step, seconds: from the later of the step's start
+    /// and its launch being queued until the devices signalled completion (timed by the
+    /// plugin's callback; see `stackscan_runtime::train::StepReport`).
     pub device_seconds_median: f64,
-    /// Median host overhead per step (wall time outside the device's execution), µs.
+    /// Median host overhead per step, µs: the step's wall time minus the devices' share, the
+    /// time the devices had nothing to run because the host was not done.
     pub host_overhead_us_median: f64,
+    /// Largest host overhead of a timed step, µs.
+    pub host_overhead_us_max: f64,
+    /// Median host work per step, µs, overlapped with the devices or not: checks and uploads
+    /// of the inputs.
+    pub host_upload_us_median: f64,
+    /// Median host work per step, µs: argument lists, the plugin's dispatch, donation marks.
+    pub host_launch_us_median: f64,
+    /// Median host work per step, µs: reading the loss and `applied` back once done.
+    pub host_read_us_median: f64,
     /// Tokens per second at the median step.
     pub tokens_per_second: f64,
     /// Model FLOPs utilisation at the median step: model FLOPs / (time · matmul peak).
@@ -393,6 +417,8 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
             steps: args.steps as usize,
             warmup: args.warmup as usize,
             scheduling_tags: tags,
+            sync: args.sync,
+            in_flight: usize::from(args.in_flight),
             plugin: args.plugin.clone(),
         },
         matmul_peak: peak,
@@ -434,20 +460,23 @@ fn time_schedule(
                 .collect()
         })
         .collect();
-    let (mut wall, mut device, mut losses) = (Vec::new(), Vec::new(), Vec::new());
-    for (step, inputs) in batches.iter().enumerate() {
-        let r = trainer.step(inputs)?;
-        if step >= args.warmup as usize {
-            wall.push(r.seconds);
-            device.push(r.device_seconds);
-            losses.push(r.loss);
-        }
-    }
-    let overhead: Vec<f64> = wall
-        .iter()
-        .zip(&device)
-        .map(|(w, d)| (w - d) * 1e6)
-        .collect();
+    let warmup = args.warmup as usize;
+    let reports = if args.sync {
+        batches
+            .iter()
+            .map(|inputs| trainer.step(inputs))
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        pipelined(&mut trainer, &batches, usize::from(args.in_flight))?
+    };
+    let timed = &reports[warmup.min(reports.len())..];
+    let wall: Vec<f64> = timed.iter().map(|r| r.seconds).collect();
+    let device: Vec<f64> = timed.iter().map(|r| r.device_seconds).collect();
+    let overhead: Vec<f64> = timed.iter().map(|r| r.host_overhead() * 1e6).collect();
+    let us = |f: fn(&StepReport) -> f64| -> f64 {
+        median(&timed.iter().map(|r| f(r) * 1e6).collect::<Vec<_>>())
+    };
+    let losses: Vec<f32> = timed.iter().map(|r| r.loss).collect();
     let t = median(&wall);
     Ok(ScheduleRun {
         schedule,
@@ -455,6 +484,10 @@ fn time_schedule(
         step_seconds_min: wall.iter().copied().fold(f64::INFINITY, f64::min),
         device_seconds_median: median(&device),
         host_overhead_us_median: median(&overhead),
+        host_overhead_us_max: overhead.iter().copied().fold(0.0, f64::max),
+        host_upload_us_median: us(|r| r.host.upload),
+        host_launch_us_median: us(|r| r.host.launch),
+        host_read_us_median: us(|r| r.host.read),
         tokens_per_second: flops.tokens as f64 / t,
         mfu: flops.model_flops / (t * peak.flops_per_second),
         hfu: flops.program_matrix_flops / (t * peak.flops_per_second),
@@ -463,4 +496,28 @@ fn time_schedule(
         loss_first: losses.first().copied().unwrap_or(f32::NAN),
         loss_last: losses.last().copied().unwrap_or(f32::NAN),
     })
+}
+
+/// Runs `batches` with `depth` steps in flight: step k + depth is uploaded and launched
+/// before step k is waited for, as a JAX training loop dispatches ahead of its metrics.
+fn pipelined(
+    trainer: &mut Trainer,
+    batches: &[Vec<Vec<HostInput>>],
+    depth: usize,
+) -> Result<Vec<StepReport>, BenchError> {
+    let mut reports = Vec::with_capacity(batches.len());
+    let mut in_flight = std::collections::VecDeque::with_capacity(depth + 1);
+    for inputs in batches {
+        let batch = trainer.upload(inputs)?;
+        in_flight.push_back(trainer.launch(batch)?);
+        if in_flight.len() > depth
+            && let Some(oldest) = in_flight.pop_front()
+        {
+            reports.push(trainer.wait(oldest)?);
+        }
+    }
+    while let Some(oldest) = in_flight.pop_front() {
+        reports.push(trainer.wait(oldest)?);
+    }
+    Ok(reports)
 }

@@ -3,6 +3,7 @@
 //! which), on synthetic batches or a token file (`--data`), with progress on stderr, the report
 //! on stdout, and optionally per-step metrics, a loss plot and checkpoints.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -10,7 +11,7 @@ use clap::Args;
 use stackscan::fsdp::Adam;
 use stackscan::plan::PlanOptions;
 use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
-use stackscan_runtime::train::{HostInput, Progress, Trainer};
+use stackscan_runtime::train::{HostInput, PendingStep, Progress, Trainer};
 use stackscan_runtime::{Client, ClientOptions, CompileCache, Mesh, Plugin, plugin};
 
 use super::CliError;
@@ -231,17 +232,27 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     if a.save_every.is_some() {
         std::fs::create_dir_all(&a.checkpoint_dir)?;
     }
-    let mut metrics = match &a.metrics {
+    let metrics = match &a.metrics {
         Some(p) => Some(
             MetricsFile::create(p, a.resume.is_some())
                 .map_err(|e| CliError::Usage(format!("cannot write `{}`: {e}", p.display())))?,
         ),
         None => None,
     };
-    let mut progress = TrainProgress::new(Display::for_stderr(quiet), start + 1, total);
-    let mut stderr = std::io::stderr();
-    let mut losses = Vec::new();
-    let mut times = Vec::new();
+    let mut shown = Shown {
+        progress: TrainProgress::new(Display::for_stderr(quiet), start + 1, total),
+        metrics,
+        lr: adam.lr,
+        losses: Vec::new(),
+        times: Vec::new(),
+    };
+    // Two steps stay in flight: step k + 2 is uploaded and launched before step k's loss is
+    // read and shown, so the devices never wait for the display, the metrics or the next
+    // batch. Two, not one, because the CPU plugins queue a read-back behind the steps already
+    // launched: reading step k's loss returns only once step k + 1 is done, and with one in
+    // flight the devices would then wait for the next launch. A checkpoint drains the
+    // pipeline: it saves the state after its own step.
+    let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(IN_FLIGHT + 1);
     for step in start..total {
         let inputs: Vec<Vec<HostInput>> = (0..devices as u64)
             .map(|d| {
@@ -256,34 +267,27 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
                 _ => 0,
             })
             .sum();
-        let r = trainer.step(&inputs)?;
+        let batch = trainer.upload(&inputs)?;
+        let pending = trainer.launch(batch)?;
         position += devices as u64;
-        let shown = StepShown {
+        let launched = InFlight {
+            pending,
             step: step + 1,
-            loss: r.loss,
-            seconds: r.seconds,
             tokens,
+            position,
         };
-        progress.step(shown, &mut stderr)?;
-        if let Some(f) = &mut metrics {
-            let line = StepMetrics {
-                step: step + 1,
-                loss: r.loss.is_finite().then_some(r.loss),
-                seconds: r.seconds,
-                tokens,
-                tokens_per_second: tokens as f64 / r.seconds.max(1e-9),
-                lr: adam.lr,
-                skipped: r.skipped,
-                data_position: position,
-            };
-            f.write(&line)
-                .map_err(|e| CliError::failed(format!("writing `{}`: {e}", f.path().display())))?;
+        in_flight.push_back(launched);
+        if in_flight.len() > IN_FLIGHT
+            && let Some(oldest) = in_flight.pop_front()
+        {
+            shown.record(&mut trainer, oldest)?;
         }
-        losses.push((step + 1, r.loss));
-        times.push(r.seconds);
         if a.save_every
             .is_some_and(|n| (step as u64 + 1).is_multiple_of(n))
         {
+            while let Some(oldest) = in_flight.pop_front() {
+                shown.record(&mut trainer, oldest)?;
+            }
             let p = Progress {
                 data_position: position,
                 rng_state: 0,
@@ -296,6 +300,16 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
             );
         }
     }
+    while let Some(oldest) = in_flight.pop_front() {
+        shown.record(&mut trainer, oldest)?;
+    }
+    let Shown {
+        progress,
+        metrics,
+        losses,
+        times,
+        ..
+    } = shown;
     progress.finish();
     summarise(&trainer, &losses, &times, out)?;
     if let Some(path) = &a.plot {
@@ -308,6 +322,58 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
         writeln!(out, "wrote per-step metrics to {}", f.path().display())?;
     }
     learned(&losses)
+}
+
+/// Steps the main job keeps launched and not yet waited for (see `run`).
+const IN_FLIGHT: usize = 2;
+
+/// A launched step and what its display and metrics line need.
+struct InFlight {
+    pending: PendingStep,
+    step: usize,
+    tokens: usize,
+    /// The data position after the step.
+    position: u64,
+}
+
+/// Where finished steps go: the progress display, the metrics file, the summary.
+struct Shown {
+    progress: TrainProgress,
+    metrics: Option<MetricsFile>,
+    lr: f64,
+    losses: Vec<(usize, f32)>,
+    times: Vec<f64>,
+}
+
+impl Shown {
+    /// Waits for `s`, then shows and records it.
+    fn record(&mut self, trainer: &mut Trainer, s: InFlight) -> Result<(), CliError> {
+        let r = trainer.wait(s.pending)?;
+        let line = StepShown {
+            step: s.step,
+            loss: r.loss,
+            seconds: r.seconds,
+            tokens: s.tokens,
+        };
+        self.progress.step(line, &mut std::io::stderr())?;
+        if let Some(f) = &mut self.metrics {
+            let line = StepMetrics {
+                step: s.step,
+                loss: r.loss.is_finite().then_some(r.loss),
+                seconds: r.seconds,
+                tokens: s.tokens,
+                tokens_per_second: s.tokens as f64 / r.seconds.max(1e-9),
+                lr: self.lr,
+                skipped: r.skipped,
+                data_position: s.position,
+            };
+            f.write(&line)
+                .map_err(|e| CliError::failed(format!("writing `{}`: {e}", f.path().display())))?;
+        }
+        self.losses.push((s.step, r.loss));
+        self.times.push(r.seconds);
+        Ok(())
+    }
 }
 
 /// Writes step times, memory and the loss summary.

@@ -196,6 +196,21 @@ pub struct PJRT_Event_Args {
 pub type PJRT_Event_Destroy_Args = PJRT_Event_Args;
 pub type PJRT_Event_Await_Args = PJRT_Event_Args;
 
+/// `PJRT_Event_OnReadyCallback`: called once the event is ready, with its error (owned by the
+/// callback, which must destroy it) and the caller's `user_arg`.
+pub type PJRT_Event_OnReadyCallback =
+    unsafe extern "C" fn(error: *mut PJRT_Error, user_arg: *mut c_void);
+
+#[repr(C)]
+#[derive(Debug)]
+pub struct PJRT_Event_OnReady_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub event: *mut PJRT_Event,
+    pub callback: Option<PJRT_Event_OnReadyCallback>,
+    pub user_arg: *mut c_void,
+}
+
 #[repr(C)]
 #[derive(Debug)]
 pub struct PJRT_Client_Create_Args {
@@ -329,6 +344,7 @@ args! {
     PJRT_NamedValue => value_size,
     PJRT_Plugin_Initialize_Args => extension_start,
     PJRT_Event_Args => event,
+    PJRT_Event_OnReady_Args => user_arg,
     PJRT_Client_Create_Args => kv_try_get_user_arg,
     PJRT_Client_Destroy_Args => client,
     PJRT_Client_PlatformName_Args => platform_name_size,
@@ -388,7 +404,7 @@ pub struct PJRT_Api {
     pub PJRT_Event_IsReady: Unused,
     pub PJRT_Event_Error: Unused,
     pub PJRT_Event_Await: Option<PjrtFn<PJRT_Event_Await_Args>>,
-    pub PJRT_Event_OnReady: Unused,
+    pub PJRT_Event_OnReady: Option<PjrtFn<PJRT_Event_OnReady_Args>>,
 
     pub PJRT_Client_Create: Option<PjrtFn<PJRT_Client_Create_Args>>,
     pub PJRT_Client_Destroy: Option<PjrtFn<PJRT_Client_Destroy_Args>>,

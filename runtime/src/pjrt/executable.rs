@@ -1,10 +1,12 @@
 //! A compiled program, loaded on its devices.
 
 use std::ffi::c_int;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use super::client::ClientInner;
+use super::completion::Completion;
 use super::{Buffer, Client, Device, args, dtype_of, pjrt_fn, plugin_slice};
 use crate::compile_options::CompileOptions;
 use crate::error::{Error, Result};
@@ -88,6 +90,23 @@ pub struct Executable {
     donated: Option<Vec<usize>>,
     /// How the compile cache served this executable.
     cache: CacheOutcome,
+    /// Each device's output types, as the plugin reported them for the first launch; later
+    /// launches take them from here instead of asking two questions per output again.
+    learned_output_types: OnceLock<Vec<Vec<TensorType>>>,
+}
+
+/// An execution the plugin has queued ([`Executable::launch`]).
+///
+/// The outputs can be used at once: passed to the next launch (the plugin orders it after
+/// this one) or read ([`Buffer::to_host`] waits until the value is there).
+#[derive(Debug)]
+pub struct Launched {
+    /// One output list per device, in the order of [`Executable::devices`].
+    pub outputs: Vec<Vec<Buffer>>,
+    /// When each device is done; [`Completion::wait`] reports a failed execution.
+    pub completion: Completion,
+    /// When the launch call returned: from then on the work is the plugin's.
+    pub queued: Instant,
 }
 
 /// How the persistent compile cache served an executable (see
@@ -248,6 +267,7 @@ impl Executable {
             signature: Signature { params: Vec::new() },
             donated,
             cache: CacheOutcome::Off,
+            learned_output_types: OnceLock::new(),
         };
 
         let f = pjrt_fn!(api, PJRT_LoadedExecutable_GetExecutable)?;
@@ -324,7 +344,8 @@ impl Executable {
     }
 
     /// Runs the program on all its devices: one argument list per device, one output list
-    /// per device back, in the order of [`devices`](Self::devices).
+    /// per device back, in the order of [`devices`](Self::devices). Waits until every device
+    /// is done; [`launch`](Self::launch) returns before.
     ///
     /// The arguments of donated parameters ([`donated_parameters`](Self::donated_parameters))
     /// are taken over: afterwards they are [donated](Buffer::is_donated) and the outputs hold
@@ -334,6 +355,16 @@ impl Executable {
         &self,
         argument_lists: &[L],
     ) -> Result<Vec<Vec<Buffer>>> {
+        let mut launched = self.launch(argument_lists)?;
+        launched.completion.wait()?;
+        Ok(launched.outputs)
+    }
+
+    /// Queues the program on all its devices and returns without waiting for it, as JAX's
+    /// dispatch does: the host can prepare the next step while this one runs. Arguments are
+    /// checked and donated as for [`execute`](Self::execute); an argument may be the output of
+    /// a launch still running (the plugin starts this one once its inputs are there).
+    pub fn launch<'b, L: AsRef<[&'b Buffer]>>(&self, argument_lists: &[L]) -> Result<Launched> {
         self.check_arguments(argument_lists)?;
         let api = &self.client.api;
         let num_devices = self.devices.len();
@@ -369,37 +400,50 @@ impl Executable {
         // the plugin fills; `events` has `num_devices` slots; `keep` holds
         // `num_non_donatable_input_indices` indices; all outlive the call.
         let err = unsafe { f(&mut a) };
+        let queued = Instant::now();
+        // Own the events first: whatever fails below, they are awaited and destroyed.
+        let completion = Completion::new(&self.client, events);
         // Whatever the outcome, a donated argument may be gone now.
         self.note_donations(argument_lists);
         api.check("PJRT_LoadedExecutable_Execute", err)?;
 
         // Own every output before anything can fail, so none leaks.
-        let mut owned: Vec<Vec<Result<Buffer>>> = outputs
+        let known = self.learned_output_types.get();
+        let owned: Vec<Vec<Result<Buffer>>> = outputs
             .iter()
-            .map(|l| {
+            .enumerate()
+            .map(|(d, l)| {
                 l.iter()
-                    .map(|&raw| {
+                    .enumerate()
+                    .map(|(i, &raw)| {
                         if raw.is_null() {
-                            Err(Error::Program("the plugin returned a null output".into()))
-                        } else {
-                            Buffer::from_output(&self.client, raw)
+                            return Err(Error::Program("the plugin returned a null output".into()));
+                        }
+                        match known.and_then(|k| k.get(d)).and_then(|k| k.get(i)) {
+                            Some(ty) => Ok(Buffer::from_raw(&self.client, raw, ty.clone())),
+                            None => Buffer::from_output(&self.client, raw),
                         }
                     })
                     .collect()
             })
             .collect();
-        let mut status = Ok(());
-        for event in events {
-            let r = api.await_event(event);
-            if status.is_ok() {
-                status = r;
-            }
-        }
-        status?;
-        owned
-            .drain(..)
+        let outputs = owned
+            .into_iter()
             .map(|l| l.into_iter().collect::<Result<Vec<_>>>())
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        if known.is_none() {
+            let types = outputs
+                .iter()
+                .map(|l| l.iter().map(|b| b.tensor_type().clone()).collect())
+                .collect();
+            // Another thread's first launch may have set it: the same types.
+            let _ = self.learned_output_types.set(types);
+        }
+        Ok(Launched {
+            outputs,
+            completion,
+            queued,
+        })
     }
 
     /// Marks the arguments the program took over: those of donated parameters when the

@@ -11,13 +11,15 @@
 mod api;
 mod buffer;
 mod client;
+mod completion;
 mod executable;
 pub mod os;
 
 pub use api::Plugin;
 pub use buffer::Buffer;
 pub use client::{Client, ClientOptions, Device, MAX_CPU_DEVICES};
-pub use executable::{CacheOutcome, CompiledMemoryStats, Executable};
+pub use completion::Completion;
+pub use executable::{CacheOutcome, CompiledMemoryStats, Executable, Launched};
 
 use crate::ffi;
 use stackscan::DType;

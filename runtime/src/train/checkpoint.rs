@@ -99,7 +99,7 @@ impl Trainer {
             }
         }
         let metadata = [
-            (STEP, self.steps as u64),
+            (STEP, self.device_steps()?),
             (DATA_POSITION, progress.data_position),
             (RNG_STATE, progress.rng_state),
         ]
@@ -107,6 +107,19 @@ impl Trainer {
         .map(|(k, v)| (k.to_owned(), v.to_string()))
         .collect();
         Ok(Checkpoint { tensors, metadata })
+    }
+
+    /// Adam's step count as the devices hold it: every launched step included, waited for
+    /// or not (the state read waits until the last of them is done).
+    fn device_steps(&self) -> Result<u64> {
+        let counter = self
+            .state
+            .first()
+            .and_then(|dev| dev.get(3 * self.weights))
+            .ok_or_else(|| Error::Program("the trainer holds no step count".into()))?;
+        let next = counter.to_host::<f32>()?[0];
+        // The count is a whole number below 2^24 (f32 counts exactly up to there).
+        Ok((next as u64).saturating_sub(1))
     }
 
     /// Writes the state to `path` atomically (see [`crate::checkpoint::write_atomic`]).
@@ -124,10 +137,14 @@ impl Trainer {
             data_position: ckpt.metadata_u64(DATA_POSITION, path)?,
             rng_state: ckpt.metadata_u64(RNG_STATE, path)?,
         };
-        let steps = usize::try_from(steps).map_err(|_| Error::CheckpointCorrupt {
-            path: path.to_owned(),
-            reason: format!("step {steps} is out of range"),
-        })?;
+        // Adam's count is an `f32` on the devices, exact below 2^24.
+        let steps = usize::try_from(steps)
+            .ok()
+            .filter(|&s| s < (1 << 24) - 1)
+            .ok_or_else(|| Error::CheckpointCorrupt {
+                path: path.to_owned(),
+                reason: format!("step {steps} is out of range"),
+            })?;
         let mut host: Vec<Vec<Vec<f32>>> = Vec::with_capacity(3 * self.weights);
         for prefix in [""].iter().chain(MOMENTS.iter()) {
             for slot in &self.params {
@@ -142,6 +159,10 @@ impl Trainer {
             for (d, slab) in slabs.iter().enumerate() {
                 state[d].push(self.client.buffer(slab, dims, &self.mesh.devices()[d])?);
             }
+        }
+        let next = [(steps + 1) as f32];
+        for (d, dev) in self.mesh.devices().iter().enumerate() {
+            state[d].push(self.client.buffer(&next, &[], dev)?);
         }
         self.state = state;
         self.steps = steps;

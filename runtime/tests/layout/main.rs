@@ -221,6 +221,9 @@ layout_table! {
         args PJRT_Event_Args => [PJRT_Event_Await_Args, PJRT_Event_Destroy_Args] {
             struct_size, extension_start, event,
         }
+        args PJRT_Event_OnReady_Args => [PJRT_Event_OnReady_Args] {
+            struct_size, extension_start, event, callback, user_arg,
+        }
         args PJRT_Client_Create_Args => [PJRT_Client_Create_Args] {
             struct_size, extension_start, create_options, num_options, kv_get_callback,
             kv_get_user_arg, kv_put_callback, kv_put_user_arg, client, kv_try_get_callback,
