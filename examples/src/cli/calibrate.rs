@@ -9,8 +9,13 @@ use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
 
 use super::CliError;
 use super::args::device_count;
-use crate::calibrate::{check, measure};
+use crate::calibrate::{check, measure, pieces};
 use crate::hardware::Hardware;
+use crate::llama::{LlamaConfig, model};
+use stackscan::plan::PlanOptions;
+
+/// The tiny Llama's depths the check trains.
+const DEPTHS: [usize; 2] = [4, 16];
 
 /// Arguments of `calibrate`.
 #[derive(Clone, Debug, Args)]
@@ -30,6 +35,11 @@ pub struct CalibrateArgs {
     /// Only measure the profile; skip the step-time check.
     #[arg(long)]
     pub no_check: bool,
+    /// Also time each piece of the step alone (a layer's forward, backward, gather and
+    /// reduce-scatter, the outer parts, the optimizer) beside its prediction, at each depth,
+    /// prefetch off and on.
+    #[arg(long)]
+    pub pieces: bool,
 }
 
 /// Runs `calibrate`, its JSON on `out` unless `--out` names a file.
@@ -45,8 +55,34 @@ pub fn run(a: &CalibrateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let rows = if a.no_check {
         Vec::new()
     } else {
-        check(&client, &mesh, &[4, 16], a.steps as usize, 9)?
+        check(&client, &mesh, &DEPTHS, a.steps as usize, 9)?
     };
+    let mut parts = Vec::new();
+    if a.pieces {
+        let hardware = Hardware::from_toml(&toml)?;
+        for layers in DEPTHS {
+            let cfg = LlamaConfig {
+                layers,
+                ..LlamaConfig::tiny()
+            };
+            let m = model(&cfg)?;
+            for (prefetch, options) in [
+                (false, PlanOptions::baseline()),
+                (true, PlanOptions::prefetch_deferred()),
+            ] {
+                for p in pieces(&client, &mesh, &m, options, &hardware, 9)? {
+                    parts.push(serde_json::json!({
+                        "layers": layers,
+                        "prefetch": prefetch,
+                        "piece": p.name,
+                        "measured_s": p.measured,
+                        "predicted_s": p.predicted,
+                        "error_percent": (p.predicted / p.measured - 1.0) * 100.0,
+                    }));
+                }
+            }
+        }
+    }
     let json = serde_json::json!({
         "devices": a.devices,
         "profile": a.profile.display().to_string(),
@@ -65,6 +101,7 @@ pub fn run(a: &CalibrateArgs, out: &mut dyn Write) -> Result<(), CliError> {
             "measured_s": r.measured,
             "error_percent": r.error_percent(),
         })).collect::<Vec<_>>(),
+        "pieces": parts,
     });
     let text = serde_json::to_string_pretty(&json)? + "\n";
     match &a.out {
