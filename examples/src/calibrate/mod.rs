@@ -205,6 +205,9 @@ impl Rates {
              # 64 dependent 8x8 products, per product.\n\
              kernel_overhead_us = {:.2}\n\
              collectives_on_compute = true\n\
+             # XLA's CPU compiler copies a loop's carried buffers into each trip (one\n\
+             # `copy` per prefetched weight and per deferred gradient in its optimized HLO).\n\
+             copies_loop_carries = true\n\
              trains_in_f32 = true\n",
             self.matmul_gflops / 1e3,
             self.matmul_gflops / 1e3,
