@@ -305,11 +305,14 @@ mod tests {
         let h = Hardware::from_toml(include_str!("../hardware/cpu-example.toml")).unwrap();
         assert!(h.collectives_on_compute && h.trains_in_f32 && h.kernel_overhead_us > 0.0);
         assert!(h.copies_loop_carries);
+        // A copy reads and writes its bytes: 1.647 GB at 1.647 GB/s of traffic each way is 2 s.
+        assert!((h.carry_copy_seconds(1.647e9) - 2.0).abs() < 1e-12);
         assert_eq!(h.sim_options(), SimOptions::serial());
         // The accelerators overlap and train in bf16.
         let t = Hardware::load("tpu7x").unwrap();
         assert!(!t.collectives_on_compute && !t.trains_in_f32 && t.kernel_overhead_us == 0.0);
         assert!(!t.copies_loop_carries);
+        assert_eq!(t.carry_copy_seconds(1e9), 0.0);
     }
 
     #[test]
