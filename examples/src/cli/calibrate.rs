@@ -40,6 +40,10 @@ pub struct CalibrateArgs {
     /// prefetch off and on.
     #[arg(long)]
     pub pieces: bool,
+    /// Print the predicted-vs-measured tables (Markdown) instead of the JSON, with the
+    /// machine's load average beside them; `--out` still receives the JSON.
+    #[arg(long)]
+    pub table: bool,
 }
 
 /// Runs `calibrate`, its JSON on `out` unless `--out` names a file.
@@ -110,7 +114,72 @@ pub fn run(a: &CalibrateArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 .map_err(|e| CliError::failed(format!("cannot write `{}`: {e}", path.display())))?;
             writeln!(out, "wrote {}", path.display())?;
         }
-        None => out.write_all(text.as_bytes())?,
+        None if !a.table => out.write_all(text.as_bytes())?,
+        None => {}
+    }
+    if a.table {
+        write_tables(out, &json)?;
+    }
+    Ok(())
+}
+
+/// The check's and the pieces' rows as Markdown tables, milliseconds, after the load average
+/// (a shared machine's figures mean little without it).
+fn write_tables(out: &mut dyn Write, json: &serde_json::Value) -> Result<(), CliError> {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    writeln!(
+        out,
+        "load average (1, 5, 15 min): {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )?;
+    let ms = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN) * 1e3;
+    let on = |v: &serde_json::Value| {
+        if v.as_bool() == Some(true) {
+            "on"
+        } else {
+            "off"
+        }
+    };
+    let err = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+    if let Some(rows) = json["check"].as_array().filter(|r| !r.is_empty()) {
+        writeln!(
+            out,
+            "\n| layers | prefetch | predicted (ms) | measured (ms) | error |"
+        )?;
+        writeln!(out, "|---|---|---|---|---|")?;
+        for r in rows {
+            writeln!(
+                out,
+                "| {} | {} | {:.1} | {:.1} | {:+.1} % |",
+                r["layers"],
+                on(&r["prefetch"]),
+                ms(&r["predicted_s"]),
+                ms(&r["measured_s"]),
+                err(&r["error_percent"])
+            )?;
+        }
+    }
+    if let Some(rows) = json["pieces"].as_array().filter(|r| !r.is_empty()) {
+        writeln!(
+            out,
+            "\n| layers | prefetch | piece | predicted (ms) | measured alone (ms) | error |"
+        )?;
+        writeln!(out, "|---|---|---|---|---|---|")?;
+        for r in rows {
+            writeln!(
+                out,
+                "| {} | {} | {} | {:.2} | {:.2} | {:+.1} % |",
+                r["layers"],
+                on(&r["prefetch"]),
+                r["piece"].as_str().unwrap_or(""),
+                ms(&r["predicted_s"]),
+                ms(&r["measured_s"]),
+                err(&r["error_percent"])
+            )?;
+        }
     }
     Ok(())
 }
