@@ -45,6 +45,14 @@ pub struct Hardware {
     /// dispatches to a thread pool.
     #[serde(default)]
     pub kernel_overhead_us: f64,
+    /// Whether the compiler copies the buffers a loop carries into the next trip rather than
+    /// passing them on in place; absent means false. XLA's CPU compiler does (the tiny
+    /// Llama's optimized HLO holds a `copy` of each carried gathered weight, and of each
+    /// carried pending gradient, in its prefetching loops: 6.95 MB a forward trip of two
+    /// layers, 13.8 MB a backward one), so on a CPU prefetch costs one copy of a layer's
+    /// weights per step, and deferral one more of its gradient, at `memory_gb_per_s`.
+    #[serde(default)]
+    pub copies_loop_carries: bool,
 }
 
 /// The profiles kept in the repository, by the name `--hardware` takes.
@@ -142,6 +150,17 @@ impl Hardware {
             + c.kernels as f64 * self.kernel_overhead_us * 1e-6
     }
 
+    /// Seconds to copy a loop-carried buffer of `bytes` into the next trip (read once, written
+    /// once, at the memory bandwidth, which counts both), or zero where the compiler passes
+    /// carries in place ([`Hardware::copies_loop_carries`]).
+    pub fn carry_copy_seconds(&self, bytes: f64) -> f64 {
+        if self.copies_loop_carries {
+            2.0 * bytes / (self.memory_gb_per_s * 1e9)
+        } else {
+            0.0
+        }
+    }
+
     /// The lanes the simulator places collectives on.
     pub fn sim_options(&self) -> SimOptions {
         if self.collectives_on_compute {
@@ -207,6 +226,7 @@ impl Hardware {
                 layer.exchange.backward_bytes as f64 * shrink,
                 layer.exchange.backward_count,
             ),
+            carry_copy: self.carry_copy_seconds(layer.weight_bytes as f64 * shrink),
         }
     }
 }
@@ -284,10 +304,15 @@ mod tests {
     fn the_measured_cpu_example_parses_as_a_serial_f32_profile() {
         let h = Hardware::from_toml(include_str!("../hardware/cpu-example.toml")).unwrap();
         assert!(h.collectives_on_compute && h.trains_in_f32 && h.kernel_overhead_us > 0.0);
+        assert!(h.copies_loop_carries);
+        // A copy reads and writes its bytes: 1.647 GB at 1.647 GB/s of traffic each way is 2 s.
+        assert!((h.carry_copy_seconds(1.647e9) - 2.0).abs() < 1e-12);
         assert_eq!(h.sim_options(), SimOptions::serial());
         // The accelerators overlap and train in bf16.
         let t = Hardware::load("tpu7x").unwrap();
         assert!(!t.collectives_on_compute && !t.trains_in_f32 && t.kernel_overhead_us == 0.0);
+        assert!(!t.copies_loop_carries);
+        assert_eq!(t.carry_copy_seconds(1e9), 0.0);
     }
 
     #[test]

@@ -4,10 +4,11 @@
 //! (MoE, MLA, GDN) are predicted as soon as they exist.
 
 use stackscan::cost::{Accounting, layer_costs, of};
+use stackscan::fsdp::Adam;
 use stackscan::fsdp::StackModel;
 use stackscan::plan::{Plan, PlanOptions};
 use stackscan::sim::{Timeline, simulate};
-use stackscan::{Result, Scope, vjp};
+use stackscan::{Axis, Result, Scope, TensorType, vjp};
 
 use crate::hardware::Hardware;
 
@@ -35,15 +36,35 @@ impl Prediction {
 }
 
 /// Seconds of one step's work outside the plan: the embedding, final norm, head and loss
-/// (forward and VJP, costed from their traced graph), the gathers and reduce-scatters of
-/// their sharded weights (not prefetched, so exposed), and Adam's update of this device's
-/// share of every parameter, stack included (f32 weight, gradient and both moments read,
-/// weight and moments written: 28 bytes and about 12 FLOPs an element, never shrunk to bf16
-/// since optimizer state stays f32 in mixed precision).
+/// ([`outer_compute_seconds`]), the gathers and reduce-scatters of their sharded weights
+/// (not prefetched, so exposed), and the optimizer ([`optimizer_seconds`]).
 pub fn outer_seconds(
     model: &StackModel,
     hardware: &Hardware,
     devices: usize,
+    as_bf16: bool,
+) -> Result<f64> {
+    let n = devices.max(1) as u64;
+    let shrink = if as_bf16 { 0.5 } else { 1.0 };
+    let mut sharded = 0u64;
+    for p in &model.outer_params {
+        if p.shard_dim.is_some() {
+            sharded += p.full_type().size_in_bytes() as u64 / n * (n - 1);
+        }
+    }
+    let collectives = hardware
+        .collective_seconds(sharded as f64 * shrink, hardware.fsdp_lane_gb_per_s)
+        + hardware.collective_seconds(sharded as f64 * shrink, hardware.second_lane_gb_per_s);
+    Ok(outer_compute_seconds(model, hardware, as_bf16)?
+        + collectives
+        + optimizer_seconds(model, hardware, devices)?)
+}
+
+/// Seconds of the embedding, final norm, head and loss, forward and VJP, costed from their
+/// traced graph at full size (their weights are gathered before they run).
+pub fn outer_compute_seconds(
+    model: &StackModel,
+    hardware: &Hardware,
     as_bf16: bool,
 ) -> Result<f64> {
     let f = Scope::new("outer");
@@ -56,33 +77,34 @@ pub fn outer_seconds(
     let h = (model.pre)(&inputs, &weights)?;
     let loss = (model.post)(&h, &inputs, &weights)?;
     let outer = of(&vjp(&f.finish(&[loss])?)?)?;
-    let n = devices.max(1) as u64;
-    let shrink = if as_bf16 { 0.5 } else { 1.0 };
-    let mut sharded = 0u64;
-    for p in &model.outer_params {
-        if p.shard_dim.is_some() {
-            sharded += p.full_type().size_in_bytes() as u64 / n * (n - 1);
-        }
-    }
-    let collectives = hardware
-        .collective_seconds(sharded as f64 * shrink, hardware.fsdp_lane_gb_per_s)
-        + hardware.collective_seconds(sharded as f64 * shrink, hardware.second_lane_gb_per_s);
-    let local_elements = |p: &stackscan::fsdp::ParamSpec| {
-        let e = p.full_type().num_elements() as f64;
-        if p.shard_dim.is_some() {
-            e / n as f64
-        } else {
-            e
-        }
+    Ok(hardware.compute_seconds(&outer, as_bf16))
+}
+
+/// Seconds of Adam's update of this device's share of every parameter, stack included,
+/// costed from the update graph [`with_adam`](stackscan::fsdp::with_adam) appends to the step
+/// ([`Adam::update_function`]): the moments, the bias-corrected step, the finiteness counts
+/// and the selects that keep the old state when a value is not finite, with their fused
+/// traffic and kernels, plus the `psum` that agrees on the verdict. Never priced as bf16:
+/// optimizer state stays f32 in mixed precision.
+pub fn optimizer_seconds(model: &StackModel, hardware: &Hardware, devices: usize) -> Result<f64> {
+    let n = devices.max(1);
+    // Each weight tensor as one flat slab of this device's elements: an elementwise update
+    // costs the same whatever the slab's shape.
+    let types: Vec<TensorType> = model
+        .weights()
+        .iter()
+        .map(|(p, layers)| {
+            let local: i64 = p.local_dims(n).iter().product();
+            TensorType::new(p.dtype, [local * *layers as i64])
+        })
+        .collect();
+    let axis = Axis {
+        name: "fsdp".into(),
+        size: n,
     };
-    let stack: f64 = (0..model.stack.len())
-        .filter_map(|l| model.kinds.get(model.stack.kind_of(l)))
-        .flat_map(|k| k.params.iter().map(local_elements))
-        .sum();
-    let elements = stack + model.outer_params.iter().map(local_elements).sum::<f64>();
-    let adam = (elements * 28.0 / (hardware.memory_gb_per_s * 1e9))
-        .max(elements * 12.0 / (hardware.vector_tflops * 1e12));
-    Ok(hardware.compute_seconds(&outer, as_bf16) + collectives + adam)
+    let update = of(&Adam::default().update_function(&types, &axis)?)?;
+    Ok(hardware.compute_seconds(&update, false)
+        + hardware.collective_seconds(4.0, hardware.second_lane_gb_per_s))
 }
 
 /// Predicts `model`'s stack under `options` on `devices` chips of `hardware`. `accounting`

@@ -36,6 +36,7 @@ fn colour(op: OpKind) -> &'static str {
         OpKind::Gather => "#f58518",
         OpKind::ReduceScatter => "#54a24b",
         OpKind::AllToAll => "#b279a2",
+        OpKind::CarryCopy => "#9d755d",
     }
 }
 
@@ -46,6 +47,7 @@ fn op_name(op: OpKind) -> &'static str {
         OpKind::Gather => "weight all-gather (AG W)",
         OpKind::ReduceScatter => "gradient reduce-scatter (RS dW)",
         OpKind::AllToAll => "token all-to-all (A2A L)",
+        OpKind::CarryCopy => "loop-carry copy (copy L)",
     }
 }
 
@@ -193,6 +195,7 @@ pub fn render(title: &str, panels: &[(&str, &Timeline)]) -> String {
         OpKind::Gather,
         OpKind::ReduceScatter,
         OpKind::AllToAll,
+        OpKind::CarryCopy,
     ]
     .into_iter()
     .filter(|&op| drawn(op))

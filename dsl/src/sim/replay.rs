@@ -99,6 +99,17 @@ pub fn simulate(
         } else {
             r.place(Lane::Compute, compute_op, l, pos, ready, d)
         };
+        // What the step hands to the next: the weights it prefetched and, deferring, its own
+        // gradient, each copied where the profile says the compiler copies loop carries.
+        let mut end = end;
+        let carried = step.gathers.iter().copied().filter(|&g| g != l);
+        let pending = (compute_op == OpKind::Vjp && !own_scattered).then_some(l);
+        for c in carried.chain(pending) {
+            let d = time(c).carry_copy;
+            if d > 0.0 {
+                end = r.place(Lane::Compute, OpKind::CarryCopy, c, pos, end, d);
+            }
+        }
         computed[l] = Some(end);
         last_compute_end = end;
         if own_scattered {
@@ -145,6 +156,7 @@ fn check_times(stack: &Stack, times: &[KindTimes]) -> Result<()> {
             ("reduce_scatter", t.reduce_scatter),
             ("exchange_forward", t.exchange_forward),
             ("exchange_backward", t.exchange_backward),
+            ("carry_copy", t.carry_copy),
         ];
         if let Some((name, v)) = fields.iter().find(|(_, v)| !(v.is_finite() && *v >= 0.0)) {
             return Err(Error::invalid(
@@ -232,7 +244,7 @@ impl Replay {
         let compute: f64 = self
             .bars
             .iter()
-            .filter(|b| matches!(b.op, OpKind::Forward | OpKind::Vjp))
+            .filter(|b| matches!(b.op, OpKind::Forward | OpKind::Vjp | OpKind::CarryCopy))
             .map(|b| b.end - b.start)
             .sum();
         Timeline {

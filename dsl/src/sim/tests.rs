@@ -13,6 +13,7 @@ const T: KindTimes = KindTimes {
     reduce_scatter: 6.0,
     exchange_forward: 0.0,
     exchange_backward: 0.0,
+    carry_copy: 0.0,
 };
 
 /// `(lane, label, start, end)` of every bar, in issue order.
@@ -374,4 +375,58 @@ fn on_a_cpu_nothing_overlaps_so_prefetch_buys_nothing() {
                 .all(|x| x.lane == Lane::Compute)
         );
     }
+}
+
+/// A CPU: every op on the compute lane, and the compiler copies what a loop carries. Prefetch
+/// then hides nothing and costs one copy per buffer a step hands on: forward the prefetched
+/// weights (W1, W2), backward those (W1, W0) and the deferred gradients (dW2, dW1); the last
+/// step's gradient is reduced in its own epilogue and carried nowhere.
+#[test]
+fn carried_buffers_are_copied_on_the_compute_lane_where_the_compiler_copies_them() {
+    let stack = Stack::homogeneous("L", 3).unwrap();
+    let times = KindTimes {
+        carry_copy: 1.0,
+        ..T
+    };
+    let serial = SimOptions::serial();
+    let plan = Plan::new(&stack, PlanOptions::prefetch()).unwrap();
+    let t = simulate(&plan.forward, &stack, &[times], serial).unwrap();
+    assert_eq!(
+        bars(&t),
+        [
+            b(C, "AG W0", 0.0, 4.0),
+            b(C, "AG W1", 4.0, 8.0),
+            b(C, "fwd L0", 8.0, 18.0),
+            b(C, "copy L1", 18.0, 19.0),
+            b(C, "AG W2", 19.0, 23.0),
+            b(C, "fwd L1", 23.0, 33.0),
+            b(C, "copy L2", 33.0, 34.0),
+            b(C, "fwd L2", 34.0, 44.0),
+        ]
+    );
+    // Copies are the compute threads' work, not communication.
+    assert_eq!(
+        (t.total, t.compute, t.exposed_communication),
+        (44.0, 32.0, 12.0)
+    );
+    let off = Plan::new(&stack, PlanOptions::baseline()).unwrap();
+    let t_off = simulate(&off.forward, &stack, &[times], serial).unwrap();
+    assert_eq!(t_off.total, 42.0, "no prefetch, nothing carried");
+    assert!(t_off.lane(C).all(|b| b.op != OpKind::CarryCopy));
+
+    let deferred = Plan::new(&stack, PlanOptions::prefetch_deferred()).unwrap();
+    let t = simulate(&deferred.backward, &stack, &[times], serial).unwrap();
+    let copies: Vec<String> = t
+        .bars
+        .iter()
+        .filter(|b| b.op == OpKind::CarryCopy)
+        .map(Bar::label)
+        .collect();
+    assert_eq!(copies, ["copy L1", "copy L2", "copy L0", "copy L1"]);
+    // Serial: three gathers, three vjps, three scatters and four copies, back to back.
+    let t_off = simulate(&off.backward, &stack, &[times], serial).unwrap();
+    assert_eq!((t_off.total, t.total), (90.0, 94.0));
+    // Where carries are passed on in place (an accelerator), nothing changes.
+    let t = simulate(&deferred.backward, &stack, &[T], serial).unwrap();
+    assert_eq!(t.total, 90.0);
 }

@@ -9,8 +9,13 @@ use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
 
 use super::CliError;
 use super::args::device_count;
-use crate::calibrate::{check, measure};
+use crate::calibrate::{check, measure, pieces};
 use crate::hardware::Hardware;
+use crate::llama::{LlamaConfig, model};
+use stackscan::plan::PlanOptions;
+
+/// The tiny Llama's depths the check trains.
+const DEPTHS: [usize; 2] = [4, 16];
 
 /// Arguments of `calibrate`.
 #[derive(Clone, Debug, Args)]
@@ -30,6 +35,15 @@ pub struct CalibrateArgs {
     /// Only measure the profile; skip the step-time check.
     #[arg(long)]
     pub no_check: bool,
+    /// Also time each piece of the step alone (a layer's forward, backward, gather and
+    /// reduce-scatter, the outer parts, the optimizer) beside its prediction, at each depth,
+    /// prefetch off and on.
+    #[arg(long)]
+    pub pieces: bool,
+    /// Print the predicted-vs-measured tables (Markdown) instead of the JSON, with the
+    /// machine's load average beside them; `--out` still receives the JSON.
+    #[arg(long)]
+    pub table: bool,
 }
 
 /// Runs `calibrate`, its JSON on `out` unless `--out` names a file.
@@ -45,8 +59,34 @@ pub fn run(a: &CalibrateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let rows = if a.no_check {
         Vec::new()
     } else {
-        check(&client, &mesh, &[4, 16], a.steps as usize, 9)?
+        check(&client, &mesh, &DEPTHS, a.steps as usize, 9)?
     };
+    let mut parts = Vec::new();
+    if a.pieces {
+        let hardware = Hardware::from_toml(&toml)?;
+        for layers in DEPTHS {
+            let cfg = LlamaConfig {
+                layers,
+                ..LlamaConfig::tiny()
+            };
+            let m = model(&cfg)?;
+            for (prefetch, options) in [
+                (false, PlanOptions::baseline()),
+                (true, PlanOptions::prefetch_deferred()),
+            ] {
+                for p in pieces(&client, &mesh, &m, options, &hardware, 9)? {
+                    parts.push(serde_json::json!({
+                        "layers": layers,
+                        "prefetch": prefetch,
+                        "piece": p.name,
+                        "measured_s": p.measured,
+                        "predicted_s": p.predicted,
+                        "error_percent": (p.predicted / p.measured - 1.0) * 100.0,
+                    }));
+                }
+            }
+        }
+    }
     let json = serde_json::json!({
         "devices": a.devices,
         "profile": a.profile.display().to_string(),
@@ -65,6 +105,7 @@ pub fn run(a: &CalibrateArgs, out: &mut dyn Write) -> Result<(), CliError> {
             "measured_s": r.measured,
             "error_percent": r.error_percent(),
         })).collect::<Vec<_>>(),
+        "pieces": parts,
     });
     let text = serde_json::to_string_pretty(&json)? + "\n";
     match &a.out {
@@ -73,7 +114,72 @@ pub fn run(a: &CalibrateArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 .map_err(|e| CliError::failed(format!("cannot write `{}`: {e}", path.display())))?;
             writeln!(out, "wrote {}", path.display())?;
         }
-        None => out.write_all(text.as_bytes())?,
+        None if !a.table => out.write_all(text.as_bytes())?,
+        None => {}
+    }
+    if a.table {
+        write_tables(out, &json)?;
+    }
+    Ok(())
+}
+
+/// The check's and the pieces' rows as Markdown tables, milliseconds, after the load average
+/// (a shared machine's figures mean little without it).
+fn write_tables(out: &mut dyn Write, json: &serde_json::Value) -> Result<(), CliError> {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    writeln!(
+        out,
+        "load average (1, 5, 15 min): {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )?;
+    let ms = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN) * 1e3;
+    let on = |v: &serde_json::Value| {
+        if v.as_bool() == Some(true) {
+            "on"
+        } else {
+            "off"
+        }
+    };
+    let err = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+    if let Some(rows) = json["check"].as_array().filter(|r| !r.is_empty()) {
+        writeln!(
+            out,
+            "\n| layers | prefetch | predicted (ms) | measured (ms) | error |"
+        )?;
+        writeln!(out, "|---|---|---|---|---|")?;
+        for r in rows {
+            writeln!(
+                out,
+                "| {} | {} | {:.1} | {:.1} | {:+.1} % |",
+                r["layers"],
+                on(&r["prefetch"]),
+                ms(&r["predicted_s"]),
+                ms(&r["measured_s"]),
+                err(&r["error_percent"])
+            )?;
+        }
+    }
+    if let Some(rows) = json["pieces"].as_array().filter(|r| !r.is_empty()) {
+        writeln!(
+            out,
+            "\n| layers | prefetch | piece | predicted (ms) | measured alone (ms) | error |"
+        )?;
+        writeln!(out, "|---|---|---|---|---|---|")?;
+        for r in rows {
+            writeln!(
+                out,
+                "| {} | {} | {} | {:.2} | {:.2} | {:+.1} % |",
+                r["layers"],
+                on(&r["prefetch"]),
+                r["piece"].as_str().unwrap_or(""),
+                ms(&r["predicted_s"]),
+                ms(&r["measured_s"]),
+                err(&r["error_percent"])
+            )?;
+        }
     }
     Ok(())
 }

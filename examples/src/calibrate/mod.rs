@@ -22,6 +22,9 @@ use crate::hardware::Hardware;
 use crate::llama::{LlamaConfig, model, synthetic_batch};
 use crate::predict::predict;
 
+mod pieces;
+pub use pieces::{Piece, pieces};
+
 /// Rates measured per device, with every device running.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Rates {
@@ -39,7 +42,8 @@ pub struct Rates {
     pub kernel_overhead_us: f64,
 }
 
-/// Median of `repeats` runs (after one warm-up) of `f` with one argument list per device.
+/// Median of `repeats` runs (after one warm-up) of `f` with one argument list per device,
+/// each argument shaped as `arg_dims` says.
 fn time(
     client: &Client,
     mesh: &Mesh,
@@ -47,36 +51,67 @@ fn time(
     arg_dims: &[&[i64]],
     repeats: usize,
 ) -> Result<f64> {
+    debug_assert_eq!(f.params.len(), arg_dims.len(), "one shape per parameter");
     let axis = Axis {
         name: "fsdp".into(),
         size: mesh.size(),
     };
     let params = vec![Sharding::Dim(0); f.params.len()];
     let results = vec![Sharding::Dim(0); f.results.len()];
-    let program = Program::on_mesh(f, axis, params, results)?;
-    let exe = client.compile_program(&program, mesh)?;
+    time_program(
+        client,
+        mesh,
+        &Program::on_mesh(f, axis, params, results)?,
+        repeats,
+    )
+}
+
+/// Median of `repeats` runs (after one warm-up) of `program` on every device of `mesh`, its
+/// arguments filled with small positive floats and zero integers (valid token ids, a
+/// nonzero optimizer step).
+pub fn time_program(
+    client: &Client,
+    mesh: &Mesh,
+    program: &Program,
+    repeats: usize,
+) -> Result<f64> {
+    let exe = client.compile_program(program, mesh)?;
+    let types = program.main().param_types();
     let args: Vec<Vec<Buffer>> = client
         .devices()
         .iter()
         .take(mesh.size())
         .map(|dev| {
-            arg_dims
+            types
                 .iter()
-                .map(|dims| {
-                    let n: i64 = dims.iter().product();
-                    let v: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 0.125).collect();
-                    client.buffer(&v, dims, dev)
+                .map(|t| {
+                    let n = t.num_elements();
+                    if t.dtype.is_float() {
+                        let v: Vec<f32> = (0..n).map(|i| ((i % 7) + 1) as f32 * 0.0625).collect();
+                        client.buffer(&v, &t.dims, dev)
+                    } else {
+                        client.buffer(&vec![0i32; n], &t.dims, dev)
+                    }
                 })
                 .collect()
         })
         .collect::<Result<_>>()?;
-    let refs: Vec<Vec<&Buffer>> = args.iter().map(|l| l.iter().collect()).collect();
-    exe.execute(&refs)?;
+    let mut args = args;
     let mut times = Vec::with_capacity(repeats);
-    for _ in 0..repeats.max(1) {
+    // One warm-up, then the timed runs. A donated argument's buffer is gone after a run; its
+    // result takes its place, as in training.
+    for run in 0..=repeats.max(1) {
+        let refs: Vec<Vec<&Buffer>> = args.iter().map(|l| l.iter().collect()).collect();
         let t = Instant::now();
-        exe.execute(&refs)?;
-        times.push(t.elapsed().as_secs_f64());
+        let mut out = exe.execute(&refs)?;
+        if run > 0 {
+            times.push(t.elapsed().as_secs_f64());
+        }
+        for (device_args, device_out) in args.iter_mut().zip(&mut out) {
+            for a in program.aliases() {
+                std::mem::swap(&mut device_args[a.param], &mut device_out[a.result]);
+            }
+        }
     }
     times.sort_by(f64::total_cmp);
     Ok(times[times.len() / 2])
@@ -170,6 +205,9 @@ impl Rates {
              # 64 dependent 8x8 products, per product.\n\
              kernel_overhead_us = {:.2}\n\
              collectives_on_compute = true\n\
+             # XLA's CPU compiler copies a loop's carried buffers into each trip (one\n\
+             # `copy` per prefetched weight and per deferred gradient in its optimized HLO).\n\
+             copies_loop_carries = true\n\
              trains_in_f32 = true\n",
             self.matmul_gflops / 1e3,
             self.matmul_gflops / 1e3,
