@@ -189,6 +189,7 @@ fn deepseek3(f: &Fields) -> Result<DeepSeek3Config> {
         scaling: f.routed_scaling_factor.unwrap_or(1.0),
         capacity_factor: 1.25,
         direct_token_gather: false,
+        dlhs_transpose_rhs: false,
         expert_mesh: crate::moe::ExpertMesh::OFF,
         seq: SEQ,
         batch_per_device: 1,
@@ -288,6 +289,8 @@ fn qwen35(f: &Fields) -> Result<(Qwen35Config, Qwen35Moe)> {
         expert_width: moe.expert_width,
         shared_width: moe.shared_width,
         capacity_factor: moe.capacity_factor,
+        direct_token_gather: false,
+        dlhs_transpose_rhs: false,
         seq: SEQ,
         batch_per_device: 1,
     };

@@ -53,6 +53,10 @@ pub struct Qwen35Config {
     /// `experts / top_k` or more no token is ever dropped, so a sharded step routes exactly
     /// like the unsharded reference.
     pub capacity_factor: f64,
+    /// See [`DispatchOptions::direct_token_gather`](crate::moe::DispatchOptions).
+    pub direct_token_gather: bool,
+    /// See [`DispatchOptions::dlhs_transpose_rhs`](crate::moe::DispatchOptions).
+    pub dlhs_transpose_rhs: bool,
     /// Sequence length.
     pub seq: i64,
     /// Sequences per device.
@@ -93,6 +97,8 @@ impl Qwen35Config {
             expert_width: 8,
             shared_width: 8,
             capacity_factor: 4.0,
+            direct_token_gather: false,
+            dlhs_transpose_rhs: false,
             seq: 8,
             batch_per_device,
         }
@@ -115,6 +121,8 @@ impl Qwen35Config {
             expert_width: 32,
             shared_width: 32,
             capacity_factor: 2.0,
+            direct_token_gather: false,
+            dlhs_transpose_rhs: false,
             seq: 64,
             batch_per_device: 2,
         }
@@ -138,6 +146,8 @@ impl Qwen35Config {
             expert_width: 512,
             shared_width: 512,
             capacity_factor: 1.25,
+            direct_token_gather: false,
+            dlhs_transpose_rhs: false,
             seq: 4096,
             batch_per_device: 1,
         }
@@ -152,7 +162,8 @@ impl Qwen35Config {
                 kind: RouterKind::Softmax,
             },
             capacity_factor: self.capacity_factor,
-            direct_token_gather: false,
+            direct_token_gather: self.direct_token_gather,
+            dlhs_transpose_rhs: self.dlhs_transpose_rhs,
             expert_mesh: crate::moe::ExpertMesh::OFF,
             gated_shared: true,
         }

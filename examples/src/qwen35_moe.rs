@@ -54,6 +54,7 @@ impl Qwen35Moe {
             },
             capacity_factor: self.capacity_factor,
             direct_token_gather: false,
+            dlhs_transpose_rhs: false,
             expert_mesh: crate::moe::ExpertMesh::OFF,
             gated_shared: true,
         }
