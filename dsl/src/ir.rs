@@ -174,6 +174,28 @@ pub struct DotDims {
     pub rhs_contract: Vec<usize>,
 }
 
+/// How the VJP of a `dot_general` forms the left operand's cotangent, which contracts the
+/// result's cotangent with the right operand over the right operand's free dimensions.
+///
+/// Both give the same values; they differ in the program. For `x · W` (`W: [d, f]`) the
+/// cotangent of `x` is `g · Wᵀ`: [`InPlace`](LhsCotangent::InPlace) contracts `g` with `W`
+/// over `f` through the dot's dimension numbers, while
+/// [`TransposedRhs`](LhsCotangent::TransposedRhs) first writes `Wᵀ: [f, d]` and then takes
+/// the plain product `g · Wᵀ`. The second is what a matmul kernel does that only takes its
+/// right operand in `[contract, free]` layout (the grouped-matmul option a reference calls
+/// `dlhs_transpose_rhs` switches it to the first); a program that wants to be measured or
+/// compared against such a kernel asks for it per product.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LhsCotangent {
+    /// Contract with the right operand where it lies: no copy of it in the backward.
+    #[default]
+    InPlace,
+    /// Materialise the right operand transposed to `[batch…, free…, contracting…]` (one
+    /// `stablehlo.transpose`; none when it already has that layout) and contract the
+    /// cotangent with that copy's leading non-batch dimensions.
+    TransposedRhs,
+}
+
 /// `triangular_solve` options: solve `op(A) X = B` (left) or `X op(A) = B` (right).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TriangularSolve {
@@ -316,7 +338,13 @@ pub enum Op {
         reverse: bool,
     },
     /// Generalised matrix product.
-    DotGeneral(DotDims),
+    DotGeneral {
+        /// Dimension numbers.
+        dims: DotDims,
+        /// How the VJP forms the left operand's cotangent (the program only: the values
+        /// are the same either way).
+        lhs_cotangent: LhsCotangent,
+    },
     /// Gather slices of the operand along `axis` at integer indices (operands: tensor, indices).
     /// Result shape: `operand[..axis] ++ indices ++ operand[axis+1..]`.
     Take {
@@ -444,7 +472,7 @@ impl Op {
             Op::Pad { .. } => "pad",
             Op::Reduce { .. } => "reduce",
             Op::Cumsum { .. } => "cumsum",
-            Op::DotGeneral(_) => "dot_general",
+            Op::DotGeneral { .. } => "dot_general",
             Op::Take { .. } => "take",
             Op::ScatterAdd { .. } => "scatter_add",
             Op::TopK { .. } => "top_k",

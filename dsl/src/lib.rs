@@ -52,7 +52,7 @@ pub use builder::{Scope, Tensor};
 pub use dtype::{DType, UnknownDType};
 pub use emit::{Alias, Program, Sharding};
 pub use error::{Error, Result};
-pub use ir::{Axis, DotDims, Function, TriangularSolve};
+pub use ir::{Axis, DotDims, Function, LhsCotangent, TriangularSolve};
 #[doc(hidden)]
 pub use layer::private as __private;
 pub use layer::{Forward, LayerStack, SubLayer};

@@ -83,6 +83,8 @@ pub struct DeepSeek3Config {
     pub capacity_factor: f64,
     /// See [`DispatchOptions::direct_token_gather`](crate::moe::DispatchOptions).
     pub direct_token_gather: bool,
+    /// See [`DispatchOptions::dlhs_transpose_rhs`](crate::moe::DispatchOptions).
+    pub dlhs_transpose_rhs: bool,
     /// Sequence length.
     pub seq: i64,
     /// Sequences per device.
@@ -125,6 +127,7 @@ impl DeepSeek3Config {
             scaling: 2.5,
             capacity_factor: 1.25,
             direct_token_gather: false,
+            dlhs_transpose_rhs: false,
             seq: 64,
             batch_per_device: 1,
             expert_mesh: ExpertMesh::OFF,
@@ -161,6 +164,7 @@ impl DeepSeek3Config {
             scaling: 2.5,
             capacity_factor: 8.0,
             direct_token_gather: false,
+            dlhs_transpose_rhs: false,
             seq: 8,
             batch_per_device,
             expert_mesh: ExpertMesh::OFF,
@@ -185,6 +189,7 @@ impl DeepSeek3Config {
             scaling: 2.5,
             capacity_factor: 1.25,
             direct_token_gather: false,
+            dlhs_transpose_rhs: false,
             seq: 4096,
             batch_per_device: 1,
             expert_mesh: ExpertMesh::OFF,
@@ -275,6 +280,7 @@ impl DeepSeek3Config {
                 },
                 capacity_factor: self.capacity_factor,
                 direct_token_gather: self.direct_token_gather,
+                dlhs_transpose_rhs: self.dlhs_transpose_rhs,
                 gated_shared: false,
                 expert_mesh: self.expert_mesh,
             },

@@ -188,6 +188,7 @@ fn deepseek3(f: &Fields) -> Result<DeepSeek3Config> {
         scaling: f.routed_scaling_factor.unwrap_or(1.0),
         capacity_factor: 1.25,
         direct_token_gather: false,
+        dlhs_transpose_rhs: false,
         expert_mesh: crate::moe::ExpertMesh::OFF,
         seq: SEQ,
         batch_per_device: 1,
@@ -277,6 +278,8 @@ fn qwen35(f: &Fields) -> Result<Qwen35Config> {
             "shared_expert_intermediate_size",
         )?,
         capacity_factor: 1.25,
+        direct_token_gather: false,
+        dlhs_transpose_rhs: false,
         gdn,
         attention,
     })

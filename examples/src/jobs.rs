@@ -4,7 +4,7 @@
 //! binaries do not each keep their own list.
 //!
 //! ```
-//! use stackscan_examples::jobs::{Job, ModelName};
+//! use stackscan_examples::jobs::{Job, ModelName, MoeFlags};
 //!
 //! let name: ModelName = "deepseek3".parse()?;
 //! let job = Job::tiny(name)?;
@@ -16,6 +16,12 @@
 //! assert_eq!(mesh.describe(), "[\"fsdp\"=2, \"expert\"=4]");
 //! assert!(Job::tiny_on(name, 8, 3).is_err());
 //! assert!(Job::tiny_on("llama".parse()?, 8, 2).is_err());
+//!
+//! // The MoE dispatch options, for the models with routed experts only.
+//! let on = MoeFlags { dlhs_transpose_rhs: true, ..MoeFlags::default() };
+//! assert!(Job::configured(name, None, on).is_ok());
+//! let e = Job::configured("llama".parse()?, None, on).unwrap_err().to_string();
+//! assert!(e.contains("--dlhs-transpose-rhs"), "{e}");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -135,7 +141,23 @@ impl Job {
     /// Llama, `tiny|deepseek3|path.toml` for DeepSeek-V3, `tiny|qwen35-35b-a3b|path.toml` for
     /// Qwen3.5), or its tiny config.
     pub fn with_config(name: ModelName, config: Option<&str>) -> Result<Job> {
-        Ok(match name {
+        Job::configured(name, config, MoeFlags::default())
+    }
+
+    /// [`Job::with_config`] with the MoE dispatch options `moe` (an error naming the flags
+    /// for a model without routed experts, unless both are off).
+    pub fn configured(name: ModelName, config: Option<&str>, moe: MoeFlags) -> Result<Job> {
+        if name == ModelName::Llama && moe != MoeFlags::default() {
+            return Err(Error::InvalidOp {
+                op: "moe",
+                message: format!(
+                    "{}: the model `{name}` has no routed experts; the MoE options apply to \
+                     `deepseek3` and `qwen35`",
+                    moe.given().join(", ")
+                ),
+            });
+        }
+        let mut job = match name {
             ModelName::Llama => {
                 let c = match config {
                     Some(spec) => LlamaConfig::load(spec)?,
@@ -166,12 +188,18 @@ impl Job {
                     seq: c.seq,
                 }
             }
-            ModelName::DeepSeek3 => deepseek3_job(deepseek3_config(config)?)?,
-            ModelName::Qwen35 => qwen35_job(match config {
+            ModelName::DeepSeek3 => deepseek3_job(moe.deepseek3(deepseek3_config(config)?))?,
+            ModelName::Qwen35 => qwen35_job(moe.qwen35(match config {
                 Some(spec) => Qwen35Config::load(spec)?,
                 None => Qwen35Config::tiny(),
-            })?,
-        })
+            }))?,
+        };
+        let given = moe.given();
+        if !given.is_empty() {
+            job.describe
+                .push_str(&format!("; MoE dispatch: {}", given.join(", ")));
+        }
+        Ok(job)
     }
 }
 
@@ -192,13 +220,26 @@ impl Job {
         devices: usize,
         ep: usize,
     ) -> Result<(Job, Mesh)> {
+        Job::on_with(name, config, devices, ep, MoeFlags::default())
+    }
+
+    /// [`Job::on`] with the MoE dispatch options `moe` ([`Job::configured`]).
+    pub fn on_with(
+        name: ModelName,
+        config: Option<&str>,
+        devices: usize,
+        ep: usize,
+        moe: MoeFlags,
+    ) -> Result<(Job, Mesh)> {
         if ep == 1 {
             let mesh = Mesh::line(&Axis::new(FSDP_AXIS, devices))?;
-            return Ok((Job::with_config(name, config)?, mesh));
+            return Ok((Job::configured(name, config, moe)?, mesh));
         }
         match name {
             ModelName::DeepSeek3 => {
-                let c = deepseek3_config(config)?.with_expert_parallel(devices, ep)?;
+                let c = moe
+                    .deepseek3(deepseek3_config(config)?)
+                    .with_expert_parallel(devices, ep)?;
                 let mut job = deepseek3_job(c)?;
                 job.describe.push_str(&format!(
                     "; expert parallel: fsdp {} × expert {}",
@@ -212,6 +253,48 @@ impl Job {
                     "--ep {ep}: the model `{other}` has no routed experts; expert parallelism needs `deepseek3`"
                 ),
             }),
+        }
+    }
+}
+
+/// The MoE dispatch options a job may switch on (`--direct-token-gather`,
+/// `--dlhs-transpose-rhs`); both off by default, like the reference flags they are named
+/// after. See [`DispatchOptions`](crate::moe::DispatchOptions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MoeFlags {
+    /// [`DispatchOptions::direct_token_gather`](crate::moe::DispatchOptions).
+    pub direct_token_gather: bool,
+    /// [`DispatchOptions::dlhs_transpose_rhs`](crate::moe::DispatchOptions).
+    pub dlhs_transpose_rhs: bool,
+}
+
+impl MoeFlags {
+    /// The flags that are on, as written on the command line.
+    pub fn given(&self) -> Vec<&'static str> {
+        [
+            (self.direct_token_gather, "--direct-token-gather"),
+            (self.dlhs_transpose_rhs, "--dlhs-transpose-rhs"),
+        ]
+        .into_iter()
+        .filter_map(|(on, flag)| on.then_some(flag))
+        .collect()
+    }
+
+    /// `c` with these options.
+    pub fn deepseek3(&self, c: DeepSeek3Config) -> DeepSeek3Config {
+        DeepSeek3Config {
+            direct_token_gather: self.direct_token_gather,
+            dlhs_transpose_rhs: self.dlhs_transpose_rhs,
+            ..c
+        }
+    }
+
+    /// `c` with these options.
+    pub fn qwen35(&self, c: Qwen35Config) -> Qwen35Config {
+        Qwen35Config {
+            direct_token_gather: self.direct_token_gather,
+            dlhs_transpose_rhs: self.dlhs_transpose_rhs,
+            ..c
         }
     }
 }

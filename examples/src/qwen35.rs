@@ -70,6 +70,10 @@ pub struct Qwen35Config {
     pub gdn: GdnConfig,
     /// The attention layers' mixer.
     pub attention: AttentionConfig,
+    /// See [`DispatchOptions::direct_token_gather`](crate::moe::DispatchOptions).
+    pub direct_token_gather: bool,
+    /// See [`DispatchOptions::dlhs_transpose_rhs`](crate::moe::DispatchOptions).
+    pub dlhs_transpose_rhs: bool,
 }
 
 impl Default for Qwen35Config {
@@ -116,6 +120,8 @@ impl Qwen35Config {
                 rotary_dim: 2,
                 rope_theta: 10_000.0,
             },
+            direct_token_gather: false,
+            dlhs_transpose_rhs: false,
         }
     }
 
@@ -138,6 +144,8 @@ impl Qwen35Config {
             capacity_factor: 2.0,
             gdn: GdnConfig::tiny(),
             attention: AttentionConfig::tiny(),
+            direct_token_gather: false,
+            dlhs_transpose_rhs: false,
         }
     }
 
@@ -161,6 +169,8 @@ impl Qwen35Config {
             capacity_factor: 1.25,
             gdn: GdnConfig::qwen35_35b_a3b(),
             attention: AttentionConfig::qwen35_35b_a3b(),
+            direct_token_gather: false,
+            dlhs_transpose_rhs: false,
         }
     }
 
@@ -199,7 +209,8 @@ impl Qwen35Config {
                 kind: RouterKind::Softmax,
             },
             capacity_factor: self.capacity_factor,
-            direct_token_gather: false,
+            direct_token_gather: self.direct_token_gather,
+            dlhs_transpose_rhs: self.dlhs_transpose_rhs,
             expert_mesh: crate::moe::ExpertMesh::OFF,
             gated_shared: true,
         }

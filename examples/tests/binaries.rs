@@ -146,6 +146,21 @@ fn train_rejects_bad_arguments_in_one_line() {
         &["--ep 2", "no routed experts"],
     );
     fails("train", &["--ep", "x"], 2, &["--ep"]);
+    fails(
+        "train",
+        &["--model", "llama", "--dlhs-transpose-rhs"],
+        2,
+        &["--dlhs-transpose-rhs", "no routed experts"],
+    );
+    fails(
+        "train",
+        &["--direct-token-gather", "--dlhs-transpose-rhs"],
+        2,
+        &[
+            "--direct-token-gather, --dlhs-transpose-rhs",
+            "no routed experts",
+        ],
+    );
     for lr in ["0", "-1", "nan", "inf"] {
         fails("train", &["--lr", lr], 2, &["--lr"]);
     }
@@ -464,6 +479,8 @@ fn help_lists_the_commands_and_explains_each_flag() {
         "--plot <FILE>",
         "--save-every <N>",
         "--resume <DIR>",
+        "--direct-token-gather",
+        "--dlhs-transpose-rhs",
         "--quiet",
     ] {
         let line = train

@@ -175,3 +175,42 @@ fn each_moe_loop_body_gathers_each_weight_once_and_exchanges_once_per_layer_step
         assert_eq!(backward.scatters, 2 * sharded, "{options:?}: {backward:?}");
     }
 }
+
+/// `dlhs_transpose_rhs` in the whole expert-parallel training step: on, no expert bank
+/// (`gate`, `up: [E / ep, d, f]`, `down: [E / ep, f, d]` as gathered over `fsdp`) is ever
+/// transposed; off (the default), every MoE backward transposes each of the three banks once,
+/// so the step holds such copies, three to a backward body.
+#[test]
+fn dlhs_transpose_rhs_removes_every_expert_bank_transpose_from_the_step() {
+    let base = config(SHALLOW);
+    let (e, d, f) = (base.e() / EP as i64, base.d, base.expert_width);
+    let banks = [
+        format!("(tensor<{e}x{d}x{f}xf32>) -> tensor<{e}x{f}x{d}xf32>"),
+        format!("(tensor<{e}x{f}x{d}xf32>) -> tensor<{e}x{d}x{f}xf32>"),
+    ];
+    let copies = |dlhs_transpose_rhs: bool| {
+        let c = DeepSeek3Config {
+            dlhs_transpose_rhs,
+            ..base
+        };
+        let step = train_step_on(
+            &model::<DenseThenMoe>(&c).unwrap(),
+            PlanOptions::prefetch_deferred(),
+            &c.expert_mesh.mesh().unwrap(),
+        )
+        .unwrap();
+        let text = step.program.emit().unwrap();
+        banks.each_ref().map(|ty| {
+            text.lines()
+                .filter(|l| l.contains("\"stablehlo.transpose\"") && l.contains(ty.as_str()))
+                .count()
+        })
+    };
+    let [up_gate, down] = copies(false);
+    println!("off: {up_gate} gate/up copies, {down} down copies");
+    assert!(
+        down >= 1 && up_gate == 2 * down,
+        "off: {up_gate} gate/up and {down} down copies"
+    );
+    assert_eq!(copies(true), [0, 0], "on: an expert bank is transposed");
+}

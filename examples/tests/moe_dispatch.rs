@@ -1,8 +1,8 @@
 //! Capacity-padded expert dispatch on the CPU plugin against a dense reference that runs
 //! every expert on every token and combines with the router's weights scattered to `[T, E]`;
 //! both token-gather paths; the whole layer, as a function and as the declared `GatedMoe`
-//! module, against a hand-written one; VJPs against f64 central differences; the program-text
-//! check of `direct_token_gather`.
+//! module, against a hand-written one; VJPs against f64 central differences with each flag
+//! off and on; the program-text checks of `direct_token_gather` and `dlhs_transpose_rhs`.
 
 #![allow(
     clippy::unwrap_used,
@@ -48,6 +48,15 @@ fn args(seed: u64) -> Vec<Arg> {
 
 /// Every token may land on one expert twice over the batch: `C = T · K` drops nothing.
 fn moe(p: &[Tensor], direct_token_gather: bool, cap: usize) -> Result<Tensor> {
+    moe_with(p, direct_token_gather, false, cap)
+}
+
+fn moe_with(
+    p: &[Tensor],
+    direct_token_gather: bool,
+    dlhs_transpose_rhs: bool,
+    cap: usize,
+) -> Result<Tensor> {
     let routing = route(&ROUTER, &p[0].matmul(&p[1])?, None)?;
     let w = ExpertWeights {
         gate: &p[2],
@@ -57,6 +66,7 @@ fn moe(p: &[Tensor], direct_token_gather: bool, cap: usize) -> Result<Tensor> {
     let opts = DispatchOptions {
         capacity: cap,
         direct_token_gather,
+        dlhs_transpose_rhs,
         ..DispatchOptions::default()
     };
     routed_experts(&p[0], &routing, w, opts)
@@ -111,8 +121,10 @@ fn dispatch_vjp_matches_central_differences() {
     let client = common::cpu_client(1);
     let a = args(9);
     let full = (T as usize) * K;
-    check_vjp(&client, "moe_replicated", &a, TOL, |p| moe(p, false, full));
-    check_vjp(&client, "moe_direct", &a, TOL, |p| moe(p, true, full));
+    for (direct, dlhs) in [(false, false), (true, false), (false, true), (true, true)] {
+        let name = format!("moe direct_token_gather={direct} dlhs_transpose_rhs={dlhs}");
+        check_vjp(&client, &name, &a, TOL, |p| moe_with(p, direct, dlhs, full));
+    }
 }
 
 #[test]
@@ -217,6 +229,7 @@ fn moe_layer_with_gated_shared_expert() {
         // C = T·K: nothing dropped.
         capacity_factor: E as f64,
         direct_token_gather: true,
+        dlhs_transpose_rhs: true,
         gated_shared: true,
         expert_mesh: ExpertMesh::OFF,
     };
@@ -289,43 +302,86 @@ fn moe_layer_with_gated_shared_expert() {
     check_vjp(&client, "moe_module", &a, TOL, module);
 }
 
-/// `dlhs_transpose_rhs`: the backward's input gradient of each grouped product contracts the
-/// stacked expert weight in place (the DSL's `dot_general` VJP chooses its dimension numbers
-/// so), so no transposed copy of an expert weight appears in the gradient program.
+/// `dlhs_transpose_rhs`: on, the backward's input gradient of each grouped product contracts
+/// the stacked expert weight in place, so no transposed copy of an expert weight appears in
+/// the gradient program; off, each of the three banks is transposed exactly once (`gate` and
+/// `up` `[E, d, f] → [E, f, d]`, `down` `[E, f, d] → [E, d, f]`) and the copy feeds a product.
+/// Read from the StableHLO we emit, for both token-gather paths.
 #[test]
 fn backward_contracts_expert_weights_in_place() {
     let a = args(2);
     let full = (T as usize) * K;
+    let e = E as i64;
+    // The weights are the function's parameters 2, 3, 4 (gate, up, down).
+    let copies = [
+        (
+            "%arg2",
+            format!("(tensor<{e}x{D}x{F}xf64>) -> tensor<{e}x{F}x{D}xf64>"),
+        ),
+        (
+            "%arg3",
+            format!("(tensor<{e}x{D}x{F}xf64>) -> tensor<{e}x{F}x{D}xf64>"),
+        ),
+        (
+            "%arg4",
+            format!("(tensor<{e}x{F}x{D}xf64>) -> tensor<{e}x{D}x{F}xf64>"),
+        ),
+    ];
+    let weight_types = [
+        format!("tensor<{e}x{D}x{F}xf64>"),
+        format!("tensor<{e}x{F}x{D}xf64>"),
+    ];
     for direct in [false, true] {
-        let f = function("moe", &a, |p| Ok(vec![moe(p, direct, full)?]));
-        let text = Program::new(stackscan::vjp(&f).unwrap()).emit().unwrap();
-        let e = E as i64;
-        let weight_types = [
-            format!("(tensor<{e}x{D}x{F}xf64>)"),
-            format!("(tensor<{e}x{F}x{D}xf64>)"),
-        ];
-        let transposed: Vec<&str> = text
-            .lines()
-            .filter(|l| l.contains("stablehlo.transpose"))
-            .filter(|l| weight_types.iter().any(|w| l.contains(w.as_str())))
-            .collect();
-        assert!(
-            transposed.is_empty(),
-            "direct_token_gather={direct}: expert weight transposed: {transposed:#?}"
-        );
-        // The weights do reach the backward's products: three forward, three for dX.
-        let batched_with_weight = text
-            .lines()
-            .filter(|l| l.contains("stablehlo.dot_general"))
-            .filter(|l| {
-                weight_types
-                    .iter()
-                    .any(|ty| l.contains(&ty[1..ty.len() - 1]))
-            })
-            .count();
-        assert!(
-            batched_with_weight >= 6,
-            "{batched_with_weight} weight products"
-        );
+        for dlhs in [false, true] {
+            let what = format!("direct_token_gather={direct} dlhs_transpose_rhs={dlhs}");
+            let f = function("moe", &a, |p| Ok(vec![moe_with(p, direct, dlhs, full)?]));
+            let text = Program::new(stackscan::vjp(&f).unwrap()).emit().unwrap();
+            // Every transpose whose operand has an expert bank's type.
+            let transposed: Vec<&str> = text
+                .lines()
+                .filter(|l| l.contains("stablehlo.transpose"))
+                .filter(|l| weight_types.iter().any(|w| l.contains(&format!("({w})"))))
+                .collect();
+            if dlhs {
+                assert!(
+                    transposed.is_empty(),
+                    "{what}: weight transposed: {transposed:#?}"
+                );
+            } else {
+                assert_eq!(transposed.len(), 3, "{what}: {transposed:#?}");
+                for (arg, ty) in &copies {
+                    let line = transposed
+                        .iter()
+                        .find(|l| l.contains(&format!("transpose\"({arg})")) && l.contains(ty))
+                        .unwrap_or_else(|| {
+                            panic!("{what}: no transpose of {arg}: {transposed:#?}")
+                        });
+                    // The copy is what the input gradient's product reads.
+                    let copy = line.trim().split(' ').next().unwrap();
+                    let reads = text
+                        .lines()
+                        .filter(|l| l.contains("stablehlo.dot_general"))
+                        .filter(|l| {
+                            l.contains(&format!("({copy},")) || l.contains(&format!(", {copy})"))
+                        })
+                        .count();
+                    assert_eq!(
+                        reads, 1,
+                        "{what}: the copy {copy} of {arg} feeds {reads} products"
+                    );
+                }
+            }
+            // The weights do reach the backward's products: three forward, three for dX
+            // (in place) or three reading the copies.
+            let batched_with_weight = text
+                .lines()
+                .filter(|l| l.contains("stablehlo.dot_general"))
+                .filter(|l| weight_types.iter().any(|ty| l.contains(ty.as_str())))
+                .count();
+            assert!(
+                batched_with_weight >= 6,
+                "{what}: {batched_with_weight} weight products"
+            );
+        }
     }
 }

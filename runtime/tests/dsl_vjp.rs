@@ -8,7 +8,8 @@
 
 use stackscan_runtime::testing as common;
 
-use common::graph::{Rng, TOL, check_vjp, check_vjp_mesh, float_arg};
+use common::graph::{Rng, TOL, check_vjp, check_vjp_mesh, float_arg, function};
+use stackscan::{LhsCotangent, Program};
 
 #[test]
 fn unary_ops() {
@@ -163,6 +164,27 @@ fn products_and_solves() {
             },
         )
     });
+    // Both ways of forming the left cotangent, on a batched product and on two contracting
+    // dimensions paired out of order (lhs [4, 2, 3, 6] · rhs [6, 5, 2, 4], batch 1 ↔ 2,
+    // contract (0, 3) ↔ (3, 0)).
+    let two = [
+        float_arg(&mut rng, &[4, 2, 3, 6], -1.0, 1.0),
+        float_arg(&mut rng, &[6, 5, 2, 4], -1.0, 1.0),
+    ];
+    let two_dims = stackscan::DotDims {
+        lhs_batch: vec![1],
+        rhs_batch: vec![2],
+        lhs_contract: vec![0, 3],
+        rhs_contract: vec![3, 0],
+    };
+    for mode in [LhsCotangent::InPlace, LhsCotangent::TransposedRhs] {
+        check_vjp(&client, &format!("matmul_{mode:?}"), &ab, TOL, |p| {
+            p[0].matmul_with(&p[1], mode)
+        });
+        check_vjp(&client, &format!("dot_two_{mode:?}"), &two, TOL, |p| {
+            p[0].dot_general_with(&p[1], two_dims.clone(), mode)
+        });
+    }
     for (name, left_side, lower, unit_diagonal, transpose_a) in [
         ("triangular_solve_left_lower", true, true, false, false),
         ("triangular_solve_left_upper_t", true, false, false, true),
@@ -204,6 +226,43 @@ fn products_and_solves() {
         check_vjp(&client, name, &[a, b], TOL, |p| {
             p[0].triangular_solve(&p[1], opts)
         });
+    }
+}
+
+/// What each [`LhsCotangent`] emits for a batched `[2, 3, 4] · [2, 4, 5]`: in place, no
+/// transpose of the right operand; transposed, exactly one, to `[2, 5, 4]`, which the
+/// cotangent's product then reads.
+#[test]
+fn lhs_cotangent_modes_in_the_emitted_backward() {
+    let mut rng = Rng::new(7);
+    let ab = [
+        float_arg(&mut rng, &[2, 3, 4], -1.0, 1.0),
+        float_arg(&mut rng, &[2, 4, 5], -1.0, 1.0),
+    ];
+    let copy = "(tensor<2x4x5xf64>) -> tensor<2x5x4xf64>";
+    for (mode, copies) in [(LhsCotangent::InPlace, 0), (LhsCotangent::TransposedRhs, 1)] {
+        let f = function("mm", &ab, |p| Ok(vec![p[0].matmul_with(&p[1], mode)?]));
+        let text = Program::new(stackscan::vjp(&f).unwrap()).emit().unwrap();
+        let transposes: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("stablehlo.transpose") && l.contains(copy))
+            .collect();
+        assert_eq!(
+            transposes.len(),
+            copies,
+            "{mode:?}: {transposes:#?}\n{text}"
+        );
+        if let Some(line) = transposes.first() {
+            let name = line.trim().split(' ').next().unwrap();
+            let read = text
+                .lines()
+                .filter(|l| l.contains("stablehlo.dot_general") && l.contains(name))
+                .count();
+            assert_eq!(
+                read, 1,
+                "{mode:?}: the copy {name} feeds no product\n{text}"
+            );
+        }
     }
 }
 

@@ -50,7 +50,10 @@ pub(super) fn vjp_rule(
         } => shape::vjp_pad(&c, low, high, interior),
         Op::Reduce { kind, axes } => reduce::vjp_reduce(&c, *kind, axes),
         Op::Cumsum { axis, reverse } => reduce::vjp_cumsum(&c, *axis, *reverse),
-        Op::DotGeneral(d) => linalg::vjp_dot_general(&c, d),
+        Op::DotGeneral {
+            dims,
+            lhs_cotangent,
+        } => linalg::vjp_dot_general(&c, dims, *lhs_cotangent),
         Op::TriangularSolve(opts) => linalg::vjp_triangular_solve(&c, *opts),
         Op::Take { axis } => index::vjp_take(&c, *axis),
         Op::ScatterAdd { axis } => index::vjp_scatter_add(&c, *axis),

@@ -42,7 +42,7 @@ pub struct Exchange {
 /// `experts`, searching loop bodies too; `None` for a layer without routed experts.
 pub fn dispatch_buffer(forward: &Function, experts: u64) -> Option<TensorType> {
     forward.nodes.iter().find_map(|node| match &node.op {
-        Op::DotGeneral(dims) => {
+        Op::DotGeneral { dims, .. } => {
             let lhs = forward.values.get(*node.operands.first()?)?;
             dims.lhs_batch
                 .iter()

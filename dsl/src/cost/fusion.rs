@@ -64,7 +64,7 @@ fn class(op: &Op) -> Class {
         | Op::Concatenate { .. }
         | Op::AxisIndex { .. } => Class::Fusible,
         Op::Reduce { .. } | Op::Cumsum { .. } | Op::TopK { .. } => Class::Reduction,
-        Op::DotGeneral(_)
+        Op::DotGeneral { .. }
         | Op::TriangularSolve(_)
         | Op::Take { .. }
         | Op::ScatterAdd { .. }
@@ -202,7 +202,7 @@ pub(super) fn traffic(f: &Function, live: &[bool]) -> Fused {
                 | Op::Scan { .. } => PerDType::default(),
                 _ => bytes(o),
             };
-            let is_dot = matches!(node.op, Op::DotGeneral(_) | Op::TriangularSolve(_));
+            let is_dot = matches!(node.op, Op::DotGeneral { .. } | Op::TriangularSolve(_));
             let e = reads
                 .entry((unit, o))
                 .or_insert((PerDType::default(), is_dot));
@@ -243,7 +243,7 @@ pub(super) fn traffic(f: &Function, live: &[bool]) -> Fused {
             | Op::Scan { .. } => PerDType::default(),
             _ => bytes(v),
         };
-        if matches!(node.op, Op::DotGeneral(_) | Op::TriangularSolve(_)) {
+        if matches!(node.op, Op::DotGeneral { .. } | Op::TriangularSolve(_)) {
             dots += written;
         } else {
             other += written;

@@ -136,7 +136,7 @@ fn node_cost(f: &Function, node: &Node, accounting: &Accounting) -> Result<Cost>
                 }
             });
         }
-        Op::DotGeneral(dims) => {
+        Op::DotGeneral { dims, .. } => {
             let (lhs, rhs) = (operand(0)?, operand(1)?);
             let mut flops = dot_flops(lhs, rhs, dims)?;
             if let Some(e) = accounting.experts {

@@ -502,7 +502,7 @@ impl<W: fmt::Write> Writer<W> {
             } => shape::write_pad(self, s, low, high, interior),
             Op::Reduce { kind, axes } => reduce::write_reduce(self, s, *kind, axes),
             Op::Cumsum { axis, reverse } => reduce::write_cumsum(self, s, *axis, *reverse),
-            Op::DotGeneral(d) => linalg::write_dot_general(self, s, d),
+            Op::DotGeneral { dims: d, .. } => linalg::write_dot_general(self, s, d),
             Op::TriangularSolve(o) => linalg::write_triangular_solve(self, s, o),
             Op::Take { axis } => index::write_take(self, s, *axis),
             Op::ScatterAdd { axis } => index::write_scatter_add(self, s, *axis),

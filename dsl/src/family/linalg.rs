@@ -9,7 +9,7 @@ use crate::dtype::DType;
 use crate::emit::writer::{Site, Writer, list};
 use crate::error::{Error, Result};
 use crate::infer::{Operands, float};
-use crate::ir::{DotDims, TriangularSolve};
+use crate::ir::{DotDims, LhsCotangent, TriangularSolve};
 use crate::types::TensorType;
 
 pub(crate) fn infer_dot_general(a: &Operands<'_>, d: &DotDims) -> Result<Vec<TensorType>> {
@@ -131,13 +131,24 @@ pub(crate) fn write_triangular_solve<W: fmt::Write>(
     )
 }
 
-pub(crate) fn vjp_dot_general(c: &Cotangents<'_>, d: &DotDims) -> Result<Grads> {
-    let (dl, dr) = dot_vjp(&c.g0()?, &c.x[0], &c.x[1], d)?;
+pub(crate) fn vjp_dot_general(
+    c: &Cotangents<'_>,
+    d: &DotDims,
+    lhs_cotangent: LhsCotangent,
+) -> Result<Grads> {
+    let (dl, dr) = dot_vjp(&c.g0()?, &c.x[0], &c.x[1], d, lhs_cotangent)?;
     Ok(vec![Some(dl), Some(dr)])
 }
 
-/// Cotangents of `dot_general` through dimension numbers, one transpose each at most.
-fn dot_vjp(g: &Tensor, l: &Tensor, r: &Tensor, d: &DotDims) -> Result<(Tensor, Tensor)> {
+/// Cotangents of `dot_general` through dimension numbers, one transpose of each product at
+/// most (plus, for [`LhsCotangent::TransposedRhs`], the transposed copy of `r`).
+fn dot_vjp(
+    g: &Tensor,
+    l: &Tensor,
+    r: &Tensor,
+    d: &DotDims,
+    lhs_cotangent: LhsCotangent,
+) -> Result<(Tensor, Tensor)> {
     let nb = d.lhs_batch.len();
     let free = |t: &Tensor, batch: &[usize], contract: &[usize]| -> Vec<usize> {
         (0..t.rank())
@@ -151,24 +162,50 @@ fn dot_vjp(g: &Tensor, l: &Tensor, r: &Tensor, d: &DotDims) -> Result<(Tensor, T
     let g_rf: Vec<usize> = (nb + lf.len()..g.rank()).collect();
 
     // dL: contract g's right-free dims with r's free dims.
-    let p = g.dot_general(
-        r,
-        DotDims {
-            lhs_batch: g_batch.clone(),
-            rhs_batch: d.rhs_batch.clone(),
-            lhs_contract: g_rf.clone(),
-            rhs_contract: rf.clone(),
-        },
-    )?;
-    let mut r_left: Vec<usize> = d.rhs_contract.clone();
-    r_left.sort_unstable();
-    let mut src: Vec<usize> = d.lhs_batch.clone();
-    src.extend(&lf);
-    src.extend(r_left.iter().map(|rc| {
-        let k = d.rhs_contract.iter().position(|c| c == rc).unwrap_or(0);
-        d.lhs_contract[k]
-    }));
-    let dl = p.transpose(&crate::layout::inverse(&src))?;
+    let dl = match lhs_cotangent {
+        LhsCotangent::InPlace => {
+            let p = g.dot_general(
+                r,
+                DotDims {
+                    lhs_batch: g_batch.clone(),
+                    rhs_batch: d.rhs_batch.clone(),
+                    lhs_contract: g_rf.clone(),
+                    rhs_contract: rf.clone(),
+                },
+            )?;
+            // p's trailing dims are r's contracting dims in ascending order.
+            let mut r_left: Vec<usize> = d.rhs_contract.clone();
+            r_left.sort_unstable();
+            let mut src: Vec<usize> = d.lhs_batch.clone();
+            src.extend(&lf);
+            src.extend(r_left.iter().map(|rc| {
+                let k = d.rhs_contract.iter().position(|c| c == rc).unwrap_or(0);
+                d.lhs_contract[k]
+            }));
+            p.transpose(&crate::layout::inverse(&src))?
+        }
+        LhsCotangent::TransposedRhs => {
+            // rᵀ: [batch…, free…, contracting…], the contracting dims paired with l's in
+            // the dot's order, so p's trailing dims are l's contracting dims in that order.
+            let mut perm: Vec<usize> = d.rhs_batch.clone();
+            perm.extend(&rf);
+            perm.extend(&d.rhs_contract);
+            let rt = r.transpose(&perm)?;
+            let p = g.dot_general(
+                &rt,
+                DotDims {
+                    lhs_batch: g_batch.clone(),
+                    rhs_batch: (0..nb).collect(),
+                    lhs_contract: g_rf.clone(),
+                    rhs_contract: (nb..nb + rf.len()).collect(),
+                },
+            )?;
+            let mut src: Vec<usize> = d.lhs_batch.clone();
+            src.extend(&lf);
+            src.extend(&d.lhs_contract);
+            p.transpose(&crate::layout::inverse(&src))?
+        }
+    };
 
     // dR: contract l's free dims with g's left-free dims, l first, so that for `x · W` the
     // product already has W's layout (`xᵀ g`) and needs no transpose.

@@ -16,7 +16,7 @@ use stackscan_runtime::{Client, ClientOptions, CompileCache, Mesh, Plugin, plugi
 
 use super::CliError;
 use super::args::{RuntimeArgs, ScheduleArgs, learning_rate};
-use crate::jobs::{Job, ModelName};
+use crate::jobs::{Job, ModelName, MoeFlags};
 use crate::metrics::{MetricsFile, StepMetrics};
 use crate::progress::{Display, StepShown, TrainProgress};
 
@@ -47,6 +47,14 @@ pub struct TrainArgs {
     /// the devices the experts.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N", allow_negative_numbers = true)]
     pub ep: u32,
+    /// MoE dispatch (deepseek3, qwen35): gather each routed row straight from the token
+    /// matrix by index instead of scattering a top-k-fold replicated copy of the tokens.
+    #[arg(long)]
+    pub direct_token_gather: bool,
+    /// MoE dispatch (deepseek3, qwen35): the backward's input gradient of the grouped expert
+    /// products contracts the expert weights in place instead of a transposed copy of them.
+    #[arg(long)]
+    pub dlhs_transpose_rhs: bool,
     /// Steps in all (a resumed run continues to this step).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_STEPS), value_name = "N", allow_negative_numbers = true)]
     pub steps: u64,
@@ -124,11 +132,16 @@ impl TrainArgs {
     /// and its message is the only line the job prints.
     fn check(&self) -> Result<(Job, PlanOptions, stackscan::Mesh), CliError> {
         let devices = self.runtime.devices;
-        let (job, layout) = Job::on(
+        let moe = MoeFlags {
+            direct_token_gather: self.direct_token_gather,
+            dlhs_transpose_rhs: self.dlhs_transpose_rhs,
+        };
+        let (job, layout) = Job::on_with(
             self.model,
             self.config.as_deref(),
             devices,
             self.ep as usize,
+            moe,
         )
         .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
         let options = self.schedule.apply(job.options);

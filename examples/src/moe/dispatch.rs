@@ -12,7 +12,7 @@
 //! and the buffer travels to the experts' ranks and back by `all_to_all` over `expert`.
 
 use stackscan::ir::Literal;
-use stackscan::{DType, DotDims, Error, Result, Tensor, TensorType};
+use stackscan::{DType, DotDims, Error, LhsCotangent, Result, Tensor, TensorType};
 
 use crate::moe::parallel::{self, ExpertMesh};
 use crate::moe::router::Routing;
@@ -36,6 +36,12 @@ pub struct DispatchOptions {
     /// Gather each slot's row straight from the token matrix by index, instead of building
     /// a `top_k`-fold replicated copy of the tokens and scattering it into the slots.
     pub direct_token_gather: bool,
+    /// The backward's input gradient of each grouped product (`[E, C, ·] · W`, `W` an
+    /// expert bank) contracts `W` in place through the dot's dimension numbers. Off, it
+    /// first materialises the bank transposed (`[E, d, f] → [E, f, d]`, and back for
+    /// `down`) and contracts with that copy, as a grouped-matmul kernel without the option
+    /// does. Same values either way; on saves one copy of each bank per backward step.
+    pub dlhs_transpose_rhs: bool,
     /// The expert-parallel mesh the layer runs on ([`ExpertMesh::OFF`] for none): with
     /// `expert > 1` the weights hold this rank's experts only.
     pub expert_mesh: ExpertMesh,
@@ -119,8 +125,14 @@ pub fn routed_experts(
     if em.is_parallel() {
         slots = parallel::dispatch(&slots, &em)?;
     }
-    let hidden = stackscan::nn::silu(&slots.matmul(w.gate)?)?.mul(&slots.matmul(w.up)?)?;
-    let mut out = hidden.matmul(w.down)?;
+    let grad = if opts.dlhs_transpose_rhs {
+        LhsCotangent::InPlace
+    } else {
+        LhsCotangent::TransposedRhs
+    };
+    let hidden = stackscan::nn::silu(&slots.matmul_with(w.gate, grad)?)?
+        .mul(&slots.matmul_with(w.up, grad)?)?;
+    let mut out = hidden.matmul_with(w.down, grad)?;
     if em.is_parallel() {
         out = parallel::combine(&out, &em)?;
     }

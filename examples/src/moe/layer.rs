@@ -17,6 +17,8 @@ pub struct MoeConfig {
     pub capacity_factor: f64,
     /// See [`DispatchOptions::direct_token_gather`]; off by default.
     pub direct_token_gather: bool,
+    /// See [`DispatchOptions::dlhs_transpose_rhs`]; off by default.
+    pub dlhs_transpose_rhs: bool,
     /// Whether the shared experts' output is scaled by `sigmoid(x · shared_gate)`.
     pub gated_shared: bool,
     /// The expert-parallel mesh; see [`DispatchOptions::expert_mesh`].
@@ -61,6 +63,7 @@ pub fn moe(cfg: &MoeConfig, x: &Tensor, w: &MoeWeights<'_>) -> Result<Tensor> {
             cfg.capacity_factor,
         ),
         direct_token_gather: cfg.direct_token_gather,
+        dlhs_transpose_rhs: cfg.dlhs_transpose_rhs,
         expert_mesh: cfg.expert_mesh,
     };
     let routed = routed_experts(x, &routing, w.experts, opts)?;
