@@ -120,8 +120,10 @@ mod tests {
     fn a_qwen35_config_that_does_not_fit_names_its_field() {
         use crate::qwen35::{Qwen35Config, for_config};
         let bad = |text: &str| for_config(&from_toml::<Qwen35Config>(text, "q").unwrap());
-        let e = bad("layers = 12").unwrap_err().to_string();
-        assert!(e.contains("`Qwen35Config.layers` is 12"), "{e}");
+        // Any whole number of blocks is a depth; 10 layers are not.
+        assert!(bad("layers = 12").is_ok());
+        let e = bad("layers = 10").unwrap_err().to_string();
+        assert!(e.contains("`Qwen35Config.layers` is 10"), "{e}");
         let e = bad("[attention]\nkv_heads = 3").unwrap_err().to_string();
         assert!(e.contains("`attention.kv_heads` (3)"), "{e}");
         let e = bad("[gdn]\nkey_heads = 3").unwrap_err().to_string();
