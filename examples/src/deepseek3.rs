@@ -405,7 +405,7 @@ pub struct Tokens<T> {
 
 /// The whole DeepSeek-V3-style model with stack `S` ([`DeepSeek3Stack`]):
 /// the embedding, the stack, the final norm and the LM head, in the order they run. The
-/// config's `layers` must be the stack's depth and `dense_layers` its prefix; both are
+/// stack's depth is the config's `layers`, and `dense_layers` must be its prefix; both are
 /// checked once, when the model is built.
 #[derive(Debug, Model)]
 #[model(config = DeepSeek3Config, inputs = Tokens)]

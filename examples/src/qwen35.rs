@@ -352,10 +352,10 @@ pub struct Tokens<T> {
     pub labels: T,
 }
 
-/// The whole hybrid model with stack `S` ([`Qwen35Stack`], [`Qwen35AttentionFirst`],
-/// [`Qwen35Stack`]): the embedding, the stack, the final norm and the LM head, in the order
-/// they run. The config's `layers` must be the stack's depth; it is checked once, when the
-/// model is built.
+/// The whole hybrid model with stack `S` ([`Qwen35Stack`], [`Qwen35AttentionFirst`]): the
+/// embedding, the stack, the final norm and the LM head, in the order they run. The stack's
+/// depth is the config's `layers`, checked once against the block pattern when the model is
+/// built.
 #[derive(Debug, Model)]
 #[model(config = Qwen35Config, inputs = Tokens)]
 pub struct Qwen35<T, S> {

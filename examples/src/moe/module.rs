@@ -23,6 +23,7 @@
 //!         router: RouterConfig { experts: 8, top_k: 2, kind: RouterKind::Softmax },
 //!         capacity_factor: 4.0,
 //!         direct_token_gather: false,
+//!         dlhs_transpose_rhs: false,
 //!         gated_shared: false,
 //!         expert_mesh: ExpertMesh::OFF,
 //!     },
