@@ -6,6 +6,7 @@ pub(crate) mod expand;
 mod field_attrs;
 mod kind;
 mod parse;
+mod stub;
 
 use proc_macro2::TokenStream;
 
@@ -43,7 +44,7 @@ fn derive_as(input: TokenStream, derive: parse::Derive) -> syn::Result<TokenStre
             Ok(expand::expand(&model))
         }
         check::Checked::Invalid(stub) => {
-            let stub = expand::expand_stub(&stub);
+            let stub = stub::expand_stub(&stub);
             let compile_errors = errors.into_compile_errors();
             Ok(quote::quote!(#compile_errors #stub))
         }
