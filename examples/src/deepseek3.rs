@@ -48,10 +48,10 @@ use crate::mla::{Mla, MlaConfig};
 use crate::moe::{ExpertMesh, Experts, Moe, MoeConfig, MoeDims, RouterConfig, RouterKind};
 
 /// Sizes of a DeepSeek-V3-style model; data (`examples/configs/deepseek3*.toml`,
-/// [`DeepSeek3Config::load`]), every field defaulting to [`DeepSeek3Config::tiny`]'s. The
+/// [`DeepSeek3Config::load`]; a file's missing fields are its base preset's). The
 /// names follow the published `config.json` where one exists (`n_group` → `groups`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct DeepSeek3Config {
     /// Vocabulary.
     pub vocab: i64,
@@ -196,9 +196,10 @@ impl DeepSeek3Config {
         }
     }
 
-    /// A config kept in the repository by name (`tiny`, `deepseek3`), or a TOML file by path.
+    /// A config kept in the repository by name (`tiny`, `deepseek3`), a TOML file or a
+    /// Hugging Face `config.json` by path ([`crate::configs::load`]).
     pub fn load(name_or_path: &str) -> Result<Self> {
-        crate::configs::load(&crate::configs::DEEPSEEK3, name_or_path)
+        crate::configs::load::<Self>(name_or_path)
     }
 
     /// Checks what the shapes cannot: MLA's width is the model's, the router can pick its

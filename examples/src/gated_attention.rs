@@ -36,9 +36,10 @@ const NORM_EPS: f64 = 1e-6;
 
 /// The gated attention's own sizes, the `[attention]` table of a model's config file. The
 /// model width and the output projection's initialisation are the model's
-/// ([`GatedAttentionDims`] adds them). Every field defaults to [`AttentionConfig::tiny`]'s.
+/// ([`GatedAttentionDims`] adds them). A file's missing fields are its base preset's
+/// ([`crate::configs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct AttentionConfig {
     /// Query heads; a multiple of `kv_heads`.
     pub heads: i64,

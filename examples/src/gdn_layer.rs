@@ -57,9 +57,9 @@ pub enum GdnForm {
 /// The GDN mixer's own sizes, the `[gdn]` table of a model's config file: heads, head
 /// widths, the convolution and the delta rule's form. The model width and the output
 /// projection's initialisation are the model's ([`GdnDims`] adds them), so a config states
-/// each once. Every field defaults to [`GdnConfig::tiny`]'s.
+/// each once. A file's missing fields are its base preset's ([`crate::configs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct GdnConfig {
     /// Key (and query) heads; must divide `value_heads`.
     pub key_heads: i64,

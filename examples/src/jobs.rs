@@ -32,6 +32,7 @@ use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
 use stackscan::{Axis, Error, Mesh, Result};
 
+use crate::configs::{ModelConfig, Preset};
 use crate::deepseek3::{self, DeepSeek3Config};
 use crate::llama::{self, LlamaConfig};
 use crate::llama_macro;
@@ -137,9 +138,9 @@ impl Job {
         Job::with_config(name, None)
     }
 
-    /// Model `name` with a config by name or path (`--config tiny|llama3-8b|path.toml` for
-    /// Llama, `tiny|deepseek3|path.toml` for DeepSeek-V3, `tiny|qwen35-35b-a3b|path.toml` for
-    /// Qwen3.5), or its tiny config.
+    /// Model `name` with a config by `spec` ([`ModelConfig::load`]: a preset, `tiny|llama3-8b`
+    /// for Llama, `tiny|deepseek3` for DeepSeek-V3, `tiny|qwen35-35b-a3b` for Qwen3.5, a TOML
+    /// path or a Hugging Face `config.json` path), or its tiny config.
     pub fn with_config(name: ModelName, config: Option<&str>) -> Result<Job> {
         Job::configured(name, config, MoeFlags::default())
     }
@@ -157,42 +158,10 @@ impl Job {
                 ),
             });
         }
-        let mut job = match name {
-            ModelName::Llama => {
-                let c = match config {
-                    Some(spec) => LlamaConfig::load(spec)?,
-                    None => LlamaConfig::tiny(),
-                };
-                let (model, options) = llama_macro::for_config(&c)?;
-                Job {
-                    model,
-                    options,
-                    describe: format!(
-                        "Llama (declared with the macros): {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device",
-                        c.layers,
-                        c.d_model,
-                        c.heads,
-                        c.kv_heads,
-                        c.head_dim,
-                        c.ffn,
-                        c.vocab,
-                        c.batch_per_device,
-                        c.seq
-                    ),
-                    default_lr: 1e-2,
-                    batch: Box::new(move |seed| {
-                        llama::synthetic_batch(&c, c.batch_per_device, seed)
-                    }),
-                    vocab: c.vocab,
-                    batch_per_device: c.batch_per_device,
-                    seq: c.seq,
-                }
-            }
-            ModelName::DeepSeek3 => deepseek3_job(moe.deepseek3(deepseek3_config(config)?))?,
-            ModelName::Qwen35 => qwen35_job(moe.qwen35(match config {
-                Some(spec) => Qwen35Config::load(spec)?,
-                None => Qwen35Config::tiny(),
-            }))?,
+        let mut job = match ModelConfig::load_or(name, config, Preset::Tiny)? {
+            ModelConfig::Llama(c) => llama_job(c)?,
+            ModelConfig::DeepSeek3(c) => deepseek3_job(moe.deepseek3(c))?,
+            ModelConfig::Qwen35(c) => qwen35_job(moe.qwen35(c))?,
         };
         let given = moe.given();
         if !given.is_empty() {
@@ -237,9 +206,8 @@ impl Job {
         }
         match name {
             ModelName::DeepSeek3 => {
-                let c = moe
-                    .deepseek3(deepseek3_config(config)?)
-                    .with_expert_parallel(devices, ep)?;
+                let c = config.map_or(Ok(DeepSeek3Config::tiny()), DeepSeek3Config::load)?;
+                let c = moe.deepseek3(c).with_expert_parallel(devices, ep)?;
                 let mut job = deepseek3_job(c)?;
                 job.describe.push_str(&format!(
                     "; expert parallel: fsdp {} × expert {}",
@@ -339,9 +307,30 @@ fn available_host_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// DeepSeek-V3's config by name or path, or the tiny one.
-fn deepseek3_config(config: Option<&str>) -> Result<DeepSeek3Config> {
-    config.map_or(Ok(DeepSeek3Config::tiny()), DeepSeek3Config::load)
+/// The macro-declared Llama at config `c`, with the options of its stack's attribute.
+fn llama_job(c: LlamaConfig) -> Result<Job> {
+    let (model, options) = llama_macro::for_config(&c)?;
+    Ok(Job {
+        model,
+        options,
+        describe: format!(
+            "Llama (declared with the macros): {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device",
+            c.layers,
+            c.d_model,
+            c.heads,
+            c.kv_heads,
+            c.head_dim,
+            c.ffn,
+            c.vocab,
+            c.batch_per_device,
+            c.seq
+        ),
+        default_lr: 1e-2,
+        batch: Box::new(move |seed| llama::synthetic_batch(&c, c.batch_per_device, seed)),
+        vocab: c.vocab,
+        batch_per_device: c.batch_per_device,
+        seq: c.seq,
+    })
 }
 
 /// The declared DeepSeek-V3-style model at config `c` (the stack of its depth), with the

@@ -21,10 +21,10 @@ use stackscan::{
 };
 use stackscan_runtime::rng::Rng;
 
-/// Sizes of a Llama-style model; data (`examples/configs/llama-*.toml`, [`LlamaConfig::load`]),
-/// every field defaulting to [`LlamaConfig::tiny`]'s.
+/// Sizes of a Llama-style model; data (`examples/configs/llama-*.toml`, [`LlamaConfig::load`]:
+/// a file's missing fields are its base preset's, see [`crate::configs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct LlamaConfig {
     /// Vocabulary.
     pub vocab: i64,
@@ -55,9 +55,10 @@ impl Default for LlamaConfig {
 }
 
 impl LlamaConfig {
-    /// A config kept in the repository by name (`tiny`, `llama3-8b`), or a TOML file by path.
+    /// A config kept in the repository by name (`tiny`, `llama3-8b`), a TOML file or a
+    /// Hugging Face `config.json` by path ([`crate::configs::load`]).
     pub fn load(name_or_path: &str) -> Result<Self> {
-        crate::configs::load(&crate::configs::LLAMA, name_or_path)
+        crate::configs::load::<Self>(name_or_path)
     }
 
     /// The tiny config of the design (Llama-3-8B's structure at d 256, 4 layers).

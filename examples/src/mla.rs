@@ -28,10 +28,10 @@ use serde::{Deserialize, Serialize};
 use stackscan::layer::Params;
 use stackscan::{Error, Module, Result, Tensor, concatenate, nn};
 
-/// MLA's sizes; data (a `[mla]` table of a model's TOML config), every field defaulting to
-/// [`MlaConfig::deepseek3_tiny`]'s.
+/// MLA's sizes; data (a `[mla]` table of a model's TOML config; its missing fields are the
+/// base preset's, [`crate::configs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct MlaConfig {
     /// Model width.
     pub d: i64,

@@ -143,19 +143,22 @@ pub struct Target {
     pub ep: Option<usize>,
 }
 
-/// The predicted step of the full-size model `model` (a
-/// [`timeline`](crate::timeline::model_by_name) name or `config.json`) under `options`, and
+/// The predicted step of `priced` (a config priced by
+/// [`timeline::priced`](crate::timeline::priced)) under `options`, and
 /// prefetch off for comparison, as one line:
 /// `predicted step on 64 × TPU7x: … ms (stack forward …, backward …, exposed …; outer parts
 /// and optimizer …); prefetch off … ms (−… %)`.
-pub fn describe(model: &str, options: PlanOptions, target: &Target) -> Result<String> {
+pub fn describe(
+    priced: &crate::timeline::PricedModel,
+    options: PlanOptions,
+    target: &Target,
+) -> Result<String> {
     if target.chips == 0 {
         return Err(stackscan::Error::InvalidOp {
             op: "predict",
             message: "`--chips` must be at least 1".into(),
         });
     }
-    let priced = crate::timeline::model_by_name(model)?;
     let accounting = priced.accounting(target.ep)?;
     let hw = Hardware::load(&target.hardware)?;
     let chips = target.chips;

@@ -40,9 +40,10 @@ const NORM_EPS: f64 = 1e-6;
 
 /// Sizes of the hybrid model, data (`examples/configs/qwen35-*.toml`,
 /// [`Qwen35Config::load`]): the model's own sizes, the `[gdn]` and `[attention]` tables of
-/// the two mixers, and the MoE FFN's. Every field defaults to [`Qwen35Config::tiny`]'s.
+/// the two mixers, and the MoE FFN's. A file's missing fields, in the tables too, are its
+/// base preset's ([`crate::configs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Qwen35Config {
     /// Vocabulary.
     pub vocab: i64,
@@ -83,10 +84,10 @@ impl Default for Qwen35Config {
 }
 
 impl Qwen35Config {
-    /// A config kept in the repository by name (`tiny`, `qwen35-35b-a3b`), or a TOML file by
-    /// path.
+    /// A config kept in the repository by name (`tiny`, `qwen35-35b-a3b`), a TOML file or a
+    /// Hugging Face `config.json` by path ([`crate::configs::load`]).
     pub fn load(name_or_path: &str) -> Result<Self> {
-        crate::configs::load(&crate::configs::QWEN35, name_or_path)
+        crate::configs::load::<Self>(name_or_path)
     }
 
     /// The tiny config's structure (fewer key than value heads, one kv head, 25 % rotary,

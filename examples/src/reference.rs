@@ -150,6 +150,7 @@ pub fn predict_all(hardware: &str, batch: Option<usize>, out: &Path) -> Result<V
         .map(|s| {
             let args = TimelineArgs {
                 model: s.model.into(),
+                config: None,
                 hardware: hardware.into(),
                 chips: s.chips,
                 ep: s.ep,

@@ -14,9 +14,11 @@ use stackscan::{Error, Result};
 use stackscan::cost::{Accounting, ActiveExperts, ExpertParallel};
 use stackscan::fsdp::StackModel;
 
+use crate::configs::{ModelConfig, Preset};
 use crate::deepseek3::{self, DeepSeek3Config};
 use crate::hardware::Hardware;
-use crate::llama::{self, LlamaConfig};
+use crate::jobs::ModelName;
+use crate::llama;
 use crate::predict::{Prediction, predict};
 use crate::qwen35::{self, Qwen35Config, Qwen35Stack};
 
@@ -39,10 +41,15 @@ fn positive_count(s: &str) -> std::result::Result<usize, String> {
 #[derive(Clone, Debug, clap::Parser)]
 #[command(about = "Predict a training step and draw its timelines")]
 pub struct TimelineArgs {
-    /// Model: `llama3-8b`, `deepseek-v3`, `qwen3.5-35b-a3b` (full size), `llama-tiny`,
-    /// `deepseek-v3-tiny`, or a Hugging Face `config.json` of DeepSeek-V3 or Qwen3.5.
+    /// Model: `llama`, `deepseek3`, `qwen35` (the published size, or `--config`'s),
+    /// `llama3-8b`, `deepseek-v3`, `qwen3.5-35b-a3b` (full size), `llama-tiny`,
+    /// `deepseek-v3-tiny`, or a Hugging Face `config.json` of Llama, DeepSeek-V3 or Qwen3.5.
     #[arg(long, default_value = "llama3-8b")]
     pub model: String,
+    /// The config of `--model llama|deepseek3|qwen35`: a preset, a TOML path or a Hugging
+    /// Face `config.json` path (as `train`, `params` and `plan` take it).
+    #[arg(long, value_name = "NAME|PATH")]
+    pub config: Option<String>,
     /// Hardware: `tpu7x`, `tpu-v5p`, `h200`, or a profile TOML file.
     #[arg(long, default_value = "tpu7x")]
     pub hardware: String,
@@ -126,58 +133,81 @@ impl PricedModel {
     }
 }
 
-/// The model names `--model` knows, besides a `config.json` path.
-pub const MODEL_NAMES: [&str; 5] = [
-    "llama3-8b",
-    "llama-tiny",
-    "deepseek-v3",
-    "deepseek-v3-tiny",
-    "qwen3.5-35b-a3b",
+/// The model names `--model` knows, besides `llama`, `deepseek3`, `qwen35` and a
+/// `config.json` path: each a model and one of its presets.
+pub const MODEL_NAMES: [(&str, ModelName, &str); 5] = [
+    ("llama3-8b", ModelName::Llama, "llama3-8b"),
+    ("llama-tiny", ModelName::Llama, "tiny"),
+    ("deepseek-v3", ModelName::DeepSeek3, "deepseek3"),
+    ("deepseek-v3-tiny", ModelName::DeepSeek3, "tiny"),
+    ("qwen3.5-35b-a3b", ModelName::Qwen35, "qwen35-35b-a3b"),
 ];
 
 /// The model named on the command line: a built-in name ([`MODEL_NAMES`]) or the path of a
-/// Hugging Face `config.json` of DeepSeek-V3 or Qwen3.5 ([`crate::hf_config`]).
+/// Hugging Face `config.json` of Llama, DeepSeek-V3 or Qwen3.5 ([`crate::hf_config`]).
 pub fn model_by_name(name: &str) -> Result<PricedModel> {
     model_with_batch(name, None)
 }
 
 /// [`model_by_name`] with `batch` sequences per chip instead of the config's.
 pub fn model_with_batch(name: &str, batch: Option<i64>) -> Result<PricedModel> {
+    model_configured(name, None, batch)
+}
+
+/// The config `--model name [--config spec]` names: a model name with its config loaded as
+/// every command loads one ([`ModelConfig::load`], the published size by default), one of
+/// [`MODEL_NAMES`], or a `config.json` path.
+pub fn config_by_name(name: &str, config: Option<&str>) -> Result<ModelConfig> {
+    if let Ok(model) = name.parse::<ModelName>() {
+        return ModelConfig::load_or(model, config, Preset::Published);
+    }
+    if let Some(spec) = config {
+        return Err(invalid(format!(
+            "`--config {spec}` needs `--model llama|deepseek3|qwen35`, not `{name}`"
+        )));
+    }
+    if let Some((_, model, preset)) = MODEL_NAMES.iter().find(|(n, _, _)| *n == name) {
+        return ModelConfig::load(*model, preset);
+    }
+    if name.ends_with(".json") {
+        return ModelConfig::from_hf_file(std::path::Path::new(name));
+    }
+    let names: Vec<&str> = ModelName::ALL
+        .iter()
+        .map(|m| m.as_str())
+        .chain(MODEL_NAMES.iter().map(|(n, _, _)| *n))
+        .collect();
+    Err(invalid(format!(
+        "unknown model `{name}` (known: {}, or a config.json path)",
+        names.join(", ")
+    )))
+}
+
+/// [`config_by_name`], with `batch` sequences per chip instead of the config's, priced.
+pub fn model_configured(
+    name: &str,
+    config: Option<&str>,
+    batch: Option<i64>,
+) -> Result<PricedModel> {
     if batch.is_some_and(|b| b < 1) {
         return Err(invalid("`--batch` must be at least 1"));
     }
-    let plain = |model| PricedModel {
-        model,
-        experts: None,
-    };
-    let llama = |c: LlamaConfig| LlamaConfig {
-        batch_per_device: batch.unwrap_or(c.batch_per_device),
-        ..c
-    };
-    let ds = |c: DeepSeek3Config| DeepSeek3Config {
-        batch_per_device: batch.unwrap_or(c.batch_per_device),
-        ..c
-    };
-    let qw = |c: Qwen35Config| Qwen35Config {
-        batch_per_device: batch.unwrap_or(c.batch_per_device),
-        ..c
-    };
-    match name {
-        "llama3-8b" => Ok(plain(llama::model(&llama(LlamaConfig::llama3_8b()))?)),
-        "llama-tiny" => Ok(plain(llama::model(&llama(LlamaConfig::tiny()))?)),
-        "deepseek-v3" => deepseek(&ds(DeepSeek3Config::deepseek3())),
-        "deepseek-v3-tiny" => deepseek(&ds(DeepSeek3Config::tiny())),
-        "qwen3.5-35b-a3b" => qwen(&qw(Qwen35Config::qwen35_35b_a3b())),
-        path if path.ends_with(".json") => {
-            match crate::hf_config::load(std::path::Path::new(path))? {
-                crate::hf_config::HfModel::DeepSeek3(c) => deepseek(&ds(c)),
-                crate::hf_config::HfModel::Qwen35(c) => qwen(&qw(c)),
-            }
-        }
-        other => Err(invalid(format!(
-            "unknown model `{other}` (known: {}, or a config.json path)",
-            MODEL_NAMES.join(", ")
-        ))),
+    let c = config_by_name(name, config)?;
+    priced(&match batch {
+        Some(b) => c.with_batch_per_device(b),
+        None => c,
+    })
+}
+
+/// The model of `config` as the cost model prices it.
+pub fn priced(config: &ModelConfig) -> Result<PricedModel> {
+    match config {
+        ModelConfig::Llama(c) => Ok(PricedModel {
+            model: llama::model(c)?,
+            experts: None,
+        }),
+        ModelConfig::DeepSeek3(c) => deepseek(c),
+        ModelConfig::Qwen35(c) => qwen(c),
     }
 }
 
@@ -210,7 +240,11 @@ pub fn run(args: &TimelineArgs) -> Result<Summary> {
     if args.chips == 0 {
         return Err(invalid("`--chips` must be at least 1"));
     }
-    let priced = model_with_batch(&args.model, args.batch.map(|b| b as i64))?;
+    let priced = model_configured(
+        &args.model,
+        args.config.as_deref(),
+        args.batch.map(|b| b as i64),
+    )?;
     let accounting = priced.accounting(args.ep)?;
     let hw = Hardware::load(&args.hardware)?;
     let model = &priced.model;
@@ -364,6 +398,7 @@ mod tests {
     fn args(model: &str, out: PathBuf) -> TimelineArgs {
         TimelineArgs {
             model: model.into(),
+            config: None,
             hardware: "tpu7x".into(),
             chips: 16,
             ep: None,

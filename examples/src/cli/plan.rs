@@ -9,10 +9,11 @@ use stackscan::plan::{Plan, PlanOptions, Stack};
 
 use super::CliError;
 use super::args::ScheduleArgs;
-use crate::deepseek3::{self, DeepSeek3Config, DeepSeek3Stack};
-use crate::llama::LlamaConfig;
+use crate::configs::{ModelConfig, Preset};
+use crate::deepseek3::{self, DeepSeek3Stack};
+use crate::jobs::ModelName;
 use crate::llama_macro::{self, LlamaStack};
-use crate::qwen35::{self, Qwen35Config, Qwen35Stack};
+use crate::qwen35::{self, Qwen35Stack};
 
 /// A full-size stack `plan` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -26,34 +27,26 @@ pub enum StackName {
 }
 
 impl StackName {
-    /// The macro-declared stack at its full-size config's depth, and the options of its
-    /// `#[layer_stack]` attribute.
-    fn declared(self) -> stackscan::Result<(Stack, PlanOptions)> {
-        fn of<S: LayerStack>(cfg: &S::Config) -> stackscan::Result<(Stack, PlanOptions)> {
-            Ok((S::stack(cfg)?, S::OPTIONS))
-        }
+    /// The model of this stack.
+    fn model(self) -> ModelName {
         match self {
-            StackName::Llama => of::<LlamaStack>(&LlamaConfig::llama3_8b()),
-            StackName::Qwen35 => of::<Qwen35Stack>(&Qwen35Config::qwen35_35b_a3b()),
-            StackName::Deepseek3 => of::<DeepSeek3Stack>(&DeepSeek3Config::deepseek3()),
+            StackName::Llama => ModelName::Llama,
+            StackName::Qwen35 => ModelName::Qwen35,
+            StackName::Deepseek3 => ModelName::DeepSeek3,
         }
     }
+}
 
-    /// The full-size model `--predict` prices ([`crate::timeline::model_by_name`]).
-    fn priced_model(self) -> &'static str {
-        match self {
-            StackName::Llama => "llama3-8b",
-            StackName::Qwen35 => "qwen3.5-35b-a3b",
-            StackName::Deepseek3 => "deepseek-v3",
-        }
+/// The macro-declared stack at `config`'s depth, and the options of its `#[layer_stack]`
+/// attribute.
+fn declared(config: &ModelConfig) -> stackscan::Result<(Stack, PlanOptions)> {
+    fn of<S: LayerStack>(cfg: &S::Config) -> stackscan::Result<(Stack, PlanOptions)> {
+        Ok((S::stack(cfg)?, S::OPTIONS))
     }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            StackName::Llama => "llama",
-            StackName::Qwen35 => "qwen35",
-            StackName::Deepseek3 => "deepseek3",
-        }
+    match config {
+        ModelConfig::Llama(c) => of::<LlamaStack>(c),
+        ModelConfig::Qwen35(c) => of::<Qwen35Stack>(c),
+        ModelConfig::DeepSeek3(c) => of::<DeepSeek3Stack>(c),
     }
 }
 
@@ -63,6 +56,11 @@ pub struct PlanArgs {
     /// The stack.
     #[arg(value_enum)]
     pub stack: StackName,
+    /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
+    /// `qwen35-35b-a3b`), a TOML path or a Hugging Face `config.json` path; the published
+    /// full size by default (for `qwen35`, the tiny and the full size side by side).
+    #[arg(long, value_name = "NAME|PATH")]
+    pub config: Option<String>,
     /// Schedule flags: each overrides one option of the stack's `#[layer_stack]` attribute
     /// (the output says which).
     #[command(flatten)]
@@ -94,46 +92,71 @@ pub enum ParamsModel {
     Qwen35,
 }
 
+impl ParamsModel {
+    /// The model listed.
+    fn model(self) -> ModelName {
+        match self {
+            ParamsModel::Llama => ModelName::Llama,
+            ParamsModel::Deepseek3 => ModelName::DeepSeek3,
+            ParamsModel::Qwen35 => ModelName::Qwen35,
+        }
+    }
+}
+
 /// Arguments of `params`.
 #[derive(Clone, Debug, Args)]
 pub struct ParamsArgs {
     /// The model.
     #[arg(value_enum, default_value = "llama")]
     pub model: ParamsModel,
-    /// The model's config: a built-in name (`tiny`, and `llama3-8b`, `deepseek3` or
-    /// `qwen35-35b-a3b`) or a TOML path; the published full size by default.
+    /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
+    /// `qwen35-35b-a3b`), a TOML path or a Hugging Face `config.json` path; the published
+    /// full size by default.
     #[arg(long, value_name = "NAME|PATH")]
     pub config: Option<String>,
 }
 
-/// Writes the plan of `args.stack` to `out`: the declared stack under its attribute's
-/// options, with the schedule flags overriding them.
+/// Writes the plan of `args.stack` to `out`: the declared stack at its config's depth under
+/// its attribute's options, with the schedule flags overriding them.
 pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let (stack, declared) = args.stack.declared()?;
+    let model = args.stack.model();
+    // A config that does not load or fit its model is a bad argument, as for `train`.
+    let config =
+        ModelConfig::load_or(model, args.config.as_deref(), Preset::Published).map_err(usage)?;
+    let (stack, declared) = declared(&config).map_err(usage)?;
     let options = args.schedule.apply(declared);
     writeln!(out, "options {}", args.schedule.source())?;
-    if args.stack == StackName::Qwen35 {
+    if model == ModelName::Qwen35 && args.config.is_none() {
         // The macro-declared stacks of the tiny and the full config.
         write!(out, "{}", crate::qwen35::describe_plans(options)?)?;
-        return predict_line(args, options, out);
+        return predict_line(args, &config, options, out);
     }
-    let plan = Plan::new(&stack, options).map_err(|e| CliError::Usage(e.to_string()))?;
+    let plan = Plan::new(&stack, options).map_err(usage)?;
     writeln!(
         out,
-        "{}: {} layers, prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}",
-        args.stack.as_str(),
+        "{}{}: {} layers, prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}",
+        model,
+        args.config
+            .as_deref()
+            .map_or(String::new(), |c| format!(" ({c})")),
         stack.len(),
         options.prefetch_fsdp_weights,
         options.defer_grad_reduce_scatter,
         options.unroll
     )?;
     writeln!(out, "{}", plan.describe(&stack))?;
-    predict_line(args, options, out)
+    predict_line(args, &config, options, out)
 }
 
-/// The `--predict` line, if asked for.
+/// A config or model error of the arguments: exit status 2.
+fn usage(e: stackscan::Error) -> CliError {
+    CliError::Usage(e.to_string())
+}
+
+/// The `--predict` line for `config`, if asked for.
 fn predict_line(
     args: &PlanArgs,
+    config: &ModelConfig,
     options: PlanOptions,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
@@ -143,7 +166,8 @@ fn predict_line(
             chips: args.chips as usize,
             ep: args.ep.map(|k| k as usize),
         };
-        let line = crate::predict::describe(args.stack.priced_model(), options, &target)?;
+        let priced = crate::timeline::priced(config)?;
+        let line = crate::predict::describe(&priced, options, &target)?;
         writeln!(out, "{line}")?;
     }
     Ok(())
@@ -152,30 +176,24 @@ fn predict_line(
 /// Writes the parameter table of `args.model` to `out`: hierarchical names, copies, shapes,
 /// dtypes, shard dims and the total.
 pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let config = args.config.as_deref();
-    // A config that does not load or fit its model is a bad argument, as for `train`.
-    let usage = |e: stackscan::Error| CliError::Usage(e.to_string());
+    let spec = args.config.as_deref();
+    let config =
+        ModelConfig::load_or(args.model.model(), spec, Preset::Published).map_err(usage)?;
     let mut active = None;
-    let (title, m) = match args.model {
-        ParamsModel::Llama => {
-            let c = LlamaConfig::load(config.unwrap_or("llama3-8b")).map_err(usage)?;
-            ("llama", llama_macro::for_config(&c).map_err(usage)?.0)
-        }
-        ParamsModel::Deepseek3 => {
-            let c = DeepSeek3Config::load(config.unwrap_or("deepseek3")).map_err(usage)?;
-            ("deepseek3", deepseek3::for_config(&c).map_err(usage)?.0)
-        }
-        ParamsModel::Qwen35 => {
-            let c = Qwen35Config::load(config.unwrap_or("qwen35-35b-a3b")).map_err(usage)?;
-            let m = qwen35::for_config(&c).map_err(usage)?.0;
-            active = Some((qwen35::active_parameters(&c, &m), c.top_k, c.experts));
-            ("qwen35", m)
+    let m = match &config {
+        ModelConfig::Llama(c) => llama_macro::for_config(c).map_err(usage)?.0,
+        ModelConfig::DeepSeek3(c) => deepseek3::for_config(c).map_err(usage)?.0,
+        ModelConfig::Qwen35(c) => {
+            let m = qwen35::for_config(c).map_err(usage)?.0;
+            active = Some((qwen35::active_parameters(c, &m), c.top_k, c.experts));
+            m
         }
     };
     writeln!(
         out,
-        "{title} ({}, declared with the macros):",
-        config.unwrap_or("published sizes")
+        "{} ({}, declared with the macros):",
+        config.model(),
+        spec.unwrap_or("published sizes")
     )?;
     writeln!(out, "{}", m.parameter_table())?;
     if let Some((active, top_k, experts)) = active {

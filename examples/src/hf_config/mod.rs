@@ -1,22 +1,34 @@
-//! Hugging Face `config.json` files of DeepSeek-V3 and Qwen3.5 read into our configs, so a
-//! user points `plan` or `timeline` at the file they have. Only the fields our models use are
+//! Hugging Face `config.json` files of Llama, DeepSeek-V3 and Qwen3.5 read into our configs,
+//! so a user points `train`, `params`, `plan` or `timeline` at the file they have (through
+//! [`crate::configs::load`], like a preset or a TOML file). Only the fields our models use are
 //! read (unknown fields are ignored, as the files carry many for other tools); a missing or
-//! out-of-range field is a typed error naming it. Qwen3.5's file nests the decoder's fields
-//! under `text_config` (it is a vision-language model); a flat text-only file reads as well.
+//! out-of-range field is a one-line error naming it and the file. Which model a file is comes
+//! from its `model_type` (else its `architectures`); a file of another architecture than the
+//! model asked for is an error naming both. Qwen3.5's file nests the decoder's fields under
+//! `text_config` (it is a vision-language model); a flat text-only file reads as well.
 //!
-//! The stacks are declared at compile time (`#[layer_stack]`), so a file must describe the
-//! depth and layer pattern of a declared stack: DeepSeek-V3's 61 layers with
-//! `first_k_dense_replace = 3`, Qwen3.5's 40 layers in blocks of three linear-attention (GDN)
-//! layers and one full-attention layer; widths, heads and expert counts are free.
+//! Where `transformers` documents a default for a field the file may leave out, the same
+//! default is taken (Llama's `num_key_value_heads` = `num_attention_heads`, `head_dim` =
+//! `hidden_size / num_attention_heads`, `rope_theta` = 10000); the sizes have none and are
+//! required. A file says nothing of the training run: the sequence is
+//! `max_position_embeddings` for Llama (as our Llama-3-8B preset), [`SEQ`] for the others,
+//! one sequence per device.
+//!
+//! The layer pattern of DeepSeek-V3 (a dense prefix, then MoE layers) and Qwen3.5 (blocks of
+//! three linear-attention (GDN) layers and one full-attention layer) is declared at compile
+//! time (`#[layer_stack]`), so a file must describe that pattern; the depth, widths, heads and
+//! expert counts are free.
 //!
 //! ```
 //! use stackscan_examples::hf_config::{HfModel, parse};
 //!
-//! let text = include_str!("../configs/hf/deepseek-v3.json");
+//! let text = include_str!("../../configs/hf/deepseek-v3.json");
 //! let HfModel::DeepSeek3(c) = parse(text)? else { unreachable!() };
 //! assert_eq!((c.layers, c.dense_layers, c.experts, c.top_k), (61, 3, 256, 8));
 //! # Ok::<(), stackscan::Error>(())
 //! ```
+
+mod llama;
 
 use std::path::Path;
 
@@ -26,26 +38,41 @@ use stackscan::{Error, Result};
 use crate::deepseek3::DeepSeek3Config;
 use crate::gated_attention::AttentionConfig;
 use crate::gdn_layer::{GdnConfig, GdnForm};
+use crate::jobs::ModelName;
 use crate::mla::MlaConfig;
 use crate::qwen35::Qwen35Config;
 
-/// A model read from a `config.json`.
-#[derive(Clone, Debug, PartialEq)]
-pub enum HfModel {
-    /// `model_type = "deepseek_v3"`.
-    DeepSeek3(DeepSeek3Config),
-    /// `model_type = "qwen3_5_moe"` (or its text part, `qwen3_5_moe_text`).
-    Qwen35(Qwen35Config),
-}
+/// A model read from a `config.json`: one of the configs of [`crate::configs`].
+pub use crate::configs::ModelConfig as HfModel;
 
-/// Sequence length and batch per chip the predictions assume; a config file says nothing of
+/// Sequence length the DeepSeek-V3 and Qwen3.5 readers assume; a config file says nothing of
 /// the training run.
 pub const SEQ: i64 = 4096;
+
+/// The architectures read, by model: the `model_type` values and `architectures` class names
+/// that identify a file as that model's.
+const ARCHITECTURES: [(ModelName, &[&str], &[&str]); 3] = [
+    (ModelName::Llama, &["llama"], &["LlamaForCausalLM"]),
+    (
+        ModelName::DeepSeek3,
+        &["deepseek_v3"],
+        &["DeepseekV3ForCausalLM"],
+    ),
+    (
+        ModelName::Qwen35,
+        &["qwen3_5_moe", "qwen3_5_moe_text"],
+        &[
+            "Qwen3_5MoeForConditionalGeneration",
+            "Qwen3_5MoeForCausalLM",
+        ],
+    ),
+];
 
 /// The fields read, all optional so a missing one is reported by its name.
 #[derive(Clone, Debug, Default, Deserialize)]
 struct Fields {
     model_type: Option<String>,
+    architectures: Option<Vec<String>>,
     text_config: Option<Box<Fields>>,
     vocab_size: Option<i64>,
     hidden_size: Option<i64>,
@@ -56,6 +83,13 @@ struct Fields {
     head_dim: Option<i64>,
     rope_theta: Option<f64>,
     rms_norm_eps: Option<f64>,
+    max_position_embeddings: Option<i64>,
+    tie_word_embeddings: Option<bool>,
+    // Llama.
+    hidden_act: Option<String>,
+    attention_bias: Option<bool>,
+    mlp_bias: Option<bool>,
+    rope_scaling: Option<serde_json::Value>,
     // DeepSeek-V3.
     first_k_dense_replace: Option<usize>,
     n_routed_experts: Option<usize>,
@@ -90,6 +124,14 @@ fn invalid(message: impl Into<String>) -> Error {
     }
 }
 
+/// `e` with the file it came from in front of its message.
+pub fn in_file(path: &Path, e: Error) -> Error {
+    match e {
+        Error::InvalidOp { message, .. } => invalid(format!("`{}`: {message}", path.display())),
+        other => other,
+    }
+}
+
 /// A required field.
 fn need<T: Copy>(v: Option<T>, field: &str) -> Result<T> {
     v.ok_or_else(|| invalid(format!("missing field `{field}`")))
@@ -115,39 +157,134 @@ fn count(v: Option<usize>, field: &str) -> Result<usize> {
     }
 }
 
-/// Reads the file at `path`.
+/// Refuses tied embeddings: every declared model has its own LM head.
+fn untied(f: &Fields, model: ModelName) -> Result<()> {
+    if f.tie_word_embeddings == Some(true) {
+        return Err(invalid(format!(
+            "field `tie_word_embeddings` is true; the declared `{model}` model has its own LM \
+             head, not the embedding's transpose"
+        )));
+    }
+    Ok(())
+}
+
+/// Reads the file at `path`, whichever of the models it describes.
 pub fn load(path: &Path) -> Result<HfModel> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| invalid(format!("cannot read `{}`: {e}", path.display())))?;
-    parse(&text).map_err(|e| invalid(format!("`{}`: {e}", path.display())))
+    parse(&text).map_err(|e| in_file(path, e))
 }
 
-/// Parses a `config.json`'s text.
-pub fn parse(text: &str) -> Result<HfModel> {
+/// The file's fields and the model they describe.
+fn identify(text: &str) -> Result<(Fields, Result<ModelName>)> {
     let f: Fields =
         serde_json::from_str(text).map_err(|e| invalid(format!("not a config.json: {e}")))?;
+    let outer_type = f.model_type.clone();
+    let architectures = f.architectures.clone().unwrap_or_default();
     let f = match f.text_config {
         Some(text) => *text,
         None => f,
     };
-    match f.model_type.as_deref() {
-        Some("deepseek_v3") => deepseek3(&f).map(HfModel::DeepSeek3),
-        Some("qwen3_5_moe" | "qwen3_5_moe_text") => qwen35(&f).map(HfModel::Qwen35),
-        Some(other) => Err(invalid(format!(
-            "field `model_type` is `{other}`; expected `deepseek_v3`, `qwen3_5_moe` or \
-             `qwen3_5_moe_text`"
+    let model_type = f.model_type.clone().or(outer_type);
+    let by_type = model_type.as_deref().and_then(|t| {
+        ARCHITECTURES
+            .iter()
+            .find(|(_, types, _)| types.contains(&t))
+    });
+    let by_class = || {
+        ARCHITECTURES
+            .iter()
+            .find(|(_, _, classes)| architectures.iter().any(|a| classes.contains(&a.as_str())))
+    };
+    let found = match (&model_type, by_type) {
+        (_, Some((m, _, _))) => Ok(*m),
+        (None, None) => by_class()
+            .map(|(m, _, _)| *m)
+            .ok_or_else(|| invalid("missing field `model_type`")),
+        (Some(t), None) => Err(invalid(format!(
+            "field `model_type` is `{t}`{}; expected {}",
+            described(&architectures),
+            known()
         ))),
-        None => Err(invalid("missing field `model_type`")),
+    };
+    Ok((f, found))
+}
+
+/// ` (Class, …)` for a file's `architectures`, or nothing.
+fn described(architectures: &[String]) -> String {
+    if architectures.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", architectures.join(", "))
+    }
+}
+
+/// The model types read, as error messages list them.
+fn known() -> String {
+    ARCHITECTURES
+        .iter()
+        .flat_map(|(_, types, _)| types.iter().map(|t| format!("`{t}`")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a model's files say they are, for an error: `` `llama` (LlamaForCausalLM)``.
+fn expected(model: ModelName) -> String {
+    let (_, types, classes) = ARCHITECTURES
+        .iter()
+        .find(|(m, _, _)| *m == model)
+        .copied()
+        .unwrap_or((model, &[], &[]));
+    let types: Vec<String> = types.iter().map(|t| format!("`{t}`")).collect();
+    format!("{} ({})", types.join(" or "), classes.join(", "))
+}
+
+/// Parses a `config.json`'s text, whichever of the models it describes.
+pub fn parse(text: &str) -> Result<HfModel> {
+    let (f, model) = identify(text)?;
+    read(&f, model?)
+}
+
+/// Parses a `config.json`'s text as a config of `model`: a file of another architecture is an
+/// error naming both.
+pub fn parse_as(model: ModelName, text: &str) -> Result<HfModel> {
+    let (f, found) = identify(text)?;
+    match found {
+        Ok(m) if m == model => read(&f, m),
+        Ok(other) => Err(invalid(format!(
+            "it describes a `{other}` model, {}, not a `{model}` one, {}",
+            expected(other),
+            expected(model)
+        ))),
+        Err(e) => Err(invalid(format!(
+            "{}; a `{model}` config is {}",
+            match e {
+                Error::InvalidOp { message, .. } => message,
+                other => other.to_string(),
+            },
+            expected(model)
+        ))),
+    }
+}
+
+fn read(f: &Fields, model: ModelName) -> Result<HfModel> {
+    untied(f, model)?;
+    match model {
+        ModelName::Llama => llama::read(f).map(HfModel::Llama),
+        ModelName::DeepSeek3 => deepseek3(f).map(HfModel::DeepSeek3),
+        ModelName::Qwen35 => qwen35(f).map(HfModel::Qwen35),
     }
 }
 
 fn deepseek3(f: &Fields) -> Result<DeepSeek3Config> {
     let layers = count(f.num_hidden_layers, "num_hidden_layers")?;
     let dense = need(f.first_k_dense_replace, "first_k_dense_replace")?;
-    if (layers, dense) != (61, 3) {
+    // The dense prefix is declared (`prefix = [Dense, Dense, Dense]`); the depth is the
+    // config's, checked when the model is built.
+    if dense != 3 || layers <= dense {
         return Err(invalid(format!(
             "fields `num_hidden_layers` = {layers}, `first_k_dense_replace` = {dense}: the \
-             declared DeepSeek-V3 stack has 61 layers, 3 of them dense"
+             declared DeepSeek-V3 stack has 3 dense layers, then at least one MoE layer"
         )));
     }
     let d = positive(f.hidden_size, "hidden_size")?;
@@ -218,12 +355,13 @@ fn qwen35(f: &Fields) -> Result<Qwen35Config> {
             ));
         }
     };
-    let declared: Vec<bool> = (0..40).map(|l| l % 4 == 3).collect();
-    if layers != 40 || full != declared {
+    // The block is declared (`block = [Gdn, Gdn, Gdn, Attention]`); the number of blocks is
+    // the config's.
+    let declared: Vec<bool> = (0..layers).map(|l| l % 4 == 3).collect();
+    if !layers.is_multiple_of(4) || full != declared {
         return Err(invalid(format!(
             "fields `num_hidden_layers` = {layers} and `layer_types`: the declared Qwen3.5 \
-             stack has 40 layers in blocks of three `linear_attention` and one \
-             `full_attention`"
+             stack is blocks of three `linear_attention` layers and one `full_attention`"
         )));
     }
     let d = positive(f.hidden_size, "hidden_size")?;
@@ -286,105 +424,4 @@ fn qwen35(f: &Fields) -> Result<Qwen35Config> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const DEEPSEEK: &str = include_str!("../configs/hf/deepseek-v3.json");
-    const QWEN: &str = include_str!("../configs/hf/qwen3.5-35b-a3b.json");
-
-    #[test]
-    fn the_published_files_read_into_the_published_configs() {
-        assert_eq!(
-            parse(DEEPSEEK).unwrap(),
-            HfModel::DeepSeek3(DeepSeek3Config::deepseek3())
-        );
-        assert_eq!(
-            parse(QWEN).unwrap(),
-            HfModel::Qwen35(Qwen35Config::qwen35_35b_a3b())
-        );
-    }
-
-    #[test]
-    fn full_attention_interval_stands_in_for_layer_types() {
-        let v: serde_json::Value = serde_json::from_str(QWEN).unwrap();
-        let mut text = v["text_config"].clone();
-        text.as_object_mut().unwrap().remove("layer_types");
-        text["full_attention_interval"] = 4.into();
-        assert_eq!(
-            parse(&text.to_string()).unwrap(),
-            HfModel::Qwen35(Qwen35Config::qwen35_35b_a3b())
-        );
-    }
-
-    fn edited(text: &str, path: &[&str], value: Option<serde_json::Value>) -> String {
-        let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
-        let mut at = &mut v;
-        for p in &path[..path.len() - 1] {
-            at = &mut at[*p];
-        }
-        let last = path[path.len() - 1];
-        match (value, last.parse::<usize>()) {
-            (Some(x), Ok(i)) => at[i] = x,
-            (Some(x), Err(_)) => at[last] = x,
-            (None, _) => {
-                at.as_object_mut().unwrap().remove(last);
-            }
-        }
-        v.to_string()
-    }
-
-    #[test]
-    fn a_missing_or_bad_field_is_named() {
-        let cases = [
-            (
-                edited(DEEPSEEK, &["kv_lora_rank"], None),
-                "missing field `kv_lora_rank`",
-            ),
-            (
-                edited(DEEPSEEK, &["q_lora_rank"], Some(0.into())),
-                "field `q_lora_rank` must be positive",
-            ),
-            (
-                edited(DEEPSEEK, &["n_group"], Some(7.into())),
-                "`n_group` = 7",
-            ),
-            (
-                edited(DEEPSEEK, &["first_k_dense_replace"], Some(1.into())),
-                "`first_k_dense_replace` = 1",
-            ),
-            (
-                edited(QWEN, &["text_config", "num_experts"], None),
-                "missing field `num_experts`",
-            ),
-            (
-                edited(
-                    QWEN,
-                    &["text_config", "layer_types", "0"],
-                    Some("full_attention".into()),
-                ),
-                "`layer_types`",
-            ),
-            (
-                edited(
-                    QWEN,
-                    &["text_config", "layer_types", "1"],
-                    Some("sliding".into()),
-                ),
-                "holds `sliding`",
-            ),
-            (
-                edited(QWEN, &["text_config", "model_type"], Some("llama".into())),
-                "`model_type` is `llama`",
-            ),
-            ("{".to_owned(), "not a config.json"),
-            (
-                edited(DEEPSEEK, &["hidden_size"], Some("wide".into())),
-                "not a config.json",
-            ),
-        ];
-        for (text, expected) in cases {
-            let e = parse(&text).unwrap_err().to_string();
-            assert!(e.contains(expected), "expected `{expected}` in: {e}");
-        }
-    }
-}
+mod tests;

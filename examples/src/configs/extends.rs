@@ -1,0 +1,140 @@
+//! A TOML config file read over its base preset: `extends = "<preset>"` names the base (the
+//! model's tiny preset when left out), and every field the file leaves out, top-level or in
+//! one of the config's tables ([`ConfigFile::TABLES`]), is taken from the base before the
+//! whole is deserialized, so serde's `deny_unknown_fields` still names a misspelt field and
+//! no field is ever filled from anything but the base the file names.
+
+use toml::{Table, Value};
+
+use super::{ConfigFile, invalid};
+use stackscan::Result;
+
+/// The key naming a file's base preset.
+const EXTENDS: &str = "extends";
+
+/// A config read from a TOML file and what its base supplied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Filled<C> {
+    /// The config.
+    pub config: C,
+    /// The preset the file extends.
+    pub base: &'static str,
+    /// The fields taken from the base, as dotted paths (`gdn.key_dim`), in the base's order.
+    pub from_base: Vec<String>,
+}
+
+/// Parses a config file's `text` over its base; `source` names the text in errors (a path
+/// or `inline`), and which fields came from the base is logged at debug level.
+pub fn from_toml<C: ConfigFile>(text: &str, source: &str) -> Result<C> {
+    let filled = read_toml::<C>(text, source)?;
+    if filled.from_base.is_empty() {
+        tracing::debug!(
+            "config `{source}`: every field given (base `{}`)",
+            filled.base
+        );
+    } else {
+        tracing::debug!(
+            "config `{source}`: {} fields from the base `{}`: {}",
+            filled.from_base.len(),
+            filled.base,
+            filled.from_base.join(", ")
+        );
+    }
+    Ok(filled.config)
+}
+
+/// [`from_toml`] without the log line, saying which fields came from the base.
+pub fn read_toml<C: ConfigFile>(text: &str, source: &str) -> Result<Filled<C>> {
+    let mut file: Table = toml::from_str(text).map_err(|e| {
+        let at = e
+            .span()
+            .map(|s| format!(" (line {})", 1 + text[..s.start].matches('\n').count()))
+            .unwrap_or_default();
+        invalid(format!("`{source}`{at}: {}", e.message()))
+    })?;
+    let base = base_of::<C>(file.remove(EXTENDS), source)?;
+    let (base_name, base_text) = base;
+    let base: Table = toml::from_str(base_text).map_err(|e| {
+        invalid(format!(
+            "preset `{base_name}` of `{}`: {}",
+            C::MODEL,
+            e.message()
+        ))
+    })?;
+    let mut from_base = Vec::new();
+    fill(&mut file, &base, C::TABLES, "", &mut from_base);
+    let config = C::deserialize(Value::Table(file))
+        .map_err(|e| invalid(format!("`{source}`: {}", e.message())))?;
+    Ok(Filled {
+        config,
+        base: base_name,
+        from_base,
+    })
+}
+
+/// The preset named by the file's `extends` value, or the tiny preset (the first).
+fn base_of<C: ConfigFile>(
+    extends: Option<Value>,
+    source: &str,
+) -> Result<(&'static str, &'static str)> {
+    let names = || {
+        C::preset_names()
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let name = match extends {
+        None => return Ok(C::PRESETS[0]),
+        Some(Value::String(name)) => name,
+        Some(other) => {
+            return Err(invalid(format!(
+                "`{source}`: `{EXTENDS}` is {}, not a preset name; the `{}` presets are {}",
+                other.type_str(),
+                C::MODEL,
+                names()
+            )));
+        }
+    };
+    C::PRESETS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .copied()
+        .ok_or_else(|| {
+            invalid(format!(
+                "`{source}`: `{EXTENDS} = \"{name}\"` is not a preset of `{}`; the presets are {}",
+                C::MODEL,
+                names()
+            ))
+        })
+}
+
+/// Copies into `file` every key of `base` it lacks, recursing into the tables named in
+/// `tables` (dotted paths from the top); records each copied key's path in `from_base`.
+fn fill(
+    file: &mut Table,
+    base: &Table,
+    tables: &[&str],
+    prefix: &str,
+    from_base: &mut Vec<String>,
+) {
+    for (key, value) in base {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match (file.get_mut(key), value) {
+            (None, _) => {
+                file.insert(key.clone(), value.clone());
+                from_base.push(path);
+            }
+            (Some(Value::Table(given)), Value::Table(base)) if tables.contains(&path.as_str()) => {
+                fill(given, base, tables, &path, from_base);
+            }
+            // Given whole: a value, an enum written as a table, or a wrong type that the
+            // deserializer names.
+            (Some(_), _) => {}
+        }
+    }
+}

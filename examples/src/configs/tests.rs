@@ -1,0 +1,317 @@
+//! The presets, the TOML reading over a base and the one loading path of every command.
+
+use super::*;
+use crate::llama::LlamaConfig;
+
+#[test]
+fn the_files_hold_the_configs_of_the_code() {
+    assert_eq!(LlamaConfig::load("tiny"), Ok(LlamaConfig::tiny()));
+    assert_eq!(LlamaConfig::load("llama3-8b"), Ok(LlamaConfig::llama3_8b()));
+}
+
+#[test]
+fn the_qwen35_files_hold_the_configs_of_the_code() {
+    use crate::qwen35::Qwen35Config;
+    assert_eq!(Qwen35Config::load("tiny"), Ok(Qwen35Config::tiny()));
+    assert_eq!(
+        Qwen35Config::load("qwen35-35b-a3b"),
+        Ok(Qwen35Config::qwen35_35b_a3b())
+    );
+}
+
+#[test]
+fn qwen35_tables_default_per_field_and_refuse_unknown_ones() {
+    use crate::gdn_layer::GdnForm;
+    use crate::qwen35::Qwen35Config;
+    let c: Qwen35Config = from_toml(
+        "layers = 40\n[gdn]\nform = \"recurrent\"\n[attention]\nheads = 16",
+        "inline",
+    )
+    .unwrap();
+    let tiny = Qwen35Config::tiny();
+    assert_eq!(c.layers, 40);
+    assert_eq!(c.gdn.form, GdnForm::Recurrent);
+    assert_eq!(c.gdn.key_heads, tiny.gdn.key_heads);
+    assert_eq!((c.attention.heads, c.attention.kv_heads), (16, 1));
+    let chunk: Qwen35Config = from_toml("[gdn]\nform = { chunked = 8 }", "inline").unwrap();
+    assert_eq!(chunk.gdn.form, GdnForm::Chunked(8));
+    let e = from_toml::<Qwen35Config>("[gdn]\nd_model = 64", "q.toml").unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("`q.toml`") && msg.contains("unknown field `d_model`"),
+        "{msg}"
+    );
+    let e = from_toml::<Qwen35Config>("[gdn]\nform = \"chunky\"", "q.toml").unwrap_err();
+    assert!(e.to_string().contains("unknown variant `chunky`"), "{e}");
+    let e = Qwen35Config::load("no-such").unwrap_err().to_string();
+    assert!(
+        e.contains("neither a built-in config (tiny, qwen35-35b-a3b)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_qwen35_config_that_does_not_fit_names_its_field() {
+    use crate::qwen35::{Qwen35Config, for_config};
+    let bad = |text: &str| for_config(&from_toml::<Qwen35Config>(text, "q").unwrap());
+    // Any whole number of blocks is a depth; 10 layers are not.
+    assert!(bad("layers = 12").is_ok());
+    let e = bad("layers = 10").unwrap_err().to_string();
+    assert!(e.contains("`Qwen35Config.layers` is 10"), "{e}");
+    let e = bad("[attention]\nkv_heads = 3").unwrap_err().to_string();
+    assert!(e.contains("`attention.kv_heads` (3)"), "{e}");
+    let e = bad("[gdn]\nkey_heads = 3").unwrap_err().to_string();
+    assert!(e.contains("`gdn.key_heads` (3)"), "{e}");
+    let e = bad("[attention]\nrotary_dim = 7").unwrap_err().to_string();
+    assert!(e.contains("`attention.rotary_dim` (7)"), "{e}");
+}
+
+#[test]
+fn the_deepseek3_files_hold_the_configs_of_the_code() {
+    use crate::deepseek3::DeepSeek3Config;
+    assert_eq!(DeepSeek3Config::load("tiny"), Ok(DeepSeek3Config::tiny()));
+    assert_eq!(
+        DeepSeek3Config::load("deepseek3"),
+        Ok(DeepSeek3Config::deepseek3())
+    );
+    // A nested table defaults field by field; an unknown field in it is named.
+    let c: DeepSeek3Config = from_toml("layers = 8\n[mla]\nheads = 8", "inline").unwrap();
+    assert_eq!((c.mla.heads, c.mla.q_lora), (8, 48));
+    let e = from_toml::<DeepSeek3Config>("[mla]\nq_rank = 4", "ds.toml").unwrap_err();
+    assert!(e.to_string().contains("unknown field `q_rank`"), "{e}");
+    // The expert-parallel mesh is a run setting (`--ep`), not data.
+    let e = from_toml::<DeepSeek3Config>("expert_mesh = 4", "ds.toml").unwrap_err();
+    assert!(e.to_string().contains("unknown field `expert_mesh`"), "{e}");
+    // What serde writes (the TOML writer is not built in; JSON is) reads back the same.
+    for c in [DeepSeek3Config::tiny(), DeepSeek3Config::deepseek3()] {
+        let text = serde_json::to_string(&c).unwrap();
+        let back: DeepSeek3Config = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, c, "{text}");
+    }
+    let e = DeepSeek3Config::load("llama3-8b").unwrap_err().to_string();
+    assert!(
+        e.contains("neither a built-in config (tiny, deepseek3)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn left_out_fields_default_to_tiny_and_unknown_ones_are_errors() {
+    let c: LlamaConfig = from_toml("layers = 8\nd_model = 128", "inline").unwrap();
+    assert_eq!(
+        c,
+        LlamaConfig {
+            layers: 8,
+            d_model: 128,
+            ..LlamaConfig::tiny()
+        }
+    );
+    let e = from_toml::<LlamaConfig>("layers = 8\nheadz = 4", "my.toml").unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("`my.toml`"), "{msg}");
+    assert!(msg.contains("unknown field `headz`"), "{msg}");
+    assert!(msg.contains("`heads`"), "lists the valid fields: {msg}");
+    let e = from_toml::<LlamaConfig>("layers = \"four\"", "my.toml").unwrap_err();
+    assert!(e.to_string().contains("invalid type"), "{e}");
+    let e = LlamaConfig::load("no-such-config").unwrap_err().to_string();
+    assert!(
+        e.contains("neither a built-in config (tiny, llama3-8b)"),
+        "{e}"
+    );
+}
+
+/// The keys of a TOML table, nested ones as dotted paths.
+fn keys(t: &toml::Table, prefix: &str, out: &mut Vec<String>) {
+    for (k, v) in t {
+        let path = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            toml::Value::Table(inner) if !path.ends_with(".form") => keys(inner, &path, out),
+            _ => out.push(path),
+        }
+    }
+}
+
+fn presets_are_complete<C: ConfigFile + PartialEq + std::fmt::Debug>() {
+    for (name, text) in C::PRESETS {
+        // Read with no base and no serde default: a preset must give every field.
+        let c: C = toml::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let filled = read_toml::<C>(text, name).unwrap();
+        assert_eq!(filled.config, c, "{name}");
+        assert!(
+            filled.from_base.is_empty(),
+            "{name}: {:?}",
+            filled.from_base
+        );
+        // The tables listed in `TABLES` are exactly the preset's struct tables.
+        let table: toml::Table = toml::from_str(text).unwrap();
+        let mut nested: Vec<&str> = table
+            .iter()
+            .filter(|(_, v)| v.is_table())
+            .map(|(k, _)| k.as_str())
+            .collect();
+        let mut listed = C::TABLES.to_vec();
+        nested.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(nested, listed, "{name}");
+    }
+}
+
+#[test]
+fn every_preset_gives_every_field_and_lists_its_tables() {
+    presets_are_complete::<LlamaConfig>();
+    presets_are_complete::<crate::deepseek3::DeepSeek3Config>();
+    presets_are_complete::<crate::qwen35::Qwen35Config>();
+}
+
+#[test]
+fn a_file_extending_the_published_qwen35_keeps_its_sub_dims() {
+    use crate::qwen35::Qwen35Config;
+    let full = Qwen35Config::qwen35_35b_a3b();
+    let filled = read_toml::<Qwen35Config>(
+        "extends = \"qwen35-35b-a3b\"\nlayers = 8\n[gdn]\nkey_heads = 8",
+        "q.toml",
+    )
+    .unwrap();
+    assert_eq!(filled.base, "qwen35-35b-a3b");
+    let mut expected = full;
+    expected.layers = 8;
+    expected.gdn.key_heads = 8;
+    assert_eq!(filled.config, expected);
+    // Every field not written is named as the base's, nested ones by their path.
+    let mut all = Vec::new();
+    keys(&toml::from_str(QWEN35[1].1).unwrap(), "", &mut all);
+    // A table the file does not write is the base's whole, named once.
+    let written = ["layers", "gdn.key_heads"];
+    let mut from_base = filled.from_base.clone();
+    from_base.sort();
+    let mut want: Vec<String> = all
+        .into_iter()
+        .filter(|k| !written.contains(&k.as_str()) && !k.starts_with("attention."))
+        .chain(["attention".to_owned()])
+        .collect();
+    want.sort();
+    assert_eq!(from_base, want);
+    assert!(filled.from_base.contains(&"gdn.key_dim".to_owned()));
+    // An enum written as a table is replaced whole, not merged with the base's variant.
+    let c: Qwen35Config = from_toml(
+        "extends = \"qwen35-35b-a3b\"\n[gdn]\nform = \"recurrent\"",
+        "q.toml",
+    )
+    .unwrap();
+    assert_eq!(c.gdn.form, crate::gdn_layer::GdnForm::Recurrent);
+    assert_eq!(c.gdn.key_dim, full.gdn.key_dim);
+}
+
+#[test]
+fn extends_defaults_to_the_tiny_preset_and_names_unknown_presets() {
+    use crate::deepseek3::DeepSeek3Config;
+    use crate::qwen35::Qwen35Config;
+    // Files written before `extends` read as they did.
+    let filled = read_toml::<Qwen35Config>("layers = 4", "q.toml").unwrap();
+    assert_eq!(filled.base, "tiny");
+    assert_eq!(
+        filled.config,
+        Qwen35Config {
+            layers: 4,
+            ..Qwen35Config::tiny()
+        }
+    );
+    let e = from_toml::<Qwen35Config>("extends = \"qwen3-next\"", "q.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`q.toml`: `extends = \"qwen3-next\"` is not a preset of `qwen35`")
+            && e.contains("`tiny`, `qwen35-35b-a3b`"),
+        "{e}"
+    );
+    let e = from_toml::<Qwen35Config>("extends = 3", "q.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`extends` is integer, not a preset name"), "{e}");
+    // A preset of another model is not one of this model's.
+    let e = from_toml::<DeepSeek3Config>("extends = \"qwen35-35b-a3b\"", "d.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`tiny`, `deepseek3`"), "{e}");
+    // A field of the base's tables stays checked: misspelt in a partial table, it is named.
+    let e = from_toml::<DeepSeek3Config>("extends = \"deepseek3\"\n[mla]\nhead = 4", "d.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown field `head`"), "{e}");
+    let c: DeepSeek3Config = from_toml(
+        "extends = \"deepseek3\"\nlayers = 8\n[mla]\nheads = 64",
+        "d.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        (c.layers, c.mla.heads, c.mla.q_lora, c.d),
+        (8, 64, 1536, 7168)
+    );
+    // A syntax error says the line.
+    let e = from_toml::<LlamaConfig>("layers = 4\nd_model = = 3", "l.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`l.toml` (line 2)"), "{e}");
+}
+
+#[test]
+fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
+    use crate::jobs::ModelName;
+    let dir = std::env::temp_dir().join(format!("stackscan-configs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let toml_path = dir.join("eight.toml");
+    std::fs::write(&toml_path, "extends = \"llama3-8b\"\nlayers = 8\n").unwrap();
+    let hf = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/hf/llama-3-8b.json");
+    let ds = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/hf/deepseek-v3.json");
+    let spec = toml_path.to_str().unwrap();
+    assert_eq!(
+        ModelConfig::load(ModelName::Llama, spec),
+        Ok(ModelConfig::Llama(LlamaConfig {
+            layers: 8,
+            ..LlamaConfig::llama3_8b()
+        }))
+    );
+    assert_eq!(
+        ModelConfig::load(ModelName::Llama, hf),
+        Ok(ModelConfig::preset(ModelName::Llama, Preset::Published))
+    );
+    assert_eq!(
+        ModelConfig::load(ModelName::DeepSeek3, ds),
+        Ok(ModelConfig::preset(ModelName::DeepSeek3, Preset::Published))
+    );
+    assert_eq!(
+        ModelConfig::load(ModelName::Qwen35, "qwen35-35b-a3b"),
+        Ok(ModelConfig::preset(ModelName::Qwen35, Preset::Published))
+    );
+    // Another architecture's file names both, and the file.
+    let e = ModelConfig::load(ModelName::Qwen35, ds)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(ds) && e.contains("`deepseek3` model") && e.contains("not a `qwen35` one"),
+        "{e}"
+    );
+    // A missing field of a config.json is one line naming the field and the file.
+    let broken = dir.join("config.json");
+    std::fs::write(&broken, r#"{"model_type": "llama", "hidden_size": 64}"#).unwrap();
+    let e = ModelConfig::load(ModelName::Llama, broken.to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(broken.to_str().unwrap()) && e.contains("missing field `num_attention_heads`"),
+        "{e}"
+    );
+    assert!(!e.contains('\n'), "{e}");
+    let e = ModelConfig::load(ModelName::Llama, "no-such.json")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("neither a built-in config (tiny, llama3-8b)"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

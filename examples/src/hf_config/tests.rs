@@ -1,0 +1,217 @@
+//! The `config.json` readers against files the project writes from the published sizes.
+
+use super::*;
+
+const DEEPSEEK: &str = include_str!("../../configs/hf/deepseek-v3.json");
+const QWEN: &str = include_str!("../../configs/hf/qwen3.5-35b-a3b.json");
+const LLAMA: &str = include_str!("../../configs/hf/llama-3-8b.json");
+
+#[test]
+fn the_published_files_read_into_the_published_configs() {
+    assert_eq!(
+        parse(DEEPSEEK).unwrap(),
+        HfModel::DeepSeek3(DeepSeek3Config::deepseek3())
+    );
+    assert_eq!(
+        parse(QWEN).unwrap(),
+        HfModel::Qwen35(Qwen35Config::qwen35_35b_a3b())
+    );
+    assert_eq!(
+        parse(LLAMA).unwrap(),
+        HfModel::Llama(crate::llama::LlamaConfig::llama3_8b())
+    );
+}
+
+#[test]
+fn full_attention_interval_stands_in_for_layer_types() {
+    let v: serde_json::Value = serde_json::from_str(QWEN).unwrap();
+    let mut text = v["text_config"].clone();
+    text.as_object_mut().unwrap().remove("layer_types");
+    text["full_attention_interval"] = 4.into();
+    assert_eq!(
+        parse(&text.to_string()).unwrap(),
+        HfModel::Qwen35(Qwen35Config::qwen35_35b_a3b())
+    );
+}
+
+fn edited(text: &str, path: &[&str], value: Option<serde_json::Value>) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
+    let mut at = &mut v;
+    for p in &path[..path.len() - 1] {
+        at = &mut at[*p];
+    }
+    let last = path[path.len() - 1];
+    match (value, last.parse::<usize>()) {
+        (Some(x), Ok(i)) => at[i] = x,
+        (Some(x), Err(_)) => at[last] = x,
+        (None, _) => {
+            at.as_object_mut().unwrap().remove(last);
+        }
+    }
+    v.to_string()
+}
+
+#[test]
+fn a_missing_or_bad_field_is_named() {
+    let cases = [
+        (
+            edited(DEEPSEEK, &["kv_lora_rank"], None),
+            "missing field `kv_lora_rank`",
+        ),
+        (
+            edited(DEEPSEEK, &["q_lora_rank"], Some(0.into())),
+            "field `q_lora_rank` must be positive",
+        ),
+        (
+            edited(DEEPSEEK, &["n_group"], Some(7.into())),
+            "`n_group` = 7",
+        ),
+        (
+            edited(DEEPSEEK, &["first_k_dense_replace"], Some(1.into())),
+            "`first_k_dense_replace` = 1",
+        ),
+        (
+            edited(QWEN, &["text_config", "num_experts"], None),
+            "missing field `num_experts`",
+        ),
+        (
+            edited(
+                QWEN,
+                &["text_config", "layer_types", "0"],
+                Some("full_attention".into()),
+            ),
+            "`layer_types`",
+        ),
+        (
+            edited(
+                QWEN,
+                &["text_config", "layer_types", "1"],
+                Some("sliding".into()),
+            ),
+            "holds `sliding`",
+        ),
+        (
+            edited(QWEN, &["text_config", "model_type"], Some("mistral".into())),
+            "`model_type` is `mistral` (Qwen3_5MoeForConditionalGeneration); expected `llama`",
+        ),
+        (
+            edited(LLAMA, &["intermediate_size"], None),
+            "missing field `intermediate_size`",
+        ),
+        (
+            edited(LLAMA, &["hidden_act"], Some("gelu".into())),
+            "field `hidden_act` is `gelu`",
+        ),
+        (
+            edited(LLAMA, &["mlp_bias"], Some(true.into())),
+            "field `mlp_bias` is true",
+        ),
+        (
+            edited(LLAMA, &["rms_norm_eps"], Some(1e-6.into())),
+            "field `rms_norm_eps` is 0.000001",
+        ),
+        (
+            edited(LLAMA, &["num_key_value_heads"], Some(5.into())),
+            "not a multiple of `num_key_value_heads` = 5",
+        ),
+        (
+            edited(LLAMA, &["tie_word_embeddings"], Some(true.into())),
+            "field `tie_word_embeddings` is true",
+        ),
+        (
+            edited(
+                &edited(DEEPSEEK, &["model_type"], None),
+                &["architectures"],
+                None,
+            ),
+            "missing field `model_type`",
+        ),
+        ("{".to_owned(), "not a config.json"),
+        (
+            edited(DEEPSEEK, &["hidden_size"], Some("wide".into())),
+            "not a config.json",
+        ),
+    ];
+    for (text, expected) in cases {
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains(expected), "expected `{expected}` in: {e}");
+    }
+}
+
+#[test]
+fn transformers_defaults_fill_what_a_llama_file_may_leave_out() {
+    let mut text = edited(LLAMA, &["num_key_value_heads"], None);
+    text = edited(&text, &["rope_theta"], None);
+    text = edited(&text, &["max_position_embeddings"], None);
+    let HfModel::Llama(c) = parse(&text).unwrap() else {
+        panic!("not read as Llama: {text}")
+    };
+    // Multi-head attention, heads splitting the width, RoPE base 10⁴, our default sequence.
+    assert_eq!((c.heads, c.kv_heads, c.head_dim), (32, 32, 128));
+    assert_eq!((c.rope_theta, c.seq), (10_000.0, SEQ));
+    // A depth other than Llama-3-8B's is a depth of the one declared stack.
+    let HfModel::Llama(c) = parse(&edited(LLAMA, &["num_hidden_layers"], Some(2.into()))).unwrap()
+    else {
+        panic!("not read as Llama")
+    };
+    assert_eq!(c.layers, 2);
+}
+
+#[test]
+fn a_file_of_another_architecture_names_both() {
+    for (model, text, found) in [
+        (
+            ModelName::Llama,
+            DEEPSEEK,
+            "`deepseek3` model, `deepseek_v3` (DeepseekV3ForCausalLM)",
+        ),
+        (
+            ModelName::DeepSeek3,
+            QWEN,
+            "`qwen35` model, `qwen3_5_moe` or `qwen3_5_moe_text`",
+        ),
+        (
+            ModelName::Qwen35,
+            LLAMA,
+            "`llama` model, `llama` (LlamaForCausalLM)",
+        ),
+    ] {
+        let e = parse_as(model, text).unwrap_err().to_string();
+        assert!(e.contains(found), "{e}");
+        assert!(e.contains(&format!("not a `{model}` one")), "{e}");
+    }
+    // Without `model_type`, the class in `architectures` says which model a file is.
+    let text = edited(LLAMA, &["model_type"], None);
+    assert!(matches!(
+        parse_as(ModelName::Llama, &text),
+        Ok(HfModel::Llama(_))
+    ));
+    let e = parse_as(ModelName::Llama, &edited(&text, &["architectures"], None))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("missing field `model_type`; a `llama` config is `llama` (LlamaForCausalLM)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn depths_of_the_declared_patterns_read_and_others_are_named() {
+    let HfModel::DeepSeek3(c) =
+        parse(&edited(DEEPSEEK, &["num_hidden_layers"], Some(8.into()))).unwrap()
+    else {
+        panic!("not DeepSeek-V3")
+    };
+    assert_eq!((c.layers, c.dense_layers), (8, 3));
+    let v: serde_json::Value = serde_json::from_str(QWEN).unwrap();
+    let mut text = v["text_config"].clone();
+    text.as_object_mut().unwrap().remove("layer_types");
+    text["num_hidden_layers"] = 8.into();
+    let HfModel::Qwen35(c) = parse(&text.to_string()).unwrap() else {
+        panic!("not Qwen3.5")
+    };
+    assert_eq!(c.layers, 8);
+    text["num_hidden_layers"] = 10.into();
+    let e = parse(&text.to_string()).unwrap_err().to_string();
+    assert!(e.contains("`num_hidden_layers` = 10"), "{e}");
+}
