@@ -31,9 +31,10 @@ pub struct TrainArgs {
     /// layers) or `qwen35` (blocks of GDN, GDN, GDN, gated attention).
     #[arg(long, default_value = "llama", value_name = "NAME")]
     pub model: ModelName,
-    /// The model's config (llama, qwen35): a built-in name (`tiny`, `llama3-8b`;
-    /// `tiny`, `qwen35-35b-a3b`) or a TOML file (fields as in
-    /// `examples/configs/llama-tiny.toml`, `qwen35-tiny.toml`; an unknown field is an error).
+    /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
+    /// `qwen35-35b-a3b`), a TOML file (fields as in `examples/configs/*.toml`; `extends =
+    /// "<preset>"` names the base its missing fields come from, the tiny one by default; an
+    /// unknown field is an error) or a Hugging Face `config.json` of the model.
     #[arg(long, value_name = "NAME|PATH")]
     pub config: Option<String>,
     /// Plugin and devices.

@@ -292,7 +292,7 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains(ds) && e.contains("`deepseek3` model") && e.contains("not a `qwen35` one"),
+        e.contains(ds) && e.contains("is a `deepseek3` config, not a `qwen35` one"),
         "{e}"
     );
     // A missing field of a config.json is one line naming the field and the file.

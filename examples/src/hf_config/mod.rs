@@ -176,7 +176,9 @@ pub fn load(path: &Path) -> Result<HfModel> {
 }
 
 /// The file's fields and the model they describe.
-fn identify(text: &str) -> Result<(Fields, Result<ModelName>)> {
+/// The file's fields, the model they describe, and what the file says it is
+/// (`` `deepseek_v3` (DeepseekV3ForCausalLM)``) for errors.
+fn identify(text: &str) -> Result<(Fields, Result<ModelName>, String)> {
     let f: Fields =
         serde_json::from_str(text).map_err(|e| invalid(format!("not a config.json: {e}")))?;
     let outer_type = f.model_type.clone();
@@ -185,7 +187,15 @@ fn identify(text: &str) -> Result<(Fields, Result<ModelName>)> {
         Some(text) => *text,
         None => f,
     };
-    let model_type = f.model_type.clone().or(outer_type);
+    let model_type = f.model_type.clone().or(outer_type.clone());
+    let what = format!(
+        "`{}`{}",
+        outer_type
+            .as_deref()
+            .or(model_type.as_deref())
+            .unwrap_or("?"),
+        described(&architectures)
+    );
     let by_type = model_type.as_deref().and_then(|t| {
         ARCHITECTURES
             .iter()
@@ -207,7 +217,7 @@ fn identify(text: &str) -> Result<(Fields, Result<ModelName>)> {
             known()
         ))),
     };
-    Ok((f, found))
+    Ok((f, found, what))
 }
 
 /// ` (Class, …)` for a file's `architectures`, or nothing.
@@ -241,23 +251,22 @@ fn expected(model: ModelName) -> String {
 
 /// Parses a `config.json`'s text, whichever of the models it describes.
 pub fn parse(text: &str) -> Result<HfModel> {
-    let (f, model) = identify(text)?;
+    let (f, model, _) = identify(text)?;
     read(&f, model?)
 }
 
 /// Parses a `config.json`'s text as a config of `model`: a file of another architecture is an
 /// error naming both.
 pub fn parse_as(model: ModelName, text: &str) -> Result<HfModel> {
-    let (f, found) = identify(text)?;
+    let (f, found, what) = identify(text)?;
     match found {
         Ok(m) if m == model => read(&f, m),
         Ok(other) => Err(invalid(format!(
-            "it describes a `{other}` model, {}, not a `{model}` one, {}",
-            expected(other),
+            "model_type {what} is a `{other}` config, not a `{model}` one (model_type {})",
             expected(model)
         ))),
         Err(e) => Err(invalid(format!(
-            "{}; a `{model}` config is {}",
+            "{}; a `{model}` config has model_type {}",
             match e {
                 Error::InvalidOp { message, .. } => message,
                 other => other.to_string(),
