@@ -3,77 +3,12 @@
 //! used to fail for no reason (`--steps 1`, many devices) succeed. `train` is the main job's
 //! alias of `stackscan train`; every other command runs as `stackscan <command>`.
 
+mod common;
+
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Output};
+use std::process::Output;
 
-/// Runs a binary of this package with XLA's informational log silenced, so stderr holds only
-/// what the binary itself says. The CPU plugin is fetched first, here, so that the lines a
-/// first fetch prints on a fresh machine are not taken for the binary's own. Compiled
-/// programs go to a cache of this test process's own, not the user's.
-fn run(bin: &str, args: &[&str]) -> Output {
-    let cache = std::env::temp_dir().join(format!("stackscan-bin-cache-{}", std::process::id()));
-    run_with_cache(bin, args, &cache)
-}
-
-fn run_with_cache(bin: &str, args: &[&str], cache: &std::path::Path) -> Output {
-    command(bin, args)
-        .env("TF_CPP_MIN_LOG_LEVEL", "1")
-        .env(stackscan_runtime::compile_cache::COMPILE_CACHE_ENV, cache)
-        .output()
-        .expect("start the binary")
-}
-
-/// `train` (the alias) or `stackscan <bin>`, with `args`.
-fn command(bin: &str, args: &[&str]) -> Command {
-    static FETCHED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    FETCHED.get_or_init(|| {
-        stackscan_runtime::plugin::resolve("cpu").expect("fetch the cpu plugin");
-    });
-    let mut c = if bin == "train" {
-        Command::new(env!("CARGO_BIN_EXE_train"))
-    } else {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_stackscan"));
-        c.arg(bin);
-        c
-    };
-    c.args(args).env_remove("RUST_LOG");
-    c
-}
-
-/// Requires a failure: exit status `code`, no signal, exactly one line on stderr holding
-/// every string of `says`.
-fn fails(bin: &str, args: &[&str], code: i32, says: &[&str]) {
-    let out = run(bin, args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let shown = format!(
-        "`{bin} {}`: {:?}; stderr:\n{stderr}",
-        args.join(" "),
-        out.status
-    );
-    assert_eq!(out.status.signal(), None, "killed by a signal: {shown}");
-    assert_eq!(out.status.code(), Some(code), "{shown}");
-    assert_eq!(
-        stderr.trim_end().lines().count(),
-        1,
-        "not one line: {shown}"
-    );
-    assert!(stderr.starts_with("error: "), "{shown}");
-    for s in says {
-        assert!(stderr.contains(s), "no `{s}` in {shown}");
-    }
-}
-
-fn succeeds(bin: &str, args: &[&str]) -> String {
-    let out = run(bin, args);
-    assert!(
-        out.status.success(),
-        "`{bin} {}`: {:?}\n{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use common::{command, fails, run, run_with_cache, succeeds};
 
 #[test]
 fn train_rejects_bad_arguments_in_one_line() {
@@ -744,91 +679,4 @@ fn plan_predicts_the_step_time_under_its_options() {
     fails("timeline", &["--chips", "0"], 2, &["--chips"]);
     fails("timeline", &["--ep", "0"], 2, &["--ep"]);
     fails("timeline", &["--batch", "0"], 2, &["--batch"]);
-}
-
-#[test]
-fn every_command_that_takes_a_model_takes_one_config() {
-    let hf = |f: &str| format!("{}/configs/hf/{f}", env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::temp_dir().join(format!("stackscan-one-config-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    // Two Qwen3.5-35B-A3B blocks: everything but the depth from the published preset.
-    let eight = dir.join("qwen35-8.toml");
-    std::fs::write(&eight, "extends = \"qwen35-35b-a3b\"\nlayers = 8\n").unwrap();
-    let eight = eight.to_str().unwrap();
-    let stdout = succeeds("plan", &["qwen35", "--config", eight]);
-    assert!(
-        stdout.contains(&format!(
-            "qwen35 ({eight}): 8 layers, prefetch_fsdp_weights=true"
-        )),
-        "{stdout}"
-    );
-    let stdout = succeeds("params", &["qwen35", "--config", eight]);
-    // The published widths (GDN value heads 32 × 128 = 4096 wide), two blocks deep.
-    let wv = stdout
-        .lines()
-        .find(|l| l.starts_with("layers.GDN.mixer.wv "))
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "));
-    assert_eq!(
-        wv.as_deref(),
-        Some("layers.GDN.mixer.wv ×6 [2048, 4096] f32 shard 0"),
-        "{stdout}"
-    );
-    // A Hugging Face file reads as the preset it was written from.
-    let llama = hf("llama-3-8b.json");
-    let from_file = succeeds("params", &["llama", "--config", &llama]);
-    let published = succeeds("params", &["llama"]);
-    let table = |s: &str| s.lines().skip(1).collect::<Vec<_>>().join("\n");
-    assert_eq!(table(&from_file), table(&published));
-    let stdout = succeeds("plan", &["llama", "--config", &llama]);
-    assert!(stdout.contains("32 layers"), "{stdout}");
-    // Another architecture's file is refused by every command, naming both.
-    let deepseek = hf("deepseek-v3.json");
-    for (bin, args) in [
-        ("params", vec!["qwen35", "--config", &deepseek]),
-        ("plan", vec!["llama", "--config", &deepseek]),
-        ("train", vec!["--model", "qwen35", "--config", &deepseek]),
-    ] {
-        fails(
-            bin,
-            &args,
-            2,
-            &[&deepseek, "is a `deepseek3` config, not a `", "` one"],
-        );
-    }
-    // `timeline` takes the same `--config` with a model name.
-    let out = dir.join("timeline");
-    let stdout = succeeds(
-        "timeline",
-        &[
-            "--model",
-            "qwen35",
-            "--config",
-            eight,
-            "--chips",
-            "8",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert!(stdout.contains("predicted step"), "{stdout}");
-    let schedule = std::fs::read_to_string(out.join("schedule.json")).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&schedule).unwrap();
-    assert_eq!(
-        v["on"]["forward"]["steps"].as_array().map(Vec::len),
-        Some(8),
-        "two blocks of four layers"
-    );
-    fails(
-        "timeline",
-        &["--model", "llama-tiny", "--config", "tiny"],
-        1,
-        &["`--config tiny` needs `--model llama|deepseek3|qwen35`"],
-    );
-    fails(
-        "timeline",
-        &["--model", "qwen35", "--config", "extends.toml"],
-        1,
-        &["neither a built-in config (tiny, qwen35-35b-a3b)"],
-    );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,0 +1,75 @@
+//! Running the package's binaries as a user does, for the tests that check what they print:
+//! `train` (the main job's alias) or `stackscan <command>`, XLA's informational log silenced,
+//! compiled programs cached per test process.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Output};
+
+/// Runs a binary of this package with XLA's informational log silenced, so stderr holds only
+/// what the binary itself says. The CPU plugin is fetched first, here, so that the lines a
+/// first fetch prints on a fresh machine are not taken for the binary's own. Compiled
+/// programs go to a cache of this test process's own, not the user's.
+pub fn run(bin: &str, args: &[&str]) -> Output {
+    let cache = std::env::temp_dir().join(format!("stackscan-bin-cache-{}", std::process::id()));
+    run_with_cache(bin, args, &cache)
+}
+
+pub fn run_with_cache(bin: &str, args: &[&str], cache: &std::path::Path) -> Output {
+    command(bin, args)
+        .env("TF_CPP_MIN_LOG_LEVEL", "1")
+        .env(stackscan_runtime::compile_cache::COMPILE_CACHE_ENV, cache)
+        .output()
+        .expect("start the binary")
+}
+
+/// `train` (the alias) or `stackscan <bin>`, with `args`.
+pub fn command(bin: &str, args: &[&str]) -> Command {
+    static FETCHED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    FETCHED.get_or_init(|| {
+        stackscan_runtime::plugin::resolve("cpu").expect("fetch the cpu plugin");
+    });
+    let mut c = if bin == "train" {
+        Command::new(env!("CARGO_BIN_EXE_train"))
+    } else {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_stackscan"));
+        c.arg(bin);
+        c
+    };
+    c.args(args).env_remove("RUST_LOG");
+    c
+}
+
+/// Requires a failure: exit status `code`, no signal, exactly one line on stderr holding
+/// every string of `says`.
+pub fn fails(bin: &str, args: &[&str], code: i32, says: &[&str]) {
+    let out = run(bin, args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let shown = format!(
+        "`{bin} {}`: {:?}; stderr:\n{stderr}",
+        args.join(" "),
+        out.status
+    );
+    assert_eq!(out.status.signal(), None, "killed by a signal: {shown}");
+    assert_eq!(out.status.code(), Some(code), "{shown}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "not one line: {shown}"
+    );
+    assert!(stderr.starts_with("error: "), "{shown}");
+    for s in says {
+        assert!(stderr.contains(s), "no `{s}` in {shown}");
+    }
+}
+
+pub fn succeeds(bin: &str, args: &[&str]) -> String {
+    let out = run(bin, args);
+    assert!(
+        out.status.success(),
+        "`{bin} {}`: {:?}\n{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
