@@ -431,10 +431,14 @@ impl<S: LayerStack<Config = DeepSeek3Config> + 'static> ModelForward for DeepSee
     }
 
     fn loss(&self, c: &DeepSeek3Config, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
-        let (b, t) = (h.dims()[0], h.dims()[1]);
-        let logits = nn::rms_norm(h, &self.final_norm, NORM_EPS)?.matmul(&self.lm_head)?;
-        let logits = logits.reshape(&[b * t, c.vocab])?;
-        nn::cross_entropy(&logits, &x.labels.reshape(&[b * t])?)
+        crate::llama::lm_loss_with_eps(
+            NORM_EPS,
+            c.vocab,
+            h,
+            &self.final_norm,
+            &self.lm_head,
+            &x.labels,
+        )
     }
 
     fn check(c: &DeepSeek3Config) -> Result<()> {

@@ -365,7 +365,7 @@ impl<S> Llama<Tensor, S> {
 
 /// The language-model loss after a stack: RMSNorm of `h: [B, T, d]` with `final_norm`, the
 /// LM head `[d, vocab]` and the mean next-token cross-entropy against `labels: [B, T]` (every
-/// decoder of the examples ends this way).
+/// decoder of the examples ends this way), the norm's epsilon Llama's 1e-5.
 pub fn lm_loss(
     vocab: i64,
     h: &Tensor,
@@ -373,8 +373,20 @@ pub fn lm_loss(
     lm_head: &Tensor,
     labels: &Tensor,
 ) -> Result<Tensor> {
+    lm_loss_with_eps(1e-5, vocab, h, final_norm, lm_head, labels)
+}
+
+/// [`lm_loss`] with the final norm's epsilon `eps` (DeepSeek-V3's is 1e-6).
+pub fn lm_loss_with_eps(
+    eps: f64,
+    vocab: i64,
+    h: &Tensor,
+    final_norm: &Tensor,
+    lm_head: &Tensor,
+    labels: &Tensor,
+) -> Result<Tensor> {
     let (b, t) = (h.dims()[0], h.dims()[1]);
-    let logits = nn::rms_norm(h, final_norm, 1e-5)?.matmul(lm_head)?;
+    let logits = nn::rms_norm(h, final_norm, eps)?.matmul(lm_head)?;
     let logits = logits.reshape(&[b * t, vocab])?;
     nn::cross_entropy(&logits, &labels.reshape(&[b * t])?)
 }
