@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fails, succeeds};
+use common::{fails, run, succeeds};
 
 #[test]
 fn every_command_that_takes_a_model_takes_one_config() {
@@ -21,6 +21,17 @@ fn every_command_that_takes_a_model_takes_one_config() {
             "qwen35 ({eight}): 8 layers, prefetch_fsdp_weights=true"
         )),
         "{stdout}"
+    );
+    // `-v` says which fields came from the base.
+    let verbose = run("plan", &["qwen35", "--config", eight, "-v"]);
+    let stderr = String::from_utf8_lossy(&verbose.stderr);
+    assert!(verbose.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "config `{eight}`: 13 fields from the base `qwen35-35b-a3b`: attention, \
+             batch_per_device, capacity_factor, d_model"
+        )),
+        "{stderr}"
     );
     let stdout = succeeds("params", &["qwen35", "--config", eight]);
     // The published widths (GDN value heads 32 × 128 = 4096 wide), two blocks deep.
