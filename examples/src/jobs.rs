@@ -39,14 +39,16 @@ use crate::llama_macro;
 use crate::moe::FSDP_AXIS;
 use crate::qwen35::{self, Qwen35Config};
 
-/// A model the main job knows by name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A model the commands know by name (`train --model`, `plan`, `params`, `timeline`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ModelName {
-    /// The tiny Llama-style decoder.
+    /// Llama-style decoder (tiny; published: Llama-3-8B, 32 identical layers).
     Llama,
-    /// The tiny DeepSeek-V3-style model: MLA, a dense prefix, then MoE layers.
+    /// DeepSeek-V3-style: MLA, a dense prefix, then MoE layers (published: 3 dense + 58 MoE).
+    #[value(name = "deepseek3")]
     DeepSeek3,
-    /// The tiny Qwen3.5-style hybrid: blocks of `[GDN, GDN, GDN, attention]`.
+    /// Qwen3.5-style hybrid: blocks of `[GDN, GDN, GDN, attention]` (published:
+    /// Qwen3.5-35B-A3B, 10 blocks).
     Qwen35,
 }
 

@@ -60,9 +60,10 @@ pub struct Cli {
 pub enum Command {
     /// Train a tiny model on CPU devices with FSDP prefetch (the main job).
     Train(TrainArgs),
-    /// Print the forward and backward schedule of a full-size stack.
+    /// Print the forward and backward schedule of a declared stack (full size, or `--config`'s).
     Plan(PlanArgs),
-    /// List a full-size model's parameters: hierarchical names, copies, shapes, shards.
+    /// List a model's parameters (full size, or `--config`'s): hierarchical names, copies,
+    /// shapes, shards.
     Params(ParamsArgs),
     /// Measure the training step against this machine's matmul peak: MFU, tokens/s, host
     /// overhead, compiled memory and compile times, as JSON.

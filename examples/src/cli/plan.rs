@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use stackscan::LayerStack;
 use stackscan::plan::{Plan, PlanOptions, Stack};
 
@@ -14,28 +14,6 @@ use crate::deepseek3::{self, DeepSeek3Stack};
 use crate::jobs::ModelName;
 use crate::llama_macro::{self, LlamaStack};
 use crate::qwen35::{self, Qwen35Stack};
-
-/// A full-size stack `plan` knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum StackName {
-    /// Llama-3-8B: 32 identical decoder layers.
-    Llama,
-    /// Qwen3.5-35B-A3B: 10 × [GDN, GDN, GDN, attention].
-    Qwen35,
-    /// DeepSeek-V3: 3 dense layers, then 58 MoE layers.
-    Deepseek3,
-}
-
-impl StackName {
-    /// The model of this stack.
-    fn model(self) -> ModelName {
-        match self {
-            StackName::Llama => ModelName::Llama,
-            StackName::Qwen35 => ModelName::Qwen35,
-            StackName::Deepseek3 => ModelName::DeepSeek3,
-        }
-    }
-}
 
 /// The macro-declared stack at `config`'s depth, and the options of its `#[layer_stack]`
 /// attribute.
@@ -53,9 +31,9 @@ fn declared(config: &ModelConfig) -> stackscan::Result<(Stack, PlanOptions)> {
 /// Arguments of `plan`.
 #[derive(Clone, Debug, Args)]
 pub struct PlanArgs {
-    /// The stack.
-    #[arg(value_enum)]
-    pub stack: StackName,
+    /// The model whose stack to plan.
+    #[arg(value_enum, value_name = "STACK")]
+    pub stack: ModelName,
     /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
     /// `qwen35-35b-a3b`), a TOML path or a Hugging Face `config.json` path; the published
     /// full size by default (for `qwen35`, the tiny and the full size side by side).
@@ -81,34 +59,12 @@ pub struct PlanArgs {
     pub ep: Option<u32>,
 }
 
-/// A model `params` can list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ParamsModel {
-    /// Llama-3-8B, declared with the macros.
-    Llama,
-    /// DeepSeek-V3 (671B), declared with the macros.
-    Deepseek3,
-    /// Qwen3.5-35B-A3B, declared with the macros.
-    Qwen35,
-}
-
-impl ParamsModel {
-    /// The model listed.
-    fn model(self) -> ModelName {
-        match self {
-            ParamsModel::Llama => ModelName::Llama,
-            ParamsModel::Deepseek3 => ModelName::DeepSeek3,
-            ParamsModel::Qwen35 => ModelName::Qwen35,
-        }
-    }
-}
-
 /// Arguments of `params`.
 #[derive(Clone, Debug, Args)]
 pub struct ParamsArgs {
     /// The model.
     #[arg(value_enum, default_value = "llama")]
-    pub model: ParamsModel,
+    pub model: ModelName,
     /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
     /// `qwen35-35b-a3b`), a TOML path or a Hugging Face `config.json` path; the published
     /// full size by default.
@@ -119,7 +75,7 @@ pub struct ParamsArgs {
 /// Writes the plan of `args.stack` to `out`: the declared stack at its config's depth under
 /// its attribute's options, with the schedule flags overriding them.
 pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let model = args.stack.model();
+    let model = args.stack;
     // A config that does not load or fit its model is a bad argument, as for `train`.
     let config =
         ModelConfig::load_or(model, args.config.as_deref(), Preset::Published).map_err(usage)?;
@@ -177,8 +133,7 @@ fn predict_line(
 /// dtypes, shard dims and the total.
 pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let spec = args.config.as_deref();
-    let config =
-        ModelConfig::load_or(args.model.model(), spec, Preset::Published).map_err(usage)?;
+    let config = ModelConfig::load_or(args.model, spec, Preset::Published).map_err(usage)?;
     let mut active = None;
     let m = match &config {
         ModelConfig::Llama(c) => llama_macro::for_config(c).map_err(usage)?.0,
