@@ -158,13 +158,21 @@ pub fn preset<C: ConfigFile>(name: &str) -> Option<Result<C>> {
 }
 
 /// A config of `C` by `spec`: a preset name ([`ConfigFile::PRESETS`]), a Hugging Face
-/// `config.json` (a path ending in `.json`, which must describe this model's architecture),
-/// or a TOML file ([`from_toml`]: `extends` and deny-unknown-fields).
+/// `config.json` (a path ending in `.json`, or a model directory holding one; it must
+/// describe this model's architecture), or a TOML file ([`from_toml`]: `extends` and
+/// deny-unknown-fields).
 pub fn load<C: ConfigFile>(spec: &str) -> Result<C> {
     if let Some(c) = preset::<C>(spec) {
         return c;
     }
-    let path = Path::new(spec);
+    let given = Path::new(spec);
+    // A model's directory as the Hub lays it out holds its `config.json`.
+    let in_dir = given.join("config.json");
+    let path = if given.is_dir() && in_dir.is_file() {
+        in_dir.as_path()
+    } else {
+        given
+    };
     let text = std::fs::read_to_string(path).map_err(|e| {
         invalid(format!(
             "`{spec}` is neither a built-in config ({}) nor a readable file: {e}",

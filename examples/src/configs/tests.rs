@@ -306,6 +306,19 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
         "{e}"
     );
     assert!(!e.contains('\n'), "{e}");
+    // A model directory is read through its `config.json`.
+    let e = ModelConfig::load(ModelName::Llama, dir.to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing field `num_attention_heads`"), "{e}");
+    // A directory without one is neither.
+    let e = ModelConfig::load(
+        ModelName::Llama,
+        concat!(env!("CARGO_MANIFEST_DIR"), "/configs/hf"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("nor a readable file"), "{e}");
     let e = ModelConfig::load(ModelName::Llama, "no-such.json")
         .unwrap_err()
         .to_string();
