@@ -269,6 +269,28 @@ impl ModelConfig {
     }
 }
 
+impl ModelConfig {
+    /// Decoder layers (the stack's depth).
+    pub fn layers(&self) -> usize {
+        match self {
+            ModelConfig::Llama(c) => c.layers,
+            ModelConfig::DeepSeek3(c) => c.layers,
+            ModelConfig::Qwen35(c) => c.layers,
+        }
+    }
+
+    /// This config with `layers` decoder layers (checked against the stack's pattern when the
+    /// model is built).
+    pub fn with_layers(mut self, layers: usize) -> ModelConfig {
+        match &mut self {
+            ModelConfig::Llama(c) => c.layers = layers,
+            ModelConfig::DeepSeek3(c) => c.layers = layers,
+            ModelConfig::Qwen35(c) => c.layers = layers,
+        }
+        self
+    }
+}
+
 /// Which of a model's two kept configs a command uses when given no `--config`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Preset {

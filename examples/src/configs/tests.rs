@@ -287,6 +287,11 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
         ModelConfig::load(ModelName::Qwen35, "qwen35-35b-a3b"),
         Ok(ModelConfig::preset(ModelName::Qwen35, Preset::Published))
     );
+    // The run-time overrides of `timeline` (`--batch`, `--layers`).
+    let c = ModelConfig::preset(ModelName::Qwen35, Preset::Tiny)
+        .with_layers(12)
+        .with_batch_per_device(3);
+    assert_eq!((c.layers(), c.batch_per_device()), (12, 3));
     // Another architecture's file names both, and the file.
     let e = ModelConfig::load(ModelName::Qwen35, ds)
         .unwrap_err()
