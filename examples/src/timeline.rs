@@ -64,6 +64,10 @@ pub struct TimelineArgs {
     /// a multiple of its 4-layer block.
     #[arg(long, value_parser = positive_count)]
     pub layers: Option<usize>,
+    /// Layers a loop trip runs, off and on (default: the plan's 2). MaxText's scan runs one:
+    /// each trip ends with its layer's reduce-scatter before the next trip's gather starts.
+    #[arg(long, value_parser = positive_count)]
+    pub unroll: Option<usize>,
     /// Predict the reference's four configurations instead of `--model` (writing each one's
     /// timelines under `--out`) and print them beside the published figures.
     #[arg(long)]
@@ -231,9 +235,10 @@ pub fn run(args: &TimelineArgs) -> Result<Summary> {
     let devices = args.chips * chip.devices_per_chip;
     let hw = chip.per_device();
     let model = &priced.model;
+    let unroll = |o: PlanOptions| args.unroll.map_or(o, |u| o.with_unroll(u));
     let off = predict(
         model,
-        PlanOptions::baseline(),
+        unroll(PlanOptions::baseline()),
         &hw,
         devices,
         &accounting,
@@ -241,7 +246,7 @@ pub fn run(args: &TimelineArgs) -> Result<Summary> {
     )?;
     let on = predict(
         model,
-        PlanOptions::prefetch_deferred(),
+        unroll(PlanOptions::prefetch_deferred()),
         &hw,
         devices,
         &accounting,
@@ -388,6 +393,7 @@ mod tests {
             ep: None,
             batch: None,
             layers: None,
+            unroll: None,
             reference: false,
             out,
         }
