@@ -14,7 +14,7 @@ use std::path::Path;
 use stackscan::Result;
 
 use crate::hardware::Hardware;
-use crate::timeline::{Summary, TimelineArgs, run};
+use crate::timeline::{Summary, TimelineArgs, model_with, run};
 
 /// What the reference published for a configuration.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -170,6 +170,8 @@ pub struct Row {
     pub summary: Summary,
     /// Layers in the stack.
     pub layers: usize,
+    /// Each layer's kind name, in stack order (DeepSeek-V3: `D` dense, `M` MoE).
+    pub layer_kinds: Vec<String>,
 }
 
 impl Row {
@@ -185,6 +187,30 @@ impl Row {
     pub fn change_percent(&self) -> f64 {
         let (off, on) = self.step_ms();
         (on / off - 1.0) * 100.0
+    }
+
+    /// Mean forward and backward of the layers of kind `kind`, off and on, ms: each step's
+    /// span from its start to its last bar's end (its gather, compute and collectives).
+    /// `None` when no layer is of that kind.
+    pub fn kind_mean_ms(&self, kind: &str) -> Option<((f64, f64), (f64, f64))> {
+        let count = self.layer_kinds.iter().filter(|k| *k == kind).count();
+        if count == 0 {
+            return None;
+        }
+        let mean = |t: &stackscan::sim::Timeline| {
+            let sum: f64 = t
+                .steps
+                .iter()
+                .filter(|s| self.layer_kinds.get(s.layer).is_some_and(|k| k == kind))
+                .map(|s| s.end - s.start)
+                .sum();
+            sum * 1e3 / count as f64
+        };
+        let (off, on) = (&self.summary.off, &self.summary.on);
+        Some((
+            (mean(&off.forward), mean(&on.forward)),
+            (mean(&off.backward), mean(&on.backward)),
+        ))
     }
 
     /// Mean forward and backward per layer, off and on, ms.
@@ -219,12 +245,19 @@ pub fn predict_all(hardware: &str, batch: Option<usize>, out: &Path) -> Result<V
             };
             let summary = run(&args)?;
             let layers = summary.off.forward.steps.len();
+            let stack = model_with(s.model, Some(batch as i64), s.layers)?
+                .model
+                .stack;
+            let layer_kinds = (0..stack.len())
+                .map(|l| stack.kind_name(stack.kind_of(l)).to_owned())
+                .collect();
             Ok(Row {
                 scenario: *s,
                 batch,
                 devices: s.chips * devices_per_chip,
                 summary,
                 layers,
+                layer_kinds,
             })
         })
         .collect()
@@ -267,6 +300,19 @@ pub fn table(rows: &[Row]) -> String {
                  → {bn:.1} | | forward {:.0} → {:.0}, backward {:.0} → {:.0} | |",
                 r.layers, f.0, f.1, b.0, b.1
             );
+            // The published figures may be one typical (MoE) layer's rather than the mean:
+            // the layers of the stack's last kind, beside them.
+            let last = r.layer_kinds.last().cloned().unwrap_or_default();
+            let count = r.layer_kinds.iter().filter(|k| **k == last).count();
+            if let Some(((fo, fn_), (bo, bn))) = r.kind_mean_ms(&last)
+                && count < r.layers
+            {
+                let _ = writeln!(
+                    s,
+                    "| ↳ per `{last}` layer (mean of {count}) | | | | | forward {fo:.1} → {fn_:.1}, \
+                     backward {bo:.1} → {bn:.1} | | | |"
+                );
+            }
         }
     }
     for (i, r) in rows.iter().enumerate() {

@@ -150,6 +150,11 @@ fn reference_timelines_parse_and_show_what_was_replayed() {
         (on / published_on - 1.0).abs() < 0.1,
         "forward on {on:.1} ms"
     );
+    // The MoE layers alone: 7 of the 10, each gathering more than a dense one.
+    assert_eq!(remat.layer_kinds.iter().filter(|k| *k == "M").count(), 7);
+    let ((moe_off, moe_on), _) = remat.kind_mean_ms("M").unwrap();
+    assert!(moe_off > off && moe_on > on, "{moe_off:.1} {moe_on:.1}");
+    assert!(remat.kind_mean_ms("no such kind").is_none());
     // The table states every row's sources.
     let table = stackscan_examples::reference::table(&rows);
     assert!(
