@@ -53,6 +53,15 @@ pub struct Hardware {
     /// weights per step, and deferral one more of its gradient, at `memory_gb_per_s`.
     #[serde(default)]
     pub copies_loop_carries: bool,
+    /// Devices (meshes' units) one chip presents; absent means one. TPU7x presents its two
+    /// TensorCore dies as two devices, each with half the chip's HBM, links and compute, so
+    /// a mesh over N chips has 2N devices ([`Hardware::per_device`]).
+    #[serde(default = "one")]
+    pub devices_per_chip: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// The profiles kept in the repository, by the name `--hardware` takes.
@@ -92,6 +101,15 @@ impl Hardware {
                 ));
             }
         }
+        if h.devices_per_chip == 0 {
+            return Err(invalid(
+                "hardware",
+                format!(
+                    "profile `{}`: `devices_per_chip` must be at least 1",
+                    h.name
+                ),
+            ));
+        }
         if !(h.matrix_efficiency > 0.0 && h.matrix_efficiency <= 1.0) {
             return Err(invalid(
                 "hardware",
@@ -120,6 +138,31 @@ impl Hardware {
             )
         })?;
         Hardware::from_toml(&text)
+    }
+
+    /// One device's share of the chip: every rate divided by [`Hardware::devices_per_chip`]
+    /// (each die has its own compute, HBM stacks and share of the links); latencies and
+    /// efficiencies unchanged. The profile itself when a chip is one device.
+    pub fn per_device(&self) -> Hardware {
+        let n = self.devices_per_chip.max(1) as f64;
+        Hardware {
+            name: if self.devices_per_chip > 1 {
+                format!(
+                    "{} (one of {} devices a chip)",
+                    self.name, self.devices_per_chip
+                )
+            } else {
+                self.name.clone()
+            },
+            matrix_tflops_bf16: self.matrix_tflops_bf16 / n,
+            matrix_tflops_f32: self.matrix_tflops_f32 / n,
+            vector_tflops: self.vector_tflops / n,
+            memory_gb_per_s: self.memory_gb_per_s / n,
+            fsdp_lane_gb_per_s: self.fsdp_lane_gb_per_s / n,
+            second_lane_gb_per_s: self.second_lane_gb_per_s / n,
+            devices_per_chip: 1,
+            ..self.clone()
+        }
     }
 
     /// Seconds to run `c` on the compute core, from the traffic after fusion
@@ -281,6 +324,26 @@ mod tests {
     }
 
     #[test]
+    fn a_tpu7x_device_is_half_a_chip() {
+        let chip = Hardware::load("tpu7x").unwrap();
+        assert_eq!(chip.devices_per_chip, 2);
+        let d = chip.per_device();
+        assert_eq!(d.devices_per_chip, 1);
+        assert_eq!(d.matrix_tflops_bf16, chip.matrix_tflops_bf16 / 2.0);
+        assert_eq!(d.memory_gb_per_s, 3685.0);
+        assert_eq!(d.fsdp_lane_gb_per_s, chip.fsdp_lane_gb_per_s / 2.0);
+        assert_eq!(d.collective_latency_us, chip.collective_latency_us);
+        // A one-device chip is its own device.
+        let v5p = Hardware::load("tpu-v5p").unwrap();
+        assert_eq!(v5p.per_device(), v5p);
+        let text = BUILT_IN[0]
+            .1
+            .replace("devices_per_chip = 2", "devices_per_chip = 0");
+        let e = Hardware::from_toml(&text).unwrap_err().to_string();
+        assert!(e.contains("`devices_per_chip`"), "{e}");
+    }
+
+    #[test]
     fn collective_time_is_latency_plus_bytes_over_bandwidth() {
         let h = Hardware::load("tpu-v5p").unwrap();
         let layer = LayerCost {
@@ -319,8 +382,8 @@ mod tests {
     fn products_take_the_larger_of_flops_and_traffic_and_the_rest_their_fused_traffic() {
         let h = Hardware::load("tpu7x").unwrap();
         let mut c = Cost::default();
-        // 2307e12 · 0.6 FLOP/s: 1.3842e12 FLOPs take 1 ms; 7.37e9 bytes take 1 ms.
-        c.matrix_flops = PerDType::one(DType::BF16, 1_384_200_000_000);
+        // 2307e12 · 0.43 FLOP/s: 0.99201e12 FLOPs take 1 ms; 7.37e9 bytes take 1 ms.
+        c.matrix_flops = PerDType::one(DType::BF16, 992_010_000_000);
         c.dot_bytes = PerDType::one(DType::BF16, 3_685_000_000);
         c.hbm_bytes = PerDType::one(DType::BF16, 7_370_000_000);
         // max(1, 0.5) + max(1, vector 0) = 2 ms.

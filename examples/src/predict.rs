@@ -137,7 +137,7 @@ pub fn predict(
 pub struct Target {
     /// A hardware profile name or TOML path ([`Hardware::load`]).
     pub hardware: String,
-    /// Chips on the mesh.
+    /// Chips on the mesh (each presents the profile's `devices_per_chip` devices).
     pub chips: usize,
     /// Expert-parallel degree.
     pub ep: Option<usize>,
@@ -160,10 +160,12 @@ pub fn describe(
         });
     }
     let accounting = priced.accounting(target.ep)?;
-    let hw = Hardware::load(&target.hardware)?;
+    let chip = Hardware::load(&target.hardware)?;
     let chips = target.chips;
+    let devices = chips * chip.devices_per_chip;
+    let hw = chip.per_device();
     let bf16 = !hw.trains_in_f32;
-    let this = predict(&priced.model, options, &hw, chips, &accounting, bf16)?;
+    let this = predict(&priced.model, options, &hw, devices, &accounting, bf16)?;
     let off = predict(
         &priced.model,
         PlanOptions {
@@ -172,7 +174,7 @@ pub fn describe(
             ..options
         },
         &hw,
-        chips,
+        devices,
         &accounting,
         bf16,
     )?;
@@ -181,7 +183,7 @@ pub fn describe(
     Ok(format!(
         "predicted step on {chips} × {}{}: {:.1} ms (stack forward {:.1}, backward {:.1}, exposed \
          communication {:.1}; outer parts and optimizer {:.1}); prefetch off {:.1} ms ({:+.1} %)",
-        hw.name,
+        chip.name,
         target.ep.map_or(String::new(), |e| format!(", EP {e}")),
         ms(a),
         ms(this.forward.total),

@@ -13,7 +13,8 @@ use std::path::Path;
 
 use stackscan::Result;
 
-use crate::timeline::{Summary, TimelineArgs, run};
+use crate::hardware::Hardware;
+use crate::timeline::{Summary, TimelineArgs, model_with, run};
 
 /// What the reference published for a configuration.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -28,7 +29,8 @@ pub struct Published {
     pub backward_layer_ms: Option<(f64, f64)>,
 }
 
-/// One configuration to predict.
+/// One configuration to predict: the run as far as the sources say it, every other figure
+/// assumed, and both kinds said in [`Scenario::sources`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Scenario {
     /// What the reference calls it.
@@ -37,17 +39,47 @@ pub struct Scenario {
     pub slug: &'static str,
     /// `--model`.
     pub model: &'static str,
-    /// Chips (our assumption where the reference gives none).
+    /// Chips (each presents the profile's `devices_per_chip` devices: two on TPU7x).
     pub chips: usize,
-    /// Expert-parallel degree.
+    /// Expert-parallel degree; the FSDP axis is the remaining devices.
     pub ep: Option<usize>,
+    /// Sequences per device (MaxText's `per_device_batch_size`).
+    pub batch: usize,
+    /// Decoder layers run, when the benchmark ran fewer than the model has.
+    pub layers: Option<usize>,
+    /// Where each figure comes from, or why it is assumed; printed under the table.
+    pub sources: &'static str,
     /// The published figures.
     pub published: Published,
 }
 
-/// The four configurations. The first three are the reference's TPU7x tables, which do not
-/// give the chip count: 64 is assumed, as for the fourth (the change moves by 0.1 points from
-/// 64 to 256 chips for DeepSeek-V3, since each chip gathers `(n−1)/n` of a layer either way).
+/// Tokens of every sequence: the DeepSeek-V3 recipe below sets `max_target_length=4096`
+/// (both models' configs here are at 4096 too).
+pub const SEQUENCE: usize = 4096;
+
+/// Layers a loop trip runs in the reference: MaxText scans its decoder layers
+/// (`scan_layers: true` in base.yml) with `jax.lax.scan`'s default of one layer a trip, so
+/// without prefetch each trip's reduce-scatter ends before the next trip's gather starts (a
+/// loop's outputs are complete when its next trip begins). Ours unrolls two by default, which
+/// lets one layer's reduce-scatter run beside the next one's gather; the reference's baseline
+/// has no such overlap. With prefetch and deferral the prediction is the same either way.
+pub const MAXTEXT_UNROLL: usize = 1;
+
+/// The four configurations.
+///
+/// The one recipe found for the reference's DeepSeek-V3 runs is the AOT-compile script of
+/// MaxText's branch `mattdavidow-jetski-a1` (commit 57918a5, 2026-06-22, "MoE FSDP weight
+/// prefetching ... add VM build scripts", `run_compile.sh`): `compile_topology=tpu7x-128`
+/// (64 chips, 128 devices: MaxText's `accelerator_to_spec_map.py`), `ici_fsdp_parallelism=32`,
+/// `ici_expert_parallelism=4`, `per_device_batch_size=4`, `max_target_length=4096`,
+/// `base_num_decoder_layers=10` (with the model's `first_num_dense_layers: 3`: 3 dense, 7 MoE),
+/// `weight_dtype=bfloat16`, `opt_type=sgd`; `remat_policy` is base.yml's default `full`. It is
+/// earlier than PR #4493 (2026-07-15), on 64 chips, and explains the published 64-chip step:
+/// 10 layers of forward 92 + backward 277 ms are 3.7 s of its 5.2 s, where 61 layers could not
+/// fit. So the fourth row takes it whole; the TPU7x tables' rows, whose run the sources found
+/// do not state, are assumed to be the same recipe (same slice, batch, depth), with the mesh
+/// each row names. The optimizer is priced as our Adam, not SGD (assumed; it is outside the
+/// plan and the same with prefetch on or off).
 pub const SCENARIOS: [Scenario; 4] = [
     Scenario {
         name: "DeepSeek-V3, FSDP only",
@@ -55,6 +87,11 @@ pub const SCENARIOS: [Scenario; 4] = [
         model: "deepseek-v3",
         chips: 64,
         ep: None,
+        batch: 4,
+        layers: Some(10),
+        sources: "published −34.2 % (the reference's TPU7x table, run not stated); 64 chips \
+                  (128 devices), batch 4, 10 layers assumed from the 64-chip recipe \
+                  (maxtext 57918a5 run_compile.sh), its EP = 4 replaced by FSDP over all 128",
         published: Published {
             change_percent: -34.2,
             step_ms: None,
@@ -68,6 +105,11 @@ pub const SCENARIOS: [Scenario; 4] = [
         model: "deepseek-v3",
         chips: 64,
         ep: Some(4),
+        batch: 4,
+        layers: Some(10),
+        sources: "published −38.1 % (the reference's TPU7x table, run not stated); FSDP 32 × \
+                  EP 4 on 64 chips (128 devices), batch 4, 10 layers assumed from the 64-chip \
+                  recipe (maxtext 57918a5 run_compile.sh: ici_fsdp 32, ici_expert 4)",
         published: Published {
             change_percent: -38.1,
             step_ms: None,
@@ -81,6 +123,12 @@ pub const SCENARIOS: [Scenario; 4] = [
         model: "qwen3.5-35b-a3b",
         chips: 64,
         ep: None,
+        batch: 4,
+        layers: None,
+        sources: "published −25.1 % (the reference's TPU7x table, run not stated); all 40 \
+                  layers of maxtext's qwen3.5-35b-a3b.yml (base_num_decoder_layers: 40, \
+                  blocks of 3 GDN + 1 attention, the nested scan of maxtext PR #4964); 64 \
+                  chips, FSDP over 128 devices, batch 4 × 4096 assumed, as for DeepSeek-V3",
         published: Published {
             change_percent: -25.1,
             step_ms: None,
@@ -93,7 +141,13 @@ pub const SCENARIOS: [Scenario; 4] = [
         slug: "deepseek-v3-64-remat",
         model: "deepseek-v3",
         chips: 64,
-        ep: None,
+        ep: Some(4),
+        batch: 4,
+        layers: Some(10),
+        sources: "published 5222 → 4832 ms, per layer forward 92 → 79, backward 277 → 240; \
+                  maxtext 57918a5 run_compile.sh: tpu7x-128 (64 chips, 128 devices), \
+                  ici_fsdp 32 × ici_expert 4, per_device_batch_size 4, max_target_length \
+                  4096, base_num_decoder_layers 10, weight_dtype bfloat16, remat full (base.yml)",
         published: Published {
             change_percent: (4832.0 / 5222.0 - 1.0) * 100.0,
             step_ms: Some((5222.0, 4832.0)),
@@ -108,12 +162,16 @@ pub const SCENARIOS: [Scenario; 4] = [
 pub struct Row {
     /// The scenario.
     pub scenario: Scenario,
-    /// Sequences per chip.
+    /// Sequences per device.
     pub batch: usize,
+    /// Devices on the mesh.
+    pub devices: usize,
     /// The prediction.
     pub summary: Summary,
     /// Layers in the stack.
     pub layers: usize,
+    /// Each layer's kind name, in stack order (DeepSeek-V3: `D` dense, `M` MoE).
+    pub layer_kinds: Vec<String>,
 }
 
 impl Row {
@@ -131,6 +189,30 @@ impl Row {
         (on / off - 1.0) * 100.0
     }
 
+    /// Mean forward and backward of the layers of kind `kind`, off and on, ms: each step's
+    /// span from its start to its last bar's end (its gather, compute and collectives).
+    /// `None` when no layer is of that kind.
+    pub fn kind_mean_ms(&self, kind: &str) -> Option<((f64, f64), (f64, f64))> {
+        let count = self.layer_kinds.iter().filter(|k| *k == kind).count();
+        if count == 0 {
+            return None;
+        }
+        let mean = |t: &stackscan::sim::Timeline| {
+            let sum: f64 = t
+                .steps
+                .iter()
+                .filter(|s| self.layer_kinds.get(s.layer).is_some_and(|k| k == kind))
+                .map(|s| s.end - s.start)
+                .sum();
+            sum * 1e3 / count as f64
+        };
+        let (off, on) = (&self.summary.off, &self.summary.on);
+        Some((
+            (mean(&off.forward), mean(&on.forward)),
+            (mean(&off.backward), mean(&on.backward)),
+        ))
+    }
+
     /// Mean forward and backward per layer, off and on, ms.
     pub fn per_layer_ms(&self) -> ((f64, f64), (f64, f64)) {
         let per = |s: f64| s * 1e3 / self.layers.max(1) as f64;
@@ -142,39 +224,53 @@ impl Row {
     }
 }
 
-/// Predicts every scenario on `hardware` at `batch` sequences per chip (default: one of 4096
-/// tokens), writing each one's timelines under `out/<slug>/`.
+/// Predicts every scenario on `hardware`, at `batch` sequences per device where given
+/// instead of the scenario's, writing each one's timelines under `out/<slug>/`.
 pub fn predict_all(hardware: &str, batch: Option<usize>, out: &Path) -> Result<Vec<Row>> {
+    let devices_per_chip = Hardware::load(hardware)?.devices_per_chip;
     SCENARIOS
         .iter()
         .map(|s| {
+            let batch = batch.unwrap_or(s.batch);
             let args = TimelineArgs {
                 model: s.model.into(),
                 config: None,
                 hardware: hardware.into(),
                 chips: s.chips,
                 ep: s.ep,
-                batch,
+                batch: Some(batch),
+                layers: s.layers,
+                unroll: Some(MAXTEXT_UNROLL),
                 out: out.join(s.slug),
                 reference: false,
             };
             let summary = run(&args)?;
             let layers = summary.off.forward.steps.len();
+            let stack = model_with(s.model, Some(batch as i64), s.layers)?
+                .model
+                .stack;
+            let layer_kinds = (0..stack.len())
+                .map(|l| stack.kind_name(stack.kind_of(l)).to_owned())
+                .collect();
             Ok(Row {
                 scenario: *s,
-                batch: batch.unwrap_or(1),
+                batch,
+                devices: s.chips * devices_per_chip,
                 summary,
                 layers,
+                layer_kinds,
             })
         })
         .collect()
 }
 
-/// The rows as a Markdown table, published figures beside ours.
+/// The rows as a Markdown table, published figures beside ours, then each row's sources
+/// and assumptions.
 pub fn table(rows: &[Row]) -> String {
     let mut s = String::from(
-        "| configuration | chips | EP | batch × seq per chip | predicted off → on (ms) | \
-         predicted change | published | gap (points) |\n|---|---|---|---|---|---|---|---|\n",
+        "| configuration | chips (devices) | mesh fsdp × ep | batch × seq per device | layers | \
+         predicted off → on (ms) | predicted change | published | gap (points) |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let (off, on) = r.step_ms();
@@ -183,13 +279,17 @@ pub fn table(rows: &[Row]) -> String {
             Some((a, b)) => format!("{a:.0} → {b:.0} ms, {:+.1} %", p.change_percent),
             None => format!("{:+.1} %", p.change_percent),
         };
+        let ep = r.scenario.ep.unwrap_or(1);
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} × 4096 | {off:.0} → {on:.0} | {:+.1} % | {published} | {:+.1} |",
+            "| {} | {} ({}) | {} × {ep} | {} × {SEQUENCE} | {} | {off:.0} → {on:.0} | {:+.1} % | \
+             {published} | {:+.1} |",
             r.scenario.name,
             r.scenario.chips,
-            r.scenario.ep.unwrap_or(1),
+            r.devices,
+            r.devices / ep,
             r.batch,
+            r.layers,
             r.change_percent(),
             r.change_percent() - p.change_percent,
         );
@@ -197,11 +297,32 @@ pub fn table(rows: &[Row]) -> String {
             let ((fo, fn_), (bo, bn)) = r.per_layer_ms();
             let _ = writeln!(
                 s,
-                "| ↳ per layer (mean of {}) | | | | forward {fo:.1} → {fn_:.1}, backward {bo:.1} → \
-                 {bn:.1} | | forward {:.0} → {:.0}, backward {:.0} → {:.0} | |",
+                "| ↳ per layer (mean of {}) | | | | | forward {fo:.1} → {fn_:.1}, backward {bo:.1} \
+                 → {bn:.1} | | forward {:.0} → {:.0}, backward {:.0} → {:.0} | |",
                 r.layers, f.0, f.1, b.0, b.1
             );
+            // The published figures may be one typical (MoE) layer's rather than the mean:
+            // the layers of the stack's last kind, beside them.
+            let last = r.layer_kinds.last().cloned().unwrap_or_default();
+            let count = r.layer_kinds.iter().filter(|k| **k == last).count();
+            if let Some(((fo, fn_), (bo, bn))) = r.kind_mean_ms(&last)
+                && count < r.layers
+            {
+                let _ = writeln!(
+                    s,
+                    "| ↳ per `{last}` layer (mean of {count}) | | | | | forward {fo:.1} → {fn_:.1}, \
+                     backward {bo:.1} → {bn:.1} | | | |"
+                );
+            }
         }
     }
+    for (i, r) in rows.iter().enumerate() {
+        let _ = writeln!(s, "{}. {}: {}", i + 1, r.scenario.name, r.scenario.sources);
+    }
+    let _ = writeln!(
+        s,
+        "All rows: {MAXTEXT_UNROLL} layer a loop trip (MaxText's scan), off and on; the \
+         optimizer priced as Adam (the 64-chip recipe ran SGD; outside the plan either way)."
+    );
     s
 }

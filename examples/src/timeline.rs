@@ -23,10 +23,12 @@ use crate::predict::{Prediction, predict};
 use crate::qwen35::{self, Qwen35Config, Qwen35Stack};
 
 /// What every prediction assumes beyond the model, chips and hardware named.
-pub const ASSUMPTIONS: &str = "one FSDP axis over all chips (with --ep K: K-way expert axis, \
-experts' weights gathered over chips/K); weights, activations and collectives priced as bf16 \
-(models declared in f32); batch and sequence per chip from the model's config; full remat \
-(the backward recomputes each layer's forward); traffic after fusion; embedding, head, loss \
+pub const ASSUMPTIONS: &str = "a mesh of the profile's devices_per_chip devices a chip (two \
+on TPU7x, each with half the chip's rates), one FSDP axis over all of them (with --ep K: K-way \
+expert axis, experts' weights gathered over devices/K); weights, activations and collectives \
+priced as bf16 (models declared in f32); batch per device and depth from --batch/--layers or \
+the model's config; full remat (the backward recomputes each layer's forward); without \
+prefetch each layer's gather is exposed before it; traffic after fusion; embedding, head, loss \
 and Adam priced outside the plan, serially";
 
 /// A count the parser accepts: an integer from 1 to 65536.
@@ -53,16 +55,26 @@ pub struct TimelineArgs {
     /// Hardware: `tpu7x`, `tpu-v5p`, `h200`, or a profile TOML file.
     #[arg(long, default_value = "tpu7x")]
     pub hardware: String,
-    /// Chips on the FSDP axis, 1 to 65536.
+    /// Chips, 1 to 65536; the mesh has the profile's `devices_per_chip` devices for each
+    /// (two on TPU7x), all on the FSDP axis (or FSDP × `--ep`).
     #[arg(long, default_value_t = 64, value_parser = positive_count)]
     pub chips: usize,
     /// Expert-parallel degree: routed experts split over this many chips, tokens exchanged
     /// by all_to_all on the second collective lane (needs an MoE model).
     #[arg(long, value_parser = positive_count)]
     pub ep: Option<usize>,
-    /// Sequences per chip (default: the model config's).
+    /// Sequences per device (default: the model config's).
     #[arg(long, value_parser = positive_count)]
     pub batch: Option<usize>,
+    /// Decoder layers (default: the model config's), as a benchmark that runs a shallower
+    /// stack of the same layers sets them; DeepSeek-V3 keeps its dense prefix, Qwen3.5 needs
+    /// a multiple of its 4-layer block.
+    #[arg(long, value_parser = positive_count)]
+    pub layers: Option<usize>,
+    /// Layers a loop trip runs, off and on (default: the plan's 2). MaxText's scan runs one:
+    /// each trip ends with its layer's reduce-scatter before the next trip's gather starts.
+    #[arg(long, value_parser = positive_count)]
+    pub unroll: Option<usize>,
     /// Predict the reference's four configurations instead of `--model` (writing each one's
     /// timelines under `--out`) and print them beside the published figures.
     #[arg(long)]
@@ -146,12 +158,13 @@ pub const MODEL_NAMES: [(&str, ModelName, &str); 5] = [
 /// The model named on the command line: a built-in name ([`MODEL_NAMES`]) or the path of a
 /// Hugging Face `config.json` of Llama, DeepSeek-V3 or Qwen3.5 ([`crate::hf_config`]).
 pub fn model_by_name(name: &str) -> Result<PricedModel> {
-    model_with_batch(name, None)
+    model_with(name, None, None)
 }
 
-/// [`model_by_name`] with `batch` sequences per chip instead of the config's.
-pub fn model_with_batch(name: &str, batch: Option<i64>) -> Result<PricedModel> {
-    model_configured(name, None, batch)
+/// [`model_by_name`] with `batch` sequences per device and `layers` decoder layers instead
+/// of the config's (the model's own validation names a depth its stack cannot take).
+pub fn model_with(name: &str, batch: Option<i64>, layers: Option<usize>) -> Result<PricedModel> {
+    model_configured(name, None, batch, layers)
 }
 
 /// The config `--model name [--config spec]` names: a model name with its config loaded as
@@ -183,20 +196,28 @@ pub fn config_by_name(name: &str, config: Option<&str>) -> Result<ModelConfig> {
     )))
 }
 
-/// [`config_by_name`], with `batch` sequences per chip instead of the config's, priced.
+/// [`config_by_name`] with `batch` sequences per device and `layers` decoder layers instead
+/// of the config's, priced.
 pub fn model_configured(
     name: &str,
     config: Option<&str>,
     batch: Option<i64>,
+    layers: Option<usize>,
 ) -> Result<PricedModel> {
     if batch.is_some_and(|b| b < 1) {
         return Err(invalid("`--batch` must be at least 1"));
     }
-    let c = config_by_name(name, config)?;
-    priced(&match batch {
-        Some(b) => c.with_batch_per_device(b),
-        None => c,
-    })
+    if layers == Some(0) {
+        return Err(invalid("`--layers` must be at least 1"));
+    }
+    let mut c = config_by_name(name, config)?;
+    if let Some(b) = batch {
+        c = c.with_batch_per_device(b);
+    }
+    if let Some(l) = layers {
+        c = c.with_layers(l);
+    }
+    priced(&c)
 }
 
 /// The model of `config` as the cost model prices it.
@@ -244,23 +265,27 @@ pub fn run(args: &TimelineArgs) -> Result<Summary> {
         &args.model,
         args.config.as_deref(),
         args.batch.map(|b| b as i64),
+        args.layers,
     )?;
     let accounting = priced.accounting(args.ep)?;
-    let hw = Hardware::load(&args.hardware)?;
+    let chip = Hardware::load(&args.hardware)?;
+    let devices = args.chips * chip.devices_per_chip;
+    let hw = chip.per_device();
     let model = &priced.model;
+    let unroll = |o: PlanOptions| args.unroll.map_or(o, |u| o.with_unroll(u));
     let off = predict(
         model,
-        PlanOptions::baseline(),
+        unroll(PlanOptions::baseline()),
         &hw,
-        args.chips,
+        devices,
         &accounting,
         !hw.trains_in_f32,
     )?;
     let on = predict(
         model,
-        PlanOptions::prefetch_deferred(),
+        unroll(PlanOptions::prefetch_deferred()),
         &hw,
-        args.chips,
+        devices,
         &accounting,
         !hw.trains_in_f32,
     )?;
@@ -270,7 +295,7 @@ pub fn run(args: &TimelineArgs) -> Result<Summary> {
         ("forward", &off.forward, &on.forward),
         ("backward", &off.backward, &on.backward),
     ] {
-        let title = format!("{} on {} × {}: {pass}", args.model, args.chips, hw.name);
+        let title = format!("{} on {} × {}: {pass}", args.model, args.chips, chip.name);
         let doc = render(
             &title,
             &[
@@ -284,8 +309,10 @@ pub fn run(args: &TimelineArgs) -> Result<Summary> {
     }
     let schedule = json!({
         "model": args.model,
-        "hardware": hw.name,
+        "hardware": chip.name,
         "chips": args.chips,
+        "devices": devices,
+        "layers": priced.model.stack.len(),
         "ep": args.ep,
         "assumptions": ASSUMPTIONS,
         "off": prediction_json(&off),
@@ -403,6 +430,8 @@ mod tests {
             chips: 16,
             ep: None,
             batch: None,
+            layers: None,
+            unroll: None,
             reference: false,
             out,
         }
@@ -429,6 +458,43 @@ mod tests {
         let svg = std::fs::read_to_string(out.join("backward.svg")).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("RS dW3"));
         assert!(s.on.step_seconds() <= s.off.step_seconds());
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn a_benchmark_depth_replaces_the_configs() {
+        // DeepSeek-V3 keeps its 3 dense layers in front of the shallower stack.
+        let m = model_with("deepseek-v3-tiny", Some(2), Some(6))
+            .unwrap()
+            .model;
+        assert_eq!(m.stack.len(), 6);
+        assert_eq!(
+            model_by_name("deepseek-v3-tiny").unwrap().model.stack.len(),
+            8
+        );
+        // Qwen3.5's depth must be whole blocks of four, and says so.
+        let e = model_with("qwen3.5-35b-a3b", None, Some(6))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`Qwen35Config.layers` is 6"), "{e}");
+        let e = model_with("llama-tiny", None, Some(0))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`--layers`"), "{e}");
+    }
+
+    #[test]
+    fn a_tpu7x_chip_is_two_devices_on_the_mesh() {
+        let out = std::env::temp_dir().join(format!("stackscan-timeline-d-{}", std::process::id()));
+        let s = run(&args("llama-tiny", out.clone())).unwrap();
+        let json: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("schedule.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            (json["chips"].as_u64(), json["devices"].as_u64()),
+            (Some(16), Some(32))
+        );
+        assert!(s.on.step_seconds() > 0.0);
         std::fs::remove_dir_all(&out).unwrap();
     }
 

@@ -679,4 +679,5 @@ fn plan_predicts_the_step_time_under_its_options() {
     fails("timeline", &["--chips", "0"], 2, &["--chips"]);
     fails("timeline", &["--ep", "0"], 2, &["--ep"]);
     fails("timeline", &["--batch", "0"], 2, &["--batch"]);
+    fails("timeline", &["--layers", "0"], 2, &["--layers"]);
 }

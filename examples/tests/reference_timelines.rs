@@ -2,7 +2,8 @@
 //! --reference`: every timeline written must parse as one balanced SVG document whose bars
 //! are the ops the simulator replayed, the schedule JSON must agree with the prediction, and
 //! the model-specific ops must be there (the dense→MoE boundary of DeepSeek-V3, the token
-//! all_to_alls of EP = 4, the nested Qwen3.5 block's two kinds). Set
+//! all_to_alls of EP = 4, the nested Qwen3.5 block's two kinds), and the predicted reductions
+//! must stay where they are against the published ones (see `reference::SCENARIOS`). Set
 //! `STACKSCAN_TIMELINE_DIR` to keep the files for viewing.
 
 #![expect(
@@ -89,7 +90,8 @@ fn reference_timelines_parse_and_show_what_was_replayed() {
                 .iter()
                 .filter(|b| b.label().starts_with("A2A"))
                 .count();
-            assert_eq!(exchanges, if row.scenario.ep.is_some() { 58 } else { 0 });
+            // The recipe's 10 layers are 3 dense and 7 MoE.
+            assert_eq!(exchanges, if row.scenario.ep.is_some() { 7 } else { 0 });
             assert!(on.lane(Lane::Second).all(|b| b.start >= 0.0));
         }
         let json: serde_json::Value =
@@ -104,6 +106,61 @@ fn reference_timelines_parse_and_show_what_was_replayed() {
         // Prefetch hides communication in every configuration.
         assert!(row.change_percent() < 0.0, "{}", row.scenario.slug);
     }
+    // The recipe's mesh: 64 TPU7x chips are 128 devices; DeepSeek-V3 runs 10 layers.
+    for row in &rows {
+        assert_eq!((row.devices, row.batch), (128, 4), "{}", row.scenario.slug);
+        if row.scenario.model == "deepseek-v3" {
+            assert_eq!(row.layers, 10);
+        }
+    }
+    // The predictions against the published reductions, in points. Rows 1 and 4 are within
+    // ±5. EP = 4 is not (the reference's EP = 4 run cannot be the recipe's batch: the same
+    // mesh and batch is row 4, published −7.5 %), nor is Qwen3.5 quite (its GDN kernels'
+    // achieved rate on TPU7x is not known); both are held where they are, to notice a change.
+    let gap = |slug: &str| {
+        let r = rows.iter().find(|r| r.scenario.slug == slug).unwrap();
+        r.change_percent() - r.scenario.published.change_percent
+    };
+    for slug in ["deepseek-v3-fsdp", "deepseek-v3-64-remat"] {
+        assert!(gap(slug).abs() <= 5.0, "{slug}: {:+.1} points", gap(slug));
+    }
+    assert!(
+        (20.0..35.0).contains(&gap("deepseek-v3-ep4")),
+        "{}",
+        gap("deepseek-v3-ep4")
+    );
+    assert!(
+        (-10.0..-5.0).contains(&gap("qwen3.5-35b-a3b")),
+        "{}",
+        gap("qwen3.5-35b-a3b")
+    );
+    // Row 4's forward per layer: with prefetch on it fixed the profile's matrix efficiency;
+    // with prefetch off (the exposed gathers, not fitted) it must agree too, within 10 %.
+    let remat = rows
+        .iter()
+        .find(|r| r.scenario.slug == "deepseek-v3-64-remat")
+        .unwrap();
+    let ((off, on), _) = remat.per_layer_ms();
+    let (published_off, published_on) = remat.scenario.published.forward_layer_ms.unwrap();
+    assert!(
+        (off / published_off - 1.0).abs() < 0.1,
+        "forward off {off:.1} ms"
+    );
+    assert!(
+        (on / published_on - 1.0).abs() < 0.1,
+        "forward on {on:.1} ms"
+    );
+    // The MoE layers alone: 7 of the 10, each gathering more than a dense one.
+    assert_eq!(remat.layer_kinds.iter().filter(|k| *k == "M").count(), 7);
+    let ((moe_off, moe_on), _) = remat.kind_mean_ms("M").unwrap();
+    assert!(moe_off > off && moe_on > on, "{moe_off:.1} {moe_on:.1}");
+    assert!(remat.kind_mean_ms("no such kind").is_none());
+    // The table states every row's sources.
+    let table = stackscan_examples::reference::table(&rows);
+    assert!(
+        table.contains("57918a5") && table.contains("assumed"),
+        "{table}"
+    );
     // The Qwen3.5 stack is the nested block's 40 layers.
     let qwen = rows
         .iter()
