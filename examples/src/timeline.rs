@@ -256,19 +256,49 @@ pub fn qwen(c: &Qwen35Config) -> Result<PricedModel> {
     })
 }
 
+/// What `timeline`'s arguments name, loaded: every error here is the arguments' (a model,
+/// config or hardware profile that cannot be read or does not fit), found before anything is
+/// simulated.
+struct Loaded {
+    priced: PricedModel,
+    accounting: Vec<Accounting>,
+    chip: Hardware,
+}
+
+impl Loaded {
+    /// Loads the model, its config and the hardware profile `args` name.
+    fn new(args: &TimelineArgs) -> Result<Loaded> {
+        if args.chips == 0 {
+            return Err(invalid("`--chips` must be at least 1"));
+        }
+        let priced = model_configured(
+            &args.model,
+            args.config.as_deref(),
+            args.batch.map(|b| b as i64),
+            args.layers,
+        )?;
+        let accounting = priced.accounting(args.ep)?;
+        let chip = Hardware::load(&args.hardware)?;
+        Ok(Loaded {
+            priced,
+            accounting,
+            chip,
+        })
+    }
+}
+
 /// Runs `timeline`.
 pub fn run(args: &TimelineArgs) -> Result<Summary> {
-    if args.chips == 0 {
-        return Err(invalid("`--chips` must be at least 1"));
-    }
-    let priced = model_configured(
-        &args.model,
-        args.config.as_deref(),
-        args.batch.map(|b| b as i64),
-        args.layers,
-    )?;
-    let accounting = priced.accounting(args.ep)?;
-    let chip = Hardware::load(&args.hardware)?;
+    run_loaded(args, Loaded::new(args)?)
+}
+
+/// Runs `timeline` on what its arguments name.
+fn run_loaded(args: &TimelineArgs, loaded: Loaded) -> Result<Summary> {
+    let Loaded {
+        priced,
+        accounting,
+        chip,
+    } = loaded;
     let devices = args.chips * chip.devices_per_chip;
     let hw = chip.per_device();
     let model = &priced.model;
@@ -338,7 +368,8 @@ pub fn report(
         writeln!(out, "timelines under {}", args.out.display())?;
         return Ok(());
     }
-    let s = run(args)?;
+    let loaded = Loaded::new(args).map_err(|e| crate::cli::CliError::Usage(e.to_string()))?;
+    let s = run_loaded(args, loaded)?;
     let (off, on) = (s.off.step_seconds(), s.on.step_seconds());
     writeln!(
         out,

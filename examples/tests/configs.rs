@@ -89,16 +89,23 @@ fn every_command_that_takes_a_model_takes_one_config() {
         Some(8),
         "two blocks of four layers"
     );
+    // A config, model or profile that cannot be loaded is the arguments' fault: status 2.
+    fails(
+        "timeline",
+        &["--hardware", "no-such-profile"],
+        2,
+        &["no-such-profile"],
+    );
     fails(
         "timeline",
         &["--model", "llama-tiny", "--config", "tiny"],
-        1,
+        2,
         &["`--config tiny` needs `--model llama|deepseek3|qwen35`"],
     );
     fails(
         "timeline",
         &["--model", "qwen35", "--config", "extends.toml"],
-        1,
+        2,
         &["neither a built-in config (tiny, qwen35-35b-a3b)"],
     );
     std::fs::remove_dir_all(&dir).unwrap();
