@@ -381,8 +381,12 @@ mod tests {
         let h = Hardware::from_toml(include_str!("../hardware/cpu-example.toml")).unwrap();
         assert!(h.collectives_on_compute && h.trains_in_f32 && h.kernel_overhead_us > 0.0);
         assert!(h.copies_loop_carries && h.single_consumer_fusion);
-        // A copy reads and writes its bytes: 1.647 GB at 1.647 GB/s of traffic each way is 2 s.
-        assert!((h.carry_copy_seconds(1.647e9) - 2.0).abs() < 1e-12);
+        // A copy reads and writes its bytes: 8.525 GB at 8.525 GB/s of traffic each way is 2 s.
+        assert_eq!(h.memory_gb_per_s, 8.525);
+        assert!((h.carry_copy_seconds(8.525e9) - 2.0).abs() < 1e-12);
+        // The measured product rates by rows, 128 rows below the 512-square peak.
+        assert_eq!(h.matrix_side_tflops.len(), 5);
+        assert!(h.matrix_side_tflops[2][1] < h.matrix_tflops_f32);
         assert_eq!(h.sim_options(), SimOptions::serial());
         // The accelerators overlap and train in bf16.
         let t = Hardware::load("tpu7x").unwrap();
