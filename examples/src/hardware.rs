@@ -58,6 +58,24 @@ pub struct Hardware {
     /// a mesh over N chips has 2N devices ([`Hardware::per_device`]).
     #[serde(default = "one")]
     pub devices_per_chip: usize,
+    /// Whether the compiler fuses a producer only into its one reader and never into a
+    /// reduction, so values two fusions read and reductions' inputs go through memory
+    /// ([`stackscan::cost::fusion::Rule::SingleConsumer`]); absent means false (the
+    /// accelerator compilers' multi-output and input fusion). XLA's CPU compiler does: its
+    /// optimized HLO of the Adam update writes out both moments, the new weights and each
+    /// finiteness mask, about 124 bytes an f32 weight where one fused pass moves 28.
+    #[serde(default)]
+    pub single_consumer_fusion: bool,
+    /// Measured matrix-product rates by the product's smaller output side `min(M, N)`,
+    /// `[side, TFLOP/s]` with sides increasing; absent means every product runs at the peak.
+    /// On a CPU a product of 128 rows reaches about two thirds of a 512-square one's rate
+    /// (its blocked kernel's panels are short, its threads' shares small), and a transformer
+    /// layer's forward at a small batch is made of such products. Each product is priced at the rate
+    /// interpolated in log₂ side at the lower edge of its side's bucket
+    /// ([`stackscan::cost::side_bucket`]), relative to `matrix_tflops_f32`, clamped to the
+    /// table's ends.
+    #[serde(default)]
+    pub matrix_side_tflops: Vec<[f64; 2]>,
 }
 
 fn one() -> usize {
@@ -106,6 +124,21 @@ impl Hardware {
                 "hardware",
                 format!(
                     "profile `{}`: `devices_per_chip` must be at least 1",
+                    h.name
+                ),
+            ));
+        }
+        let sides_ok = h
+            .matrix_side_tflops
+            .iter()
+            .all(|&[side, r]| side >= 1.0 && side.is_finite() && r > 0.0 && r.is_finite())
+            && h.matrix_side_tflops.windows(2).all(|w| w[0][0] < w[1][0]);
+        if !sides_ok {
+            return Err(invalid(
+                "hardware",
+                format!(
+                    "profile `{}`: `matrix_side_tflops` must list `[side, TFLOP/s]` pairs with \
+                     sides ≥ 1 increasing and rates positive",
                     h.name
                 ),
             ));
@@ -160,6 +193,11 @@ impl Hardware {
             memory_gb_per_s: self.memory_gb_per_s / n,
             fsdp_lane_gb_per_s: self.fsdp_lane_gb_per_s / n,
             second_lane_gb_per_s: self.second_lane_gb_per_s / n,
+            matrix_side_tflops: self
+                .matrix_side_tflops
+                .iter()
+                .map(|&[side, rate]| [side, rate / n])
+                .collect(),
             devices_per_chip: 1,
             ..self.clone()
         }
@@ -172,6 +210,8 @@ impl Hardware {
     /// larger of its FLOP time and its fused traffic time. With `as_bf16`, f32 products run at
     /// the bf16 rate and f32 traffic is halved: the mixed-precision training the reference
     /// measures, for models declared in f32. Each kernel launched adds `kernel_overhead_us`.
+    /// Traffic and kernels are counted under the fusion rule the profile's compiler follows
+    /// ([`Hardware::single_consumer_fusion`]).
     pub fn compute_seconds(&self, c: &Cost, as_bf16: bool) -> f64 {
         let tera = 1e12 * self.matrix_efficiency;
         let (bf16, f32) = (
@@ -184,13 +224,54 @@ impl Hardware {
         } else {
             bf16 / (self.matrix_tflops_bf16 * tera) + f32 / (self.matrix_tflops_f32 * tera)
         } + other / (self.matrix_tflops_f32 * tera);
+        let matrix = matrix * self.small_product_slowdown(c);
         let bandwidth = self.memory_gb_per_s * 1e9;
         let dot_traffic = scaled_bytes(c.dot_bytes.iter(), as_bf16) / bandwidth;
-        let memory = scaled_bytes(c.hbm_bytes.iter(), as_bf16) / bandwidth;
+        let (hbm, kernels) = if self.single_consumer_fusion {
+            (c.single_consumer_hbm_bytes, c.single_consumer_kernels)
+        } else {
+            (c.hbm_bytes, c.kernels)
+        };
+        let memory = scaled_bytes(hbm.iter(), as_bf16) / bandwidth;
         let vector = c.vector_flops.total() as f64 / (self.vector_tflops * 1e12);
         matrix.max(dot_traffic)
             + memory.max(vector)
-            + c.kernels as f64 * self.kernel_overhead_us * 1e-6
+            + kernels as f64 * self.kernel_overhead_us * 1e-6
+    }
+
+    /// How much longer `c`'s products take than at the peak rate: their FLOPs weighted by
+    /// the peak over each one's rate at its smaller output side ([`Hardware::matrix_side_tflops`]);
+    /// 1 without a table or without products.
+    pub fn small_product_slowdown(&self, c: &Cost) -> f64 {
+        let total: f64 = c.matrix_flops_by_side.iter().map(|&f| f as f64).sum();
+        if self.matrix_side_tflops.is_empty() || total == 0.0 {
+            return 1.0;
+        }
+        let weighted: f64 = c
+            .matrix_flops_by_side
+            .iter()
+            .enumerate()
+            .filter(|&(_, &f)| f > 0)
+            .map(|(b, &f)| f as f64 * self.matrix_tflops_f32 / self.side_tflops((b as f64).exp2()))
+            .sum();
+        weighted / total
+    }
+
+    /// The product rate at smaller output side `side`, TFLOP/s: the table interpolated linearly in
+    /// log₂ side, its end values beyond its ends. Call only with a nonempty table.
+    fn side_tflops(&self, side: f64) -> f64 {
+        let t = &self.matrix_side_tflops;
+        let (first, last) = (t[0], t[t.len() - 1]);
+        if side <= first[0] {
+            return first[1];
+        }
+        if side >= last[0] {
+            return last[1];
+        }
+        let hi = t.iter().position(|p| p[0] >= side).unwrap_or(t.len() - 1);
+        let ([s0, r0], [s1, r1]) = (t[hi - 1], t[hi]);
+        let x = (side.log2() - s0.log2()) / (s1.log2() - s0.log2());
+        r0 + x * (r1 - r0)
     }
 
     /// Seconds to copy a loop-carried buffer of `bytes` into the next trip (read once, written
@@ -367,9 +448,13 @@ mod tests {
     fn the_measured_cpu_example_parses_as_a_serial_f32_profile() {
         let h = Hardware::from_toml(include_str!("../hardware/cpu-example.toml")).unwrap();
         assert!(h.collectives_on_compute && h.trains_in_f32 && h.kernel_overhead_us > 0.0);
-        assert!(h.copies_loop_carries);
-        // A copy reads and writes its bytes: 1.647 GB at 1.647 GB/s of traffic each way is 2 s.
-        assert!((h.carry_copy_seconds(1.647e9) - 2.0).abs() < 1e-12);
+        assert!(h.copies_loop_carries && h.single_consumer_fusion);
+        // A copy reads and writes its bytes: 8.525 GB at 8.525 GB/s of traffic each way is 2 s.
+        assert_eq!(h.memory_gb_per_s, 8.525);
+        assert!((h.carry_copy_seconds(8.525e9) - 2.0).abs() < 1e-12);
+        // The measured product rates by rows, 128 rows below the 512-square peak.
+        assert_eq!(h.matrix_side_tflops.len(), 5);
+        assert!(h.matrix_side_tflops[2][1] < h.matrix_tflops_f32);
         assert_eq!(h.sim_options(), SimOptions::serial());
         // The accelerators overlap and train in bf16.
         let t = Hardware::load("tpu7x").unwrap();
@@ -394,5 +479,54 @@ mod tests {
         // The unfused counts are not what is priced.
         c.bytes_read = PerDType::one(DType::BF16, u64::MAX / 4);
         assert!((h.compute_seconds(&c, false) - 3e-3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn products_are_priced_at_the_rate_of_their_side() {
+        let text = BUILT_IN[0].1.replace(
+            "matrix_efficiency",
+            "matrix_side_tflops = [[128.0, 0.02], [512.0, 0.04]]\nmatrix_efficiency",
+        );
+        let mut h = Hardware::from_toml(&text).unwrap();
+        h.matrix_tflops_f32 = 0.04;
+        let mut c = Cost::default();
+        // Side 128 runs at half the peak; 512 at the peak: (2 + 1) / 2.
+        c.matrix_flops_by_side[7] = 1_000_000_000;
+        c.matrix_flops_by_side[9] = 1_000_000_000;
+        assert!((h.small_product_slowdown(&c) - 1.5).abs() < 1e-12);
+        // Side 256 is halfway in log₂ side: 0.03, so 0.04 / 0.03.
+        let mut c = Cost::default();
+        c.matrix_flops_by_side[8] = 5;
+        assert!((h.small_product_slowdown(&c) - 4.0 / 3.0).abs() < 1e-12);
+        // Below the table, its first rate.
+        c.matrix_flops_by_side[8] = 0;
+        c.matrix_flops_by_side[3] = 5;
+        assert!((h.small_product_slowdown(&c) - 2.0).abs() < 1e-12);
+        // Without a table or without products, no slowdown.
+        assert_eq!(h.small_product_slowdown(&Cost::default()), 1.0);
+        assert_eq!(
+            Hardware::load("tpu7x").unwrap().small_product_slowdown(&c),
+            1.0
+        );
+        // A table out of order is named.
+        let bad = BUILT_IN[0].1.replace(
+            "matrix_efficiency",
+            "matrix_side_tflops = [[512.0, 0.04], [128.0, 0.02]]\nmatrix_efficiency",
+        );
+        let e = Hardware::from_toml(&bad).unwrap_err().to_string();
+        assert!(e.contains("`matrix_side_tflops`"), "{e}");
+    }
+
+    #[test]
+    fn a_single_consumer_profile_prices_the_single_consumer_traffic() {
+        let mut h = Hardware::from_toml(include_str!("../hardware/cpu-example.toml")).unwrap();
+        h.kernel_overhead_us = 0.0;
+        let mut c = Cost::default();
+        c.hbm_bytes = PerDType::one(DType::F32, 1_000_000_000);
+        c.single_consumer_hbm_bytes = PerDType::one(DType::F32, 3_000_000_000);
+        let bw = h.memory_gb_per_s * 1e9;
+        assert!((h.compute_seconds(&c, false) - 3e9 / bw).abs() < 1e-9);
+        h.single_consumer_fusion = false;
+        assert!((h.compute_seconds(&c, false) - 1e9 / bw).abs() < 1e-9);
     }
 }

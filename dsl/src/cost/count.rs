@@ -82,6 +82,15 @@ impl Mul<u64> for PerDType {
     }
 }
 
+/// Buckets of [`Cost::matrix_flops_by_side`]: sides 1, 2–3, 4–7, …, 2¹⁵ and above.
+pub const SIDE_BUCKETS: usize = 16;
+
+/// The bucket of a product whose smaller output side is `side`: `⌊log₂ side⌋`, the last bucket
+/// holding every larger side (a zero side counts as one).
+pub fn side_bucket(side: u64) -> usize {
+    (side.max(1).ilog2() as usize).min(SIDE_BUCKETS - 1)
+}
+
 /// The kinds of collective, each with its own bytes-moved formula and, on a pod, possibly
 /// its own lane (FSDP gathers on one core, token exchanges on another).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -111,6 +120,11 @@ impl Collective {
 pub struct Cost {
     /// FLOPs of `dot_general` and `triangular_solve`, by the left operand's element type.
     pub matrix_flops: PerDType,
+    /// [`Cost::matrix_flops`] over all element types, by the product's smaller output side
+    /// (`min(M, N)`, batch and contraction left out; a triangular solve's `n`) in
+    /// [`side_bucket`]'s buckets: a CPU runs a product of 128 rows well below the rate of a
+    /// 512-square one, so a profile may price each bucket at its own measured rate.
+    pub matrix_flops_by_side: [u64; SIDE_BUCKETS],
     /// FLOPs of elementwise ops and reductions.
     pub vector_flops: PerDType,
     /// Bytes read by memory-bound ops.
@@ -124,6 +138,12 @@ pub struct Cost {
     pub dot_bytes: PerDType,
     /// Kernels launched after fusion (see [`fusion`](super::fusion)).
     pub kernels: u64,
+    /// [`Cost::hbm_bytes`] under the single-consumer fusion rule of XLA's CPU compiler
+    /// ([`fusion::Rule::SingleConsumer`](super::fusion::Rule::SingleConsumer)): values read
+    /// by two fusions, and the inputs of reductions, are written out and read back.
+    pub single_consumer_hbm_bytes: PerDType,
+    /// [`Cost::kernels`] under the single-consumer fusion rule.
+    pub single_consumer_kernels: u64,
     /// Bytes each device sends, per kind of collective in [`Collective::ALL`]'s order.
     pub(super) collective_bytes: [PerDType; Collective::ALL.len()],
     /// `while` loops run whose bodies are not counted, their trip count being unknown.
@@ -160,12 +180,21 @@ impl Add for Cost {
 impl AddAssign for Cost {
     fn add_assign(&mut self, rhs: Cost) {
         self.matrix_flops += rhs.matrix_flops;
+        for (a, b) in self
+            .matrix_flops_by_side
+            .iter_mut()
+            .zip(rhs.matrix_flops_by_side)
+        {
+            *a = a.saturating_add(b);
+        }
         self.vector_flops += rhs.vector_flops;
         self.bytes_read += rhs.bytes_read;
         self.bytes_written += rhs.bytes_written;
         self.hbm_bytes += rhs.hbm_bytes;
         self.dot_bytes += rhs.dot_bytes;
         self.kernels += rhs.kernels;
+        self.single_consumer_hbm_bytes += rhs.single_consumer_hbm_bytes;
+        self.single_consumer_kernels += rhs.single_consumer_kernels;
         for (a, b) in self.collective_bytes.iter_mut().zip(rhs.collective_bytes) {
             *a += b;
         }
@@ -186,12 +215,15 @@ impl Mul<u64> for Cost {
     fn mul(self, trips: u64) -> Cost {
         Cost {
             matrix_flops: self.matrix_flops * trips,
+            matrix_flops_by_side: self.matrix_flops_by_side.map(|f| f.saturating_mul(trips)),
             vector_flops: self.vector_flops * trips,
             bytes_read: self.bytes_read * trips,
             bytes_written: self.bytes_written * trips,
             hbm_bytes: self.hbm_bytes * trips,
             dot_bytes: self.dot_bytes * trips,
             kernels: self.kernels.saturating_mul(trips),
+            single_consumer_hbm_bytes: self.single_consumer_hbm_bytes * trips,
+            single_consumer_kernels: self.single_consumer_kernels.saturating_mul(trips),
             collective_bytes: self.collective_bytes.map(|p| p * trips),
             unknown_trip_loops: self.unknown_trip_loops.saturating_mul(trips),
         }

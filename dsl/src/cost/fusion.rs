@@ -27,6 +27,15 @@
 //! ([`Cost::kernels`](super::Cost::kernels)): on a CPU, where each launch is a dispatch to a
 //! thread pool, a fixed cost per kernel is a large part of a small layer's time.
 //!
+//! **The single-consumer rule** ([`Rule::SingleConsumer`]) is XLA's CPU compiler's, read from
+//! its optimized HLO of the Adam update: a fusible producer joins its consumer's fusion only
+//! when that consumer is its one reader (a value two fusions read is written once and read by
+//! each, never recomputed), and a reduction fuses no producer (its input is written out and
+//! read back: the CPU compiler rewrites large reductions into trees of `reduce-window`s that
+//! take a materialised operand). Constants, `iota` and broadcasts are the exception under
+//! both rules: every consumer recomputes them, reading what the broadcast reads. Fusions are
+//! then trees, so none can reach itself through a boundary op.
+//!
 //! Traffic of matrix products (their operands and results) is kept apart, in
 //! [`Cost::dot_bytes`](super::Cost::dot_bytes), so a hardware model can bound the products by
 //! the larger of their FLOP time and their traffic time (a roofline) and the rest by theirs.
@@ -78,6 +87,26 @@ fn class(op: &Op) -> Class {
     }
 }
 
+/// Which producers a fusion takes in; see the [module docs](self).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// Every fusible producer, whatever else reads it; reductions take their inputs' chains
+    /// (XLA's accelerator compilers, with multi-output and input fusion).
+    Shared,
+    /// A fusible producer only when it has one reader, and none into a reduction (XLA's CPU
+    /// compiler).
+    SingleConsumer,
+}
+
+/// Ops every consumer recomputes rather than reads: they make their value from nothing or
+/// from a smaller one.
+fn duplicated(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Constant(_) | Op::Iota { .. } | Op::BroadcastInDim { .. }
+    )
+}
+
 /// What one level of `f` moves and launches after fusion (loop bodies are costed by the
 /// caller).
 pub(super) struct Fused {
@@ -90,9 +119,9 @@ pub(super) struct Fused {
     pub kernels: u64,
 }
 
-/// Fusion-aware traffic and kernel count of one level of `f`. `live[i]` says whether node `i`
-/// runs.
-pub(super) fn traffic(f: &Function, live: &[bool]) -> Fused {
+/// Fusion-aware traffic and kernel count of one level of `f` under `rule`. `live[i]` says
+/// whether node `i` runs.
+pub(super) fn traffic(f: &Function, live: &[bool], rule: Rule) -> Fused {
     let bytes = |v: ValueId| {
         f.values.get(v).map_or(PerDType::default(), |t| {
             PerDType::one(t.dtype, t.size_in_bytes() as u64)
@@ -104,11 +133,14 @@ pub(super) fn traffic(f: &Function, live: &[bool]) -> Fused {
     // The node producing each (root) value.
     let mut producer: HashMap<ValueId, usize> = HashMap::new();
     let mut groups = UnionFind::new(f.nodes.len());
+    let readers = readers(f, live);
+    let single = rule == Rule::SingleConsumer;
     for (i, node) in f.nodes.iter().enumerate() {
         if !live[i] {
             continue;
         }
-        match class(&node.op) {
+        let c = class(&node.op);
+        match c {
             Class::Alias => {
                 for (r, o) in node.results.iter().zip(&node.operands) {
                     let src = root(&alias, *o);
@@ -122,7 +154,14 @@ pub(super) fn traffic(f: &Function, live: &[bool]) -> Fused {
                     if let Some(&p) = producer.get(&o)
                         && class(&f.nodes[p].op) == Class::Fusible
                     {
-                        groups.union(i, p);
+                        let recomputed = duplicated(&f.nodes[p].op);
+                        let joins = !single
+                            || (!recomputed
+                                && c == Class::Fusible
+                                && readers.get(&o).copied().unwrap_or(0) == 1);
+                        if joins {
+                            groups.union(i, p);
+                        }
                     }
                 }
             }
@@ -146,7 +185,9 @@ pub(super) fn traffic(f: &Function, live: &[bool]) -> Fused {
             continue;
         }
         let c = class(&node.op);
-        if c == Class::Alias {
+        if c == Class::Alias || (single && duplicated(&node.op)) {
+            // Under the single-consumer rule a recomputed op is no kernel of its own: each
+            // consumer reads what it reads (below).
             continue;
         }
         let unit = if c == Class::Boundary {
@@ -166,8 +207,28 @@ pub(super) fn traffic(f: &Function, live: &[bool]) -> Fused {
         if launches {
             units.insert(unit);
         }
-        for (k, &o) in node.operands.iter().enumerate() {
-            let o = root(&alias, o);
+        // Under the single-consumer rule, a recomputed producer's operands are read in its
+        // place.
+        let mut operands: Vec<(usize, ValueId)> = Vec::new();
+        let mut pending: Vec<(usize, ValueId)> = node
+            .operands
+            .iter()
+            .enumerate()
+            .map(|(k, &o)| (k, root(&alias, o)))
+            .collect();
+        while let Some((k, o)) = pending.pop() {
+            match producer.get(&o) {
+                // Recomputed all the way down: a broadcast of a constant reads nothing.
+                Some(&p) if single && duplicated(&f.nodes[p].op) => pending.extend(
+                    f.nodes[p]
+                        .operands
+                        .iter()
+                        .map(|&q| (usize::MAX, root(&alias, q))),
+                ),
+                _ => operands.push((k, o)),
+            }
+        }
+        for (k, o) in operands {
             // Only a fusible producer shares its fusion: a reduction's result is always
             // written out, even when a consumer is fused with the reduction's own inputs.
             let same_unit = c != Class::Boundary
@@ -254,6 +315,36 @@ pub(super) fn traffic(f: &Function, live: &[bool]) -> Fused {
         dots,
         kernels: units.len() as u64,
     }
+}
+
+/// How many live nodes (aliases seen through) read each value, a function result counting as
+/// one more reader.
+fn readers(f: &Function, live: &[bool]) -> HashMap<ValueId, usize> {
+    let mut alias: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut count: HashMap<ValueId, usize> = HashMap::new();
+    for (i, node) in f.nodes.iter().enumerate() {
+        if !live[i] {
+            continue;
+        }
+        let root = |alias: &HashMap<ValueId, ValueId>, v: ValueId| *alias.get(&v).unwrap_or(&v);
+        if class(&node.op) == Class::Alias {
+            for (r, o) in node.results.iter().zip(&node.operands) {
+                let src = root(&alias, *o);
+                alias.insert(*r, src);
+            }
+            continue;
+        }
+        let mut seen: Vec<ValueId> = node.operands.iter().map(|&o| root(&alias, o)).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for o in seen {
+            *count.entry(o).or_default() += 1;
+        }
+    }
+    for &r in &f.results {
+        *count.entry(*alias.get(&r).unwrap_or(&r)).or_default() += 1;
+    }
+    count
 }
 
 /// Disjoint sets of node indices, with path halving.

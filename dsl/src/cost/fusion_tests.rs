@@ -78,3 +78,44 @@ fn a_scan_moves_its_bodys_traffic_once_per_step() {
     // One fusion a step.
     assert_eq!(c.kernels, 5);
 }
+
+#[test]
+fn the_single_consumer_rule_writes_out_shared_values_and_reduction_inputs() {
+    let s = Scope::new("f");
+    let x = s.param(f32(&[4, 8])); // 128 B
+    let a = x.exp().unwrap(); // read by two ops
+    let b = a.scale(2.0).unwrap(); // 128 B result
+    let r = a.sum(&[1]).unwrap(); // [4]: 16 B
+    // x² has one reader, a reduction.
+    let q = x.square().unwrap().sum(&[1]).unwrap(); // 16 B
+    let c = of(&s.finish(&[b, r, q]).unwrap()).unwrap();
+    // Shared: exp, a·2 and the sum of a in one fusion reading x and writing b and r
+    // (128 + 128 + 16); x² fused into its sum, reading x and writing q (128 + 16): 416 B in
+    // two kernels.
+    assert_eq!(c.hbm_bytes.get(DType::F32), 416);
+    assert_eq!(c.kernels, 2);
+    // Single consumer: exp reads x, writes a (128 + 128); a·2 reads a, writes b (128 + 128);
+    // the sum of a reads a, writes r (128 + 16); x² reads x, writes it (128 + 128); its sum
+    // reads it, writes q (128 + 16): 656 + 400 = 1056 B in five kernels. The scale's constant is
+    // recomputed where it is used and reads nothing.
+    assert_eq!(c.single_consumer_hbm_bytes.get(DType::F32), 1056);
+    assert_eq!(c.single_consumer_kernels, 5);
+}
+
+#[test]
+fn under_the_single_consumer_rule_a_sole_reader_still_fuses_its_chain() {
+    let s = Scope::new("f");
+    let x = s.param(f32(&[4, 8])); // 128 B
+    let y = x
+        .exp()
+        .unwrap()
+        .scale(2.0)
+        .unwrap()
+        .add_scalar(1.0)
+        .unwrap();
+    let c = of(&s.finish(&[y]).unwrap()).unwrap();
+    // One fusion under both rules: read x, write y.
+    assert_eq!(c.hbm_bytes.get(DType::F32), 256);
+    assert_eq!(c.single_consumer_hbm_bytes.get(DType::F32), 256);
+    assert_eq!((c.kernels, c.single_consumer_kernels), (1, 1));
+}

@@ -57,7 +57,7 @@ pub mod fusion;
 mod layers;
 mod walk;
 
-pub use count::{Collective, Cost, PerDType};
+pub use count::{Collective, Cost, PerDType, SIDE_BUCKETS, side_bucket};
 pub use exchange::{Exchange, ExpertParallel, token_exchange};
 pub use layers::{LayerCost, layer_costs};
 pub use walk::{Accounting, ActiveExperts, of, of_with};

@@ -187,3 +187,37 @@ fn costs_add_and_sum_fieldwise() {
     assert_eq!((one + one).bytes_written.get(DType::F32), 48);
     assert_eq!(three, one * 3);
 }
+
+#[test]
+fn products_are_bucketed_by_their_smaller_output_side() {
+    use crate::builder::Scope;
+    let t = |d: &[i64]| crate::types::TensorType::new(crate::dtype::DType::F32, d);
+    let s = Scope::new("f");
+    // Tokens [2, 64] (M = 128) times a [256, 896] weight: min(M, N) = 128, bucket 7.
+    let x = s.param(t(&[2, 64, 256]));
+    let w = s.param(t(&[256, 896]));
+    let y = x.matmul(&w).unwrap();
+    // 16 batched [64, 32]·[32, 64] products: min(M, N) = 64 (K = 32 does not count), bucket 6.
+    let q = s.param(t(&[16, 64, 32]));
+    let k = s.param(t(&[16, 32, 64]));
+    let z = q.matmul(&k).unwrap();
+    let c = super::of(&s.finish(&[y, z]).unwrap()).unwrap();
+    let mut expected = [0u64; super::SIDE_BUCKETS];
+    expected[7] = 2 * 128 * 256 * 896;
+    expected[6] = 2 * 16 * 64 * 32 * 64;
+    assert_eq!(c.matrix_flops_by_side, expected);
+    assert_eq!(
+        c.matrix_flops_by_side.iter().sum::<u64>(),
+        c.matrix_flops.total()
+    );
+    assert_eq!((c * 3).matrix_flops_by_side[7], 3 * expected[7]);
+    assert_eq!(
+        (
+            super::side_bucket(0),
+            super::side_bucket(1),
+            super::side_bucket(127)
+        ),
+        (0, 0, 6)
+    );
+    assert_eq!(super::side_bucket(u64::MAX), super::SIDE_BUCKETS - 1);
+}

@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use crate::ir::{DotDims, Function, Node, Op};
 use crate::types::TensorType;
 
-use super::count::{Collective, Cost, PerDType};
+use super::count::{Collective, Cost, PerDType, SIDE_BUCKETS, side_bucket};
 use super::fusion;
 
 /// The marker XLA reads to keep a single-trip loop; the one `while` whose trip count we know.
@@ -50,10 +50,14 @@ pub fn of_with(f: &Function, accounting: &Accounting) -> Result<Cost> {
         .filter(|&(_, &live)| live)
         .map(|(n, _)| node_cost(f, n, accounting))
         .sum::<Result<Cost>>()?;
-    let fused = fusion::traffic(f, &live);
+    let fused = fusion::traffic(f, &live, fusion::Rule::Shared);
     cost.hbm_bytes += fused.other;
     cost.dot_bytes += fused.dots;
     cost.kernels += fused.kernels;
+    // Products are boundaries under both rules, so their traffic is the same.
+    let single = fusion::traffic(f, &live, fusion::Rule::SingleConsumer);
+    cost.single_consumer_hbm_bytes += single.other;
+    cost.single_consumer_kernels += single.kernels;
     Ok(cost)
 }
 
@@ -149,16 +153,22 @@ fn node_cost(f: &Function, node: &Node, accounting: &Accounting) -> Result<Cost>
                         (u128::from(flops) * u128::from(e.active) / u128::from(e.experts)) as u64;
                 }
             }
+            let mut by_side = [0; SIDE_BUCKETS];
+            by_side[side_bucket(dot_side(lhs, rhs, dims))] = flops;
             return Ok(Cost {
                 matrix_flops: PerDType::one(lhs.dtype, flops),
+                matrix_flops_by_side: by_side,
                 ..Cost::default()
             });
         }
         Op::TriangularSolve(_) => {
             let (a, b) = (operand(0)?, operand(1)?);
             let n = a.dims.last().map_or(0, |&d| d.max(0) as u64);
+            let mut by_side = [0; SIDE_BUCKETS];
+            by_side[side_bucket(n)] = n * elements(b);
             return Ok(Cost {
                 matrix_flops: PerDType::one(a.dtype, n * elements(b)),
+                matrix_flops_by_side: by_side,
                 ..Cost::default()
             });
         }
@@ -225,6 +235,23 @@ fn node_cost(f: &Function, node: &Node, accounting: &Accounting) -> Result<Cost>
         bytes_written: moved(&results),
         ..Cost::default()
     })
+}
+
+/// The smaller of a product's output sides `M` and `N` (batch and contraction left out): on a
+/// CPU a product with few rows (a layer's tokens at a small batch) fills its blocked kernel's
+/// panels poorly and runs well below the rate of a square one, while a short contraction
+/// (a weight gradient's `K` of tokens) costs little. Call only after [`dot_flops`] has
+/// checked the dimension numbers.
+fn dot_side(lhs: &TensorType, rhs: &TensorType, dims: &DotDims) -> u64 {
+    let free = |t: &TensorType, batch: &[usize], contract: &[usize]| -> u64 {
+        (0..t.rank())
+            .filter(|d| !batch.contains(d) && !contract.contains(d))
+            .map(|d| t.dims[d].max(0) as u64)
+            .product()
+    };
+    let m = free(lhs, &dims.lhs_batch, &dims.lhs_contract);
+    let n = free(rhs, &dims.rhs_batch, &dims.rhs_contract);
+    m.min(n)
 }
 
 /// `2·B·M·N·K`: the left operand holds `B·M·K` elements, and `N` is what the right operand

@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use stackscan::fsdp::Adam;
+use stackscan::fsdp::{Adam, StackModel};
 use stackscan::plan::PlanOptions;
 use stackscan::{Axis, DType, Program, Scope, Sharding, TensorType};
 use stackscan_runtime::train::{HostInput, Trainer};
@@ -26,10 +26,13 @@ mod pieces;
 pub use pieces::{Piece, pieces};
 
 /// Rates measured per device, with every device running.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Rates {
     /// f32 matrix product, GFLOP/s.
     pub matmul_gflops: f64,
+    /// f32 matrix products by rows, `(rows, GFLOP/s)`: `[rows, 512]·[512, 512]` for each of
+    /// [`SIDES`], the last the 512-square product above.
+    pub matmul_side_gflops: Vec<(i64, f64)>,
     /// Streaming elementwise traffic (read plus write), GB/s.
     pub copy_gb_per_s: f64,
     /// Elementwise FLOPs on cache-resident data, GFLOP/s.
@@ -42,8 +45,10 @@ pub struct Rates {
     pub kernel_overhead_us: f64,
 }
 
-/// Median of `repeats` runs (after one warm-up) of `f` with one argument list per device,
-/// each argument shaped as `arg_dims` says.
+/// The fastest of `repeats` runs (after one warm-up) of `f` with one argument list per
+/// device, each argument shaped as `arg_dims` says. The fastest, not the median: other work
+/// on a shared machine only ever adds time, so the fastest run is the closest to the rate
+/// the machine itself has, and the one that moves least from one calibration to the next.
 fn time(
     client: &Client,
     mesh: &Mesh,
@@ -58,12 +63,13 @@ fn time(
     };
     let params = vec![Sharding::Dim(0); f.params.len()];
     let results = vec![Sharding::Dim(0); f.results.len()];
-    time_program(
+    let times = run_times(
         client,
         mesh,
         &Program::on_mesh(f, axis, params, results)?,
         repeats,
-    )
+    )?;
+    Ok(times[0])
 }
 
 /// Median of `repeats` runs (after one warm-up) of `program` on every device of `mesh`, its
@@ -75,6 +81,12 @@ pub fn time_program(
     program: &Program,
     repeats: usize,
 ) -> Result<f64> {
+    let times = run_times(client, mesh, program, repeats)?;
+    Ok(times[times.len() / 2])
+}
+
+/// The times of `repeats` runs (at least one) of `program` after one warm-up, sorted.
+fn run_times(client: &Client, mesh: &Mesh, program: &Program, repeats: usize) -> Result<Vec<f64>> {
     let exe = client.compile_program(program, mesh)?;
     let types = program.main().param_types();
     let args: Vec<Vec<Buffer>> = client
@@ -114,14 +126,19 @@ pub fn time_program(
         }
     }
     times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
+    Ok(times)
 }
 
 fn f32(dims: &[i64]) -> TensorType {
     TensorType::new(DType::F32, dims)
 }
 
-/// Measures the rates on `mesh` (every device of it running), each the median of `repeats`.
+/// The row counts of the products whose rates the profile's `matrix_side_tflops` lists: from
+/// a layer's tokens at the smallest batches to the width where the rate stops rising.
+pub const SIDES: [i64; 5] = [32, 64, 128, 256, 512];
+
+/// Measures the rates on `mesh` (every device of it running), each from the fastest of
+/// `repeats` runs.
 pub fn measure(client: &Client, mesh: &Mesh, repeats: usize) -> Result<Rates> {
     let n = mesh.size() as f64;
     // A 512³ product: 2·512³ FLOPs a device.
@@ -131,6 +148,26 @@ pub fn measure(client: &Client, mesh: &Mesh, repeats: usize) -> Result<Rates> {
     let y = x.matmul(&w)?;
     let t = time(client, mesh, s.finish(&[y])?, &[&[m, m], &[m, m]], repeats)?;
     let matmul_gflops = 2.0 * (m * m * m) as f64 / t / 1e9;
+    // Products of fewer rows against the same 512-square right operand: a layer's tokens
+    // times its weights.
+    let mut matmul_side_gflops = Vec::new();
+    for side in SIDES {
+        if side == m {
+            matmul_side_gflops.push((side, matmul_gflops));
+            continue;
+        }
+        let s = Scope::new("matmul_rows");
+        let (x, w) = (s.param(f32(&[side, m])), s.param(f32(&[m, m])));
+        let y = x.matmul(&w)?;
+        let t = time(
+            client,
+            mesh,
+            s.finish(&[y])?,
+            &[&[side, m], &[m, m]],
+            repeats,
+        )?;
+        matmul_side_gflops.push((side, 2.0 * (side * m * m) as f64 / t / 1e9));
+    }
     // y = 2x + 1 over 4 Mi elements (16 MiB): one fused pass reading and writing 32 MiB.
     let big = 4i64 << 20;
     let s = Scope::new("copy");
@@ -172,6 +209,7 @@ pub fn measure(client: &Client, mesh: &Mesh, repeats: usize) -> Result<Rates> {
     let gather_gb_per_s = (n - 1.0).max(1.0) * 4.0 * shard as f64 / (t - latency).max(1e-9) / 1e9;
     Ok(Rates {
         matmul_gflops,
+        matmul_side_gflops,
         copy_gb_per_s,
         vector_gflops,
         gather_gb_per_s,
@@ -185,7 +223,7 @@ impl Rates {
     pub fn profile_toml(&self, devices: usize) -> String {
         format!(
             "# This machine's CPU, one of {devices} virtual devices sharing its cores, measured by \
-             `calibrate` (every figure the median of runs with all {devices} devices busy).\n\
+             `calibrate` (every figure from the fastest of several runs with all {devices} devices busy).\n\
              name = \"CPU ({devices} virtual devices)\"\n\
              # A 512x512x512 f32 product.\n\
              matrix_tflops_bf16 = {:.6}\n\
@@ -201,6 +239,8 @@ impl Rates {
              # An all-gather of 4 bytes a device.\n\
              collective_latency_us = {:.1}\n\
              # The product above is the rate reached; no further derating.\n\
+             # f32 products [rows, 512]x[512, 512], [rows, TFLOP/s].\n\
+             matrix_side_tflops = [{}]\n\
              matrix_efficiency = 1.0\n\
              # 64 dependent 8x8 products, per product.\n\
              kernel_overhead_us = {:.2}\n\
@@ -208,6 +248,9 @@ impl Rates {
              # XLA's CPU compiler copies a loop's carried buffers into each trip (one\n\
              # `copy` per prefetched weight and per deferred gradient in its optimized HLO).\n\
              copies_loop_carries = true\n\
+             # XLA's CPU compiler fuses a producer only into its one reader and no producer\n\
+             # into a reduction (its optimized HLO of the Adam update).\n\
+             single_consumer_fusion = true\n\
              trains_in_f32 = true\n",
             self.matmul_gflops / 1e3,
             self.matmul_gflops / 1e3,
@@ -216,6 +259,11 @@ impl Rates {
             self.gather_gb_per_s,
             self.gather_gb_per_s,
             self.collective_latency_us,
+            self.matmul_side_gflops
+                .iter()
+                .map(|(side, g)| format!("[{side}.0, {:.6}]", g / 1e3))
+                .collect::<Vec<_>>()
+                .join(", "),
             self.kernel_overhead_us,
         )
     }
@@ -241,65 +289,90 @@ impl CheckRow {
     }
 }
 
-/// Trains the tiny Llama at each of `depths` layers on `mesh`, prefetch off and on, `steps`
-/// steps each, and sets the measured mean step (after the first, as `train` computes it)
-/// beside the prediction from a profile measured just before that configuration trains
-/// ([`measure`], `repeats` runs each): on a machine shared with other work the rates move
-/// from minute to minute, and a profile is only a prediction of the load it was measured
-/// under.
-pub fn check(
-    client: &Client,
-    mesh: &Mesh,
-    depths: &[usize],
-    steps: usize,
-    repeats: usize,
-) -> Result<Vec<CheckRow>> {
-    let devices = mesh.size();
-    let mut rows = Vec::new();
+/// One configuration of the check: the tiny Llama at `layers` layers, prefetch (with
+/// deferred reduce-scatter) off or on.
+#[expect(missing_debug_implementations, reason = "the model holds closures")]
+pub struct Configuration {
+    /// Layers of the tiny Llama.
+    pub layers: usize,
+    /// Prefetch on.
+    pub prefetch: bool,
+    /// The model's sizes.
+    pub config: LlamaConfig,
+    /// The model built from them.
+    pub model: StackModel,
+    /// The plan's options: [`PlanOptions::baseline`] or [`PlanOptions::prefetch_deferred`].
+    pub options: PlanOptions,
+}
+
+/// The configurations the check trains and `--pieces` times: each of `depths`, prefetch off
+/// then on.
+pub fn configurations(depths: &[usize]) -> Result<Vec<Configuration>> {
+    let mut out = Vec::new();
     for &layers in depths {
-        let cfg = LlamaConfig {
+        let config = LlamaConfig {
             layers,
             ..LlamaConfig::tiny()
         };
-        let m = model(&cfg)?;
         for (prefetch, options) in [
             (false, PlanOptions::baseline()),
             (true, PlanOptions::prefetch_deferred()),
         ] {
-            let hardware =
-                Hardware::from_toml(&measure(client, mesh, repeats)?.profile_toml(devices))?;
-            let predicted = predict(
-                &m,
-                options,
-                &hardware,
-                devices,
-                &[],
-                !hardware.trains_in_f32,
-            )?
-            .step_seconds();
-            let mut trainer = Trainer::new(client, mesh, &m, options, Adam::default(), 17)?;
-            let mut times = Vec::new();
-            for step in 0..steps.max(2) {
-                let inputs: Vec<Vec<HostInput>> = (0..devices)
-                    .map(|d| {
-                        let (t, l) = synthetic_batch(
-                            &cfg,
-                            cfg.batch_per_device,
-                            (step * devices + d) as u64,
-                        );
-                        vec![HostInput::I32(t), HostInput::I32(l)]
-                    })
-                    .collect();
-                times.push(trainer.step(&inputs)?.seconds);
-            }
-            let steady = &times[1..];
-            rows.push(CheckRow {
+            out.push(Configuration {
                 layers,
                 prefetch,
-                predicted,
-                measured: steady.iter().sum::<f64>() / steady.len() as f64,
+                config,
+                model: model(&config)?,
+                options,
             });
         }
+    }
+    Ok(out)
+}
+
+/// Trains the tiny Llama at each of `depths` layers on `mesh`, prefetch off and on, `steps`
+/// steps each, and sets the measured mean step (after the first, as `train` computes it)
+/// beside the prediction from `hardware`. One profile predicts every row, as a profile
+/// predicts any model it is given: the rows then differ only by what the model says about
+/// depth and prefetch, not by the load each re-measurement happened to see.
+pub fn check(
+    client: &Client,
+    mesh: &Mesh,
+    hardware: &Hardware,
+    depths: &[usize],
+    steps: usize,
+) -> Result<Vec<CheckRow>> {
+    let devices = mesh.size();
+    let mut rows = Vec::new();
+    for c in configurations(depths)? {
+        let Configuration {
+            layers,
+            prefetch,
+            config: cfg,
+            model: m,
+            options,
+        } = c;
+        let predicted =
+            predict(&m, options, hardware, devices, &[], !hardware.trains_in_f32)?.step_seconds();
+        let mut trainer = Trainer::new(client, mesh, &m, options, Adam::default(), 17)?;
+        let mut times = Vec::new();
+        for step in 0..steps.max(2) {
+            let inputs: Vec<Vec<HostInput>> = (0..devices)
+                .map(|d| {
+                    let (t, l) =
+                        synthetic_batch(&cfg, cfg.batch_per_device, (step * devices + d) as u64);
+                    vec![HostInput::I32(t), HostInput::I32(l)]
+                })
+                .collect();
+            times.push(trainer.step(&inputs)?.seconds);
+        }
+        let steady = &times[1..];
+        rows.push(CheckRow {
+            layers,
+            prefetch,
+            predicted,
+            measured: steady.iter().sum::<f64>() / steady.len() as f64,
+        });
     }
     Ok(rows)
 }

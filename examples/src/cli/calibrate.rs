@@ -9,10 +9,8 @@ use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
 
 use super::CliError;
 use super::args::device_count;
-use crate::calibrate::{check, measure, pieces};
+use crate::calibrate::{check, configurations, measure, pieces};
 use crate::hardware::Hardware;
-use crate::llama::{LlamaConfig, model};
-use stackscan::plan::PlanOptions;
 
 /// The tiny Llama's depths the check trains.
 const DEPTHS: [usize; 2] = [4, 16];
@@ -51,39 +49,28 @@ pub fn run(a: &CalibrateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let plugin = Plugin::load(plugin::resolve("cpu")?)?;
     let client = Client::new(&plugin, &ClientOptions::cpu(a.devices))?;
     let mesh = Mesh::new(&client, "fsdp", a.devices)?;
-    let rates = measure(&client, &mesh, 9)?;
+    let rates = measure(&client, &mesh, 15)?;
     let toml = rates.profile_toml(a.devices);
     std::fs::write(&a.profile, &toml)
         .map_err(|e| CliError::failed(format!("cannot write `{}`: {e}", a.profile.display())))?;
-    Hardware::from_toml(&toml)?;
+    let hardware = Hardware::from_toml(&toml)?;
     let rows = if a.no_check {
         Vec::new()
     } else {
-        check(&client, &mesh, &DEPTHS, a.steps as usize, 9)?
+        check(&client, &mesh, &hardware, &DEPTHS, a.steps as usize)?
     };
     let mut parts = Vec::new();
     if a.pieces {
-        let hardware = Hardware::from_toml(&toml)?;
-        for layers in DEPTHS {
-            let cfg = LlamaConfig {
-                layers,
-                ..LlamaConfig::tiny()
-            };
-            let m = model(&cfg)?;
-            for (prefetch, options) in [
-                (false, PlanOptions::baseline()),
-                (true, PlanOptions::prefetch_deferred()),
-            ] {
-                for p in pieces(&client, &mesh, &m, options, &hardware, 9)? {
-                    parts.push(serde_json::json!({
-                        "layers": layers,
-                        "prefetch": prefetch,
-                        "piece": p.name,
-                        "measured_s": p.measured,
-                        "predicted_s": p.predicted,
-                        "error_percent": (p.predicted / p.measured - 1.0) * 100.0,
-                    }));
-                }
+        for c in configurations(&DEPTHS)? {
+            for p in pieces(&client, &mesh, &c.model, c.options, &hardware, 9)? {
+                parts.push(serde_json::json!({
+                    "layers": c.layers,
+                    "prefetch": c.prefetch,
+                    "piece": p.name,
+                    "measured_s": p.measured,
+                    "predicted_s": p.predicted,
+                    "error_percent": (p.predicted / p.measured - 1.0) * 100.0,
+                }));
             }
         }
     }
@@ -92,6 +79,7 @@ pub fn run(a: &CalibrateArgs, out: &mut dyn Write) -> Result<(), CliError> {
         "profile": a.profile.display().to_string(),
         "rates": {
             "matmul_gflops": rates.matmul_gflops,
+            "matmul_side_gflops": rates.matmul_side_gflops,
             "copy_gb_per_s": rates.copy_gb_per_s,
             "vector_gflops": rates.vector_gflops,
             "gather_gb_per_s": rates.gather_gb_per_s,
