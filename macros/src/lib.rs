@@ -163,9 +163,9 @@ pub fn derive_inputs(input: TokenStream) -> TokenStream {
 /// - `prefix = [A, …]`: layers before the repeated block (DeepSeek-V3's dense layers);
 /// - `prefetch_fsdp_weights`, `defer_grad_reduce_scatter` (which needs the former): flags;
 /// - `unroll = 1 | 2`: layers per loop trip (default 2);
-/// - `config = Type`: the stack's config (default: the first entry's). Name it when the
-///   sub-layers are private to a module and the stack is public: the stack's public
-///   interface then names no sub-layer. Every entry must have this config;
+/// - `config = Type`: the stack's config (default: the first entry's, reached through a bound
+///   on the impl, so a public stack may hold private sub-layers either way). Every entry must
+///   have this config;
 /// - `crate = "path"`: the path the `stackscan` crate is reached by (default `::stackscan`).
 ///
 /// An entry is any spelling of a sub-layer: its name (`Mlp`, the value type inferred), a

@@ -365,7 +365,7 @@ fn layer_stack_expands_to_the_item_an_impl_and_const_checks() {
         &out,
         &[
             // A literal count, checked here, needs no config.
-            "fn stack(_: &Self::Config)",
+            "fn __stackscan_stack(_: &<Toy as ::stackscan::__private::LayerStack>::Config)",
             "::stackscan::__private::Count::Layers(::stackscan::__private::count_value(12usize))",
             "::stackscan::__private::Source::Const",
             "prefetch_fsdp_weights: true",
@@ -376,7 +376,10 @@ fn layer_stack_expands_to_the_item_an_impl_and_const_checks() {
             "let __stackscan_entry0 = GatedMlp::__STACKSCAN_ENTRY;",
             "let __stackscan_entry1 = SineResidual::__STACKSCAN_ENTRY;",
             "::stackscan::__private::clash(__stackscan_entry0, __stackscan_entry1)",
-            "::stackscan::__private::with_config::<Self::Config, _>(__stackscan_entry0,",
+            "::stackscan::__private::with_config::<<Toy as ::stackscan::__private::LayerStack>::Config, _>(__stackscan_entry0,",
+            // The config is the first entry's, through a bound (a private entry may be first).
+            "impl<__StackscanConfig> ::stackscan::__private::LayerStack for Toy where GatedMlp<::stackscan::__private::Tensor>: ::stackscan::__private::SubLayer<Config = __StackscanConfig>,",
+            "type Config = __StackscanConfig;",
         ],
     );
     let flat = compact(&out.to_string());
@@ -385,7 +388,7 @@ fn layer_stack_expands_to_the_item_an_impl_and_const_checks() {
     // Every entry names its kind in the stack; one pair is checked for a shared kind name.
     assert_eq!(flat.matches("__private::name(").count(), 4);
     assert_eq!(flat.matches("__private::clash(").count(), 1);
-    // Only `type Config` names an entry as a type, with its value type written out.
+    // Only the config's bound names an entry as a type, with its value type written out.
     assert_eq!(
         flat.matches("GatedMlp<::stackscan::__private::Tensor>")
             .count(),
@@ -405,7 +408,7 @@ fn a_count_over_the_config_is_read_when_the_stack_is_built() {
         &out,
         &[
             // The user's `cfg` is the parameter, and the field is named for the error.
-            "fn stack(cfg: &Self::Config)",
+            "fn __stackscan_stack(cfg: &<Toy as ::stackscan::__private::LayerStack>::Config)",
             "::stackscan::__private::Count::Layers(::stackscan::__private::count_value(cfg.layers))",
             "::stackscan::__private::Source::Field(\"layers\")",
         ],
@@ -422,10 +425,7 @@ fn a_count_over_the_config_is_read_when_the_stack_is_built() {
     );
     // `x.cfg` and `m::cfg` are not the config: a constant, checked at compile time.
     let out = toy_stack(quote!(block = [Mlp], repeat = m::cfg + X.cfg));
-    assert_contains(
-        &out,
-        &["const __STACKSCAN_COUNT: usize = (m::cfg + X.cfg);"],
-    );
+    assert_contains(&out, &["const __STACKSCAN_COUNT: usize = m::cfg + X.cfg;"]);
     let out = toy_stack(quote!(block = [Mlp], repeat = 1, unroll = cfg.u));
     assert_eq!(
         compile_errors(&out),

@@ -67,7 +67,7 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
     // bound on it rather than a type mismatch at the attribute.
     let with_config = call(
         first_entry,
-        quote!(with_config::<Self::Config, _>),
+        quote!(with_config::<<#ident as #p::LayerStack>::Config, _>),
         quote!(#first, #cfg),
     );
     // Each bound of `kind` fails on the entry it is about: not a sub-layer, no forward, another
@@ -111,13 +111,24 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
             #p::Err(__stackscan_message) => ::core::panic!("{}", __stackscan_message),
         };
     };
-    // The one type position naming an entry, where `Mlp` needs its `<Tensor>` written out;
-    // `config = Type` avoids it (and with it, a private sub-layer in the public interface).
-    let config = match &model.config {
-        Some(config) => quote_spanned!(config.span()=> type Config = #config;),
+    // The one type position naming an entry, where `Mlp` needs its `<Tensor>` written out.
+    // Without `config = Type`, the config is the first entry's, reached through a bound on the
+    // impl rather than as the associated type's value: a bound may name a private sub-layer of
+    // a public stack (E0446 forbids only the value), so private sub-layers need no workaround.
+    let (generics, config, bound) = match &model.config {
+        Some(config) => (
+            TokenStream::new(),
+            quote_spanned!(config.span()=> type Config = #config;),
+            TokenStream::new(),
+        ),
         None => {
             let ty = &first_entry.ty;
-            quote_spanned!(first_entry.written.span()=> type Config = <#ty as #p::SubLayer>::Config;)
+            let c = syn::Ident::new("__StackscanConfig", Span::mixed_site());
+            (
+                quote!(<#c>),
+                quote!(type Config = #c;),
+                quote_spanned!(first_entry.written.span()=> where #ty: #p::SubLayer<Config = #c>, #c: ::core::clone::Clone + 'static),
+            )
         }
     };
     // The user's count expression reads the config as `cfg`, at the call site's hygiene.
@@ -126,12 +137,36 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
     } else {
         syn::Ident::new("_", Span::call_site())
     };
+    // The bodies are functions beside the impl, over `<Stack as LayerStack>::Config`: inside an
+    // impl whose config is a bound's parameter the config is opaque (no `cfg.layers`), while
+    // here it is the concrete type, and at the impl's calls it is the parameter again.
+    let (stack_fn, kinds_fn) = (
+        syn::Ident::new("__stackscan_stack", Span::mixed_site()),
+        syn::Ident::new("__stackscan_kinds", Span::mixed_site()),
+    );
     quote! {
         const _: () = {
             use #p::Entry as _;
 
+            fn #stack_fn(#stack_cfg: &<#ident as #p::LayerStack>::Config) -> #p::Result<#p::Stack> {
+                // The kind names, and the compile-time check that entries sharing one are one
+                // sub-layer.
+                const #names: ([&'static str; #prefix_len], [&'static str; #block_len]) = {
+                    #(#bindings)*
+                    #(#clashes)*
+                    ([#(#prefix_names),*], [#(#block_names),*])
+                };
+                #p::stack_of::<#ident>(&#names.0, &#names.1, #count, #source)
+            }
+
+            fn #kinds_fn(#cfg: &<#ident as #p::LayerStack>::Config) -> #p::Vec<#p::LayerKind> {
+                #(#bindings)*
+                let (#first, #cfg) = #with_config;
+                #p::distinct([#(#kinds),*])
+            }
+
             #[automatically_derived]
-            impl #p::LayerStack for #ident {
+            impl #generics #p::LayerStack for #ident #bound {
                 #config
                 const OPTIONS: #p::PlanOptions = #p::PlanOptions {
                     prefetch_fsdp_weights: #prefetch,
@@ -140,21 +175,12 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
                     scheduling_tags: true,
                 };
 
-                fn stack(#stack_cfg: &Self::Config) -> #p::Result<#p::Stack> {
-                    // The kind names, and the compile-time check that entries sharing one
-                    // are one sub-layer.
-                    const #names: ([&'static str; #prefix_len], [&'static str; #block_len]) = {
-                        #(#bindings)*
-                        #(#clashes)*
-                        ([#(#prefix_names),*], [#(#block_names),*])
-                    };
-                    #p::stack_of::<Self>(&#names.0, &#names.1, #count, #source)
+                fn stack(#cfg: &Self::Config) -> #p::Result<#p::Stack> {
+                    #stack_fn(#cfg)
                 }
 
                 fn kinds(#cfg: &Self::Config) -> #p::Vec<#p::LayerKind> {
-                    #(#bindings)*
-                    let (#first, #cfg) = #with_config;
-                    #p::distinct([#(#kinds),*])
+                    #kinds_fn(#cfg)
                 }
             }
 
@@ -255,7 +281,7 @@ fn count(
                 ),
             };
             let check = quote_spanned! {e.span()=>
-                const #constant: usize = (#e);
+                const #constant: usize = #e;
                 const _: () = ::core::assert!(#rule, #message);
             };
             (

@@ -33,8 +33,7 @@ pub(crate) struct Input {
     pub(crate) prefetch: Option<Flag>,
     pub(crate) defer: Option<Flag>,
     pub(crate) unroll: Option<Count>,
-    /// `config = Type`: the stack's config, named so the stack's public interface names no
-    /// sub-layer (they may be private).
+    /// `config = Type`: the stack's config, written out instead of taken from the first entry.
     pub(crate) config: Option<Type>,
     /// `crate = "path"`: how generated code reaches the DSL.
     pub(crate) krate: Option<syn::Path>,

@@ -97,7 +97,7 @@ fn entries_are_values_and_only_the_config_names_a_type() {
             "let __stackscan_entry2 = Attn::<T>::__STACKSCAN_ENTRY;",
             "let __stackscan_entry3 = Wide::__STACKSCAN_ENTRY;",
             "let __stackscan_entry4 = Dense::__STACKSCAN_ENTRY;",
-            "type Config = <Mlp<::stackscan::__private::Tensor> as ::stackscan::__private::SubLayer>::Config;",
+            "where Mlp<::stackscan::__private::Tensor>: ::stackscan::__private::SubLayer<Config = __StackscanConfig>,",
         ],
     );
     // Five spellings: ten pairs checked for a shared kind name, five kinds merged by type.
@@ -107,8 +107,8 @@ fn entries_are_values_and_only_the_config_names_a_type() {
     assert_eq!(flat.matches("<::stackscan::__private::Tensor>").count(), 1);
 }
 
-/// `config = Type` is the stack's config, so no entry is named as a type at all (a private
-/// sub-layer stays out of the public interface), and the first entry is checked against it.
+/// `config = Type` is the stack's config, so no entry is named as a type at all (no bound on
+/// the impl), and the first entry is checked against it.
 #[test]
 fn the_config_option_names_no_entry_as_a_type() {
     let out = toy_stack(quote!(config = ToyConfig, block = [Mlp, Attn], repeat = 2));
@@ -117,7 +117,7 @@ fn the_config_option_names_no_entry_as_a_type() {
         &out,
         &[
             "type Config = ToyConfig;",
-            "with_config::<Self::Config, _>(__stackscan_entry0, __stackscan_cfg)",
+            "with_config::<<Toy as ::stackscan::__private::LayerStack>::Config, _>(__stackscan_entry0, __stackscan_cfg)",
         ],
     );
     assert!(!compact(&out.to_string()).contains("Tensor>"));

@@ -17,7 +17,7 @@ fn layer_stack_with_a_prefix_and_const_counts_checks_them_in_const_context() {
         &out,
         &[
             // The user's `LAYERS` is not shadowed by anything the expansion defines.
-            "const __STACKSCAN_COUNT: usize = (LAYERS);",
+            "const __STACKSCAN_COUNT: usize = LAYERS;",
             "__STACKSCAN_COUNT > 3usize && (__STACKSCAN_COUNT - 3usize) % 1usize == 0",
             "::stackscan::__private::Count::Layers(::stackscan::__private::count_value(__STACKSCAN_COUNT))",
             "`layers` must be the prefix length 3 plus a positive multiple of the block length 1",

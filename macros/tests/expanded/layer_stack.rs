@@ -1,11 +1,70 @@
 pub struct Toy;
 const _: () = {
     use ::stackscan::__private::Entry as _;
+    fn __stackscan_stack(
+        _: &<Toy as ::stackscan::__private::LayerStack>::Config,
+    ) -> ::stackscan::__private::Result<::stackscan::__private::Stack> {
+        const __STACKSCAN_NAMES: ([&'static str; 0usize], [&'static str; 4usize]) = {
+            let __stackscan_entry0 = GatedMlp::__STACKSCAN_ENTRY;
+            let __stackscan_entry1 = SineResidual::__STACKSCAN_ENTRY;
+            if ::stackscan::__private::clash(__stackscan_entry0, __stackscan_entry1) {
+                ::core::panic!(
+                    "{}",
+                    "sub-layers `GatedMlp` and `SineResidual` have the same kind name; give one of them another `name` in `#[sublayer(...)]`"
+                )
+            }
+            (
+                [],
+                [
+                    ::stackscan::__private::name(__stackscan_entry0),
+                    ::stackscan::__private::name(__stackscan_entry0),
+                    ::stackscan::__private::name(__stackscan_entry0),
+                    ::stackscan::__private::name(__stackscan_entry1),
+                ],
+            )
+        };
+        ::stackscan::__private::stack_of::<
+            Toy,
+        >(
+            &__STACKSCAN_NAMES.0,
+            &__STACKSCAN_NAMES.1,
+            ::stackscan::__private::Count::Layers(
+                ::stackscan::__private::count_value(12usize),
+            ),
+            ::stackscan::__private::Source::Const,
+        )
+    }
+    fn __stackscan_kinds(
+        __stackscan_cfg: &<Toy as ::stackscan::__private::LayerStack>::Config,
+    ) -> ::stackscan::__private::Vec<::stackscan::__private::LayerKind> {
+        let __stackscan_entry0 = GatedMlp::__STACKSCAN_ENTRY;
+        let __stackscan_entry1 = SineResidual::__STACKSCAN_ENTRY;
+        let (__stackscan_entry0, __stackscan_cfg) = ::stackscan::__private::with_config::<
+            <Toy as ::stackscan::__private::LayerStack>::Config,
+            _,
+        >(__stackscan_entry0, __stackscan_cfg);
+        ::stackscan::__private::distinct([
+            ::stackscan::__private::kind(
+                __stackscan_entry0,
+                __stackscan_entry0,
+                __stackscan_cfg,
+            ),
+            ::stackscan::__private::kind(
+                __stackscan_entry0,
+                __stackscan_entry1,
+                __stackscan_cfg,
+            ),
+        ])
+    }
     #[automatically_derived]
-    impl ::stackscan::__private::LayerStack for Toy {
-        type Config = <GatedMlp<
+    impl<__StackscanConfig> ::stackscan::__private::LayerStack for Toy
+    where
+        GatedMlp<
             ::stackscan::__private::Tensor,
-        > as ::stackscan::__private::SubLayer>::Config;
+        >: ::stackscan::__private::SubLayer<Config = __StackscanConfig>,
+        __StackscanConfig: ::core::clone::Clone + 'static,
+    {
+        type Config = __StackscanConfig;
         const OPTIONS: ::stackscan::__private::PlanOptions = ::stackscan::__private::PlanOptions {
             prefetch_fsdp_weights: true,
             defer_grad_reduce_scatter: true,
@@ -13,62 +72,14 @@ const _: () = {
             scheduling_tags: true,
         };
         fn stack(
-            _: &Self::Config,
+            __stackscan_cfg: &Self::Config,
         ) -> ::stackscan::__private::Result<::stackscan::__private::Stack> {
-            const __STACKSCAN_NAMES: ([&'static str; 0usize], [&'static str; 4usize]) = {
-                let __stackscan_entry0 = GatedMlp::__STACKSCAN_ENTRY;
-                let __stackscan_entry1 = SineResidual::__STACKSCAN_ENTRY;
-                if ::stackscan::__private::clash(
-                    __stackscan_entry0,
-                    __stackscan_entry1,
-                ) {
-                    ::core::panic!(
-                        "{}",
-                        "sub-layers `GatedMlp` and `SineResidual` have the same kind name; give one of them another `name` in `#[sublayer(...)]`"
-                    )
-                }
-                (
-                    [],
-                    [
-                        ::stackscan::__private::name(__stackscan_entry0),
-                        ::stackscan::__private::name(__stackscan_entry0),
-                        ::stackscan::__private::name(__stackscan_entry0),
-                        ::stackscan::__private::name(__stackscan_entry1),
-                    ],
-                )
-            };
-            ::stackscan::__private::stack_of::<
-                Self,
-            >(
-                &__STACKSCAN_NAMES.0,
-                &__STACKSCAN_NAMES.1,
-                ::stackscan::__private::Count::Layers(
-                    ::stackscan::__private::count_value(12usize),
-                ),
-                ::stackscan::__private::Source::Const,
-            )
+            __stackscan_stack(__stackscan_cfg)
         }
         fn kinds(
             __stackscan_cfg: &Self::Config,
         ) -> ::stackscan::__private::Vec<::stackscan::__private::LayerKind> {
-            let __stackscan_entry0 = GatedMlp::__STACKSCAN_ENTRY;
-            let __stackscan_entry1 = SineResidual::__STACKSCAN_ENTRY;
-            let (__stackscan_entry0, __stackscan_cfg) = ::stackscan::__private::with_config::<
-                Self::Config,
-                _,
-            >(__stackscan_entry0, __stackscan_cfg);
-            ::stackscan::__private::distinct([
-                ::stackscan::__private::kind(
-                    __stackscan_entry0,
-                    __stackscan_entry0,
-                    __stackscan_cfg,
-                ),
-                ::stackscan::__private::kind(
-                    __stackscan_entry0,
-                    __stackscan_entry1,
-                    __stackscan_cfg,
-                ),
-            ])
+            __stackscan_kinds(__stackscan_cfg)
         }
     }
     const _: () = match <Toy as ::stackscan::__private::LayerStack>::OPTIONS.validate() {

@@ -1,5 +1,5 @@
-// Private sub-layers in a public stack: `config = Type` names the stack's config, so its
-// public interface names no sub-layer.
+// Private sub-layers in a public stack with its config named: `config = Type` (the stack's
+// public interface names no sub-layer either way; see private_first_entry_in_public_stack).
 mod model {
     use stackscan::{Forward, Result, SubLayer, Tensor, layer_stack};
     use stackscan_ui_tests::{Cfg, Hidden};
