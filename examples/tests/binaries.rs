@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::os::unix::process::ExitStatusExt;
 use std::process::Output;
 
 use common::{command, fails, run, run_with_cache, succeeds};
@@ -310,15 +309,7 @@ fn params_lists_qwen35_with_hierarchical_names_and_its_active_count() {
 /// Requires a rejection by the argument parser: status 2, no signal, clap's `error: …` first
 /// line (its usage lines follow) naming every string of `says`.
 fn rejected(bin: &str, args: &[&str], says: &[&str]) {
-    let out = run(bin, args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let shown = format!(
-        "`{bin} {}`: {:?}; stderr:\n{stderr}",
-        args.join(" "),
-        out.status
-    );
-    assert_eq!(out.status.signal(), None, "killed by a signal: {shown}");
-    assert_eq!(out.status.code(), Some(2), "{shown}");
+    let (stderr, shown) = common::exits(bin, args, 2);
     let first = stderr.lines().next().unwrap_or_default();
     assert!(first.starts_with("error: "), "{shown}");
     for s in says {

@@ -39,11 +39,11 @@ pub fn command(bin: &str, args: &[&str]) -> Command {
     c
 }
 
-/// Requires a failure: exit status `code`, no signal, exactly one line on stderr holding
-/// every string of `says`.
-pub fn fails(bin: &str, args: &[&str], code: i32, says: &[&str]) {
+/// Runs `bin` and requires exit status `code` and no signal; returns its stderr and the run
+/// described for an assertion's message.
+pub fn exits(bin: &str, args: &[&str], code: i32) -> (String, String) {
     let out = run(bin, args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let shown = format!(
         "`{bin} {}`: {:?}; stderr:\n{stderr}",
         args.join(" "),
@@ -51,6 +51,13 @@ pub fn fails(bin: &str, args: &[&str], code: i32, says: &[&str]) {
     );
     assert_eq!(out.status.signal(), None, "killed by a signal: {shown}");
     assert_eq!(out.status.code(), Some(code), "{shown}");
+    (stderr, shown)
+}
+
+/// Requires a failure: exit status `code`, no signal, exactly one line on stderr holding
+/// every string of `says`.
+pub fn fails(bin: &str, args: &[&str], code: i32, says: &[&str]) {
+    let (stderr, shown) = exits(bin, args, code);
     assert_eq!(
         stderr.trim_end().lines().count(),
         1,
