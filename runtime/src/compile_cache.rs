@@ -98,8 +98,10 @@ impl CompileCache {
     }
 }
 
-/// The cache key of compiling `program` with `options` on `client`.
+/// The cache key of compiling `program` with `options` on `client`, with the options the
+/// plugin's workarounds add (see `workarounds`), since those change the executable.
 pub fn key(client: &Client, program: &str, options: &CompileOptions) -> [u8; 32] {
+    let options = crate::workarounds::compile_options(client, options);
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
         h.update((bytes.len() as u64).to_le_bytes());
@@ -165,6 +167,7 @@ pub(crate) fn compile(
     signature: impl Fn() -> Result<Signature>,
     donated: Option<Vec<usize>>,
 ) -> Result<Executable> {
+    let options = &crate::workarounds::compile_options(client, options);
     let Some(cache) = client.compile_cache() else {
         return Executable::compile(client, program, options, &signature, donated);
     };

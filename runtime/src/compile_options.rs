@@ -3,7 +3,9 @@
 //! Field numbers follow XLA's `compile_options.proto` and `xla_data.proto`; fields we never set
 //! are left out, which protobuf encodes exactly like their defaults.
 
-use prost::Message;
+use std::collections::BTreeMap;
+
+use prost::{Message, Oneof};
 
 use crate::error::{Error, Result};
 
@@ -69,6 +71,7 @@ impl CompileOptions {
         });
         CompileOptions {
             proto: CompileOptionsProto {
+                env_option_overrides: BTreeMap::new(),
                 executable_build_options: Some(ExecutableBuildOptionsProto {
                     device_ordinal: -1,
                     num_replicas: 1.max(n),
@@ -85,6 +88,7 @@ impl CompileOptions {
         let n = device_ids.len() as i64;
         CompileOptions {
             proto: CompileOptionsProto {
+                env_option_overrides: BTreeMap::new(),
                 executable_build_options: Some(ExecutableBuildOptionsProto {
                     device_ordinal: -1,
                     num_replicas: 1,
@@ -106,6 +110,24 @@ impl CompileOptions {
         }
     }
 
+    /// The same options with the XLA `DebugOptions` field `name` set to `value` (the
+    /// `env_option_overrides` JAX's `compiler_options` fill), on top of the plugin's defaults
+    /// and `XLA_FLAGS`. A plugin that does not know the field refuses the compile.
+    pub fn with_override(mut self, name: &str, value: OverrideValue) -> Self {
+        self.proto
+            .env_option_overrides
+            .insert(name.to_owned(), OptionOverrideProto { value: Some(value) });
+        self
+    }
+
+    /// The `DebugOptions` overrides set, by field name.
+    pub fn overrides(&self) -> impl Iterator<Item = (&str, &OverrideValue)> {
+        self.proto
+            .env_option_overrides
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str(), v.value.as_ref()?)))
+    }
+
     /// The serialized `CompileOptionsProto` PJRT expects.
     pub fn encode(&self) -> Vec<u8> {
         self.proto.encode_to_vec()
@@ -125,6 +147,35 @@ impl CompileOptions {
 struct CompileOptionsProto {
     #[prost(message, optional, tag = "3")]
     executable_build_options: Option<ExecutableBuildOptionsProto>,
+    /// `env_option_overrides`: `DebugOptions` fields by name, applied by the plugin on top of
+    /// its defaults and `XLA_FLAGS`. A `BTreeMap` so the encoding (and with it the compile
+    /// cache's key) does not depend on a hash order.
+    #[prost(btree_map = "string, message", tag = "7")]
+    env_option_overrides: BTreeMap<String, OptionOverrideProto>,
+}
+
+/// `xla.OptionOverrideProto`: one value of a `DebugOptions` field.
+#[derive(Clone, PartialEq, Message)]
+struct OptionOverrideProto {
+    #[prost(oneof = "OverrideValue", tags = "1, 2, 3, 4")]
+    value: Option<OverrideValue>,
+}
+
+/// The value of one `DebugOptions` override, as XLA's `OptionOverrideProto` carries it.
+#[derive(Clone, PartialEq, Oneof)]
+pub enum OverrideValue {
+    /// A string, parsed by XLA as the flag of that name would be (lists comma-separated).
+    #[prost(string, tag = "1")]
+    String(String),
+    /// A boolean field.
+    #[prost(bool, tag = "2")]
+    Bool(bool),
+    /// An integer field.
+    #[prost(int64, tag = "3")]
+    Int(i64),
+    /// A floating-point field.
+    #[prost(double, tag = "4")]
+    Double(f64),
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -182,6 +233,48 @@ mod tests {
             CompileOptions::replicas(&[]).unwrap(),
             CompileOptions::default()
         );
+    }
+
+    #[test]
+    fn overrides_encode_as_env_option_overrides_in_name_order() {
+        let options = CompileOptions::default()
+            .with_override("xla_cpu_use_xnnpack", OverrideValue::Bool(false))
+            .with_override(
+                "xla_cpu_experimental_xnn_fusion_type",
+                OverrideValue::String(String::new()),
+            );
+        let bytes = options.encode();
+        let decoded = CompileOptionsProto::decode(bytes.as_slice()).unwrap();
+        let names: Vec<_> = decoded.env_option_overrides.keys().cloned().collect();
+        assert_eq!(
+            names,
+            [
+                "xla_cpu_experimental_xnn_fusion_type",
+                "xla_cpu_use_xnnpack"
+            ]
+        );
+        assert_eq!(
+            decoded.env_option_overrides["xla_cpu_use_xnnpack"].value,
+            Some(OverrideValue::Bool(false))
+        );
+        // Field 7 holds map entries: key = 1, value = 2 (an `OptionOverrideProto`, whose
+        // bool is field 2), as XLA's `compile_options.proto` declares them.
+        let entry = [
+            0x3a, 25, 0x0a, 19, b'x', b'l', b'a', b'_', b'c', b'p', b'u', b'_', b'u', b's', b'e',
+            b'_', b'x', b'n', b'n', b'p', b'a', b'c', b'k', 0x12, 2, 0x10, 0,
+        ];
+        assert!(
+            bytes.windows(entry.len()).any(|w| w == entry),
+            "{bytes:02x?}"
+        );
+        // The same overrides set in another order encode to the same bytes.
+        let reversed = CompileOptions::default()
+            .with_override(
+                "xla_cpu_experimental_xnn_fusion_type",
+                OverrideValue::String(String::new()),
+            )
+            .with_override("xla_cpu_use_xnnpack", OverrideValue::Bool(false));
+        assert_eq!(reversed.encode(), bytes);
     }
 
     #[test]

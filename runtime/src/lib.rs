@@ -41,10 +41,11 @@ mod signature;
 pub mod testing;
 pub mod tokens;
 pub mod train;
+mod workarounds;
 pub mod xla_log;
 
 pub use compile_cache::CompileCache;
-pub use compile_options::CompileOptions;
+pub use compile_options::{CompileOptions, OverrideValue};
 pub use element::Element;
 pub use error::{Error, ErrorCode, Result};
 pub use mesh::{Mesh, ProgramForm};

@@ -32,8 +32,8 @@ pub struct Plugin {
 pub(crate) struct Api {
     table: *const ffi::PJRT_Api,
     table_size: usize,
-    major: i32,
-    minor: i32,
+    pub(crate) major: i32,
+    pub(crate) minor: i32,
     path: PathBuf,
     /// Never dropped: unloading an XLA plugin is not safe (module documentation).
     _library: ManuallyDrop<Library>,

@@ -303,6 +303,11 @@ impl Client {
         unsafe { plugin_string(a.platform_version, a.platform_version_size) }
     }
 
+    /// The PJRT C API version of the client's plugin, `(major, minor)`.
+    pub fn api_version(&self) -> (i32, i32) {
+        (self.inner.api.major, self.inner.api.minor)
+    }
+
     /// The platform name the plugin reports (`cpu`, `tpu`, `cuda`).
     pub fn platform(&self) -> &str {
         &self.inner.platform
