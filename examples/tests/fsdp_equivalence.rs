@@ -100,7 +100,7 @@ fn slicing_instead_of_reduce_scatter_is_caught() {
     let (_, grads) = common::fsdp::run_program(&client, &m, &fx, &wrong.program, n);
     let caught = std::panic::catch_unwind(|| {
         for (j, (g, r)) in grads.iter().zip(&fx.grads).enumerate() {
-            assert_close(&format!("gradient {j}"), g, r, 1e-5);
+            assert_close(&format!("gradient {j}"), g, r, fx.rtol);
         }
     });
     assert!(
