@@ -1,7 +1,8 @@
 //! Checkpoints: training 10 steps, saving, restoring into a fresh trainer and training 10
-//! more is bit-identical to training 20; a truncated, corrupt, wrong-shape, wrong-dtype or
-//! incomplete file is refused with the error naming the tensor, the trainer left as it was and
-//! the file untouched; an interrupted save leaves the previous checkpoint loadable.
+//! more is bit-identical to training 20; a truncated, corrupt, wrong-shape, wrong-dtype,
+//! incomplete or bit-flipped file is refused with the error naming the tensor, the trainer left
+//! as it was and the file untouched; an interrupted save leaves the previous checkpoint
+//! loadable.
 
 #![allow(
     clippy::unwrap_used,
@@ -278,6 +279,23 @@ fn a_missing_tensor_is_named() {
     let gone = c.tensors.remove(c.tensors.len() / 2).name;
     match f.refused("missing.safetensors", &c.to_bytes()) {
         Error::CheckpointMissing { tensor, .. } => assert_eq!(tensor, gone),
+        e => panic!("{e}"),
+    }
+}
+
+#[test]
+fn a_flipped_bit_in_a_tensor_is_refused_naming_it() {
+    let f = fixture("flipped");
+    let mut bytes = f.good.to_bytes();
+    // The last element of the last tensor: the header checks cannot see it, its checksum can.
+    let last = f.good.tensors.last().unwrap().name.clone();
+    let at = bytes.len() - 2;
+    bytes[at] ^= 0x10;
+    match f.refused("flipped.safetensors", &bytes) {
+        Error::CheckpointChecksum { tensor, path, .. } => {
+            assert_eq!(tensor, last);
+            assert!(path.ends_with("flipped.safetensors"), "{}", path.display());
+        }
         e => panic!("{e}"),
     }
 }

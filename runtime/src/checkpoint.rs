@@ -3,11 +3,35 @@
 //!
 //! The format is written by hand (it is forty lines) so the runtime needs no extra crate beyond
 //! `serde_json` for the header. Files are written atomically ([`write_atomic`]): a crash
-//! mid-write leaves the previous checkpoint as it was. Reading checks everything a damaged or
-//! mismatched file can get wrong (length, header, byte ranges, dtype, shape, missing tensors)
-//! and names the tensor at fault; nothing is uploaded until every tensor has been checked.
+//! mid-write leaves the previous checkpoint as it was. Each tensor's SHA-256 is recorded in the
+//! metadata (`stackscan.sha256.{tensor}`), so a flipped bit in the data, which no header check
+//! can see, is caught too. Reading checks everything a damaged or mismatched file can get wrong
+//! (length, header, byte ranges, checksums, dtype, shape, missing tensors) and names the tensor
+//! at fault; nothing is uploaded until every tensor has been checked. A file written before
+//! checksums were recorded still loads, with a warning.
+//!
+//! ```
+//! use std::path::Path;
+//! use stackscan_runtime::Error;
+//! use stackscan_runtime::checkpoint::{Checkpoint, Tensor};
+//!
+//! let c = Checkpoint {
+//!     tensors: vec![Tensor { name: "w".into(), shape: vec![2], data: vec![1.0, -2.0] }],
+//!     ..Checkpoint::default()
+//! };
+//! let mut bytes = c.to_bytes();
+//! let path = Path::new("latest.safetensors");
+//! assert_eq!(Checkpoint::from_bytes(&bytes, path)?, c);
+//! // One bit of `w`'s last element flipped: refused, naming the tensor.
+//! let last = bytes.len() - 1;
+//! bytes[last] ^= 0x01;
+//! let err = Checkpoint::from_bytes(&bytes, path).unwrap_err();
+//! assert!(matches!(err, Error::CheckpointChecksum { ref tensor, .. } if tensor == "w"));
+//! # Ok::<(), Error>(())
+//! ```
 
 mod atomic;
+mod checksum;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -34,20 +58,26 @@ pub struct Tensor {
 pub struct Checkpoint {
     /// Tensors in the order they are written.
     pub tensors: Vec<Tensor>,
-    /// Free-form metadata: step, data position, RNG state.
+    /// Free-form metadata: step, data position, RNG state. Keys starting with
+    /// `stackscan.sha256.` are the file's checksums: [`Checkpoint::to_bytes`] writes its own
+    /// in their place and [`Checkpoint::from_bytes`] checks them and leaves them out.
     pub metadata: BTreeMap<String, String>,
 }
 
 impl Checkpoint {
-    /// The file's bytes.
+    /// The file's bytes, each tensor's checksum in the metadata.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut header = Map::new();
-        if !self.metadata.is_empty() {
-            let meta = self
-                .metadata
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                .collect();
+        let mut meta: Map<String, Value> = self
+            .metadata
+            .iter()
+            .filter(|(k, _)| checksum::tensor_of(k).is_none())
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        for t in &self.tensors {
+            meta.insert(checksum::key(&t.name), checksum::of_f32(&t.data).into());
+        }
+        if !meta.is_empty() {
             header.insert("__metadata__".into(), Value::Object(meta));
         }
         let mut offset = 0usize;
@@ -77,7 +107,9 @@ impl Checkpoint {
         out
     }
 
-    /// Parses a file's bytes; `path` only names the file in errors.
+    /// Parses a file's bytes and checks each tensor's data against its checksum; `path` only
+    /// names the file in errors. A file without checksums loads with a warning; one with a
+    /// checksum for a tensor it lacks, or a tensor without one, is refused.
     pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Checkpoint> {
         let corrupt = |reason: String| Error::CheckpointCorrupt {
             path: path.to_owned(),
@@ -107,6 +139,7 @@ impl Checkpoint {
         };
         let data = &bytes[header_end..];
         let mut metadata = BTreeMap::new();
+        let mut sums = checksum::Checksums::new();
         let mut entries = Vec::new();
         for (name, entry) in header {
             if name == "__metadata__" {
@@ -117,7 +150,10 @@ impl Checkpoint {
                     let Value::String(v) = v else {
                         return Err(corrupt(format!("metadata `{k}` is not a string")));
                     };
-                    metadata.insert(k, v);
+                    match checksum::tensor_of(&k) {
+                        Some(tensor) => sums.insert(tensor.to_owned(), v),
+                        None => metadata.insert(k, v),
+                    };
                 }
                 continue;
             }
@@ -161,11 +197,13 @@ impl Checkpoint {
         }
         // In file order, so a cut file names the first tensor it cuts.
         entries.sort_by_key(|(start, ..)| *start);
+        checksum::match_tensors(&sums, entries.iter().map(|e| e.2.as_str()), path)?;
         let mut tensors = Vec::with_capacity(entries.len());
         for (start, end, name, shape) in entries {
             let Some(raw) = data.get(start..end) else {
                 return Err(truncated(Some(&name), header_end + end));
             };
+            checksum::verify(&sums, &name, raw, path)?;
             let data = raw
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -175,7 +213,7 @@ impl Checkpoint {
         Ok(Checkpoint { tensors, metadata })
     }
 
-    /// Reads and parses the file at `path`.
+    /// Reads and parses the file at `path`, checking its checksums ([`Checkpoint::from_bytes`]).
     pub fn read(path: &Path) -> Result<Checkpoint> {
         let bytes = std::fs::read(path).map_err(|source| Error::Io {
             context: format!("reading checkpoint `{}`", path.display()),
@@ -184,7 +222,7 @@ impl Checkpoint {
         Checkpoint::from_bytes(&bytes, path)
     }
 
-    /// Writes the file at `path` atomically.
+    /// Writes the file at `path` atomically, with checksums.
     pub fn write(&self, path: &Path) -> Result<()> {
         write_atomic(path, &self.to_bytes())
     }
@@ -224,3 +262,6 @@ impl Checkpoint {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

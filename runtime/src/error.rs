@@ -280,6 +280,24 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A checkpoint tensor's data does not have the SHA-256 the file records for it: the file
+    /// was damaged after it was written.
+    #[error(
+        "checkpoint `{}` is corrupt: tensor `{tensor}` has sha256 {}, the file records {}",
+        path.display(),
+        short_digest(actual),
+        short_digest(expected)
+    )]
+    CheckpointChecksum {
+        /// The file.
+        path: PathBuf,
+        /// The tensor whose data does not match.
+        tensor: String,
+        /// The digest the file records (lower-case hex).
+        expected: String,
+        /// The digest of the data as read.
+        actual: String,
+    },
     /// A checkpoint lacks a tensor the model has.
     #[error("checkpoint `{}` has no tensor `{tensor}`", path.display())]
     CheckpointMissing {
@@ -481,4 +499,14 @@ fn donated_message(ty: &TensorType, argument: Option<(usize, usize)>) -> String 
         "{at}the {ty} buffer was donated to a program that has run and now holds one of its \
          results; use that result instead"
     )
+}
+
+/// The first characters of a digest, enough to tell two apart in a one-line message.
+fn short_digest(digest: &str) -> String {
+    let head: String = digest.chars().take(12).collect();
+    if head.len() < digest.len() {
+        format!("{head}…")
+    } else {
+        head
+    }
 }

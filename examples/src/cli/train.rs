@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use stackscan::fsdp::Adam;
 use stackscan::plan::PlanOptions;
+use stackscan_runtime::checkpoint::Checkpoint;
 use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
 use stackscan_runtime::train::{HostInput, PendingStep, Progress, Trainer};
 use stackscan_runtime::{Client, ClientOptions, CompileCache, Mesh, Plugin, plugin};
@@ -185,12 +186,26 @@ impl TrainArgs {
         .map_err(|e| CliError::Usage(e.to_string()))?;
         Ok(Some(batches))
     }
+
+    /// The checkpoint of `--resume`, read and every tensor checked against its checksum:
+    /// a damaged file is refused before the plugin loads, so the run writes nothing (no
+    /// metrics, no checkpoint over the one it could not trust).
+    fn resume_from(&self) -> Result<Option<(PathBuf, Checkpoint)>, CliError> {
+        let Some(dir) = &self.resume else {
+            return Ok(None);
+        };
+        let path = latest(dir);
+        let ckpt =
+            Checkpoint::read(&path).map_err(|e| CliError::Usage(format!("cannot resume: {e}")))?;
+        Ok(Some((path, ckpt)))
+    }
 }
 
 /// Runs `train`; the report goes to `out`, progress to stderr (nothing when `quiet`).
 pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliError> {
     let (job, options, layout) = a.check()?;
     let data = a.data(&job)?;
+    let resume = a.resume_from()?;
     let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
     let devices = a.runtime.devices;
     let cache = CompileCache::from_env().filter(|_| !a.no_compile_cache);
@@ -234,14 +249,14 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     )?;
     let total = usize::try_from(a.steps)?;
     let (mut start, mut position) = (0usize, 0u64);
-    if let Some(dir) = &a.resume {
-        let progress = trainer.load(&latest(dir))?;
+    if let Some((path, ckpt)) = resume {
+        let progress = trainer.restore(&ckpt, &path)?;
         start = trainer.steps();
         position = progress.data_position;
         writeln!(
             out,
             "resumed from {} at step {start}, data position {position}",
-            latest(dir).display()
+            path.display()
         )?;
     }
     if start >= total {

@@ -4,8 +4,8 @@
 //!
 //! Tensors are named from the model: an outer parameter by its own name, a stacked one as
 //! `{kind}.{param}` with shape `[layers, …]`; the moments are `adam.m.{name}` and
-//! `adam.v.{name}`. A restore checks every tensor before it uploads any, so a bad file leaves
-//! the trainer as it was.
+//! `adam.v.{name}`. A restore checks every tensor before it uploads any (its checksum when the
+//! file is read, then its name and shape), so a bad file leaves the trainer as it was.
 
 use std::path::Path;
 
@@ -169,7 +169,8 @@ impl Trainer {
         Ok(progress)
     }
 
-    /// Reads the checkpoint at `path` and restores it ([`Trainer::restore`]).
+    /// Reads the checkpoint at `path`, every tensor checked against its checksum
+    /// ([`Checkpoint::read`]), and restores it ([`Trainer::restore`]).
     pub fn load(&mut self, path: &Path) -> Result<Progress> {
         let ckpt = Checkpoint::read(path)?;
         self.restore(&ckpt, path)

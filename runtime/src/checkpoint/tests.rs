@@ -1,0 +1,186 @@
+//! Checksums: a flipped byte in a tensor's data or in its recorded digest is refused, naming
+//! the tensor; checksums and tensors must name each other; a file from before checksums loads.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::{Checkpoint, Tensor};
+use crate::error::Error;
+
+const PATH: &str = "run/latest.safetensors";
+
+fn checkpoint() -> Checkpoint {
+    let tensor = |name: &str, shape: Vec<i64>, scale: f32| {
+        let n = shape.iter().product::<i64>() as usize;
+        let data = (0..n).map(|i| (i as f32 - 3.5) * scale).collect();
+        Tensor {
+            name: name.into(),
+            shape,
+            data,
+        }
+    };
+    Checkpoint {
+        tensors: vec![
+            tensor("embed", vec![4, 2], 0.5),
+            tensor("layers.attn.wq", vec![2, 3, 4], -0.0094),
+            tensor("adam.m.layers.attn.wq", vec![2, 3, 4], 1e-3),
+        ],
+        metadata: [("step", "10"), ("data_position", "20"), ("rng_state", "7")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+    }
+}
+
+fn parse(bytes: &[u8]) -> Result<Checkpoint, Error> {
+    Checkpoint::from_bytes(bytes, Path::new(PATH))
+}
+
+/// Where the data starts: after the length and the header.
+fn data_start(bytes: &[u8]) -> usize {
+    let len = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+    8 + len as usize
+}
+
+/// `bytes` with its header edited by `edit`, written back as the writer lays a header out.
+fn with_header(bytes: &[u8], edit: impl FnOnce(&mut Map<String, Value>)) -> Vec<u8> {
+    let start = data_start(bytes);
+    let mut header: Map<String, Value> =
+        serde_json::from_slice(&bytes[8..start]).expect("a JSON header");
+    edit(&mut header);
+    let mut json = Value::Object(header).to_string().into_bytes();
+    while !json.len().is_multiple_of(8) {
+        json.push(b' ');
+    }
+    let mut out = (json.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&json);
+    out.extend_from_slice(&bytes[start..]);
+    out
+}
+
+fn metadata(header: &mut Map<String, Value>) -> &mut Map<String, Value> {
+    header
+        .get_mut("__metadata__")
+        .and_then(Value::as_object_mut)
+        .expect("metadata")
+}
+
+#[test]
+fn a_checkpoint_reads_back_with_its_checksums_left_out() {
+    let c = checkpoint();
+    assert_eq!(parse(&c.to_bytes()).expect("intact"), c);
+    // A user's key in the checksums' place is replaced by the real checksum on write.
+    let mut forged = c.clone();
+    forged
+        .metadata
+        .insert("stackscan.sha256.embed".into(), "0".repeat(64));
+    assert_eq!(forged.to_bytes(), c.to_bytes());
+}
+
+#[test]
+fn a_flipped_byte_in_a_tensor_is_refused_naming_it() {
+    let c = checkpoint();
+    let bytes = c.to_bytes();
+    // The middle of `layers.attn.wq`, the second tensor: its 24 elements follow the 8 of
+    // `embed`.
+    let at = data_start(&bytes) + 8 * 4 + 12 * 4 + 1;
+    let mut bad = bytes.clone();
+    bad[at] ^= 0x40;
+    let err = parse(&bad).expect_err("a flipped byte was accepted");
+    match &err {
+        Error::CheckpointChecksum {
+            path,
+            tensor,
+            expected,
+            actual,
+        } => {
+            assert_eq!(path, Path::new(PATH));
+            assert_eq!(tensor, "layers.attn.wq");
+            assert_eq!(expected.len(), 64);
+            assert_ne!(expected, actual);
+        }
+        e => panic!("{e}"),
+    }
+    let message = err.to_string();
+    for part in [PATH, "`layers.attn.wq`", "sha256"] {
+        assert!(message.contains(part), "no `{part}` in {message}");
+    }
+    // Every byte of every tensor is covered, the first and the last included.
+    for at in [data_start(&bytes), bytes.len() - 1] {
+        let mut bad = bytes.clone();
+        bad[at] ^= 0x01;
+        assert!(
+            matches!(parse(&bad), Err(Error::CheckpointChecksum { .. })),
+            "byte {at}"
+        );
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_a_checksum_is_refused() {
+    let c = checkpoint();
+    let bytes = c.to_bytes();
+    let text = String::from_utf8(bytes[8..data_start(&bytes)].to_vec()).expect("UTF-8");
+    let key = "\"stackscan.sha256.embed\":\"";
+    let at = 8 + text.find(key).expect("the checksum of `embed`") + key.len() + 5;
+    let mut bad = bytes.clone();
+    // Another hex digit, so the header stays valid and only the digest differs.
+    bad[at] = if bad[at] == b'a' { b'b' } else { b'a' };
+    match parse(&bad) {
+        Err(Error::CheckpointChecksum {
+            tensor,
+            expected,
+            actual,
+            ..
+        }) => {
+            assert_eq!(tensor, "embed");
+            assert_eq!(expected.as_bytes()[5], bad[at]);
+            assert_eq!(actual.as_bytes()[5], bytes[at]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn checksums_and_tensors_must_name_each_other() {
+    let bytes = checkpoint().to_bytes();
+    let dropped = with_header(&bytes, |h| {
+        metadata(h).remove("stackscan.sha256.layers.attn.wq");
+    });
+    match parse(&dropped) {
+        Err(e @ Error::CheckpointCorrupt { .. }) => {
+            let m = e.to_string();
+            assert!(m.contains("`layers.attn.wq` has no checksum"), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let ghost = with_header(&bytes, |h| {
+        metadata(h).insert("stackscan.sha256.ghost".into(), "0".repeat(64).into());
+    });
+    match parse(&ghost) {
+        Err(e @ Error::CheckpointCorrupt { .. }) => {
+            let m = e.to_string();
+            assert!(
+                m.contains("`stackscan.sha256.ghost` names no tensor"),
+                "{m}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_file_without_checksums_still_loads() {
+    let c = checkpoint();
+    // What the writer produced before checksums: the same file, its metadata without them.
+    let old = with_header(&c.to_bytes(), |h| {
+        metadata(h).retain(|k, _| !k.starts_with("stackscan.sha256."));
+    });
+    assert_eq!(parse(&old).expect("an old file"), c);
+    // Without checksums nothing can be verified: a damaged old file loads as it is.
+    let mut damaged = old.clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0x01;
+    assert_ne!(parse(&damaged).expect("an old file"), c);
+}
