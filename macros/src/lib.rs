@@ -9,6 +9,7 @@
 //! `<path>::__private` under the macros' `crate = "path"` option.
 
 mod args;
+mod config;
 mod errors;
 #[cfg(test)]
 mod fuzz_tests;
@@ -45,7 +46,9 @@ use proc_macro::TokenStream;
 ///
 /// Field attribute `#[param(...)]`, one per field:
 /// - `shape = [e0, e1, …]` (required): `i64` expressions; the config is bound to `cfg`
-///   (a `&Config`), so `shape = [cfg.d_model, cfg.ffn]`;
+///   (a `&Config`), so `shape = [cfg.d_model, cfg.ffn]`. The macro renames each such `cfg` to
+///   a binding of its own, so an item named `cfg` in scope (a `const` or `static`) does not
+///   turn the binding into a pattern; a `cfg` inside a format string is not renamed;
 /// - `shard = d` or `replicated` (one of them): the dimension sharded over the FSDP axis,
 ///   a literal below the shape's rank, or a parameter every device holds whole;
 /// - `init = normal(std) | ones | zeros`: default `normal(0.02)` when sharded, `ones` when
@@ -112,8 +115,9 @@ pub fn derive_module(input: TokenStream) -> TokenStream {
 /// }
 /// ```
 ///
-/// Struct attribute `#[model(...)]`: `config = Type` and `inputs = Type` (a `#[derive(Inputs)]`
-/// struct named without its type parameter) required, `crate = "path"`. Field attribute
+/// Struct attribute `#[model(...)]`: `config = Type` and `inputs = Type` (the path of a
+/// `#[derive(Inputs)]` struct, named without its type parameter, `inputs = Batch`, or over the
+/// model's, `inputs = Batch<T>`) required, `crate = "path"`. Field attribute
 /// `#[stack]`, without options: the depth is the stack's (`#[layer_stack(layers =
 /// cfg.layers)]`), written once there, and checked when the model is built.
 #[proc_macro_derive(Model, attributes(model, param, module, stack))]
@@ -171,7 +175,10 @@ pub fn derive_inputs(input: TokenStream) -> TokenStream {
 /// An entry is any spelling of a sub-layer: its name (`Mlp`, the value type inferred), a
 /// path, `Mlp<Tensor>`, a type alias (generic or not), a `use … as` rename or a
 /// `macro_rules!` fragment. Kinds are types, not spellings: two spellings of one sub-layer are
-/// one kind. Every sub-layer must have the same config and carry as the first; distinct
+/// one kind. Without `config = Type` the first entry is also named as a type, `Mlp<Tensor>`,
+/// to read the config (a type position, where the value type cannot be inferred), so a
+/// non-generic alias there (`type Dense = Mlp<Tensor>`) fails with E0107: give
+/// `config = Type`, make the alias generic (`type Dense<T> = Mlp<T>`) or put it later. Every sub-layer must have the same config and carry as the first; distinct
 /// sub-layer types must have distinct kind names. Errors point at the offending entry or
 /// option.
 #[proc_macro_attribute]
@@ -211,6 +218,16 @@ fn private() -> proc_macro2::TokenStream {
         Some(path) => quote::quote!(#path::__private),
         None => quote::quote!(::stackscan::__private),
     }
+}
+
+/// The primitive type `name` (`usize`, `str`) through [`private`]: a user type of that name in
+/// scope (`struct usize;`) would otherwise be the one generated code names.
+fn primitive(name: &str) -> proc_macro2::TokenStream {
+    let (p, name) = (
+        private(),
+        syn::Ident::new(name, proc_macro2::Span::call_site()),
+    );
+    quote::quote!(#p::primitive::#name)
 }
 
 /// `tokens` with every span set to `span`: a call whose path is [`private`] then spans only the

@@ -174,7 +174,7 @@ fn sublayer_expands_to_both_impls_in_a_const_block() {
             "Carry = Hidden",
             "Of = GatedMlp < T >",
             "NAME = \"A\"",
-            "IDENTITY = :: core :: concat ! (:: core :: module_path ! () , \"::\" , \"GatedMlp\" , \":\" , :: core :: line ! () , \":\" , :: core :: column ! ())"
+            "IDENTITY = :: stackscan :: __private :: concat ! (:: stackscan :: __private :: module_path ! () , \"::\" , \"GatedMlp\" , \":\" , :: stackscan :: __private :: line ! () , \":\" , :: stackscan :: __private :: column ! ())"
         ]
     );
     let params = impl_of(&items, "Params");
@@ -182,15 +182,15 @@ fn sublayer_expands_to_both_impls_in_a_const_block() {
     assert_contains(
         &out,
         &[
-            "ParamSpec::sharded(\"w1\", &[cfg.d, cfg.f], ::stackscan::__private::DType::F32, 0usize)",
+            "ParamSpec::sharded(\"w1\", &[__stackscan_cfg.d, __stackscan_cfg.f], ::stackscan::__private::DType::F32, 0usize)",
             ".with_init(::stackscan::__private::Init::Normal(0.01))",
             // Defaults: normal(0.02) when sharded, ones when replicated.
             ".with_init(::stackscan::__private::Init::Normal(0.02))",
-            "ParamSpec::replicated(\"gain\", &[cfg.d], ::stackscan::__private::DType::F32)",
+            "ParamSpec::replicated(\"gain\", &[__stackscan_cfg.d], ::stackscan::__private::DType::F32)",
             ".with_init(::stackscan::__private::Init::Ones)",
-            "ParamSpec::replicated(\"b\", &[cfg.d], ::stackscan::__private::DType::BF16)",
+            "ParamSpec::replicated(\"b\", &[__stackscan_cfg.d], ::stackscan::__private::DType::BF16)",
             ".with_init(::stackscan::__private::Init::Zeros)",
-            "const LEN: usize = 4usize;",
+            "const LEN: ::stackscan::__private::primitive::usize = 4usize;",
             "__stackscan_out.push(self.w1); __stackscan_out.push(self.w2);",
             "w1: __stackscan_values.one()?, w2: __stackscan_values.one()?",
         ],
@@ -407,9 +407,10 @@ fn a_count_over_the_config_is_read_when_the_stack_is_built() {
     assert_contains(
         &out,
         &[
-            // The user's `cfg` is the parameter, and the field is named for the error.
-            "fn __stackscan_stack(cfg: &<Toy as ::stackscan::__private::LayerStack>::Config)",
-            "::stackscan::__private::Count::Layers(::stackscan::__private::count_value(cfg.layers))",
+            // The user's `cfg` is renamed to the parameter (a `const cfg` in scope would turn a
+            // parameter named `cfg` into a pattern), and the field is named for the error.
+            "fn __stackscan_stack(__stackscan_cfg: &<Toy as ::stackscan::__private::LayerStack>::Config)",
+            "::stackscan::__private::Count::Layers(::stackscan::__private::count_value(__stackscan_cfg.layers))",
             "::stackscan::__private::Source::Field(\"layers\")",
         ],
     );
@@ -425,7 +426,10 @@ fn a_count_over_the_config_is_read_when_the_stack_is_built() {
     );
     // `x.cfg` and `m::cfg` are not the config: a constant, checked at compile time.
     let out = toy_stack(quote!(block = [Mlp], repeat = m::cfg + X.cfg));
-    assert_contains(&out, &["const __STACKSCAN_COUNT: usize = m::cfg + X.cfg;"]);
+    assert_contains(
+        &out,
+        &["const __STACKSCAN_COUNT: ::stackscan::__private::primitive::usize = m::cfg + X.cfg;"],
+    );
     let out = toy_stack(quote!(block = [Mlp], repeat = 1, unroll = cfg.u));
     assert_eq!(
         compile_errors(&out),

@@ -17,6 +17,39 @@ pub enum Count {
     Repeat(i128),
 }
 
+/// Why a count does not fit its stack's pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Misfit {
+    /// Below the smallest stack: `repeat` under 1, or `layers` no more than the prefix.
+    Short,
+    /// More layers than a stack has, `Stack::MAX_LAYERS`.
+    Deep,
+    /// `layers` is not the prefix plus a whole number of blocks.
+    Ragged,
+}
+
+impl Count {
+    /// How often the block repeats when the count fits a stack of `prefix` then `block`
+    /// sub-layers, at most `Stack::MAX_LAYERS` in all; else why not. The one rule: the
+    /// macro's `const` validator of a constant count applies it at compile time, [`stack`] at
+    /// run time.
+    pub const fn fit(self, prefix: usize, block: usize) -> core::result::Result<usize, Misfit> {
+        let block = if block == 0 { 1 } else { block };
+        let (p, b, max) = (prefix as i128, block as i128, Stack::MAX_LAYERS as i128);
+        // Each `as usize` below is of a value in `1..=MAX_LAYERS`.
+        match self {
+            Count::Layers(n) if n <= p => Err(Misfit::Short),
+            Count::Layers(n) if n > max => Err(Misfit::Deep),
+            Count::Layers(n) if (n - p) % b != 0 => Err(Misfit::Ragged),
+            Count::Layers(n) => Ok(((n - p) / b) as usize),
+            Count::Repeat(r) if r < 1 => Err(Misfit::Short),
+            // `p + r × b ≤ max` without the product, which may overflow.
+            Count::Repeat(r) if r > (max - p) / b => Err(Misfit::Deep),
+            Count::Repeat(r) => Ok(r as usize),
+        }
+    }
+}
+
 /// What the count was written as, for the error that names it.
 #[derive(Clone, Copy, Debug)]
 pub enum Source {
@@ -66,22 +99,13 @@ pub fn stack<S: LayerStack>(
     count: Count,
     source: Source,
 ) -> Result<Stack> {
-    let (p, b) = (prefix.len() as i128, block.len().max(1) as i128);
-    let max = Stack::MAX_LAYERS as i128;
-    let (key, n, repeat) = match count {
-        Count::Layers(n) => {
-            let fits = n > p && n <= max && (n - p) % b == 0;
-            ("layers", n, fits.then(|| (n - p) / b))
-        }
-        Count::Repeat(r) => {
-            let fits = r >= 1 && r <= max && p + r * b <= max;
-            ("repeat", r, fits.then_some(r))
-        }
-    };
-    // In range by the checks above: at most `MAX_LAYERS`.
-    if let Some(repeat) = repeat.and_then(|r| usize::try_from(r).ok()) {
+    if let Ok(repeat) = count.fit(prefix.len(), block.len()) {
         return Stack::with_prefix(prefix, block, repeat);
     }
+    let (key, n) = match count {
+        Count::Layers(n) => ("layers", n),
+        Count::Repeat(r) => ("repeat", r),
+    };
     Err(Error::Depth {
         stack: short_name(core::any::type_name::<S>()),
         field: match source {
@@ -144,7 +168,25 @@ pub(crate) fn message(
 
 #[cfg(test)]
 mod tests {
-    use super::{message, short_name};
+    use super::{Count, Misfit, message, short_name};
+    use crate::plan::Stack;
+
+    #[test]
+    fn counts_fit_the_pattern_without_overflow() {
+        let max = Stack::MAX_LAYERS as i128;
+        assert_eq!(Count::Repeat(3).fit(1, 2), Ok(3));
+        assert_eq!(Count::Repeat(0).fit(0, 2), Err(Misfit::Short));
+        assert_eq!(
+            Count::Repeat(usize::MAX as i128).fit(0, 2),
+            Err(Misfit::Deep)
+        );
+        assert_eq!(Count::Repeat(max / 2).fit(0, 2), Ok(Stack::MAX_LAYERS / 2));
+        assert_eq!(Count::Repeat(max / 2).fit(1, 2), Err(Misfit::Deep));
+        assert_eq!(Count::Layers(7).fit(1, 2), Ok(3));
+        assert_eq!(Count::Layers(1).fit(1, 2), Err(Misfit::Short));
+        assert_eq!(Count::Layers(6).fit(1, 2), Err(Misfit::Ragged));
+        assert_eq!(Count::Layers(max + 1).fit(0, 1), Err(Misfit::Deep));
+    }
 
     #[test]
     fn types_are_named_by_their_last_segment() {

@@ -3,7 +3,7 @@
 use core::any::TypeId;
 use core::marker::PhantomData;
 
-pub use super::depth::{Count, Source, stack as stack_of, value as count_value};
+pub use super::depth::{Count, Misfit, Source, stack as stack_of, value as count_value};
 pub use super::{ActivationMarker, Forward, LayerStack, Params, SubLayer, layer_kind};
 pub use crate::builder::Tensor;
 pub use crate::error::Result;
@@ -14,9 +14,14 @@ pub use crate::module::Module;
 pub use crate::plan::{PlanOptions, Stack};
 pub use crate::types::TensorType;
 pub use crate::{DType, Error};
+pub use core::clone::Clone;
 pub use core::convert::TryFrom;
+// Through here rather than `::core`, which in an edition-2015 crate names a module of its
+// root; and a user type named `usize` or `str` in scope is not the one generated code means.
 pub use core::option::Option::{self, None, Some};
+pub use core::primitive;
 pub use core::result::Result::{Err, Ok};
+pub use core::{column, concat, line, module_path, panic};
 pub use std::string::String;
 pub use std::vec::Vec;
 

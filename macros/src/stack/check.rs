@@ -59,36 +59,9 @@ pub(crate) enum Value {
     Config(Expr),
 }
 
-/// Whether `expr` reads the config: it names `cfg` other than as a field or path segment
-/// (`cfg.layers`, `cfg.blocks * 2`, `depth(cfg)`, not `x.cfg` or `m::cfg`).
-fn reads_config(tokens: proc_macro2::TokenStream) -> bool {
-    let mut after_dot_or_path = false;
-    for tt in tokens {
-        match tt {
-            proc_macro2::TokenTree::Ident(i) if i == crate::sublayer::expand::CONFIG_BINDING => {
-                if !after_dot_or_path {
-                    return true;
-                }
-                after_dot_or_path = false;
-            }
-            proc_macro2::TokenTree::Group(g) => {
-                if reads_config(g.stream()) {
-                    return true;
-                }
-                after_dot_or_path = false;
-            }
-            proc_macro2::TokenTree::Punct(p) => {
-                after_dot_or_path = matches!(p.as_char(), '.' | ':')
-            }
-            _ => after_dot_or_path = false,
-        }
-    }
-    false
-}
-
 /// A count that is not a literal: read from the config if it names `cfg`, else a constant.
 fn expr_value(expr: Expr) -> Value {
-    if reads_config(quote::ToTokens::to_token_stream(&expr)) {
+    if crate::config::reads_config(&expr) {
         Value::Config(expr)
     } else {
         Value::Expr(expr)
@@ -182,7 +155,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> (syn::Item, Option<Mod
             errors.error_spanned_by(expr, format!("`unroll` must be 1 or 2, got {n}"));
             None
         }
-        Some(Count { expr, .. }) if reads_config(quote::ToTokens::to_token_stream(&expr)) => {
+        Some(Count { expr, .. }) if crate::config::reads_config(&expr) => {
             errors.error_spanned_by(
                 &expr,
                 "`unroll` is a constant: the options are checked at compile time, so it cannot read `cfg`",
@@ -300,7 +273,7 @@ fn entry_value(ty: &Type) -> TokenStream {
 
 /// `stackscan::plan::Stack::MAX_LAYERS`: deeper literal counts are rejected here, on the
 /// literal, rather than by the planner at run time.
-const MAX_LAYERS: u64 = 1 << 20;
+pub(super) const MAX_LAYERS: u64 = 1 << 20;
 
 /// Checks a literal `repeat` against the limit on the whole stack, `prefix + repeat × block`:
 /// the limit is on layers, so a modest `repeat` of a long block can exceed it.

@@ -6,7 +6,7 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::check::{Entry, Model, Repeat, Value};
-use crate::private;
+use crate::{config, primitive, private};
 
 pub(crate) fn expand(model: &Model) -> TokenStream {
     let p = private();
@@ -61,7 +61,7 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
     };
     let prefix_names: Vec<_> = model.prefix.iter().map(name_of).collect();
     let block_names: Vec<_> = model.block.iter().map(name_of).collect();
-    let cfg = syn::Ident::new("__stackscan_cfg", Span::mixed_site());
+    let cfg = config::binding();
     let first = local(first_entry);
     // The stack's config is fixed first, so another config on the first entry is a failed
     // bound on it rather than a type mismatch at the attribute.
@@ -88,14 +88,16 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
                 let (la, lb) = (local(a), local(b));
                 quote!(#la, #lb)
             });
+            let panic = crate::respan(quote!(#p::panic), b.written.span());
             clashes.push(quote_spanned! {b.written.span()=>
                 if #clash {
-                    ::core::panic!("{}", #message)
+                    #panic!("{}", #message)
                 }
             });
         }
     }
     let names = syn::Ident::new("__STACKSCAN_NAMES", Span::mixed_site());
+    let str_ty = primitive("str");
 
     let (count, source, count_check, reads_config) = count(model, prefix_len, block_len);
     let prefetch = model.prefetch;
@@ -105,10 +107,11 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
         Value::Expr(e) => e.span(),
         Value::Literal(_) | Value::Config(_) => ident.span(),
     };
+    let panic = crate::respan(quote!(#p::panic), options_span);
     let options_check = quote_spanned! {options_span=>
         const _: () = match <#ident as #p::LayerStack>::OPTIONS.validate() {
             #p::Ok(()) => {}
-            #p::Err(__stackscan_message) => ::core::panic!("{}", __stackscan_message),
+            #p::Err(__stackscan_message) => #panic!("{}", __stackscan_message),
         };
     };
     // The one type position naming an entry, where `Mlp` needs its `<Tensor>` written out.
@@ -127,13 +130,13 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
             (
                 quote!(<#c>),
                 quote!(type Config = #c;),
-                quote_spanned!(first_entry.written.span()=> where #ty: #p::SubLayer<Config = #c>, #c: ::core::clone::Clone + 'static),
+                quote_spanned!(first_entry.written.span()=> where #ty: #p::SubLayer<Config = #c>, #c: #p::Clone + 'static),
             )
         }
     };
-    // The user's count expression reads the config as `cfg`, at the call site's hygiene.
+    // The user's count expression reads the config through its renamed `cfg`.
     let stack_cfg = if reads_config {
-        syn::Ident::new(crate::sublayer::expand::CONFIG_BINDING, Span::call_site())
+        config::binding()
     } else {
         syn::Ident::new("_", Span::call_site())
     };
@@ -151,7 +154,7 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
             fn #stack_fn(#stack_cfg: &<#ident as #p::LayerStack>::Config) -> #p::Result<#p::Stack> {
                 // The kind names, and the compile-time check that entries sharing one are one
                 // sub-layer.
-                const #names: ([&'static str; #prefix_len], [&'static str; #block_len]) = {
+                const #names: ([&'static #str_ty; #prefix_len], [&'static #str_ty; #block_len]) = {
                     #(#bindings)*
                     #(#clashes)*
                     ([#(#prefix_names),*], [#(#block_names),*])
@@ -265,24 +268,46 @@ fn count(
             false,
         ),
         Value::Expr(e) => {
-            let rule = match &model.repeat {
-                Repeat::Repeat(_) => quote!(#constant >= 1),
-                Repeat::Layers(_) => quote! {
-                    #constant > #prefix_len && (#constant - #prefix_len) % #block_len == 0
-                },
-            };
-            let message = match (&model.repeat, prefix_len) {
-                (Repeat::Repeat(_), _) => "`repeat` must be at least 1".to_owned(),
-                (Repeat::Layers(_), 0) => {
-                    format!("`layers` must be a positive multiple of the block length {block_len}")
+            // The rule is the DSL's (`Count::fit`, also applied at run time); the messages say
+            // it with this stack's lengths.
+            let max_layers = super::check::MAX_LAYERS;
+            let (rule, deep) = match &model.repeat {
+                Repeat::Repeat(_) => {
+                    let most = (max_layers - prefix_len as u64) / block_len.max(1) as u64;
+                    let after = if prefix_len == 0 {
+                        String::new()
+                    } else {
+                        format!(" after the prefix of {prefix_len}")
+                    };
+                    (
+                        "`repeat` must be at least 1".to_owned(),
+                        format!(
+                            "`repeat` is too large; a stack has at most {max_layers} layers, so a block of {block_len} repeats at most {most} times{after}"
+                        ),
+                    )
                 }
-                (Repeat::Layers(_), _) => format!(
-                    "`layers` must be the prefix length {prefix_len} plus a positive multiple of the block length {block_len}"
+                Repeat::Layers(_) => (
+                    if prefix_len == 0 {
+                        format!(
+                            "`layers` must be a positive multiple of the block length {block_len}"
+                        )
+                    } else {
+                        format!(
+                            "`layers` must be the prefix length {prefix_len} plus a positive multiple of the block length {block_len}"
+                        )
+                    },
+                    format!("`layers` is too large; a stack has at most {max_layers} layers"),
                 ),
             };
+            let usize_ty = primitive("usize");
+            let panic = crate::respan(quote!(#p::panic), e.span());
             let check = quote_spanned! {e.span()=>
-                const #constant: usize = #e;
-                const _: () = ::core::assert!(#rule, #message);
+                const #constant: #usize_ty = #e;
+                const _: () = match #p::Count::#key(#constant as _).fit(#prefix_len, #block_len) {
+                    #p::Ok(_) => {}
+                    #p::Err(#p::Misfit::Deep) => #panic!(#deep),
+                    #p::Err(_) => #panic!(#rule),
+                };
             };
             (
                 wrap(quote!(#constant)),
@@ -297,7 +322,7 @@ fn count(
                     base,
                     member: syn::Member::Named(field),
                     ..
-                }) if matches!(&**base, syn::Expr::Path(b) if b.path.is_ident(crate::sublayer::expand::CONFIG_BINDING)) =>
+                }) if matches!(&**base, syn::Expr::Path(b) if b.path.is_ident(config::USER_NAME)) =>
                 {
                     let field = syn::ext::IdentExt::unraw(field).to_string();
                     quote!(#p::Source::Field(#field))
@@ -309,7 +334,8 @@ fn count(
             };
             let count = {
                 let (count_value, key) = (crate::respan(quote!(#p::count_value), e.span()), &key);
-                quote_spanned!(e.span()=> #p::Count::#key(#count_value(#e)))
+                let read = config::rebind(e);
+                quote_spanned!(e.span()=> #p::Count::#key(#count_value(#read)))
             };
             (count, source, TokenStream::new(), true)
         }

@@ -20,8 +20,8 @@ pub(crate) struct Model {
     pub(crate) carry: Option<Type>,
     pub(crate) name: String,
     pub(crate) members: Vec<Member>,
-    /// A model's `inputs = Type`.
-    pub(crate) inputs: Option<Type>,
+    /// A model's `inputs = Type`, a path (`Batch` or `Batch<T>`).
+    pub(crate) inputs: Option<syn::TypePath>,
     /// The generics as written (a model may be generic over its stack).
     pub(crate) generics: syn::Generics,
 }
@@ -101,8 +101,8 @@ pub(crate) struct Stub {
     pub(crate) fields: Vec<Ident>,
     /// A model's first `#[stack]` field's type (`Layers<S>`), if it has one.
     pub(crate) stack: Option<Type>,
-    /// A model's `inputs = Type`, if written.
-    pub(crate) inputs: Option<Type>,
+    /// A model's `inputs = Type`, if written and a path.
+    pub(crate) inputs: Option<syn::TypePath>,
 }
 
 /// The outcome of [`check`].
@@ -320,6 +320,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
             dtype,
         }));
     }
+    let inputs = input.inputs.as_ref().and_then(|ty| inputs_path(ty, errors));
     if derive == Derive::Model {
         if !params.iter().any(|m| matches!(m, Member::Stack(_))) && has_fields {
             errors.error_spanned_by(
@@ -345,7 +346,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
                 carry,
                 name,
                 members: params,
-                inputs: input.inputs,
+                inputs,
                 generics: input.generics,
             })
         }
@@ -360,9 +361,40 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> Checked {
                 .iter()
                 .find(|f| f.stack.is_some())
                 .map(|f| f.ty.clone()),
-            inputs: input.inputs,
+            inputs,
             fields: fields.into_iter().map(|f| f.ident).collect(),
         }),
+    }
+}
+
+/// A model's `inputs = Type` as the path the `Inputs` type is built from: `Batch` (the
+/// struct named without its value type) or `Batch<T>` (over the model's value type). The
+/// expansion writes it with `Tensor` for the value type, so anything else (`()`, `&Batch`,
+/// `<X as Y>::Z`) is reported here, on the type, rather than left to become tokens that do
+/// not parse.
+fn inputs_path(ty: &Type, errors: &mut Errors) -> Option<syn::TypePath> {
+    match ty {
+        // A `$t:ty` fragment of a `macro_rules!` arrives in an invisible group.
+        Type::Group(g) => inputs_path(&g.elem, errors),
+        Type::Paren(p) => inputs_path(&p.elem, errors),
+        Type::Path(p)
+            if p.qself.is_none()
+                && p.path.segments.last().is_some_and(|s| {
+                    !matches!(s.arguments, syn::PathArguments::Parenthesized(_))
+                }) =>
+        {
+            Some(p.clone())
+        }
+        other => {
+            errors.error_spanned_by(
+                other,
+                format!(
+                    "expected `inputs = <path>` naming the `#[derive(Inputs)]` struct of the model's inputs (`inputs = Batch`), found `{}`",
+                    quote::ToTokens::to_token_stream(other)
+                ),
+            );
+            None
+        }
     }
 }
 

@@ -7,10 +7,7 @@ use syn::spanned::Spanned;
 
 use super::check::{Init, InputMember, Member, Model, Param};
 use super::parse::Derive;
-use crate::{private, respan};
-
-/// The name the shape and init expressions see the config by.
-pub(crate) const CONFIG_BINDING: &str = "cfg";
+use crate::{config, primitive, private, respan};
 
 pub(crate) fn expand(model: &Model) -> TokenStream {
     let p = private();
@@ -25,7 +22,7 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
         generics,
         ..
     } = model;
-    let cfg = syn::Ident::new(CONFIG_BINDING, Span::call_site());
+    let cfg = config::binding();
     let specs_name = syn::Ident::new("__stackscan_specs", Span::mixed_site());
     let specs = members.iter().map(|member| match member {
         Member::Param(param) => {
@@ -39,9 +36,12 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
             // reported where the user wrote the field.
             let span = sub.ty.span();
             let sub_cfg = match &sub.config {
-                Some(expr) => quote!(&(#expr)),
+                Some(expr) => {
+                    let expr = config::rebind(expr);
+                    quote!(&(#expr))
+                }
                 None => {
-                    let cfg = syn::Ident::new(CONFIG_BINDING, span);
+                    let cfg = config::binding_at(span);
                     quote_spanned! {span=>
                         #p::SameConfig::<<#ty as #p::Module>::Config>::same(#cfg)
                     }
@@ -89,10 +89,13 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
 fn param_spec(param: &Param) -> TokenStream {
     let p = private();
     let name = &param.name;
-    let dims = &param.dims;
+    let dims = param.dims.iter().map(config::rebind);
     let dtype = format_ident!("{}", param.dtype);
     let init = match &param.init {
-        Init::Normal(std) => quote!(#p::Init::Normal(#std)),
+        Init::Normal(std) => {
+            let std = config::rebind(std);
+            quote!(#p::Init::Normal(#std))
+        }
         Init::NormalDefault => quote!(#p::Init::Normal(0.02)),
         Init::Ones => quote!(#p::Init::Ones),
         Init::Zeros => quote!(#p::Init::Zeros),
@@ -163,10 +166,11 @@ fn params_impl(
         .filter(|m| matches!(m, Member::Param(_) | Member::Input(_)))
         .count();
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    let usize_ty = primitive("usize");
     quote! {
         #[automatically_derived]
         impl #impl_generics #p::Params<#value_ty> for #ident #ty_generics #where_clause {
-            const LEN: usize = #own #(+ #lens)*;
+            const LEN: #usize_ty = #own #(+ #lens)*;
 
             fn from_values(#values: #p::Vec<#value_ty>) -> #p::Result<Self> {
                 let mut #values = #p::Values::new(
@@ -246,9 +250,10 @@ fn model_impl(model: &Model, outer_specs: TokenStream) -> TokenStream {
         #stack_of: #ps::LayerStack<Config = #config>,
     };
     let where_clause = generics.where_clause.as_ref().map(|w| &w.predicates);
-    let inputs = inputs
-        .as_ref()
-        .map(|i| quote_spanned!(i.span()=> type Inputs = #i<#p::Tensor>;));
+    let inputs = inputs.as_ref().map(|i| {
+        let ty = inputs_over_tensor(i, Some(value_ty));
+        quote_spanned!(i.span()=> type Inputs = #ty;)
+    });
     let config_item = quote_spanned!(config.span()=> type Config = #config;);
     quote! {
         #[automatically_derived]
@@ -264,6 +269,25 @@ fn model_impl(model: &Model, outer_specs: TokenStream) -> TokenStream {
 
             #outer_specs
         }
+    }
+}
+
+/// A model's `inputs = …` over `Tensor`: `Batch` → `Batch<Tensor>`, `Batch<T>` →
+/// `Batch<Tensor>` for the model's value type `T` (when known), any other arguments as written.
+pub(super) fn inputs_over_tensor(
+    path: &syn::TypePath,
+    value_ty: Option<&syn::Ident>,
+) -> TokenStream {
+    let p = private();
+    let written_bare = path
+        .path
+        .segments
+        .last()
+        .is_none_or(|s| s.arguments.is_none());
+    match value_ty {
+        _ if written_bare => quote_spanned!(path.span()=> #path<#p::Tensor>),
+        Some(t) => on_tensor(&syn::Type::Path(path.clone()), t),
+        None => path.to_token_stream(),
     }
 }
 
@@ -296,18 +320,20 @@ pub(super) fn over_tensor(
 /// `Inputs` for the inputs struct over `Tensor`.
 fn inputs_impl(ident: &syn::Ident, config: &syn::Type, members: &[Member]) -> TokenStream {
     let p = private();
-    let cfg = syn::Ident::new(CONFIG_BINDING, Span::call_site());
+    let cfg = config::binding();
     let specs = members.iter().filter_map(|m| match m {
         Member::Input(i) => Some(i),
         _ => None,
     });
     let specs = specs.map(|i| {
-        let (name, dims) = (&i.name, &i.dims);
+        let name = &i.name;
+        let dims = i.dims.iter().map(config::rebind);
         let dtype = format_ident!("{}", i.dtype);
-        let values = i
-            .values
-            .as_ref()
-            .map(|v| quote_spanned!(v.span()=> .with_values(#v)));
+        let values = i.values.as_ref().map(|v| {
+            let span = v.span();
+            let v = config::rebind(v);
+            quote_spanned!(span=> .with_values(#v))
+        });
         quote! {
             #p::InputSpec::new(
                 #name,
@@ -361,14 +387,15 @@ fn sublayer_impl(
     let config_item = quote_spanned!(config.span()=> type Config = #config;);
     let carry_item = quote_spanned!(carry.span()=> type Carry = #carry;);
     let identity = identity(ident);
+    let str_ty = primitive("str");
     quote! {
         #[automatically_derived]
         impl #p::SubLayer for #ident<#p::Tensor> {
             #config_item
             #carry_item
             type Of<#value_ty> = #ident<#value_ty>;
-            const NAME: &'static str = #name;
-            const IDENTITY: &'static str = #identity;
+            const NAME: &'static #str_ty = #name;
+            const IDENTITY: &'static #str_ty = #identity;
 
             #param_specs
         }
@@ -379,9 +406,10 @@ fn sublayer_impl(
 /// structs of one name in two functions of one module differ too.
 pub(super) fn identity(ident: &syn::Ident) -> TokenStream {
     let name = ident.unraw().to_string();
+    let p = private();
     quote! {
-        ::core::concat!(
-            ::core::module_path!(), "::", #name, ":", ::core::line!(), ":", ::core::column!()
+        #p::concat!(
+            #p::module_path!(), "::", #name, ":", #p::line!(), ":", #p::column!()
         )
     }
 }

@@ -7,9 +7,9 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 use super::check::Stub;
-use super::expand::{identity, on_tensor, over_tensor};
+use super::expand::{identity, inputs_over_tensor, on_tensor, over_tensor};
 use super::parse::Derive;
-use crate::private;
+use crate::{primitive, private};
 
 /// Impls for an invalid declaration: the same types, bodies that do nothing, so the
 /// `compile_error!`s beside them are the only errors. The impls take the struct's generics as
@@ -17,6 +17,7 @@ use crate::private;
 /// well-formed; a missing `config` or `carry` is a placeholder type.
 pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
     let p = private();
+    let (usize_ty, str_ty) = (primitive("usize"), primitive("str"));
     let Stub {
         derive,
         ident,
@@ -48,7 +49,7 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
             quote!(type Config = #missing_config;),
             Some(quote! {
                 pub enum #missing_config {}
-                impl ::core::clone::Clone for #missing_config {
+                impl #p::Clone for #missing_config {
                     fn clone(&self) -> Self {
                         match *self {}
                     }
@@ -77,7 +78,7 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
     let len = fields.len();
     let stub_params = |value_ty: &TokenStream, len: usize| {
         quote! {
-            const LEN: usize = #len;
+            const LEN: #usize_ty = #len;
 
             fn from_values(_: #p::Vec<#value_ty>) -> #p::Result<Self> {
                 #p::Err(#p::invalid_declaration(#type_name))
@@ -106,8 +107,8 @@ pub(crate) fn expand_stub(stub: &Stub) -> TokenStream {
                 #config
                 #carry
                 type Of<#of> = #invalid_params<#of>;
-                const NAME: &'static str = #type_name;
-                const IDENTITY: &'static str = #identity;
+                const NAME: &'static #str_ty = #type_name;
+                const IDENTITY: &'static #str_ty = #identity;
 
                 fn param_specs(_: &Self::Config) -> #p::Vec<#p::ParamSpec> {
                     #p::Vec::new()
@@ -169,9 +170,10 @@ fn model_stub(
     config: &TokenStream,
     config_ty: &TokenStream,
     stack: Option<&syn::Type>,
-    inputs: Option<&syn::Type>,
+    inputs: Option<&syn::TypePath>,
 ) -> TokenStream {
     let p = private();
+    let usize_ty = primitive("usize");
     let Stub {
         ident,
         value_ty,
@@ -215,10 +217,10 @@ fn model_stub(
         }),
     };
     let (inputs_item, inputs_placeholder) = match inputs {
-        Some(i) => (
-            quote_spanned!(i.span()=> type Inputs = #i<#p::Tensor>;),
-            None,
-        ),
+        Some(i) => {
+            let ty = inputs_over_tensor(i, value_ty.as_ref());
+            (quote_spanned!(i.span()=> type Inputs = #ty;), None)
+        }
         None => (
             quote!(type Inputs = #no_inputs;),
             Some(quote! {
@@ -226,7 +228,7 @@ fn model_stub(
 
                 #[automatically_derived]
                 impl #p::Params<#p::Tensor> for #no_inputs {
-                    const LEN: usize = 0;
+                    const LEN: #usize_ty = 0;
 
                     fn from_values(_: #p::Vec<#p::Tensor>) -> #p::Result<Self> {
                         #p::Err(#p::invalid_declaration("model inputs"))

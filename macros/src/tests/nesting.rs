@@ -21,9 +21,9 @@ fn sub_module_fields_nest_their_names_and_check_their_types() {
     assert_contains(
         &out,
         &[
-            "::stackscan::__private::nested(\"attn\", <Attention<::stackscan::__private::Tensor> as ::stackscan::__private::Module>::param_specs(&(cfg.attention())))",
-            "::stackscan::__private::nested(\"mlp\", <layers::SwiGlu<::stackscan::__private::Tensor> as ::stackscan::__private::Module>::param_specs(::stackscan::__private::SameConfig::<<layers::SwiGlu<::stackscan::__private::Tensor> as ::stackscan::__private::Module>::Config>::same(cfg)))",
-            "const LEN: usize = 1usize + <Attention<T> as ::stackscan::__private::Params<T>>::LEN + <layers::SwiGlu<T> as ::stackscan::__private::Params<T>>::LEN;",
+            "::stackscan::__private::nested(\"attn\", <Attention<::stackscan::__private::Tensor> as ::stackscan::__private::Module>::param_specs(&(__stackscan_cfg.attention())))",
+            "::stackscan::__private::nested(\"mlp\", <layers::SwiGlu<::stackscan::__private::Tensor> as ::stackscan::__private::Module>::param_specs(::stackscan::__private::SameConfig::<<layers::SwiGlu<::stackscan::__private::Tensor> as ::stackscan::__private::Module>::Config>::same(__stackscan_cfg)))",
+            "const LEN: ::stackscan::__private::primitive::usize = 1usize + <Attention<T> as ::stackscan::__private::Params<T>>::LEN + <layers::SwiGlu<T> as ::stackscan::__private::Params<T>>::LEN;",
             "attn: __stackscan_values.module::<Attention<T>>()?",
         ],
     );
@@ -70,7 +70,7 @@ fn a_model_over_its_stack_builds_the_stack_field() {
             "type Stack = <Layers<S> as ::stackscan::__private::StackField>::Stack;",
             "layers: ::stackscan::__private::Layers::new()",
             "impl<T, S> ::stackscan::__private::Params<T> for Llama<T, S>",
-            "const LEN: usize = 1usize + <Head<T> as ::stackscan::__private::Params<T>>::LEN;",
+            "const LEN: ::stackscan::__private::primitive::usize = 1usize + <Head<T> as ::stackscan::__private::Params<T>>::LEN;",
         ],
     );
     let missing = crate::sublayer::derive_model(quote! {

@@ -17,8 +17,10 @@ fn layer_stack_with_a_prefix_and_const_counts_checks_them_in_const_context() {
         &out,
         &[
             // The user's `LAYERS` is not shadowed by anything the expansion defines.
-            "const __STACKSCAN_COUNT: usize = LAYERS;",
-            "__STACKSCAN_COUNT > 3usize && (__STACKSCAN_COUNT - 3usize) % 1usize == 0",
+            "const __STACKSCAN_COUNT: ::stackscan::__private::primitive::usize = LAYERS;",
+            // The DSL's rule, also applied at run time.
+            "::stackscan::__private::Count::Layers(__STACKSCAN_COUNT as _).fit(3usize, 1usize)",
+            "`layers` is too large; a stack has at most 1048576 layers",
             "::stackscan::__private::Count::Layers(::stackscan::__private::count_value(__STACKSCAN_COUNT))",
             "`layers` must be the prefix length 3 plus a positive multiple of the block length 1",
             "unroll: (UNROLL)",

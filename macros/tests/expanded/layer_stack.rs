@@ -4,11 +4,14 @@ const _: () = {
     fn __stackscan_stack(
         _: &<Toy as ::stackscan::__private::LayerStack>::Config,
     ) -> ::stackscan::__private::Result<::stackscan::__private::Stack> {
-        const __STACKSCAN_NAMES: ([&'static str; 0usize], [&'static str; 4usize]) = {
+        const __STACKSCAN_NAMES: (
+            [&'static ::stackscan::__private::primitive::str; 0usize],
+            [&'static ::stackscan::__private::primitive::str; 4usize],
+        ) = {
             let __stackscan_entry0 = GatedMlp::__STACKSCAN_ENTRY;
             let __stackscan_entry1 = SineResidual::__STACKSCAN_ENTRY;
             if ::stackscan::__private::clash(__stackscan_entry0, __stackscan_entry1) {
-                ::core::panic!(
+                ::stackscan::__private::panic!(
                     "{}",
                     "sub-layers `GatedMlp` and `SineResidual` have the same kind name; give one of them another `name` in `#[sublayer(...)]`"
                 )
@@ -62,7 +65,7 @@ const _: () = {
         GatedMlp<
             ::stackscan::__private::Tensor,
         >: ::stackscan::__private::SubLayer<Config = __StackscanConfig>,
-        __StackscanConfig: ::core::clone::Clone + 'static,
+        __StackscanConfig: ::stackscan::__private::Clone + 'static,
     {
         type Config = __StackscanConfig;
         const OPTIONS: ::stackscan::__private::PlanOptions = ::stackscan::__private::PlanOptions {
@@ -85,7 +88,7 @@ const _: () = {
     const _: () = match <Toy as ::stackscan::__private::LayerStack>::OPTIONS.validate() {
         ::stackscan::__private::Ok(()) => {}
         ::stackscan::__private::Err(__stackscan_message) => {
-            ::core::panic!("{}", __stackscan_message)
+            ::stackscan::__private::panic!("{}", __stackscan_message)
         }
     };
 };

@@ -14,15 +14,15 @@ const _: () = {
         type Stack = <Layers<S> as ::stackscan::__private::StackField>::Stack;
         type Inputs = Tokens<::stackscan::__private::Tensor>;
         fn outer_specs(
-            cfg: &Self::Config,
+            __stackscan_cfg: &Self::Config,
         ) -> ::stackscan::__private::Vec<::stackscan::__private::ParamSpec> {
-            let _ = cfg;
+            let _ = __stackscan_cfg;
             let mut __stackscan_specs = ::stackscan::__private::Vec::new();
             __stackscan_specs
                 .push(
                     ::stackscan::__private::ParamSpec::sharded(
                             "embed",
-                            &[cfg.vocab, cfg.d],
+                            &[__stackscan_cfg.vocab, __stackscan_cfg.d],
                             ::stackscan::__private::DType::F32,
                             0usize,
                         )
@@ -39,7 +39,7 @@ const _: () = {
                                 <Head<
                                     ::stackscan::__private::Tensor,
                                 > as ::stackscan::__private::Module>::Config,
-                            >::same(cfg),
+                            >::same(__stackscan_cfg),
                         ),
                     ),
                 );
@@ -48,7 +48,8 @@ const _: () = {
     }
     #[automatically_derived]
     impl<T, S> ::stackscan::__private::Params<T> for Llama<T, S> {
-        const LEN: usize = 1usize + <Head<T> as ::stackscan::__private::Params<T>>::LEN;
+        const LEN: ::stackscan::__private::primitive::usize = 1usize
+            + <Head<T> as ::stackscan::__private::Params<T>>::LEN;
         fn from_values(
             __stackscan_values: ::stackscan::__private::Vec<T>,
         ) -> ::stackscan::__private::Result<Self> {

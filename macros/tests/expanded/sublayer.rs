@@ -4,21 +4,21 @@ const _: () = {
         type Config = ToyConfig;
         type Carry = Hidden;
         type Of<T> = GatedMlp<T>;
-        const NAME: &'static str = "A";
-        const IDENTITY: &'static str = ::core::concat!(
-            ::core::module_path!(), "::", "GatedMlp", ":", ::core::line!(), ":",
-            ::core::column!()
+        const NAME: &'static ::stackscan::__private::primitive::str = "A";
+        const IDENTITY: &'static ::stackscan::__private::primitive::str = ::stackscan::__private::concat!(
+            ::stackscan::__private::module_path!(), "::", "GatedMlp", ":",
+            ::stackscan::__private::line!(), ":", ::stackscan::__private::column!()
         );
         fn param_specs(
-            cfg: &Self::Config,
+            __stackscan_cfg: &Self::Config,
         ) -> ::stackscan::__private::Vec<::stackscan::__private::ParamSpec> {
-            let _ = cfg;
+            let _ = __stackscan_cfg;
             let mut __stackscan_specs = ::stackscan::__private::Vec::new();
             __stackscan_specs
                 .push(
                     ::stackscan::__private::ParamSpec::sharded(
                             "w1",
-                            &[cfg.d, cfg.f],
+                            &[__stackscan_cfg.d, __stackscan_cfg.f],
                             ::stackscan::__private::DType::F32,
                             0usize,
                         )
@@ -28,7 +28,7 @@ const _: () = {
                 .push(
                     ::stackscan::__private::ParamSpec::sharded(
                             "w2",
-                            &[cfg.f, cfg.d],
+                            &[__stackscan_cfg.f, __stackscan_cfg.d],
                             ::stackscan::__private::DType::F32,
                             1usize,
                         )
@@ -38,7 +38,7 @@ const _: () = {
                 .push(
                     ::stackscan::__private::ParamSpec::replicated(
                             "gain",
-                            &[cfg.d],
+                            &[__stackscan_cfg.d],
                             ::stackscan::__private::DType::F32,
                         )
                         .with_init(::stackscan::__private::Init::Ones),
@@ -47,7 +47,7 @@ const _: () = {
                 .push(
                     ::stackscan::__private::ParamSpec::replicated(
                             "b",
-                            &[cfg.d],
+                            &[__stackscan_cfg.d],
                             ::stackscan::__private::DType::BF16,
                         )
                         .with_init(::stackscan::__private::Init::Zeros),
@@ -57,7 +57,7 @@ const _: () = {
     }
     #[automatically_derived]
     impl<T> ::stackscan::__private::Params<T> for GatedMlp<T> {
-        const LEN: usize = 4usize;
+        const LEN: ::stackscan::__private::primitive::usize = 4usize;
         fn from_values(
             __stackscan_values: ::stackscan::__private::Vec<T>,
         ) -> ::stackscan::__private::Result<Self> {
