@@ -79,6 +79,22 @@ pub fn softplus(x: &Tensor) -> Result<Tensor> {
 /// first `rotary_dim` features of each head by position-dependent angles with base `theta`
 /// (rotate-half convention); the remaining features pass through (partial RoPE).
 pub fn rope(x: &Tensor, theta: f64, rotary_dim: usize) -> Result<Tensor> {
+    if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) {
+        return Err(Error::invalid(
+            "rope",
+            format!("rotary_dim {rotary_dim} must be even and above 0"),
+        ));
+    }
+    let inv: Vec<f64> = (0..rotary_dim / 2)
+        .map(|i| theta.powf(-2.0 * i as f64 / rotary_dim as f64))
+        .collect();
+    rope_with_frequencies(x, &inv, 1.0)
+}
+
+/// [`rope`] with the angle of feature pair `i` at position `t` being `t · inv_freq[i]`, and
+/// cosines and sines scaled by `magnitude`: what a context-extension scheme such as YaRN
+/// changes. `rotary_dim` is `2 · inv_freq.len()`; a `magnitude` of 1 emits no scaling.
+pub fn rope_with_frequencies(x: &Tensor, inv_freq: &[f64], magnitude: f64) -> Result<Tensor> {
     let r = x.rank();
     if r < 3 {
         return Err(Error::invalid(
@@ -87,27 +103,44 @@ pub fn rope(x: &Tensor, theta: f64, rotary_dim: usize) -> Result<Tensor> {
         ));
     }
     let (t, d) = (x.dims()[r - 3], x.dims()[r - 1]);
-    if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) || rotary_dim as i64 > d {
+    let rotary_dim = 2 * inv_freq.len();
+    if rotary_dim == 0 || rotary_dim as i64 > d {
         return Err(Error::invalid(
             "rope",
-            format!("rotary_dim {rotary_dim} must be even and at most {d}"),
+            format!("rotary_dim {rotary_dim} must be even, above 0 and at most {d}"),
+        ));
+    }
+    if let Some(bad) = inv_freq.iter().find(|f| !f.is_finite()) {
+        return Err(Error::invalid(
+            "rope",
+            format!("frequency {bad} is not finite"),
+        ));
+    }
+    if !magnitude.is_finite() {
+        return Err(Error::invalid(
+            "rope",
+            format!("magnitude {magnitude} is not finite"),
         ));
     }
     let half = rotary_dim as i64 / 2;
     let s = x.scope();
     let dtype = x.dtype();
-    // angle[t, i] = t · θ^(-2i / rotary_dim)
+    // angle[t, i] = t · inv_freq[i]
     let pos = s.iota(TensorType::new(dtype, [t, half]), 0)?;
-    let inv: Vec<f64> = (0..half)
-        .map(|i| theta.powf(-2.0 * i as f64 / rotary_dim as f64))
-        .collect();
     let inv = s
-        .from_f64s(&inv, dtype, &[half])?
+        .from_f64s(inv_freq, dtype, &[half])?
         .broadcast_in_dim(&[t, half], &[1])?;
     let angle = pos.mul(&inv)?;
     let mut dims = x.dims().to_vec();
     dims[r - 1] = half;
-    let spread = |a: Tensor| a.broadcast_in_dim(&dims, &[r - 3, r - 1]);
+    let spread = |a: Tensor| -> Result<Tensor> {
+        let a = if magnitude == 1.0 {
+            a
+        } else {
+            a.mul(&s.full(magnitude, a.ty().clone())?)?
+        };
+        a.broadcast_in_dim(&dims, &[r - 3, r - 1])
+    };
     let (cos, sin) = (spread(angle.cos()?)?, spread(angle.sin()?)?);
     let x1 = x.slice_axis(r - 1, 0, half)?;
     let x2 = x.slice_axis(r - 1, half, 2 * half)?;

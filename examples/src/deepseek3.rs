@@ -153,6 +153,7 @@ impl DeepSeek3Config {
                 v: 8,
                 rope_theta: 10_000.0,
                 eps: 1e-6,
+                rope_scaling: None,
             },
             dense_ffn: 32,
             experts: 8,
@@ -311,8 +312,9 @@ impl DeepSeek3Config {
 /// Every weight's initialiser: `normal(0.02)`, output projections included.
 const INIT_STD: f64 = 0.02;
 
-/// RMSNorm epsilon of the layers' and the final norm.
-const NORM_EPS: f64 = 1e-6;
+/// RMSNorm epsilon of every norm: the layers', the final one and MLA's latent norms
+/// (`rms_norm_eps` of the published config, and RMSNorm's default there).
+pub const NORM_EPS: f64 = 1e-6;
 
 /// The residual stream `[batch, seq, d]`.
 #[derive(Debug)]

@@ -25,3 +25,4 @@ pub mod reference;
 pub mod timeline;
 pub mod toy;
 pub mod weights;
+pub mod yarn;

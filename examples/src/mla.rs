@@ -28,6 +28,8 @@ use serde::{Deserialize, Serialize};
 use stackscan::layer::Params;
 use stackscan::{Error, Module, Result, Tensor, concatenate, nn};
 
+use crate::yarn::Yarn;
+
 /// MLA's sizes; data (a `[mla]` table of a model's TOML config; its missing fields are the
 /// base preset's, [`crate::configs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,6 +53,10 @@ pub struct MlaConfig {
     pub rope_theta: f64,
     /// RMSNorm epsilon of the two latents.
     pub eps: f64,
+    /// YaRN context extension of the rotary features (`rope_scaling` of the published
+    /// config); none: plain RoPE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_scaling: Option<Yarn>,
 }
 
 impl Default for MlaConfig {
@@ -72,6 +78,7 @@ impl MlaConfig {
             v: 32,
             rope_theta: 10_000.0,
             eps: 1e-6,
+            rope_scaling: None,
         }
     }
 
@@ -87,6 +94,7 @@ impl MlaConfig {
             v: 128,
             rope_theta: 10_000.0,
             eps: 1e-6,
+            rope_scaling: Some(Yarn::deepseek3()),
         }
     }
 
@@ -157,7 +165,31 @@ pub fn mla(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<Tensor> {
     }
     let (b, t) = (x.dims()[0], x.dims()[1]);
     let (h, nope, rope) = (c.heads, c.nope, c.rope);
-    let rot = |z: &Tensor| nn::rope(z, c.rope_theta, rope as usize);
+    if rope <= 0 || rope % 2 != 0 {
+        return Err(Error::InvalidOp {
+            op: "mla",
+            message: format!("`rope` ({rope}) must be even and above 0: RoPE rotates pairs"),
+        });
+    }
+    let (inv_freq, magnitude, attention_factor) = match &c.rope_scaling {
+        Some(y) => {
+            y.validate()
+                .map_err(|message| Error::InvalidOp { op: "mla", message })?;
+            (
+                y.inv_freq(c.rope_theta, rope as usize),
+                y.rotation_magnitude(),
+                y.attention_factor(),
+            )
+        }
+        None => (
+            (0..rope / 2)
+                .map(|i| c.rope_theta.powf(-2.0 * i as f64 / rope as f64))
+                .collect(),
+            1.0,
+            1.0,
+        ),
+    };
+    let rot = |z: &Tensor| nn::rope_with_frequencies(z, &inv_freq, magnitude);
 
     let q = nn::rms_norm(&x.matmul(&w.q_down)?, &w.q_norm, c.eps)?
         .matmul(&w.q_up)?
@@ -177,5 +209,6 @@ pub fn mla(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<Tensor> {
     let k = concatenate(&[&kv.slice_axis(3, 0, nope)?, &k_rope], 3)?;
     let v = kv.slice_axis(3, nope, nope + c.v)?;
 
-    nn::causal_attention(&q, &k, &v, 1.0 / (c.qk_head() as f64).sqrt())?.matmul(&w.out)
+    let scale = attention_factor / (c.qk_head() as f64).sqrt();
+    nn::causal_attention(&q, &k, &v, scale)?.matmul(&w.out)
 }

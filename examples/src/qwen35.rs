@@ -35,8 +35,8 @@ use crate::gated_attention::{AttentionConfig, GatedAttention, GatedAttentionDims
 use crate::gdn_layer::{GatedDeltaNet, GdnConfig, GdnDims, GdnForm};
 use crate::moe::{GatedMoe, MoeConfig, MoeDims, RouterConfig, RouterKind};
 
-/// RMSNorm epsilon of the layers' pre-norms.
-const NORM_EPS: f64 = 1e-6;
+/// RMSNorm epsilon of the layers' pre-norms and the final norm (`rms_norm_eps`).
+pub const NORM_EPS: f64 = 1e-6;
 
 /// Sizes of the hybrid model, data (`examples/configs/qwen35-*.toml`,
 /// [`Qwen35Config::load`]): the model's own sizes, the `[gdn]` and `[attention]` tables of
@@ -380,7 +380,14 @@ impl<S: LayerStack<Config = Qwen35Config> + 'static> ModelForward for Qwen35<Ten
     }
 
     fn loss(&self, c: &Qwen35Config, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
-        crate::llama::lm_loss(c.vocab, h, &self.final_norm, &self.lm_head, &x.labels)
+        crate::llama::lm_loss_with_eps(
+            NORM_EPS,
+            c.vocab,
+            h,
+            &self.final_norm,
+            &self.lm_head,
+            &x.labels,
+        )
     }
 
     fn check(c: &Qwen35Config) -> Result<()> {

@@ -13,6 +13,7 @@ use stackscan_examples::mla::{Mla, MlaConfig, mla};
 use stackscan_runtime::testing as common;
 
 use common::graph::{Arg, Compiled, Data, Rng, TOL, check_vjp, float_arg, function};
+use stackscan_examples::yarn::Yarn;
 
 const SMALL: MlaConfig = MlaConfig {
     d: 6,
@@ -24,6 +25,7 @@ const SMALL: MlaConfig = MlaConfig {
     v: 3,
     rope_theta: 10_000.0,
     eps: 1e-6,
+    rope_scaling: None,
 };
 
 fn layer(c: &MlaConfig) -> impl Fn(&[Tensor]) -> stackscan::Result<Tensor> + '_ {
@@ -72,16 +74,38 @@ fn rms(x: &[f64], w: &[f64], eps: f64) -> Vec<f64> {
     x.iter().zip(w).map(|(v, w)| v * r * w).collect()
 }
 
-/// Rotate-half RoPE of one head's rotary features at position `pos`.
-fn rope(x: &[f64], pos: usize, theta: f64) -> Vec<f64> {
+/// Rotate-half RoPE of one head's rotary features at position `pos`: pair `i` turns by
+/// `pos · inv[i]`, its cosine and sine scaled by `mag`.
+fn rope(x: &[f64], pos: usize, inv: &[f64], mag: f64) -> Vec<f64> {
     let half = x.len() / 2;
     let mut y = x.to_vec();
     for i in 0..half {
-        let a = pos as f64 * theta.powf(-2.0 * i as f64 / x.len() as f64);
-        y[i] = x[i] * a.cos() - x[i + half] * a.sin();
-        y[i + half] = x[i + half] * a.cos() + x[i] * a.sin();
+        let a = pos as f64 * inv[i];
+        let (cos, sin) = (mag * a.cos(), mag * a.sin());
+        y[i] = x[i] * cos - x[i + half] * sin;
+        y[i + half] = x[i + half] * cos + x[i] * sin;
     }
     y
+}
+
+/// The rotary frequencies, magnitude and attention factor of `c`: plain RoPE's written out
+/// here, YaRN's from its own (hand-checked) definition.
+fn rotation(c: &MlaConfig) -> (Vec<f64>, f64, f64) {
+    let r = c.rope as usize;
+    match &c.rope_scaling {
+        None => (
+            (0..r / 2)
+                .map(|i| c.rope_theta.powf(-2.0 * i as f64 / r as f64))
+                .collect(),
+            1.0,
+            1.0,
+        ),
+        Some(y) => (
+            y.inv_freq(c.rope_theta, r),
+            y.rotation_magnitude(),
+            y.attention_factor(),
+        ),
+    }
 }
 
 /// MLA for one sequence, token by token and head by head.
@@ -96,6 +120,7 @@ fn host_mla(c: &MlaConfig, a: &[Arg], t: usize) -> Vec<f64> {
             w.len()
         )
     };
+    let (inv, mag, factor) = rotation(c);
     let mut qs = vec![vec![vec![0.0; qk]; h]; t];
     let mut ks = vec![vec![vec![0.0; qk]; h]; t];
     let mut vs = vec![vec![vec![0.0; vd]; h]; t];
@@ -104,7 +129,7 @@ fn host_mla(c: &MlaConfig, a: &[Arg], t: usize) -> Vec<f64> {
         let cq = rms(&matmul(xi, q_down, 1, d, ql), q_norm, c.eps);
         let q = matmul(&cq, q_up, 1, ql, h * qk);
         let lat = matmul(xi, kv_down, 1, d, kl + rp);
-        let k_rope = rope(&lat[kl..], i, c.rope_theta);
+        let k_rope = rope(&lat[kl..], i, &inv, mag);
         let kv = matmul(
             &rms(&lat[..kl], kv_norm, c.eps),
             kv_up,
@@ -115,7 +140,7 @@ fn host_mla(c: &MlaConfig, a: &[Arg], t: usize) -> Vec<f64> {
         for hh in 0..h {
             let qh = &q[hh * qk..(hh + 1) * qk];
             qs[i][hh][..nope].copy_from_slice(&qh[..nope]);
-            qs[i][hh][nope..].copy_from_slice(&rope(&qh[nope..], i, c.rope_theta));
+            qs[i][hh][nope..].copy_from_slice(&rope(&qh[nope..], i, &inv, mag));
             let kvh = &kv[hh * (nope + vd)..(hh + 1) * (nope + vd)];
             ks[i][hh][..nope].copy_from_slice(&kvh[..nope]);
             ks[i][hh][nope..].copy_from_slice(&k_rope);
@@ -128,7 +153,7 @@ fn host_mla(c: &MlaConfig, a: &[Arg], t: usize) -> Vec<f64> {
             let s: Vec<f64> = (0..=i)
                 .map(|j| {
                     let dot: f64 = (0..qk).map(|l| qs[i][hh][l] * ks[j][hh][l]).sum();
-                    dot / (qk as f64).sqrt()
+                    factor * dot / (qk as f64).sqrt()
                 })
                 .collect();
             let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -189,10 +214,38 @@ fn one_token_output_is_its_own_value_projected() {
 
 #[test]
 fn matches_a_loop_by_loop_host_implementation() {
-    let t = 4;
-    let a = random_args(&SMALL, t, 7);
-    let got = run(&SMALL, &a);
-    let want = host_mla(&SMALL, &a, t as usize);
+    matches_host(&SMALL, 4);
+}
+
+/// YaRN (`rope_scaling`): interpolated frequencies on the rotary features, scaled rotations
+/// and attention logits. A context of 6 positions over 4 pairs puts the ramp between pairs.
+#[test]
+fn yarn_matches_the_host_implementation() {
+    let c = MlaConfig {
+        rope: 8,
+        rope_scaling: Some(Yarn {
+            factor: 4.0,
+            original_context: 6.0,
+            beta_fast: 2.0,
+            beta_slow: 0.5,
+            mscale: 0.7,
+            mscale_all_dim: 1.0,
+        }),
+        ..SMALL
+    };
+    let (inv, mag, factor) = rotation(&c);
+    let plain: Vec<f64> = (0..4)
+        .map(|i| 10_000f64.powf(-2.0 * i as f64 / 8.0))
+        .collect();
+    assert!(inv.iter().zip(&plain).any(|(a, b)| a != b), "{inv:?}");
+    assert!(mag != 1.0 && factor != 1.0);
+    matches_host(&c, 5);
+}
+
+fn matches_host(c: &MlaConfig, t: i64) {
+    let a = random_args(c, t, 7);
+    let got = run(c, &a);
+    let want = host_mla(c, &a, t as usize);
     assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert!(

@@ -114,3 +114,32 @@ fn plans_print_the_seed_notation() {
         format!("{bwd} → {bwd}")
     );
 }
+
+/// Every RMSNorm of the model, the final one too, normalises with the model's epsilon, 1e-6
+/// (`rms_norm_eps`); the final norm once used the Llama helper's 1e-5.
+#[test]
+fn every_norm_uses_the_models_epsilon() {
+    use stackscan::ir::{Literal, Op};
+    let m = model::<Qwen35Stack>(&config(1, GdnForm::Chunked(4))).unwrap();
+    let f = stackscan::fsdp::reference_step(&m, 1).unwrap();
+    let floats: Vec<f64> = f
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.op {
+            Op::Constant(Literal::Float(v)) => Some(v.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let near = |x: f64, eps: f64| (x - eps).abs() < eps * 1e-3;
+    assert!(
+        floats
+            .iter()
+            .any(|&x| near(x, stackscan_examples::qwen35::NORM_EPS)),
+        "the final norm's epsilon is not in the step"
+    );
+    assert!(
+        !floats.iter().any(|&x| near(x, 1e-5)),
+        "a norm outside the layers uses 1e-5"
+    );
+}

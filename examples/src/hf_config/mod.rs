@@ -132,6 +132,78 @@ pub fn in_file(path: &Path, e: Error) -> Error {
     }
 }
 
+/// Refuses an `rms_norm_eps` other than `eps`, the one the declared `model`'s layer and final
+/// norms use (a constant of the model, as the published checkpoints agree on it).
+fn norm_eps(f: &Fields, eps: f64, model: &str) -> Result<()> {
+    match f.rms_norm_eps {
+        Some(e) if e != eps => Err(invalid(format!(
+            "field `rms_norm_eps` is {e}; the declared {model} normalises with {eps}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// DeepSeek-V3's `rope_scaling`: none, or YaRN with the published defaults for the fields
+/// it leaves out. Another scaling type is refused: the model would compute something else.
+fn yarn(scaling: Option<&serde_json::Value>) -> Result<Option<crate::yarn::Yarn>> {
+    let Some(v) = scaling.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let Some(table) = v.as_object() else {
+        return Err(invalid(format!(
+            "field `rope_scaling` must be an object or null, got {v}"
+        )));
+    };
+    let kind = table
+        .get("type")
+        .or_else(|| table.get("rope_type"))
+        .and_then(|t| t.as_str())
+        .unwrap_or("");
+    if kind != "yarn" {
+        return Err(invalid(format!(
+            "field `rope_scaling` has type `{kind}`; the declared DeepSeek-V3 implements \
+             `yarn` (its published scaling) or none"
+        )));
+    }
+    let known = [
+        "type",
+        "rope_type",
+        "factor",
+        "original_max_position_embeddings",
+        "beta_fast",
+        "beta_slow",
+        "mscale",
+        "mscale_all_dim",
+    ];
+    if let Some(other) = table.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(invalid(format!(
+            "field `rope_scaling.{other}` is not part of YaRN; known: {}",
+            known.join(", ")
+        )));
+    }
+    let number = |field: &str, default: Option<f64>| -> Result<f64> {
+        match table.get(field) {
+            Some(n) => n.as_f64().ok_or_else(|| {
+                invalid(format!(
+                    "field `rope_scaling.{field}` must be a number, got {n}"
+                ))
+            }),
+            None => default.ok_or_else(|| invalid(format!("missing field `rope_scaling.{field}`"))),
+        }
+    };
+    let published = crate::yarn::Yarn::deepseek3();
+    let y = crate::yarn::Yarn {
+        factor: number("factor", None)?,
+        original_context: number("original_max_position_embeddings", None)?,
+        beta_fast: number("beta_fast", Some(published.beta_fast))?,
+        beta_slow: number("beta_slow", Some(published.beta_slow))?,
+        mscale: number("mscale", Some(1.0))?,
+        mscale_all_dim: number("mscale_all_dim", Some(0.0))?,
+    };
+    y.validate().map_err(invalid)?;
+    Ok(Some(y))
+}
+
 /// A required field.
 fn need<T: Copy>(v: Option<T>, field: &str) -> Result<T> {
     v.ok_or_else(|| invalid(format!("missing field `{field}`")))
@@ -308,6 +380,7 @@ fn deepseek3(f: &Fields) -> Result<DeepSeek3Config> {
              and a token cannot use more groups or experts than there are"
         )));
     }
+    norm_eps(f, crate::deepseek3::NORM_EPS, "DeepSeek-V3")?;
     Ok(DeepSeek3Config {
         vocab: positive(f.vocab_size, "vocab_size")?,
         d,
@@ -322,7 +395,10 @@ fn deepseek3(f: &Fields) -> Result<DeepSeek3Config> {
             rope: positive(f.qk_rope_head_dim, "qk_rope_head_dim")?,
             v: positive(f.v_head_dim, "v_head_dim")?,
             rope_theta: f.rope_theta.unwrap_or(10_000.0),
-            eps: f.rms_norm_eps.unwrap_or(1e-6),
+            // The latent norms (`q_a_layernorm`, `kv_a_layernorm`) keep RMSNorm's default
+            // epsilon there; `rms_norm_eps` is the layers' and the final norm's (checked above).
+            eps: crate::deepseek3::NORM_EPS,
+            rope_scaling: yarn(f.rope_scaling.as_ref())?,
         },
         dense_ffn: positive(f.intermediate_size, "intermediate_size")?,
         experts,
@@ -373,6 +449,7 @@ fn qwen35(f: &Fields) -> Result<Qwen35Config> {
              stack is blocks of three `linear_attention` layers and one `full_attention`"
         )));
     }
+    norm_eps(f, crate::qwen35::NORM_EPS, "Qwen3.5")?;
     let d = positive(f.hidden_size, "hidden_size")?;
     let head_dim = positive(f.head_dim, "head_dim")?;
     let rotary = f.partial_rotary_factor.unwrap_or(0.25);

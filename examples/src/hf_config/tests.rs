@@ -221,3 +221,77 @@ fn depths_of_the_declared_patterns_read_and_others_are_named() {
     let e = parse(&text.to_string()).unwrap_err().to_string();
     assert!(e.contains("`num_hidden_layers` = 10"), "{e}");
 }
+
+#[test]
+fn deepseek_yarn_reads_and_other_scalings_are_refused() {
+    let HfModel::DeepSeek3(c) = parse(DEEPSEEK).unwrap() else {
+        panic!("not DeepSeek-V3")
+    };
+    assert_eq!(c.mla.rope_scaling, Some(crate::yarn::Yarn::deepseek3()));
+    // Without `rope_scaling`, plain RoPE.
+    let plain = edited(DEEPSEEK, &["rope_scaling"], None);
+    let HfModel::DeepSeek3(c) = parse(&plain).unwrap() else {
+        panic!("not DeepSeek-V3")
+    };
+    assert_eq!(c.mla.rope_scaling, None);
+    // YaRN's optional fields default as the published model's code has them.
+    let short = edited(
+        DEEPSEEK,
+        &["rope_scaling"],
+        Some(serde_json::json!({"type": "yarn", "factor": 4,
+            "original_max_position_embeddings": 2048})),
+    );
+    let HfModel::DeepSeek3(c) = parse(&short).unwrap() else {
+        panic!("not DeepSeek-V3")
+    };
+    let y = c.mla.rope_scaling.unwrap();
+    assert_eq!(
+        (y.factor, y.original_context, y.beta_fast, y.beta_slow),
+        (4.0, 2048.0, 32.0, 1.0)
+    );
+    assert_eq!((y.mscale, y.mscale_all_dim), (1.0, 0.0));
+    for (value, named) in [
+        (
+            serde_json::json!({"type": "dynamic", "factor": 2.0}),
+            "type `dynamic`",
+        ),
+        (
+            serde_json::json!({"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096, "alpha": 1}),
+            "`rope_scaling.alpha`",
+        ),
+        (
+            serde_json::json!({"type": "yarn", "factor": 40}),
+            "`rope_scaling.original_max_position_embeddings`",
+        ),
+        (
+            serde_json::json!({"type": "yarn", "factor": 0, "original_max_position_embeddings": 4096}),
+            "`rope_scaling.factor`",
+        ),
+    ] {
+        let err = parse(&edited(DEEPSEEK, &["rope_scaling"], Some(value)))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(named), "{err}");
+    }
+}
+
+#[test]
+fn a_norm_epsilon_other_than_the_models_is_refused() {
+    let deepseek = edited(DEEPSEEK, &["rms_norm_eps"], Some(1e-5.into()));
+    let err = parse(&deepseek).unwrap_err().to_string();
+    assert!(
+        err.contains("`rms_norm_eps` is 0.00001") && err.contains("DeepSeek-V3"),
+        "{err}"
+    );
+    let qwen = edited(QWEN, &["text_config", "rms_norm_eps"], Some(1e-5.into()));
+    let err = parse(&qwen).unwrap_err().to_string();
+    assert!(
+        err.contains("`rms_norm_eps`") && err.contains("Qwen3.5"),
+        "{err}"
+    );
+    // The MLA latent norms keep 1e-6 whatever the file says of the layers' norms.
+    let HfModel::DeepSeek3(c) = parse(DEEPSEEK).unwrap() else {
+        panic!("not DeepSeek-V3")
+    };
+    assert_eq!(c.mla.eps, crate::deepseek3::NORM_EPS);
+}
