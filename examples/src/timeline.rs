@@ -279,6 +279,23 @@ impl Loaded {
         )?;
         let accounting = priced.accounting(args.ep)?;
         let chip = Hardware::load(&args.hardware)?;
+        // The model must split over the mesh as `train` requires, or the prediction prices
+        // a step that cannot be built.
+        let devices = args
+            .chips
+            .checked_mul(chip.devices_per_chip)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "`--chips` {} × {} devices per chip overflows",
+                    args.chips, chip.devices_per_chip
+                ))
+            })?;
+        priced.model.validate(devices).map_err(|e| {
+            invalid(format!(
+                "`{}` does not fit {devices} devices ({} chips of {}): {e}",
+                args.model, args.chips, chip.name
+            ))
+        })?;
         Ok(Loaded {
             priced,
             accounting,
@@ -540,5 +557,24 @@ mod tests {
         a.ep = None;
         a.chips = 0;
         assert!(run(&a).unwrap_err().to_string().contains("--chips"));
+    }
+
+    /// A config `train` would refuse on the mesh (a width that does not split over the
+    /// devices) is refused here too, naming the parameter.
+    #[test]
+    fn a_model_that_does_not_split_over_the_mesh_is_refused() {
+        let dir = std::env::temp_dir().join(format!("stackscan-tl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("d250.toml");
+        std::fs::write(&config, "extends = \"tiny\"\nd_model = 250\n").unwrap();
+        let mut a = args("llama", dir.join("out"));
+        a.config = Some(config.to_str().unwrap().to_owned());
+        a.chips = 2;
+        let e = run(&a).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            e.contains("does not fit 4 devices") && e.contains("(250) does not split over 4"),
+            "{e}"
+        );
     }
 }

@@ -63,8 +63,16 @@ pub fn read_toml<C: ConfigFile>(text: &str, source: &str) -> Result<Filled<C>> {
     })?;
     let mut from_base = Vec::new();
     fill(&mut file, &base, C::TABLES, "", &mut from_base);
-    let config = C::deserialize(Value::Table(file))
-        .map_err(|e| invalid(format!("`{source}`: {}", e.message())))?;
+    let config = serde_path_to_error::deserialize(Value::Table(file)).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        if field == "." {
+            // A whole-file error (an unknown field) names its field itself.
+            invalid(format!("`{source}`: {}", inner.message()))
+        } else {
+            invalid(format!("`{source}`: field `{field}`: {}", inner.message()))
+        }
+    })?;
     Ok(Filled {
         config,
         base: base_name,

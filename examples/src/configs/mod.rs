@@ -170,6 +170,12 @@ pub fn load<C: ConfigFile>(spec: &str) -> Result<C> {
     let in_dir = given.join("config.json");
     let path = if given.is_dir() && in_dir.is_file() {
         in_dir.as_path()
+    } else if given.is_dir() {
+        return Err(invalid(format!(
+            "`{spec}` is a directory without a `config.json`; give a model directory as the \
+             Hub lays it out, a `config.json` or TOML file, or a built-in config ({})",
+            C::preset_names().join(", ")
+        )));
     } else {
         given
     };

@@ -323,7 +323,7 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
     )
     .unwrap_err()
     .to_string();
-    assert!(e.contains("nor a readable file"), "{e}");
+    assert!(e.contains("is a directory without a `config.json`"), "{e}");
     let e = ModelConfig::load(ModelName::Llama, "no-such.json")
         .unwrap_err()
         .to_string();
@@ -332,4 +332,29 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
         "{e}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_value_of_the_wrong_type_names_its_field() {
+    let e = from_toml::<LlamaConfig>("layers = -1", "neg.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`neg.toml`: field `layers`"), "{e}");
+    assert!(e.contains("-1"), "{e}");
+    // A nested field by its dotted path.
+    let e = from_toml::<DeepSeek3Config>("[mla]\nrope = \"sixteen\"", "ds.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("field `mla.rope`"), "{e}");
+}
+
+#[test]
+fn a_directory_without_config_json_says_so() {
+    let dir = std::env::temp_dir().join(format!("stackscan-empty-model-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = LlamaConfig::load(dir.to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(e.contains("is a directory without a `config.json`"), "{e}");
 }
