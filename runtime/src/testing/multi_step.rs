@@ -436,3 +436,24 @@ pub fn assert_follows(
     );
     d
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `|m̂| ≤ c_k·√v̂`: exactly 1 at the first step (both moments hold one gradient), and for
+    /// β₁ 0.9, β₂ 0.95 at most √(0.2/(1 − 0.81/0.95)) ≈ 1.165 however long the run.
+    #[test]
+    fn the_moment_ratio_starts_at_one_and_stays_below_its_limit() {
+        let adam = Adam::default();
+        assert!((moment_ratio(adam, 1) - 1.0).abs() < 1e-12);
+        let limit = f64::sqrt(0.01 / 0.05 / (1.0 - 0.81 / 0.95));
+        let mut last = 1.0;
+        for k in [2, 5, 50, 5000] {
+            let c = moment_ratio(adam, k);
+            assert!(last <= c && c < limit, "step {k}: {c} (limit {limit})");
+            last = c;
+        }
+        assert!(limit - last < 1e-6, "{last} does not approach {limit}");
+    }
+}
