@@ -73,7 +73,7 @@ pub fn fixture(
 }
 
 /// f32's unit roundoff, 2⁻²⁴.
-const UNIT_ROUNDOFF: f64 = 5.960_464_477_539_063e-8;
+pub(crate) const UNIT_ROUNDOFF: f64 = 5.960_464_477_539_063e-8;
 
 /// The constant λ of Higham and Mary's probabilistic rounding-error bound ("A new approach to
 /// probabilistic rounding error analysis", 2019): the error of n rounded operations exceeds

@@ -1,7 +1,8 @@
 //! Test support shared by the integration tests of this crate and of `stackscan-examples`: a
 //! client of the CPU plugin, DSL functions compiled and run in f64, VJPs checked against
-//! finite differences, FSDP steps checked against the unsharded reference, and the trainer
-//! tests' optimizer and batches.
+//! finite differences, FSDP steps checked against the unsharded reference, trainer runs of
+//! several steps checked against a multi-step reference, and the trainer tests' optimizer and
+//! batches.
 //!
 //! Behind the `testing` feature, which only the two crates' `[dev-dependencies]` enable: these
 //! helpers panic on any failure, which a test wants and a library user does not.
@@ -21,6 +22,7 @@ mod cpu;
 pub mod fsdp;
 pub mod graph;
 pub mod host;
+pub mod multi_step;
 pub mod train;
 
 pub use cpu::{cpu_client, cpu_plugin, newer_cpu_plugin};
