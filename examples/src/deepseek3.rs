@@ -132,7 +132,7 @@ impl DeepSeek3Config {
             shared_experts: 1,
             scaling: 2.5,
             capacity_factor: 1.25,
-            bias_update_speed: TINY_BIAS_UPDATE_SPEED,
+            bias_update_speed: 0.001,
             aux_loss_alpha: 0.0,
             direct_token_gather: false,
             dlhs_transpose_rhs: false,
@@ -326,11 +326,6 @@ impl DeepSeek3Config {
         self.shared_experts * self.expert_width
     }
 }
-
-/// γ of the tiny preset: DeepSeek-V3's 0.001 moves a bias by 0.2 in the 200 steps a tiny
-/// run lasts, too slowly against sigmoid scores near 0.5 that the first steps already skew;
-/// 0.01 balances the load within about 50 steps.
-pub const TINY_BIAS_UPDATE_SPEED: f64 = 0.01;
 
 /// Every weight's initialiser: `normal(0.02)`, output projections included.
 const INIT_STD: f64 = 0.02;
