@@ -51,6 +51,7 @@ use stackscan::{Error, Module, Result, Tensor};
 use crate::llama::{MlpDims, SwiGlu};
 use crate::moe::dispatch::ExpertWeights;
 use crate::moe::layer::{MoeConfig, MoeWeights, SharedExpert, moe};
+use crate::moe::router::RouterKind;
 
 /// What an MoE module's shapes and forward read: the widths, and the layer's routing and
 /// dispatch ([`MoeConfig`]). A model projects its own config onto it (`cfg.moe()`).
@@ -143,7 +144,8 @@ pub struct Moe<T> {
     /// Router projection `[d, E]` (`gate.weight`, transposed).
     #[param(shape = [cfg.d_model, cfg.e()], shard = 0)]
     pub router: T,
-    /// The router's selection bias `[E]` (`gate.e_score_correction_bias`): added to the
+    /// The router's selection bias `[E]` (`gate.e_score_correction_bias`; used by a
+    /// [`RouterKind::SigmoidGrouped`] router, at rest under another): added to the
     /// affinities to pick experts only; moved by the balancing rule, not by Adam.
     #[param(shape = [cfg.e()], replicated, init = zeros)]
     pub router_bias: T,
@@ -159,9 +161,11 @@ impl Moe<Tensor> {
     /// The FFN of the normalised stream `x: [..., d]` (every leading position a token, all
     /// routed together; the last leading dimension a sequence), back to `x`'s shape.
     pub fn forward(&self, c: &MoeDims, x: &Tensor) -> Result<Tensor> {
+        // Only DeepSeek-V3's router selects with a bias; another leaves it at rest.
+        let selects = matches!(c.layer.router.kind, RouterKind::SigmoidGrouped { .. });
         let w = MoeWeights {
             router: &self.router,
-            router_bias: Some(&self.router_bias),
+            router_bias: selects.then_some(&self.router_bias),
             experts: self.experts.weights(),
             shared: Some(shared(&self.shared, None)),
         };
