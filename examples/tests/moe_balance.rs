@@ -8,7 +8,7 @@
 //! the same 64 tokens a device routes), 60 steps; the `#[ignore]`d one is the preset itself
 //! for 200 steps (`cargo test --release -p stackscan-examples --test moe_balance --
 //! --ignored`). Measured (CPU plugin, fast XLA flags): sequences of 8, steps 20–60, dropped
-//! 15.1 % without the rule, 11.7 % at γ = 0.01; the preset over 200 steps, 47.2 % without,
+//! 15.1 % without the rule, 11.7 % at γ = 0.01; the preset over 200 steps, 45.6 % without,
 //! 41.1 % at its γ = 0.001. The rule does not reach a few percent on this tiny model: its
 //! routers' inputs are nearly alike across tokens (an untrained model drops 31 % at step 1
 //! with sequences of 64 tokens, 9 % with sequences of 8), so any global rule moves whole
