@@ -40,6 +40,8 @@ struct ScopeInner {
     captures: RefCell<Vec<(ValueId, ValueId)>>,
     /// Frontend attributes given to every node built here while they are set.
     attributes: RefCell<Vec<(String, String)>>,
+    /// Auxiliary outputs recorded here ([`crate::auxiliary`]), taken by whoever traces.
+    aux: RefCell<Vec<(crate::auxiliary::AuxOutput, Tensor)>>,
 }
 
 impl fmt::Debug for Scope {
@@ -121,7 +123,23 @@ impl Scope {
             }),
             captures: RefCell::new(Vec::new()),
             attributes: RefCell::new(Vec::new()),
+            aux: RefCell::new(Vec::new()),
         }))
+    }
+
+    /// Whether this scope is a function's own, not a loop body's.
+    pub(crate) fn is_top_level(&self) -> bool {
+        self.0.parent.is_none()
+    }
+
+    pub(crate) fn aux_mut(
+        &self,
+    ) -> std::cell::RefMut<'_, Vec<(crate::auxiliary::AuxOutput, Tensor)>> {
+        self.0.aux.borrow_mut()
+    }
+
+    pub(crate) fn drain_aux(&self) -> Vec<(crate::auxiliary::AuxOutput, Tensor)> {
+        std::mem::take(&mut *self.0.aux.borrow_mut())
     }
 
     fn same(&self, other: &Scope) -> bool {

@@ -25,6 +25,7 @@
 //! ```
 
 pub(crate) mod autodiff;
+pub mod auxiliary;
 mod builder;
 pub mod cost;
 mod dtype;

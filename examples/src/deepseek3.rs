@@ -26,15 +26,16 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 //!
-//! The routers take no selection bias here: DeepSeek-V3 adjusts it outside the gradient
-//! (auxiliary-loss-free balancing), which the trainer does not model; the MoE module takes one
-//! ([`Moe::forward_with_bias`]). Capacity-padded dispatch drops a token only beyond
-//! `capacity_factor`; with `capacity_factor ≥ experts / top_k` nothing is ever dropped, so a
-//! sharded step routes exactly as the unsharded reference does (the equivalence tests'
-//! [`DeepSeek3Config::small`]).
+//! Each router has its selection bias (`moe.router_bias`), moved by DeepSeek-V3's
+//! auxiliary-loss-free rule at `bias_update_speed` ([`crate::moe::layer`]; [`declared`] gives
+//! it the sign-descent update), and an optional sequence-wise balancing loss
+//! (`aux_loss_alpha`). Capacity-padded dispatch drops a token only beyond `capacity_factor`;
+//! with `capacity_factor = 0` ([`crate::moe::NO_DROP`]) or `≥ experts / top_k` nothing is
+//! ever dropped, so a sharded step routes exactly as the unsharded reference does (the
+//! equivalence tests' [`DeepSeek3Config::small`]).
 
 use serde::{Deserialize, Serialize};
-use stackscan::fsdp::StackModel;
+use stackscan::fsdp::{StackModel, Update};
 use stackscan::layer::{ActivationMarker, Forward};
 use stackscan::model::{Layers, ModelForward, stack_model};
 use stackscan::module::join;
@@ -79,8 +80,13 @@ pub struct DeepSeek3Config {
     pub shared_experts: i64,
     /// `routed_scaling_factor`.
     pub scaling: f64,
-    /// Expert capacity over a balanced load.
+    /// Expert capacity over a balanced load; 0 ([`crate::moe::NO_DROP`]): every token reaches
+    /// every expert it chooses.
     pub capacity_factor: f64,
+    /// γ, the selection bias's step per update (auxiliary-loss-free balancing); 0: off.
+    pub bias_update_speed: f64,
+    /// α of the sequence-wise balancing loss (`aux_loss_alpha`); 0: off.
+    pub aux_loss_alpha: f64,
     /// See [`DispatchOptions::direct_token_gather`](crate::moe::DispatchOptions).
     pub direct_token_gather: bool,
     /// See [`DispatchOptions::dlhs_transpose_rhs`](crate::moe::DispatchOptions).
@@ -126,6 +132,8 @@ impl DeepSeek3Config {
             shared_experts: 1,
             scaling: 2.5,
             capacity_factor: 1.25,
+            bias_update_speed: 0.001,
+            aux_loss_alpha: 0.0,
             direct_token_gather: false,
             dlhs_transpose_rhs: false,
             seq: 64,
@@ -164,6 +172,8 @@ impl DeepSeek3Config {
             shared_experts: 1,
             scaling: 2.5,
             capacity_factor: 8.0,
+            bias_update_speed: 0.001,
+            aux_loss_alpha: 0.01,
             direct_token_gather: false,
             dlhs_transpose_rhs: false,
             seq: 8,
@@ -189,6 +199,8 @@ impl DeepSeek3Config {
             shared_experts: 1,
             scaling: 2.5,
             capacity_factor: 1.25,
+            bias_update_speed: 0.001,
+            aux_loss_alpha: 0.0,
             direct_token_gather: false,
             dlhs_transpose_rhs: false,
             seq: 4096,
@@ -239,11 +251,16 @@ impl DeepSeek3Config {
                 ));
             }
         }
-        if !(self.capacity_factor.is_finite() && self.capacity_factor > 0.0) {
-            return invalid(format!(
-                "`DeepSeek3Config.capacity_factor` is {}; expected a positive number",
-                self.capacity_factor
-            ));
+        crate::moe::check_capacity_factor("DeepSeek3Config.capacity_factor", self.capacity_factor)?;
+        for (field, value) in [
+            ("bias_update_speed", self.bias_update_speed),
+            ("aux_loss_alpha", self.aux_loss_alpha),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return invalid(format!(
+                    "`DeepSeek3Config.{field}` is {value}; expected a finite number >= 0 (0: off)"
+                ));
+            }
         }
         self.moe().layer.router.validate()
     }
@@ -281,6 +298,8 @@ impl DeepSeek3Config {
                     },
                 },
                 capacity_factor: self.capacity_factor,
+                bias_update_speed: self.bias_update_speed,
+                aux_loss_coef: self.aux_loss_alpha,
                 direct_token_gather: self.direct_token_gather,
                 dlhs_transpose_rhs: self.dlhs_transpose_rhs,
                 gated_shared: false,
@@ -470,6 +489,15 @@ pub fn declared<S: LayerStack<Config = DeepSeek3Config>>(
     c: &DeepSeek3Config,
 ) -> Result<(StackModel, PlanOptions)> {
     let (mut m, options) = stack_model::<DeepSeek3<Tensor, S>>(c)?;
+    // The selection bias moves by the balancing rule's sign steps, never by Adam.
+    let rule = Update::SignDescent {
+        rate: c.bias_update_speed,
+    };
+    for p in m.kinds.iter_mut().flat_map(|k| k.params.iter_mut()) {
+        if p.name == ROUTER_BIAS {
+            p.update = rule;
+        }
+    }
     if c.expert_mesh.is_parallel() {
         let fsdp = c.expert_mesh.fsdp_axis();
         let banks = expert_banks(c);
@@ -498,6 +526,9 @@ pub fn declared<S: LayerStack<Config = DeepSeek3Config>>(
 pub fn model<S: LayerStack<Config = DeepSeek3Config>>(c: &DeepSeek3Config) -> Result<StackModel> {
     Ok(declared::<S>(c)?.0)
 }
+
+/// The name, inside an MoE layer, of the router's selection bias.
+pub const ROUTER_BIAS: &str = "moe.router_bias";
 
 /// The names, inside an MoE layer, of its parameters stacked over experts (`[E, …]`):
 /// the [`Experts`] module's, under the fields `moe.experts`.

@@ -5,7 +5,13 @@
 //! ```text
 //! {"step":1,"loss":6.3063,"seconds":0.51,"tokens":4096,"tokens_per_second":8031.4,"lr":0.01,"skipped":false,"data_position":4}
 //! ```
+//!
+//! A model whose layers report auxiliary outputs adds one key per output
+//! ([`StepReport::aux`](stackscan_runtime::train::StepReport)): an MoE model's
+//! `"moe.dropped"` (fraction of routed assignments dropped for capacity), `"moe.imbalance"`
+//! (busiest expert's load over the mean) and, with a balancing loss, `"moe.aux_loss"`.
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -13,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 /// One step's line.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepMetrics {
     /// The step's number, from 1.
     pub step: usize,
@@ -32,6 +38,9 @@ pub struct StepMetrics {
     /// The data position after the step (device batches consumed), what a checkpoint saved
     /// here would resume from.
     pub data_position: u64,
+    /// The step's auxiliary outputs by name (none for most models).
+    #[serde(flatten)]
+    pub aux: BTreeMap<String, f32>,
 }
 
 /// An open metrics file.
@@ -96,12 +105,14 @@ mod tests {
             lr: 1e-2,
             skipped: false,
             data_position: 4,
+            aux: [("moe.dropped".to_owned(), 0.125)].into_iter().collect(),
         };
         let b = StepMetrics {
             step: 2,
             loss: None,
             skipped: true,
-            ..a
+            aux: BTreeMap::new(),
+            ..a.clone()
         };
         let mut f = MetricsFile::create(&path, false).expect("create");
         f.write(&a).expect("write");

@@ -50,7 +50,7 @@ impl Display {
 }
 
 /// One finished step, as the display shows it.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct StepShown {
     /// The step's number, from 1.
     pub step: usize,
@@ -60,6 +60,8 @@ pub struct StepShown {
     pub seconds: f64,
     /// Tokens it trained on, all devices together.
     pub tokens: usize,
+    /// Its auxiliary outputs by name (an MoE model's dropped fraction and imbalance).
+    pub aux: Vec<(String, f32)>,
 }
 
 /// Progress of a training run of `total` steps.
@@ -110,12 +112,15 @@ impl TrainProgress {
         self.shown += 1;
         self.seconds += s.seconds;
         let rate = s.tokens as f64 / s.seconds.max(1e-9);
-        let msg = format!(
-            "loss {:.4} | {} tok/s | {:.3} s/step",
-            s.loss,
+        let mut msg = format!("loss {:.4}", s.loss);
+        for (name, value) in &s.aux {
+            msg.push_str(&format!(" | {name} {value:.4}"));
+        }
+        msg.push_str(&format!(
+            " | {} tok/s | {:.3} s/step",
             thousands(rate),
             s.seconds
-        );
+        ));
         match (&self.bar, self.display) {
             (Some(bar), _) => {
                 bar.set_message(msg);
@@ -185,6 +190,7 @@ mod tests {
                 loss: 6.5,
                 seconds,
                 tokens: 4096,
+                aux: vec![("moe.dropped".into(), 0.25)],
             };
             p.step(s, &mut out).expect("write");
         }
@@ -194,9 +200,9 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "step 1/4  loss 6.5000 | 2,048 tok/s | 2.000 s/step  eta 6 s",
+                "step 1/4  loss 6.5000 | moe.dropped 0.2500 | 2,048 tok/s | 2.000 s/step  eta 6 s",
                 // 2 steps left at the mean 1.5 s.
-                "step 2/4  loss 6.5000 | 4,096 tok/s | 1.000 s/step  eta 3 s",
+                "step 2/4  loss 6.5000 | moe.dropped 0.2500 | 4,096 tok/s | 1.000 s/step  eta 3 s",
             ]
         );
     }
@@ -210,6 +216,7 @@ mod tests {
             loss: 1.0,
             seconds: 1.0,
             tokens: 1,
+            aux: Vec::new(),
         };
         p.step(s, &mut out).expect("write");
         assert!(out.is_empty());

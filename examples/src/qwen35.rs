@@ -67,6 +67,9 @@ pub struct Qwen35Config {
     /// `experts / top_k` or more no token is ever dropped, so a sharded step routes exactly
     /// like the unsharded reference.
     pub capacity_factor: f64,
+    /// Coefficient of the router's load-balancing loss (`router_aux_loss_coef`, the Switch /
+    /// Qwen-MoE loss; see [`crate::moe::layer`]); 0: off.
+    pub router_aux_loss_coef: f64,
     /// The GDN layers' mixer.
     pub gdn: GdnConfig,
     /// The attention layers' mixer.
@@ -76,6 +79,10 @@ pub struct Qwen35Config {
     /// See [`DispatchOptions::dlhs_transpose_rhs`](crate::moe::DispatchOptions).
     pub dlhs_transpose_rhs: bool,
 }
+
+/// The router loss's coefficient where a config says none: `transformers`' default
+/// `router_aux_loss_coef`.
+pub const ROUTER_AUX_LOSS_COEF: f64 = 0.001;
 
 impl Default for Qwen35Config {
     fn default() -> Self {
@@ -106,6 +113,7 @@ impl Qwen35Config {
             expert_width: 8,
             shared_width: 8,
             capacity_factor: 4.0,
+            router_aux_loss_coef: ROUTER_AUX_LOSS_COEF,
             gdn: GdnConfig {
                 key_heads: 2,
                 value_heads: 4,
@@ -143,6 +151,7 @@ impl Qwen35Config {
             expert_width: 32,
             shared_width: 32,
             capacity_factor: 2.0,
+            router_aux_loss_coef: ROUTER_AUX_LOSS_COEF,
             gdn: GdnConfig::tiny(),
             attention: AttentionConfig::tiny(),
             direct_token_gather: false,
@@ -168,6 +177,7 @@ impl Qwen35Config {
             expert_width: 512,
             shared_width: 512,
             capacity_factor: 1.25,
+            router_aux_loss_coef: ROUTER_AUX_LOSS_COEF,
             gdn: GdnConfig::qwen35_35b_a3b(),
             attention: AttentionConfig::qwen35_35b_a3b(),
             direct_token_gather: false,
@@ -210,6 +220,8 @@ impl Qwen35Config {
                 kind: RouterKind::Softmax,
             },
             capacity_factor: self.capacity_factor,
+            bias_update_speed: 0.0,
+            aux_loss_coef: self.router_aux_loss_coef,
             direct_token_gather: self.direct_token_gather,
             dlhs_transpose_rhs: self.dlhs_transpose_rhs,
             expert_mesh: crate::moe::ExpertMesh::OFF,
@@ -241,6 +253,13 @@ impl Qwen35Config {
             return Err(invalid(format!(
                 "`gdn.value_heads` ({}) must be a multiple of `gdn.key_heads` ({})",
                 g.value_heads, g.key_heads
+            )));
+        }
+        crate::moe::check_capacity_factor("capacity_factor", self.capacity_factor)?;
+        if !(self.router_aux_loss_coef.is_finite() && self.router_aux_loss_coef >= 0.0) {
+            return Err(invalid(format!(
+                "`router_aux_loss_coef` is {}; expected a finite number >= 0 (0: off)",
+                self.router_aux_loss_coef
             )));
         }
         self.moe().router.validate()

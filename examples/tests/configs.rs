@@ -28,7 +28,7 @@ fn every_command_that_takes_a_model_takes_one_config() {
     assert!(verbose.status.success(), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "config `{eight}`: 13 fields from the base `qwen35-35b-a3b`: attention, \
+            "config `{eight}`: 14 fields from the base `qwen35-35b-a3b`: attention, \
              batch_per_device, capacity_factor, d_model"
         )),
         "{stderr}"

@@ -40,6 +40,7 @@ fn layers_are_named_by_their_modules_in_run_order() {
         names(1),
         with(&[
             "moe.router",
+            "moe.router_bias",
             "moe.experts.gate",
             "moe.experts.up",
             "moe.experts.down",
@@ -51,7 +52,7 @@ fn layers_are_named_by_their_modules_in_run_order() {
     let outer: Vec<&str> = m.outer_params.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(outer, ["embed", "final_norm", "lm_head"]);
     // Expert banks are `[E, …]`, sharded on E.
-    let bank = &m.kinds[1].params[10];
+    let bank = &m.kinds[1].params[11];
     assert_eq!(
         (bank.shape.as_slice(), bank.shard_dim),
         (&[16, 128, 64][..], Some(0))
@@ -75,10 +76,11 @@ fn the_published_model_has_671_billion_parameters() {
         + h * 128 * d;
     let norms = 2 * d;
     let dense = mla + norms + 3 * d * 18_432;
-    let moe = mla + norms + d * 256 + 256 * 3 * d * 2048 + 3 * d * 2048;
+    // The router's projection and its selection bias (`e_score_correction_bias`).
+    let moe = mla + norms + d * 256 + 256 + 256 * 3 * d * 2048 + 3 * d * 2048;
     let outer = 2 * 129_280 * d + d;
     assert_eq!(total, 3 * dense + 58 * moe + outer);
-    assert_eq!(total, 671_026_404_352);
+    assert_eq!(total, 671_026_419_200);
 }
 
 #[test]
@@ -123,10 +125,33 @@ fn config_mistakes_are_errors_naming_the_field() {
     let e = message(DeepSeek3Config { top_k: 9, ..tiny });
     assert!(e.contains("top_k 9"), "{e}");
     let e = message(DeepSeek3Config {
-        capacity_factor: 0.0,
+        capacity_factor: -1.0,
         ..tiny
     });
     assert!(e.contains("`DeepSeek3Config.capacity_factor`"), "{e}");
+    let e = message(DeepSeek3Config {
+        capacity_factor: f64::NAN,
+        ..tiny
+    });
+    assert!(
+        e.contains("`DeepSeek3Config.capacity_factor` is NaN"),
+        "{e}"
+    );
+    // 0 is no dropping, not an error.
+    for_config(&DeepSeek3Config {
+        capacity_factor: 0.0,
+        ..tiny
+    })
+    .unwrap();
+    for field in ["bias_update_speed", "aux_loss_alpha"] {
+        let mut bad = tiny;
+        match field {
+            "bias_update_speed" => bad.bias_update_speed = -0.1,
+            _ => bad.aux_loss_alpha = f64::INFINITY,
+        }
+        let e = message(bad);
+        assert!(e.contains(&format!("`DeepSeek3Config.{field}`")), "{e}");
+    }
     // One stack serves every depth the pattern holds.
     let (m, _) = for_config(&DeepSeek3Config { layers: 12, ..tiny }).unwrap();
     assert_eq!(m.stack.len(), 12);
@@ -208,4 +233,36 @@ fn the_trained_programs_expert_flops_stay_within_twice_the_active_experts() {
     );
     // Exactly the capacity's slots: 16 experts × ⌈64·4/16 · 1.25⌉ = 320 rows for 256 routed.
     assert_eq!(expert, active / rows * 16 * 20);
+}
+
+/// The router's selection bias is a replicated `[E]` parameter starting at zero that the
+/// optimizer moves by sign steps of the config's `bias_update_speed`, never by Adam.
+#[test]
+fn the_selection_bias_is_replicated_zero_and_moved_by_sign_steps() {
+    use stackscan::fsdp::{Init, Update};
+    let tiny = DeepSeek3Config::tiny();
+    for speed in [0.0, tiny.bias_update_speed] {
+        let (m, _) = for_config(&DeepSeek3Config {
+            bias_update_speed: speed,
+            ..tiny
+        })
+        .unwrap();
+        let bias = m.kinds[1]
+            .params
+            .iter()
+            .find(|p| p.name == "moe.router_bias")
+            .unwrap();
+        assert_eq!(
+            (bias.shape.as_slice(), bias.shard_dim, bias.init),
+            (&[16][..], None, Init::Zeros)
+        );
+        assert_eq!(bias.update, Update::SignDescent { rate: speed });
+        // Every other weight stays Adam's.
+        let others = m.kinds.iter().flat_map(|k| &k.params);
+        assert_eq!(
+            others.filter(|p| p.update != Update::Adam).count(),
+            1,
+            "only the bias"
+        );
+    }
 }

@@ -228,6 +228,8 @@ fn moe_layer_with_gated_shared_expert() {
         router: ROUTER,
         // C = T·K: nothing dropped.
         capacity_factor: E as f64,
+        bias_update_speed: 0.0,
+        aux_loss_coef: 0.0,
         direct_token_gather: true,
         dlhs_transpose_rhs: true,
         gated_shared: true,
@@ -249,7 +251,7 @@ fn moe_layer_with_gated_shared_expert() {
                 gate_proj: Some(&p[8]),
             }),
         };
-        moe(&cfg, &p[0], &w)
+        moe(&cfg, &p[0], &w, 1)
     };
     let reference = |p: &[Tensor]| {
         let shared = nn::silu(&p[0].matmul(&p[5])?)?
@@ -384,4 +386,101 @@ fn backward_contracts_expert_weights_in_place() {
             );
         }
     }
+}
+
+/// The layer reports, as auxiliary outputs, the share of its (token, expert) assignments
+/// dropped for capacity and its busiest expert's load over the mean, and adds the
+/// load-balancing loss `α·E·Σ_i (count_i / S)·P_i` per sequence (softmax router): six of
+/// eight tokens choose expert 0, two expert 1, one choice each, capacity 2 slots.
+#[test]
+fn the_layer_reports_drops_and_imbalance_and_adds_the_balancing_loss() {
+    use common::graph::Data;
+    use stackscan::auxiliary::AuxRole;
+    use stackscan::{DType, TensorType};
+    use stackscan_examples::moe::{AUX_LOSS, DROPPED, IMBALANCE, MoeConfig, MoeWeights, moe};
+    let (t, e, f) = (8, 4, 2);
+    let mut x = Vec::new();
+    for token in 0..t {
+        x.extend(if token < 6 { [1.0, 0.0] } else { [0.0, 1.0] });
+    }
+    let mut router = vec![0.0; 2 * e];
+    router[0] = 5.0; // d 0 → expert 0
+    router[e + 1] = 5.0; // d 1 → expert 1
+    let mut rng = Rng::new(3);
+    let arg = |dims: &[i64], data: Vec<f64>| Arg {
+        ty: TensorType::new(DType::F64, dims),
+        data: Data::F(data),
+    };
+    let args = vec![
+        arg(&[t, 2], x),
+        arg(&[2, e as i64], router),
+        float_arg(&mut rng, &[e as i64, 2, f], -1.0, 1.0),
+        float_arg(&mut rng, &[e as i64, 2, f], -1.0, 1.0),
+        float_arg(&mut rng, &[e as i64, f, 2], -1.0, 1.0),
+    ];
+    let alpha = 0.5;
+    let cfg = MoeConfig {
+        router: RouterConfig {
+            experts: e,
+            top_k: 1,
+            kind: RouterKind::Softmax,
+        },
+        // ⌈8 · 1 / 4⌉ = 2 slots per expert.
+        capacity_factor: 1.0,
+        bias_update_speed: 0.0,
+        aux_loss_coef: alpha,
+        direct_token_gather: false,
+        dlhs_transpose_rhs: false,
+        gated_shared: false,
+        expert_mesh: ExpertMesh::OFF,
+    };
+    let mut roles = Vec::new();
+    let g = function("moe_aux", &args, |p| {
+        let w = MoeWeights {
+            router: &p[1],
+            router_bias: None,
+            experts: ExpertWeights {
+                gate: &p[2],
+                up: &p[3],
+                down: &p[4],
+            },
+            shared: None,
+        };
+        // Two sequences of four tokens: [0 0 0 0] and [0 0 1 1].
+        moe(&cfg, &p[0], &w, 2)?;
+        let aux = p[0].scope().take_aux();
+        roles = aux.iter().map(|(o, _)| (o.name.clone(), o.role)).collect();
+        Ok(aux.into_iter().map(|(_, v)| v).collect())
+    });
+    assert_eq!(
+        roles,
+        [
+            (DROPPED.to_owned(), AuxRole::Metric),
+            (IMBALANCE.to_owned(), AuxRole::Metric),
+            (AUX_LOSS.to_owned(), AuxRole::Loss),
+        ]
+    );
+    let client = common::cpu_client(1);
+    let out = Compiled::new(&client, &g).run(&args);
+    // Expert 0 receives 6 of the 8 assignments and keeps 2.
+    assert!((out[0][0] - 4.0 / 8.0).abs() < 1e-6, "dropped {:?}", out[0]);
+    // 6 over a mean of 2.
+    assert!((out[1][0] - 3.0).abs() < 1e-6, "imbalance {:?}", out[1]);
+    // P of a token: softmax of (5, 0, 0, 0) or (0, 5, 0, 0).
+    let hi = 5f64.exp() / (5f64.exp() + 3.0);
+    let lo = 1.0 / (5f64.exp() + 3.0);
+    let seq = |counts: [f64; 4], p: [f64; 4]| -> f64 {
+        e as f64 * counts.iter().zip(p).map(|(c, p)| c / 4.0 * p).sum::<f64>()
+    };
+    let first = seq([4.0, 0.0, 0.0, 0.0], [hi, lo, lo, lo]);
+    let second = seq(
+        [2.0, 2.0, 0.0, 0.0],
+        [(hi + lo) / 2.0, (hi + lo) / 2.0, lo, lo],
+    );
+    let expected = alpha * (first + second) / 2.0;
+    assert!(
+        (out[2][0] - expected).abs() < 1e-5,
+        "aux loss {} vs {expected}",
+        out[2][0]
+    );
 }

@@ -36,6 +36,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use stackscan::DType;
+use stackscan::auxiliary::AuxOutput;
 use stackscan::fsdp::{Adam, Init, InputSpec, ParamSpec, StackModel, train_step_on, with_adam};
 use stackscan::plan::{Plan, PlanOptions};
 
@@ -71,6 +72,9 @@ pub struct Trainer {
     exe: Executable,
     plan: Plan,
     inputs: Vec<InputSpec>,
+    /// The step's auxiliary outputs, returned after the state
+    /// ([`TrainStep::aux`](stackscan::fsdp::TrainStep::aux)).
+    aux: Vec<AuxOutput>,
     /// Per device: weights…, first moments…, second moments…, Adam's next step count (an
     /// `f32[]`, 1-based, advanced on the devices by each applied update).
     state: Vec<Vec<Buffer>>,
@@ -174,6 +178,7 @@ impl Trainer {
             exe,
             plan: step.plan,
             inputs: model.inputs.clone(),
+            aux: step.aux,
             state,
             params: checkpoint::name_slots(model, params),
             weights: specs.len(),
@@ -270,7 +275,7 @@ impl Trainer {
             .map(|(inp, state)| inp.iter().chain(state.iter()).collect())
             .collect();
         // Results per device: loss, applied, weights…, first moments…, second moments…, next
-        // step count (see `with_adam`). When `applied` is 0 the state results equal the old
+        // step count, auxiliary outputs… (see `with_adam`). When `applied` is 0 the state results equal the old
         // state: the choice between old and new is made on the devices, because the step
         // donates the state (its buffers hold the results once it has run), so there is no old
         // state left to keep on the host's side. Should the run itself fail, the state is gone
@@ -279,8 +284,11 @@ impl Trainer {
         drop(lists);
         let mut flags = Vec::with_capacity(launched.outputs.len());
         let mut kept = batch.buffers;
+        let state_len = 3 * self.weights + 1;
         for (d, mut out) in launched.outputs.into_iter().enumerate() {
+            let aux = out.split_off((2 + state_len).min(out.len()));
             kept.push(std::mem::replace(&mut self.state[d], out.split_off(2)));
+            out.extend(aux);
             flags.push(out);
         }
         self.launched += 1;
@@ -316,6 +324,12 @@ impl Trainer {
         };
         let loss = loss.to_host::<f32>()?[0];
         let applied = applied.to_host::<i32>()?[0] != 0;
+        let aux = self
+            .aux
+            .iter()
+            .zip(pending.flags[0].iter().skip(2))
+            .map(|(output, value)| Ok((output.name.clone(), value.to_host::<f32>()?[0])))
+            .collect::<Result<Vec<_>>>()?;
         let read_to = Instant::now();
         // The step is done: its batch and the state it replaced can go without blocking.
         drop(std::mem::take(&mut pending.kept));
@@ -345,6 +359,7 @@ impl Trainer {
                 read: (read_to - read_from).as_secs_f64(),
             },
             skipped: !applied,
+            aux,
         };
         if applied {
             self.steps += 1;

@@ -7,6 +7,7 @@
 use std::cell::Cell;
 
 use crate::autodiff::vjp;
+use crate::auxiliary::{AuxOutput, AuxRole};
 use crate::builder::{Scope, Tensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -58,10 +59,15 @@ pub(super) struct Lowering<'a> {
     pub(super) axis: Axis,
     /// Devices of the mesh.
     pub(super) n: usize,
-    /// Per kind: `(activation, weights…) → activation`.
+    /// Per kind: `(activation, weights…) → (activation, auxiliary outputs…)`.
     layers: Vec<Function>,
-    /// Per kind: `(activation, weights…, d activation) → (d activation, d weights…)`.
+    /// Per kind: `(activation, weights…, d activation, d auxiliary outputs…) → (d activation,
+    /// d weights…)`.
     layer_vjps: Vec<Function>,
+    /// Every auxiliary output a kind records ([`crate::auxiliary`]), in first-recorded order.
+    pub(super) aux: Vec<AuxOutput>,
+    /// Per kind: the position in `aux` of each auxiliary result of its layer function.
+    kind_aux: Vec<Vec<usize>>,
     reduction: GradientReduction,
     /// The next unused scheduling group id ([`super::tags`]).
     pub(super) next_group: Cell<usize>,
@@ -77,6 +83,8 @@ impl<'a> Lowering<'a> {
         let n = mesh.size();
         let mut layers = Vec::new();
         let mut layer_vjps = Vec::new();
+        let mut aux: Vec<AuxOutput> = Vec::new();
+        let mut kind_aux = Vec::new();
         for kind in &model.kinds {
             let s = Scope::new(&kind.name);
             let h = s.param(model.activation.clone());
@@ -97,9 +105,33 @@ impl<'a> Lowering<'a> {
                     ),
                 ));
             }
-            let f = s.finish(&[out])?;
+            let mut results = vec![out];
+            let mut slots = Vec::new();
+            for (output, value) in s.take_aux() {
+                let slot = match aux.iter().position(|a| a.name == output.name) {
+                    Some(g) if aux[g].role != output.role => {
+                        return Err(Error::invalid(
+                            "fsdp",
+                            format!(
+                                "layer `{}` records auxiliary output `{}` as {:?}, another \
+                                 kind as {:?}",
+                                kind.name, output.name, output.role, aux[g].role
+                            ),
+                        ));
+                    }
+                    Some(g) => g,
+                    None => {
+                        aux.push(output);
+                        aux.len() - 1
+                    }
+                };
+                slots.push(slot);
+                results.push(value);
+            }
+            let f = s.finish(&results)?;
             layer_vjps.push(vjp(&f)?);
             layers.push(f);
+            kind_aux.push(slots);
         }
         Ok(Lowering {
             model,
@@ -109,6 +141,8 @@ impl<'a> Lowering<'a> {
             n,
             layers,
             layer_vjps,
+            aux,
+            kind_aux,
             reduction,
             next_group: Cell::new(0),
         })
@@ -273,11 +307,35 @@ impl<'a> Lowering<'a> {
         Ok((out.remove(0), rest))
     }
 
-    /// Runs a layer of kind `k` on `h` with its gathered weights `w`.
-    pub(super) fn run_layer(&self, k: usize, h: &Tensor, w: &[Tensor]) -> Result<Tensor> {
+    /// Runs a layer of kind `k` on `h` with its gathered weights `w`, adding its auxiliary
+    /// outputs into the accumulators `aux` (one per [`Lowering::aux`]).
+    pub(super) fn run_layer(
+        &self,
+        k: usize,
+        h: &Tensor,
+        w: &[Tensor],
+        aux: &mut [Tensor],
+    ) -> Result<Tensor> {
         let mut args = vec![h.clone()];
         args.extend(w.iter().cloned());
-        Ok(h.scope().inline(&self.layers[k], &args)?.remove(0))
+        let mut out = h.scope().inline(&self.layers[k], &args)?;
+        for (&g, value) in self.kind_aux[k].iter().zip(&out[1..]) {
+            aux[g] = aux[g].add(value)?;
+        }
+        Ok(out.remove(0))
+    }
+
+    /// Zero accumulators for the auxiliary outputs, one `f32[]` each.
+    pub(super) fn aux_zeros(&self, s: &Scope) -> Result<Vec<Tensor>> {
+        self.aux.iter().map(|_| s.scalar(0.0, DType::F32)).collect()
+    }
+
+    /// How many layers record auxiliary output `g`.
+    pub(super) fn aux_layers(&self, g: usize) -> usize {
+        (0..self.kinds())
+            .filter(|&k| self.kind_aux[k].contains(&g))
+            .map(|k| self.stack().layers_of_kind(k))
+            .sum()
     }
 
     /// Differentiates a layer of kind `k` at its input `x` with its gathered weights `w`:
@@ -293,6 +351,15 @@ impl<'a> Lowering<'a> {
         let mut args = vec![x];
         args.extend(w);
         args.push(dh);
+        // A loss term enters the device's loss as the loss does (seeded 1/n, the mean over
+        // devices); a metric is not differentiated.
+        for &g in &self.kind_aux[k] {
+            let seed = match self.aux[g].role {
+                AuxRole::Loss => 1.0 / self.n as f64,
+                AuxRole::Metric => 0.0,
+            };
+            args.push(s.scalar(seed, DType::F32)?);
+        }
         s.inline(&self.layer_vjps[k], &args)
     }
 }

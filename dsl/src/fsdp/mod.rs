@@ -46,7 +46,9 @@ mod step;
 mod tags;
 
 pub use listing::NamedParam;
-pub use model::{Init, InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel};
+pub use model::{
+    Init, InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel, Update,
+};
 pub use optimizer::{Adam, with_adam};
 pub use reference::reference_step;
 pub use step::{

@@ -25,6 +25,22 @@ pub enum Init {
     Zeros,
 }
 
+/// How the optimizer moves a parameter.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Update {
+    /// Adam with the step's hyper-parameters.
+    #[default]
+    Adam,
+    /// `w ← w − rate · sign(g)`, moments untouched: for state that a rule outside the loss
+    /// moves by a fixed step, its "gradient" defined by a zero-valued surrogate term
+    /// (DeepSeek-V3's router bias, whose gradient is the experts' load deviation). A rate of
+    /// 0 keeps the parameter fixed.
+    SignDescent {
+        /// Step size.
+        rate: f64,
+    },
+}
+
 /// One parameter of a layer (or of the model outside the stack).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamSpec {
@@ -44,6 +60,8 @@ pub struct ParamSpec {
     /// `E / ep` experts of its `expert` coordinate (expert parallelism). Its gradient is
     /// reduce-scattered over the same axis.
     pub gathered_over: Option<Axis>,
+    /// How the optimizer moves it.
+    pub update: Update,
 }
 
 impl ParamSpec {
@@ -56,6 +74,7 @@ impl ParamSpec {
             shard_dim: Some(shard_dim),
             init: Init::Normal(0.02),
             gathered_over: None,
+            update: Update::Adam,
         }
     }
 
@@ -68,12 +87,19 @@ impl ParamSpec {
             shard_dim: None,
             init: Init::Ones,
             gathered_over: None,
+            update: Update::Adam,
         }
     }
 
     /// The same parameter with another initialiser.
     pub fn with_init(mut self, init: Init) -> ParamSpec {
         self.init = init;
+        self
+    }
+
+    /// The same parameter moved by another optimizer rule.
+    pub fn with_update(mut self, update: Update) -> ParamSpec {
+        self.update = update;
         self
     }
 

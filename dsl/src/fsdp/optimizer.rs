@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::ir::Function;
 use crate::types::TensorType;
 
+use super::model::Update;
 use super::step::TrainStep;
 
 /// Adam's hyper-parameters.
@@ -67,8 +68,10 @@ impl Adam {
 ///
 /// Parameters: `[inputs…, weights…, first moments…, second moments…, step]` where `step` is
 /// the 1-based count of the update this step would apply, as an `f32[]`; results: `[loss,
-/// applied, weights…, first moments…, second moments…, next step]`, `next step` being `step +
-/// applied`. Moments have the weights' types and shardings.
+/// applied, weights…, first moments…, second moments…, next step, auxiliary outputs…]`,
+/// `next step` being `step + applied`, the auxiliary outputs the training step's
+/// ([`TrainStep::aux`]). Moments have the weights' types and shardings. A weight whose
+/// [`Update`] is [`Update::SignDescent`] moves by its own rule and keeps its moments.
 ///
 /// The state is donated: every weight and moment parameter aliases its result
 /// ([`Program::aliases`]), and so does `step` its successor, so XLA writes the new state over
@@ -90,6 +93,18 @@ impl Adam {
 /// overflow `g²` in the second moment.
 pub fn with_adam(step: &TrainStep, adam: Adam) -> Result<Program> {
     adam.validate()?;
+    for update in &step.updates {
+        if let &Update::SignDescent { rate } = update
+            && !(rate.is_finite() && rate >= 0.0)
+        {
+            return Err(Error::InvalidHyperParameter {
+                optimizer: "sign_descent",
+                field: "rate",
+                value: rate,
+                expected: "a finite number >= 0",
+            });
+        }
+    }
     let main = step.program.main();
     let shardings = step
         .program
@@ -109,16 +124,19 @@ pub fn with_adam(step: &TrainStep, adam: Adam) -> Result<Program> {
     let v: Vec<Tensor> = weight_types.iter().map(|t| s.param(t.clone())).collect();
     let t = s.param(TensorType::scalar(DType::F32));
     let mut out = s.inline(main, &params)?;
-    let grads = out.split_off(1);
+    let mut grads = out.split_off(1);
+    let aux = grads.split_off(weight_types.len());
     let loss = out.remove(0);
     let state = AdamState {
         weights: &params[ni..],
         grads: &grads,
         m: &m,
         v: &v,
+        updates: &step.updates,
     };
     let mut results = vec![loss.clone()];
     results.extend(adam.update(&s, &loss, state, &t, &axis)?);
+    results.extend(aux);
     let f = s.finish(&results)?;
     let weight_sh: Vec<Sharding> = shardings[ni..].to_vec();
     let mut params_sh: Vec<Sharding> = shardings.to_vec();
@@ -130,6 +148,7 @@ pub fn with_adam(step: &TrainStep, adam: Adam) -> Result<Program> {
         results_sh.extend(weight_sh.iter().copied());
     }
     results_sh.push(Sharding::Replicated);
+    results_sh.extend(step.aux.iter().map(|_| Sharding::Replicated));
     // The weights, both moments and the step count.
     let state = 3 * weight_sh.len() + 1;
     Program::on_device_mesh(f, mesh, params_sh, results_sh)?.with_aliases(donated_state(ni, state))
@@ -141,6 +160,8 @@ struct AdamState<'a> {
     grads: &'a [Tensor],
     m: &'a [Tensor],
     v: &'a [Tensor],
+    /// Each weight's rule; a weight beyond the list is Adam's.
+    updates: &'a [Update],
 }
 
 impl Adam {
@@ -163,8 +184,15 @@ impl Adam {
             grads,
             m,
             v,
+            updates,
         } = state;
-        for (((w, g), m), v) in weights.iter().zip(grads).zip(m).zip(v) {
+        for (j, (((w, g), m), v)) in weights.iter().zip(grads).zip(m).zip(v).enumerate() {
+            if let Some(&Update::SignDescent { rate }) = updates.get(j) {
+                new_w.push(w.sub(&g.sign()?.scale(rate)?)?);
+                new_m.push(m.clone());
+                new_v.push(v.clone());
+                continue;
+            }
             let dt = w.dtype();
             let tt = t.convert(dt)?;
             let c = |x: f64| s.scalar(x, dt);
@@ -221,6 +249,7 @@ impl Adam {
             grads: &lists[1],
             m: &lists[2],
             v: &lists[3],
+            updates: &[],
         };
         let results = self.update(&s, &loss, state, &t, axis)?;
         s.finish(&results)
@@ -339,6 +368,76 @@ mod tests {
             ..Adam::default()
         };
         assert!(with_adam(&step, adam).is_err());
+        Ok(())
+    }
+
+    /// A layer's auxiliary outputs come back after everything else, once per name whatever
+    /// the depth, in the order first recorded; a sign-descent weight is checked like Adam's
+    /// hyper-parameters.
+    #[test]
+    fn auxiliary_outputs_follow_the_state() -> Result<()> {
+        use crate::auxiliary::AuxRole;
+        let row = TensorType::new(DType::F32, [2, 8]);
+        let model = StackModel {
+            stack: Stack::homogeneous("mlp", 3)?,
+            kinds: vec![LayerKind {
+                name: "mlp".into(),
+                params: vec![
+                    ParamSpec::sharded("w", &[8, 8], DType::F32, 0),
+                    ParamSpec::replicated("b", &[8], DType::F32)
+                        .with_update(Update::SignDescent { rate: 0.1 }),
+                ],
+                forward: Rc::new(|h, w| {
+                    let y = h.matmul(&w[0])?;
+                    y.square()?
+                        .mean(&[0, 1])?
+                        .record_aux("penalty", AuxRole::Loss)?;
+                    h.sum_all()?.record_aux("total", AuxRole::Metric)?;
+                    y.add(&w[1].broadcast_to(y.dims())?)
+                }),
+            }],
+            activation: row.clone(),
+            inputs: vec![InputSpec::new("x", row.clone()), InputSpec::new("y", row)],
+            outer_params: vec![],
+            pre: Rc::new(|inputs, _| Ok(inputs[0].clone())),
+            post: Rc::new(|h, inputs, _| h.sub(&inputs[1])?.square()?.mean(&[0, 1])),
+        };
+        let axis = Axis {
+            name: "fsdp".into(),
+            size: 2,
+        };
+        let step = train_step(&model, PlanOptions::prefetch_deferred(), &axis)?;
+        let names: Vec<(&str, AuxRole)> =
+            step.aux.iter().map(|a| (a.name.as_str(), a.role)).collect();
+        assert_eq!(
+            names,
+            [("penalty", AuxRole::Loss), ("total", AuxRole::Metric)]
+        );
+        assert_eq!(
+            step.updates,
+            [Update::Adam, Update::SignDescent { rate: 0.1 }]
+        );
+        let scalar = TensorType::scalar(DType::F32);
+        let results = step.program.main().result_types();
+        assert_eq!(results.len(), 1 + 2 + 2);
+        assert_eq!(&results[3..], &[scalar.clone(), scalar.clone()]);
+        let program = with_adam(&step, Adam::default())?;
+        let results = program.main().result_types();
+        assert_eq!(results.len(), 2 + 3 * 2 + 1 + 2);
+        assert_eq!(&results[9..], &[scalar.clone(), scalar]);
+        // The state's aliases are where they were without auxiliary outputs.
+        assert!(
+            program
+                .aliases()
+                .iter()
+                .all(|a| a.param == a.result && a.result < 9)
+        );
+        let mut bad = step.clone();
+        bad.updates[1] = Update::SignDescent { rate: f64::NAN };
+        assert!(matches!(
+            with_adam(&bad, Adam::default()),
+            Err(Error::InvalidHyperParameter { field: "rate", .. })
+        ));
         Ok(())
     }
 

@@ -21,14 +21,14 @@ const UP: i64 = 1;
 const DOWN: i64 = -1;
 
 impl Lowering<'_> {
-    /// Runs the stack forward; returns the last activation and the saved layer inputs per
-    /// kind (`[layers of kind, activation…]`).
+    /// Runs the stack forward; returns the last activation, the saved layer inputs per
+    /// kind (`[layers of kind, activation…]`) and the auxiliary outputs summed over layers.
     pub(super) fn forward(
         &self,
         s: &Scope,
         h0: &Tensor,
         stacked: &[Vec<Tensor>],
-    ) -> Result<(Tensor, Vec<Tensor>)> {
+    ) -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
         let saved: Vec<Tensor> = (0..self.kinds())
             .map(|k| {
                 let mut dims = vec![self.stack().layers_of_kind(k) as i64];
@@ -44,11 +44,12 @@ impl Lowering<'_> {
             h: h0.clone(),
             w,
             saved,
+            aux: self.aux_zeros(s)?,
         };
         let st = run_pass(s, &self.plan.forward.segments, st, &|g, trip, q, st| {
             self.forward_step(g, q, trip, st, stacked)
         })?;
-        Ok((st.h, st.saved))
+        Ok((st.h, st.saved, st.aux))
     }
 
     /// One forward step at position `q` of group `g`: save the input, take this layer's
@@ -64,16 +65,22 @@ impl Lowering<'_> {
         let s = q.scope().clone();
         self.scheduling_group(&s, || {
             let k = g.signature.run;
-            let FwdState { h, w, mut saved } = st;
+            let FwdState {
+                h,
+                w,
+                mut saved,
+                mut aux,
+            } = st;
             let row = self.row(g.layers[0], UP, trip, q)?;
             let zero = s.scalar(0.0, DType::I32)?;
             let starts = row_starts(&row, &zero, h.rank());
             saved[k] = saved[k].dynamic_update_slice(&h.expand_dims(0)?, &starts)?;
             let (w_now, w_next) = self.step_weights(g, q, trip, &row, &h, w, stacked, UP)?;
             Ok(FwdState {
-                h: self.run_layer(k, &h, &w_now)?,
+                h: self.run_layer(k, &h, &w_now, &mut aux)?,
                 w: w_next,
                 saved,
+                aux,
             })
         })
     }

@@ -3,6 +3,7 @@
 //! the model's own layer functions, so agreement between the two is evidence for both.
 
 use crate::autodiff::value_and_vjp;
+use crate::auxiliary::AuxRole;
 use crate::builder::{Scope, Tensor};
 use crate::error::Result;
 use crate::ir::Function;
@@ -10,7 +11,8 @@ use crate::ir::Function;
 use super::model::StackModel;
 
 /// `(inputs…, outer weights…, stacked weights per kind (full, `[layers, shape…]`)…) →
-/// (loss, d outer…, d stacked…)` on one device; inputs are the whole batch.
+/// (loss, d outer…, d stacked…)` on one device; inputs are the whole batch. The loss includes
+/// the layers' loss terms ([`AuxRole::Loss`]); metrics are not returned.
 ///
 /// `batch_scale` multiplies the inputs' batch dimension (the devices the FSDP step splits the
 /// batch over), so the reference sees the global batch.
@@ -57,7 +59,13 @@ pub fn reference_step(model: &StackModel, batch_scale: usize) -> Result<Function
             .collect::<Result<_>>()?;
         h = (model.kinds[k].forward)(&h, &w)?;
     }
-    let loss = (model.post)(&h, &inputs, &outer)?;
+    let mut loss = (model.post)(&h, &inputs, &outer)?;
+    // The layers' loss terms, summed over layers as the step sums them.
+    for (output, value) in s.take_aux() {
+        if output.role == AuxRole::Loss {
+            loss = loss.add(&value.convert(loss.dtype())?)?;
+        }
+    }
     let f = s.finish(&[loss])?;
     let mut wrt: Vec<bool> = model.inputs.iter().map(|_| false).collect();
     wrt.extend(model.outer_params.iter().map(|p| p.dtype.is_float()));

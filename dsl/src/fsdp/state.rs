@@ -22,48 +22,64 @@ pub(super) trait Carry: Sized {
     fn join(fixed: &[Tensor], by_kind: &[Tensor], layout: &Self::Layout) -> Self;
 }
 
-/// The forward state: the activation, the gathered weights of the layer about to run, and
-/// the saved layer inputs per kind.
+/// The forward state: the activation, the gathered weights of the layer about to run, the
+/// saved layer inputs per kind, and the auxiliary outputs summed so far (one `f32[]` per
+/// name, none for a model that records none).
 pub(super) struct FwdState {
     pub(super) h: Tensor,
     pub(super) w: Vec<Tensor>,
     pub(super) saved: Vec<Tensor>,
+    pub(super) aux: Vec<Tensor>,
+}
+
+/// Lengths of a flattened [`FwdState`]: gathered weights, saved inputs.
+#[derive(Clone)]
+pub(super) struct FwdLayout {
+    w: usize,
+    saved: usize,
 }
 
 impl Carry for FwdState {
-    /// The number of gathered weights.
-    type Layout = usize;
+    type Layout = FwdLayout;
 
-    fn layout(&self) -> usize {
-        self.w.len()
+    fn layout(&self) -> FwdLayout {
+        FwdLayout {
+            w: self.w.len(),
+            saved: self.saved.len(),
+        }
     }
 
     fn flatten(&self) -> Vec<Tensor> {
         let mut v = vec![self.h.clone()];
         v.extend(self.w.iter().cloned());
         v.extend(self.saved.iter().cloned());
+        v.extend(self.aux.iter().cloned());
         v
     }
 
-    fn unflatten(v: &[Tensor], nw: &usize) -> Self {
+    fn unflatten(v: &[Tensor], l: &FwdLayout) -> Self {
+        let saved_end = 1 + l.w + l.saved;
         FwdState {
             h: v[0].clone(),
-            w: v[1..1 + nw].to_vec(),
-            saved: v[1 + nw..].to_vec(),
+            w: v[1..1 + l.w].to_vec(),
+            saved: v[1 + l.w..saved_end].to_vec(),
+            aux: v[saved_end..].to_vec(),
         }
     }
 
     fn split(self) -> (Vec<Tensor>, Vec<Tensor>) {
         let mut fixed = vec![self.h];
         fixed.extend(self.saved);
+        fixed.extend(self.aux);
         (fixed, self.w)
     }
 
-    fn join(fixed: &[Tensor], by_kind: &[Tensor], _: &usize) -> Self {
+    fn join(fixed: &[Tensor], by_kind: &[Tensor], l: &FwdLayout) -> Self {
         FwdState {
             h: fixed[0].clone(),
             w: by_kind.to_vec(),
-            saved: fixed[1..].to_vec(),
+            saved: fixed[1..1 + l.saved].to_vec(),
+            aux: fixed[1 + l.saved..].to_vec(),
         }
     }
 }

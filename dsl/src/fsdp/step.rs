@@ -17,6 +17,7 @@
 //! [`super::state`] what the loops carry, [`super::lowering`] the collectives.
 
 use crate::autodiff::vjp_wrt;
+use crate::auxiliary::{AuxOutput, AuxRole};
 use crate::builder::{Scope, Tensor};
 use crate::emit::{Program, Sharding};
 use crate::error::{Error, Result};
@@ -26,14 +27,21 @@ use crate::plan::{Plan, PlanOptions};
 use crate::types::TensorType;
 
 use super::lowering::Lowering;
-use super::model::{ParamSpec, StackModel};
+use super::model::{ParamSpec, StackModel, Update};
 
 /// A lowered training step and the order of its parameters and results.
 #[derive(Clone, Debug)]
 pub struct TrainStep {
     /// The program: parameters `[inputs…, outer slabs…, stacked slabs (kind-major)…]`,
-    /// results `[loss, outer gradient slabs…, stacked gradient slabs…]`.
+    /// results `[loss, outer gradient slabs…, stacked gradient slabs…, auxiliary outputs…]`.
+    /// The loss includes the layers' loss terms ([`AuxRole::Loss`]).
     pub program: Program,
+    /// The auxiliary outputs the layers record ([`crate::auxiliary`]), one `f32[]` result
+    /// each after the gradients, in this order: a metric's mean over the layers recording it
+    /// and the devices, a loss term's sum over layers averaged over the devices.
+    pub aux: Vec<AuxOutput>,
+    /// How the optimizer moves each weight, in the parameters' order.
+    pub updates: Vec<Update>,
     /// The plan it was lowered from.
     pub plan: Plan,
     /// Devices of the mesh.
@@ -95,6 +103,7 @@ pub fn train_step_on_with(
     let plan = Plan::new(&model.stack, options)?;
     let lowering = Lowering::new(model, &plan, mesh, reduction)?;
     let main = lowering.build()?;
+    let aux = lowering.aux.clone();
     let mut params = vec![Sharding::Dim(0); model.inputs.len()];
     let shard = |p: &ParamSpec, stacked: bool| match (p.shard_dim, stacked) {
         (None, _) => Sharding::Replicated,
@@ -112,11 +121,14 @@ pub fn train_step_on_with(
     let mut results = vec![Sharding::Replicated];
     results.extend(&outer);
     results.extend(&stacked);
+    results.extend(aux.iter().map(|_| Sharding::Replicated));
     Ok(TrainStep {
         program: Program::on_device_mesh(main, mesh.clone(), params, results)?,
         plan,
         devices: n,
         inputs: model.inputs.len(),
+        aux,
+        updates: model.weights().iter().map(|(p, _)| p.update).collect(),
     })
 }
 
@@ -152,12 +164,17 @@ impl Lowering<'_> {
         args.extend(outer_full.iter().cloned());
         let h0 = s.inline(&pre, &args)?.remove(0);
 
-        let (h_last, saved) = self.forward(&s, &h0, &stacked)?;
+        let (h_last, saved, aux) = self.forward(&s, &h0, &stacked)?;
 
         let mut post_args = vec![h_last.clone()];
         post_args.extend(inputs.iter().cloned());
         post_args.extend(outer_full.iter().cloned());
-        let loss_local = s.inline(&post, &post_args)?.remove(0);
+        let mut loss_local = s.inline(&post, &post_args)?.remove(0);
+        for (output, value) in self.aux.iter().zip(&aux) {
+            if output.role == AuxRole::Loss {
+                loss_local = loss_local.add(&value.convert(loss_local.dtype())?)?;
+            }
+        }
         let mut wrt = vec![true];
         wrt.extend(m.inputs.iter().map(|_| false));
         wrt.extend(m.outer_params.iter().map(|p| p.dtype.is_float()));
@@ -183,6 +200,13 @@ impl Lowering<'_> {
             results.push(self.reduce(spec, &g)?);
         }
         results.extend(stacked_grads.into_iter().flatten());
+        for (g, (output, value)) in self.aux.iter().zip(&aux).enumerate() {
+            let over = match output.role {
+                AuxRole::Metric => self.n * self.aux_layers(g).max(1),
+                AuxRole::Loss => self.n,
+            };
+            results.push(value.psum(&self.axis)?.scale(1.0 / over as f64)?);
+        }
         s.finish(&results)
     }
 }

@@ -279,9 +279,13 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
         ModelConfig::load(ModelName::Llama, hf),
         Ok(ModelConfig::preset(ModelName::Llama, Preset::Published))
     );
+    // A `config.json` has no capacity factor: the published models' dropless routing.
     assert_eq!(
         ModelConfig::load(ModelName::DeepSeek3, ds),
-        Ok(ModelConfig::preset(ModelName::DeepSeek3, Preset::Published))
+        Ok(ModelConfig::DeepSeek3(DeepSeek3Config {
+            capacity_factor: crate::moe::NO_DROP,
+            ..DeepSeek3Config::deepseek3()
+        }))
     );
     assert_eq!(
         ModelConfig::load(ModelName::Qwen35, "qwen35-35b-a3b"),

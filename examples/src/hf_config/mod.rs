@@ -10,7 +10,10 @@
 //! Where `transformers` documents a default for a field the file may leave out, the same
 //! default is taken (Llama's `num_key_value_heads` = `num_attention_heads`, `head_dim` =
 //! `hidden_size / num_attention_heads`, `rope_theta` = 10000); the sizes have none and are
-//! required. A file says nothing of the training run: the sequence is
+//! required. The MoE's `capacity_factor` is read where a file has one, else
+//! [`CAPACITY_FACTOR`] (no dropping); the balancing losses' `aux_loss_alpha` (DeepSeek-V3,
+//! default 0) and `router_aux_loss_coef` (Qwen3.5, default 0.001) likewise. A file says
+//! nothing else of the training run: the sequence is
 //! `max_position_embeddings` for Llama (as our Llama-3-8B preset), [`SEQ`] for the others,
 //! one sequence per device.
 //!
@@ -115,6 +118,10 @@ struct Fields {
     linear_value_head_dim: Option<i64>,
     linear_conv_kernel_dim: Option<i64>,
     partial_rotary_factor: Option<f64>,
+    // Training: MoE capacity and balancing.
+    capacity_factor: Option<f64>,
+    aux_loss_alpha: Option<f64>,
+    router_aux_loss_coef: Option<f64>,
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -357,6 +364,37 @@ fn read(f: &Fields, model: ModelName) -> Result<HfModel> {
     }
 }
 
+/// The capacity factor where a file gives none: [`NO_DROP`](crate::moe::NO_DROP), since the
+/// published models train without dropping tokens (DeepSeek-V3's report says so; Qwen's
+/// `transformers` code computes every routed token).
+pub const CAPACITY_FACTOR: f64 = crate::moe::NO_DROP;
+
+/// DeepSeek-V3's bias update speed γ, which its `config.json` does not carry: the report's
+/// 0.001.
+pub const BIAS_UPDATE_SPEED: f64 = 0.001;
+
+/// The file's `capacity_factor`, else [`CAPACITY_FACTOR`]; 0 or positive.
+fn capacity_factor(f: &Fields) -> Result<f64> {
+    let factor = f.capacity_factor.unwrap_or(CAPACITY_FACTOR);
+    crate::moe::check_capacity_factor("capacity_factor", factor).map_err(|_| {
+        invalid(format!(
+            "field `capacity_factor` must be positive, or 0 for no dropping, got {factor}"
+        ))
+    })?;
+    Ok(factor)
+}
+
+/// A loss coefficient `field`, else `default`; finite and non-negative.
+fn coefficient(v: Option<f64>, field: &str, default: f64) -> Result<f64> {
+    let x = v.unwrap_or(default);
+    if !(x.is_finite() && x >= 0.0) {
+        return Err(invalid(format!(
+            "field `{field}` must be a finite number >= 0, got {x}"
+        )));
+    }
+    Ok(x)
+}
+
 fn deepseek3(f: &Fields) -> Result<DeepSeek3Config> {
     let layers = count(f.num_hidden_layers, "num_hidden_layers")?;
     let dense = need(f.first_k_dense_replace, "first_k_dense_replace")?;
@@ -408,7 +446,9 @@ fn deepseek3(f: &Fields) -> Result<DeepSeek3Config> {
         expert_width: positive(f.moe_intermediate_size, "moe_intermediate_size")?,
         shared_experts: positive(f.n_shared_experts, "n_shared_experts")?,
         scaling: f.routed_scaling_factor.unwrap_or(1.0),
-        capacity_factor: 1.25,
+        capacity_factor: capacity_factor(f)?,
+        bias_update_speed: BIAS_UPDATE_SPEED,
+        aux_loss_alpha: coefficient(f.aux_loss_alpha, "aux_loss_alpha", 0.0)?,
         direct_token_gather: false,
         dlhs_transpose_rhs: false,
         expert_mesh: crate::moe::ExpertMesh::OFF,
@@ -501,7 +541,12 @@ fn qwen35(f: &Fields) -> Result<Qwen35Config> {
             f.shared_expert_intermediate_size,
             "shared_expert_intermediate_size",
         )?,
-        capacity_factor: 1.25,
+        capacity_factor: capacity_factor(f)?,
+        router_aux_loss_coef: coefficient(
+            f.router_aux_loss_coef,
+            "router_aux_loss_coef",
+            crate::qwen35::ROUTER_AUX_LOSS_COEF,
+        )?,
         direct_token_gather: false,
         dlhs_transpose_rhs: false,
         gdn,

@@ -6,16 +6,29 @@ const DEEPSEEK: &str = include_str!("../../configs/hf/deepseek-v3.json");
 const QWEN: &str = include_str!("../../configs/hf/qwen3.5-35b-a3b.json");
 const LLAMA: &str = include_str!("../../configs/hf/llama-3-8b.json");
 
+/// The published presets as a file reads them: the sizes are the presets', the capacity the
+/// files' default, no dropping (the presets' 1.25 is our choice for priced compute).
+fn published_deepseek3() -> DeepSeek3Config {
+    DeepSeek3Config {
+        capacity_factor: CAPACITY_FACTOR,
+        ..DeepSeek3Config::deepseek3()
+    }
+}
+
+fn published_qwen35() -> Qwen35Config {
+    Qwen35Config {
+        capacity_factor: CAPACITY_FACTOR,
+        ..Qwen35Config::qwen35_35b_a3b()
+    }
+}
+
 #[test]
 fn the_published_files_read_into_the_published_configs() {
     assert_eq!(
         parse(DEEPSEEK).unwrap(),
-        HfModel::DeepSeek3(DeepSeek3Config::deepseek3())
+        HfModel::DeepSeek3(published_deepseek3())
     );
-    assert_eq!(
-        parse(QWEN).unwrap(),
-        HfModel::Qwen35(Qwen35Config::qwen35_35b_a3b())
-    );
+    assert_eq!(parse(QWEN).unwrap(), HfModel::Qwen35(published_qwen35()));
     assert_eq!(
         parse(LLAMA).unwrap(),
         HfModel::Llama(crate::llama::LlamaConfig::llama3_8b())
@@ -30,7 +43,7 @@ fn full_attention_interval_stands_in_for_layer_types() {
     text["full_attention_interval"] = 4.into();
     assert_eq!(
         parse(&text.to_string()).unwrap(),
-        HfModel::Qwen35(Qwen35Config::qwen35_35b_a3b())
+        HfModel::Qwen35(published_qwen35())
     );
 }
 
@@ -294,4 +307,46 @@ fn a_norm_epsilon_other_than_the_models_is_refused() {
         panic!("not DeepSeek-V3")
     };
     assert_eq!(c.mla.eps, crate::deepseek3::NORM_EPS);
+}
+
+/// A file's capacity factor and balancing coefficients are read; without them the published
+/// models' dropless routing ([`CAPACITY_FACTOR`]) and the documented defaults apply; a bad
+/// value is an error naming the field.
+#[test]
+fn capacity_and_balancing_come_from_the_file_or_documented_defaults() {
+    let HfModel::DeepSeek3(c) = parse(DEEPSEEK).unwrap() else {
+        panic!("not DeepSeek-V3")
+    };
+    assert_eq!(c.capacity_factor, crate::moe::NO_DROP);
+    assert_eq!(c.capacity_factor, CAPACITY_FACTOR);
+    assert_eq!(
+        (c.bias_update_speed, c.aux_loss_alpha),
+        (BIAS_UPDATE_SPEED, 0.0)
+    );
+    let HfModel::Qwen35(c) = parse(QWEN).unwrap() else {
+        panic!("not Qwen3.5")
+    };
+    assert_eq!(c.capacity_factor, crate::moe::NO_DROP);
+    assert_eq!(c.router_aux_loss_coef, 0.001);
+    let text = edited(DEEPSEEK, &["capacity_factor"], Some(2.0.into()));
+    let text = edited(&text, &["aux_loss_alpha"], Some(0.0001.into()));
+    let HfModel::DeepSeek3(c) = parse(&text).unwrap() else {
+        panic!("not DeepSeek-V3")
+    };
+    assert_eq!((c.capacity_factor, c.aux_loss_alpha), (2.0, 0.0001));
+    let text = edited(
+        QWEN,
+        &["text_config", "router_aux_loss_coef"],
+        Some(0.0.into()),
+    );
+    let HfModel::Qwen35(c) = parse(&text).unwrap() else {
+        panic!("not Qwen3.5")
+    };
+    assert_eq!(c.router_aux_loss_coef, 0.0);
+    for (field, value) in [("capacity_factor", -1.0), ("aux_loss_alpha", -0.5)] {
+        let e = parse(&edited(DEEPSEEK, &[field], Some(value.into())))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("field `{field}`")), "{e}");
+    }
 }

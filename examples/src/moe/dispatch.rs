@@ -50,10 +50,32 @@ pub struct DispatchOptions {
 /// Slots per expert for `tokens · top_k` assignments spread over `experts` with headroom
 /// `factor` (1.0 = perfectly balanced), at least one and at most `tokens`: a token picks
 /// distinct experts, so no expert receives more than `tokens` rows and `C = tokens` never
-/// drops one.
+/// drops one. `factor` [`NO_DROP`] (0) asks for exactly that: every token can reach every
+/// expert it chooses, whatever the routing (dropless, as DeepSeek-V3 and Qwen train).
 pub fn capacity(tokens: usize, top_k: usize, experts: usize, factor: f64) -> usize {
+    if factor == NO_DROP {
+        return tokens.max(1);
+    }
     let balanced = (tokens * top_k) as f64 / experts.max(1) as f64;
     ((balanced * factor).ceil() as usize).clamp(1, tokens.max(1))
+}
+
+/// The capacity factor meaning "drop nothing": `C` = the tokens a device routes.
+pub const NO_DROP: f64 = 0.0;
+
+/// Checks a capacity factor read from config field `field`: a finite number, [`NO_DROP`] or
+/// positive; the error names the field.
+pub fn check_capacity_factor(field: &str, factor: f64) -> Result<()> {
+    if factor.is_finite() && factor >= 0.0 {
+        return Ok(());
+    }
+    Err(Error::InvalidOp {
+        op: "moe",
+        message: format!(
+            "`{field}` is {factor}; expected a positive number (slots per expert over a \
+             balanced load), or 0 for no dropping"
+        ),
+    })
 }
 
 const OP: &str = "moe_dispatch";

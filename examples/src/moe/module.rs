@@ -7,9 +7,10 @@
 //!
 //! The variants are types, not flags: a module's parameter count is part of its type
 //! (`Params::LEN`), so "with a gated shared expert" is [`GatedMoe`] rather than an optional
-//! field. The selection bias of DeepSeek-V3's router is not a parameter either: it is moved by
-//! the load-balancing rule outside the gradient, so it is state the caller passes
-//! ([`Moe::forward_with_bias`]), and a model without balancing passes none.
+//! field. The selection bias of DeepSeek-V3's router is [`Moe`]'s parameter `router_bias`
+//! (zeros, replicated): it picks experts and never weights them, and is moved by the
+//! balancing rule of [`crate::moe::layer`] rather than by Adam (the model gives it that
+//! rule); at zero it changes no choice.
 //!
 //! ```
 //! use stackscan::{DType, Module, Scope, TensorType};
@@ -22,6 +23,8 @@
 //!     layer: MoeConfig {
 //!         router: RouterConfig { experts: 8, top_k: 2, kind: RouterKind::Softmax },
 //!         capacity_factor: 4.0,
+//!         bias_update_speed: 0.0,
+//!         aux_loss_coef: 0.0,
 //!         direct_token_gather: false,
 //!         dlhs_transpose_rhs: false,
 //!         gated_shared: false,
@@ -32,9 +35,9 @@
 //! let names: Vec<_> = specs.iter().map(|p| p.name.as_str()).collect();
 //! assert_eq!(
 //!     names,
-//!     ["router", "experts.gate", "experts.up", "experts.down", "shared.w_gate", "shared.w_up", "shared.w_down"]
+//!     ["router", "router_bias", "experts.gate", "experts.up", "experts.down", "shared.w_gate", "shared.w_up", "shared.w_down"]
 //! );
-//! assert_eq!(specs[1].shape, [8, 32, 16]);
+//! assert_eq!(specs[2].shape, [8, 32, 16]);
 //! let s = Scope::new("moe");
 //! let w = specs.iter().map(|p| s.param(p.full_type())).collect();
 //! let moe = <Moe<stackscan::Tensor> as stackscan::layer::Params<_>>::from_values(w)?;
@@ -48,6 +51,7 @@ use stackscan::{Error, Module, Result, Tensor};
 use crate::llama::{MlpDims, SwiGlu};
 use crate::moe::dispatch::ExpertWeights;
 use crate::moe::layer::{MoeConfig, MoeWeights, SharedExpert, moe};
+use crate::moe::router::RouterKind;
 
 /// What an MoE module's shapes and forward read: the widths, and the layer's routing and
 /// dispatch ([`MoeConfig`]). A model projects its own config onto it (`cfg.moe()`).
@@ -140,6 +144,11 @@ pub struct Moe<T> {
     /// Router projection `[d, E]` (`gate.weight`, transposed).
     #[param(shape = [cfg.d_model, cfg.e()], shard = 0)]
     pub router: T,
+    /// The router's selection bias `[E]` (`gate.e_score_correction_bias`; used by a
+    /// [`RouterKind::SigmoidGrouped`] router, at rest under another): added to the
+    /// affinities to pick experts only; moved by the balancing rule, not by Adam.
+    #[param(shape = [cfg.e()], replicated, init = zeros)]
+    pub router_bias: T,
     /// The routed experts.
     #[module(config = cfg.experts())]
     pub experts: Experts<T>,
@@ -150,22 +159,13 @@ pub struct Moe<T> {
 
 impl Moe<Tensor> {
     /// The FFN of the normalised stream `x: [..., d]` (every leading position a token, all
-    /// routed together), back to `x`'s shape.
+    /// routed together; the last leading dimension a sequence), back to `x`'s shape.
     pub fn forward(&self, c: &MoeDims, x: &Tensor) -> Result<Tensor> {
-        self.forward_with_bias(c, x, None)
-    }
-
-    /// [`Moe::forward`] with the router's selection bias `[E]` (DeepSeek-V3's auxiliary-loss-
-    /// free balancing state; it picks experts and does not weight them).
-    pub fn forward_with_bias(
-        &self,
-        c: &MoeDims,
-        x: &Tensor,
-        bias: Option<&Tensor>,
-    ) -> Result<Tensor> {
+        // Only DeepSeek-V3's router selects with a bias; another leaves it at rest.
+        let selects = matches!(c.layer.router.kind, RouterKind::SigmoidGrouped { .. });
         let w = MoeWeights {
             router: &self.router,
-            router_bias: bias,
+            router_bias: selects.then_some(&self.router_bias),
             experts: self.experts.weights(),
             shared: Some(shared(&self.shared, None)),
         };
@@ -214,13 +214,15 @@ fn shared<'a>(mlp: &'a SwiGlu<Tensor>, gate_proj: Option<&'a Tensor>) -> SharedE
     }
 }
 
-/// [`moe`] of `x: [..., d]` flattened to tokens `[T, d]`, reshaped back.
+/// [`moe`] of `x: [..., S, d]` flattened to tokens `[T, d]`, reshaped back; the leading
+/// dimensions before `S` count sequences.
 fn over_tokens(c: &MoeDims, x: &Tensor, w: &MoeWeights<'_>) -> Result<Tensor> {
     let dims = x.dims().to_vec();
     match dims.split_last() {
         Some((&d, lead)) if d == c.d_model && !lead.is_empty() => {
             let tokens = x.reshape(&[lead.iter().product(), d])?;
-            moe(&c.layer, &tokens, w)?.reshape(&dims)
+            let sequences: i64 = lead[..lead.len() - 1].iter().product();
+            moe(&c.layer, &tokens, w, sequences as usize)?.reshape(&dims)
         }
         _ => Err(Error::InvalidOp {
             op: "moe",

@@ -43,6 +43,10 @@ pub struct Routing {
     pub weights: Tensor,
     /// Chosen experts `[T, k]` (`i32`), best first.
     pub experts: Tensor,
+    /// Every expert's affinity to each token `[T, E]`, normalised to sum to one per token
+    /// (the softmax; DeepSeek-V3's sigmoid scores over their sum) and unbiased:
+    /// differentiable, what a load-balancing loss weighs the load with.
+    pub affinities: Tensor,
 }
 
 const OP: &str = "moe_router";
@@ -128,6 +132,7 @@ pub fn route(cfg: &RouterConfig, logits: &Tensor, bias: Option<&Tensor>) -> Resu
             Ok(Routing {
                 weights: renormalise(&top)?,
                 experts,
+                affinities: probs,
             })
         }
         RouterKind::SigmoidGrouped {
@@ -149,6 +154,7 @@ pub fn route(cfg: &RouterConfig, logits: &Tensor, bias: Option<&Tensor>) -> Resu
             Ok(Routing {
                 weights: renormalise(&chosen)?.scale(scaling)?,
                 experts,
+                affinities: renormalise(&scores)?,
             })
         }
     }
@@ -174,7 +180,7 @@ fn pick(values: &Tensor, experts: &Tensor) -> Result<Tensor> {
     hot.mul(&spread)?.sum(&[2])
 }
 
-/// Divides each row of `w: [T, k]` by its sum.
+/// Divides each row of `w: [T, n]` by its sum.
 fn renormalise(w: &Tensor) -> Result<Tensor> {
     let dims = w.dims().to_vec();
     let total = w.sum(&[1])?.broadcast_in_dim(&dims, &[0])?;

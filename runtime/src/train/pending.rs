@@ -59,7 +59,7 @@ pub struct DeviceBatch {
 pub struct PendingStep {
     /// The trainer's launch number of this step, from 1.
     pub(super) sequence: u64,
-    /// Per device, the step's `loss` and `applied` results.
+    /// Per device, the step's `loss` and `applied` results and its auxiliary outputs.
     pub(super) flags: Vec<Vec<Buffer>>,
     /// The batch the step reads and the state it replaced, kept until it is done: the
     /// default CPU plugin's buffer destroy waits for every execution still reading the
@@ -113,7 +113,7 @@ impl HostTimes {
 /// its start and the moment its launch was queued, until they signalled completion (timed by
 /// the plugin, see [`Completion`]). The rest of the span is the host's overhead per step: time
 /// in which the devices had nothing to run because the host was not done.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct StepReport {
     /// The global mean loss (NaN or infinite when the step was skipped).
     pub loss: f32,
@@ -129,6 +129,17 @@ pub struct StepReport {
     /// finite (only under [`NonFinitePolicy::Skip`](super::NonFinitePolicy::Skip); the other
     /// policy returns an error).
     pub skipped: bool,
+    /// The step's auxiliary outputs by name ([`TrainStep::aux`](stackscan::fsdp::TrainStep)):
+    /// an MoE model's dropped fraction and load imbalance, its balancing loss; empty for a
+    /// model whose layers record none.
+    pub aux: Vec<(String, f32)>,
+}
+
+impl StepReport {
+    /// The auxiliary output `name`, if the step has one.
+    pub fn aux(&self, name: &str) -> Option<f32> {
+        self.aux.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
+    }
 }
 
 impl StepReport {
