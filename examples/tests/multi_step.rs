@@ -103,9 +103,15 @@ impl Model {
                 seq: SEQ as i64,
                 batch_per_device: rows,
             }),
-            Model::DeepSeek3 => {
-                deepseek3::model::<SmallDeepSeek3>(&DeepSeek3Config::small(3, 1, rows))
-            }
+            // The selection bias's sign steps are held still: a load deviation that is exactly
+            // zero in exact arithmetic rounds to either sign in f32, and one flipped sign moves
+            // a bias element by the whole rate, a discontinuity no rounding bound covers. The
+            // rule itself is checked in `deepseek3_declared` and `moe_balance`; the balancing
+            // loss stays on.
+            Model::DeepSeek3 => deepseek3::model::<SmallDeepSeek3>(&DeepSeek3Config {
+                bias_update_speed: 0.0,
+                ..DeepSeek3Config::small(3, 1, rows)
+            }),
             Model::Qwen35 => {
                 qwen35::model::<Qwen35Stack>(&Qwen35Config::small(rows, GdnForm::Chunked(4)))
             }

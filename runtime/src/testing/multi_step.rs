@@ -33,7 +33,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use stackscan::fsdp::{Adam, Init, StackModel, reference_step};
+use stackscan::fsdp::{Adam, Init, StackModel, Update, reference_step};
 
 use crate::Client;
 use crate::checkpoint::{Checkpoint, Tensor};
@@ -78,6 +78,8 @@ pub struct Reference {
     exe: Compiled,
     arg_types: Vec<stackscan::TensorType>,
     inputs: usize,
+    /// Each weight's update rule, in the step's weight order.
+    updates: Vec<Update>,
 }
 
 impl Reference {
@@ -85,6 +87,7 @@ impl Reference {
     pub fn new(client: &Client, whole: &StackModel) -> Reference {
         let f = reference_step(whole, 1).expect("the reference step lowers");
         Reference {
+            updates: whole.weights().iter().map(|(p, _)| p.update).collect(),
             arg_types: f.param_types(),
             exe: Compiled::new(client, &f),
             inputs: whole.inputs.len(),
@@ -148,7 +151,20 @@ impl Reference {
             let t = (k + 1) as f64;
             let bias1 = 1.0 - adam.beta1.powf(t);
             let bias2 = 1.0 - adam.beta2.powf(t);
-            for (((w, g), m), v) in weights.iter_mut().zip(&grads).zip(&mut m).zip(&mut v) {
+            for (j, (((w, g), m), v)) in weights
+                .iter_mut()
+                .zip(&grads)
+                .zip(&mut m)
+                .zip(&mut v)
+                .enumerate()
+            {
+                if let Some(&Update::SignDescent { rate }) = self.updates.get(j) {
+                    // XLA's `sign`: 0 for a zero gradient, whose weight stays.
+                    for (wi, gi) in w.iter_mut().zip(g) {
+                        *wi -= rate * if *gi == 0.0 { 0.0 } else { gi.signum() };
+                    }
+                    continue;
+                }
                 for i in 0..w.len() {
                     m[i] = adam.beta1 * m[i] + (1.0 - adam.beta1) * g[i];
                     v[i] = adam.beta2 * v[i] + (1.0 - adam.beta2) * g[i] * g[i];
