@@ -90,24 +90,21 @@ impl Scope {
     }
 
     fn push_aux(&self, output: AuxOutput, value: Tensor) -> Result<()> {
-        let mut recorded = self.aux_mut();
-        match recorded.iter_mut().find(|(o, _)| o.name == output.name) {
-            Some((o, _)) if o.role != output.role => Err(Error::invalid(
-                OP,
-                format!(
-                    "auxiliary output `{}` recorded as {:?} and as {:?}",
-                    o.name, o.role, output.role
-                ),
-            )),
-            Some((_, sum)) => {
-                *sum = sum.add(&value)?;
-                Ok(())
+        let value = match self.aux_entry(&output.name) {
+            Some((o, _)) if o.role != output.role => {
+                return Err(Error::invalid(
+                    OP,
+                    format!(
+                        "auxiliary output `{}` recorded as {:?} and as {:?}",
+                        o.name, o.role, output.role
+                    ),
+                ));
             }
-            None => {
-                recorded.push((output, value));
-                Ok(())
-            }
-        }
+            Some((_, sum)) => sum.add(&value)?,
+            None => value,
+        };
+        self.set_aux(output, &value);
+        Ok(())
     }
 }
 
@@ -129,6 +126,20 @@ mod tests {
         assert_eq!(aux.len(), 1);
         let f = s.finish(&[aux[0].1.clone()])?;
         assert_eq!(f.result_types(), [TensorType::scalar(DType::F32)]);
+        Ok(())
+    }
+
+    /// A scope holding recorded outputs that nobody takes is freed with its last tensor: the
+    /// scope keeps value ids, not tensors, so it holds no reference to itself.
+    #[test]
+    fn an_untaken_record_leaves_no_reference_cycle() -> Result<()> {
+        let s = Scope::new("f");
+        let x = s.param(TensorType::scalar(DType::F32));
+        x.record_aux("a", AuxRole::Metric)?;
+        x.record_aux("a", AuxRole::Metric)?;
+        let alive = s.liveness();
+        drop((s, x));
+        assert!(!alive(), "the scope outlived its tensors");
         Ok(())
     }
 }

@@ -40,8 +40,9 @@ struct ScopeInner {
     captures: RefCell<Vec<(ValueId, ValueId)>>,
     /// Frontend attributes given to every node built here while they are set.
     attributes: RefCell<Vec<(String, String)>>,
-    /// Auxiliary outputs recorded here ([`crate::auxiliary`]), taken by whoever traces.
-    aux: RefCell<Vec<(crate::auxiliary::AuxOutput, Tensor)>>,
+    /// Auxiliary outputs recorded here ([`crate::auxiliary`]), taken by whoever traces: value
+    /// ids, not tensors, since a tensor holds its scope and the scope would then hold itself.
+    aux: RefCell<Vec<(crate::auxiliary::AuxOutput, ValueId)>>,
 }
 
 impl fmt::Debug for Scope {
@@ -132,14 +133,36 @@ impl Scope {
         self.0.parent.is_none()
     }
 
-    pub(crate) fn aux_mut(
-        &self,
-    ) -> std::cell::RefMut<'_, Vec<(crate::auxiliary::AuxOutput, Tensor)>> {
-        self.0.aux.borrow_mut()
+    /// The auxiliary output recorded as `name`, and its value so far.
+    pub(crate) fn aux_entry(&self, name: &str) -> Option<(crate::auxiliary::AuxOutput, Tensor)> {
+        let aux = self.0.aux.borrow();
+        let (output, id) = aux.iter().find(|(o, _)| o.name == name)?.clone();
+        drop(aux);
+        Some((output, self.tensor(id)))
+    }
+
+    /// Sets the value of auxiliary output `output` (recorded last if it is new).
+    pub(crate) fn set_aux(&self, output: crate::auxiliary::AuxOutput, value: &Tensor) {
+        let mut aux = self.0.aux.borrow_mut();
+        match aux.iter_mut().find(|(o, _)| o.name == output.name) {
+            Some((_, id)) => *id = value.id,
+            None => aux.push((output, value.id)),
+        }
+    }
+
+    /// Whether this scope is still alive, asked later (for tests of reference cycles).
+    #[cfg(test)]
+    pub(crate) fn liveness(&self) -> impl Fn() -> bool + use<> {
+        let weak = Rc::downgrade(&self.0);
+        move || weak.upgrade().is_some()
     }
 
     pub(crate) fn drain_aux(&self) -> Vec<(crate::auxiliary::AuxOutput, Tensor)> {
-        std::mem::take(&mut *self.0.aux.borrow_mut())
+        let taken = std::mem::take(&mut *self.0.aux.borrow_mut());
+        taken
+            .into_iter()
+            .map(|(output, id)| (output, self.tensor(id)))
+            .collect()
     }
 
     fn same(&self, other: &Scope) -> bool {

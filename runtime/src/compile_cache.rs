@@ -101,7 +101,15 @@ impl CompileCache {
 /// The cache key of compiling `program` with `options` on `client`, with the options the
 /// plugin's workarounds add (see `workarounds`), since those change the executable.
 pub fn key(client: &Client, program: &str, options: &CompileOptions) -> [u8; 32] {
-    let options = crate::workarounds::compile_options(client, options);
+    adjusted_key(
+        client,
+        program,
+        &crate::workarounds::compile_options(client, options),
+    )
+}
+
+/// [`key`] of options the workarounds have already adjusted (what [`compile`] holds).
+fn adjusted_key(client: &Client, program: &str, options: &CompileOptions) -> [u8; 32] {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
         h.update((bytes.len() as u64).to_le_bytes());
@@ -171,7 +179,7 @@ pub(crate) fn compile(
     let Some(cache) = client.compile_cache() else {
         return Executable::compile(client, program, options, &signature, donated);
     };
-    let key = key(client, program, options);
+    let key = adjusted_key(client, program, options);
     let rejected = match cache.read(&key) {
         Ok(Some(payload)) => {
             match Executable::deserialize(client, &payload, &signature, donated.clone()) {
