@@ -26,80 +26,13 @@
 //! ```
 
 use std::fmt;
-use std::str::FromStr;
 
 use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
 use stackscan::{Axis, Error, Mesh, Result};
 
-use crate::configs::{ModelConfig, Preset};
-use crate::deepseek3::{self, DeepSeek3Config};
-use crate::llama::{self, LlamaConfig};
-use crate::llama_macro;
 use crate::moe::FSDP_AXIS;
-use crate::qwen35::{self, Qwen35Config};
-
-/// A model the commands know by name (`train --model`, `plan`, `params`, `timeline`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ModelName {
-    /// Llama-style decoder (tiny; published: Llama-3-8B, 32 identical layers).
-    Llama,
-    /// DeepSeek-V3-style: MLA, a dense prefix, then MoE layers (published: 3 dense + 58 MoE).
-    #[value(name = "deepseek3")]
-    DeepSeek3,
-    /// Qwen3.5-style hybrid: blocks of `[GDN, GDN, GDN, attention]` (published:
-    /// Qwen3.5-35B-A3B, 10 blocks).
-    Qwen35,
-}
-
-impl ModelName {
-    /// Every name, in the order the help text lists them.
-    pub const ALL: [ModelName; 3] = [ModelName::Llama, ModelName::DeepSeek3, ModelName::Qwen35];
-
-    /// The name as written on the command line.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ModelName::Llama => "llama",
-            ModelName::DeepSeek3 => "deepseek3",
-            ModelName::Qwen35 => "qwen35",
-        }
-    }
-}
-
-impl fmt::Display for ModelName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A model name that is none of [`ModelName::ALL`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownModel(pub String);
-
-impl fmt::Display for UnknownModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<String> = ModelName::ALL.iter().map(|n| format!("`{n}`")).collect();
-        write!(
-            f,
-            "unknown model `{}`; expected one of {}",
-            self.0,
-            names.join(", ")
-        )
-    }
-}
-
-impl std::error::Error for UnknownModel {}
-
-impl FromStr for ModelName {
-    type Err = UnknownModel;
-
-    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
-        ModelName::ALL
-            .into_iter()
-            .find(|n| n.as_str() == s)
-            .ok_or_else(|| UnknownModel(s.to_owned()))
-    }
-}
+pub use crate::registry::{BUILT_IN, ModelConfig, ModelName, Preset, UnknownModel};
 
 /// Makes `(tokens, labels)` for one device's batch from a seed.
 pub type Batches = Box<dyn Fn(u64) -> (Vec<i32>, Vec<i32>)>;
@@ -140,9 +73,8 @@ impl Job {
         Job::with_config(name, None)
     }
 
-    /// Model `name` with a config by `spec` ([`ModelConfig::load`]: a preset, `tiny|llama3-8b`
-    /// for Llama, `tiny|deepseek3` for DeepSeek-V3, `tiny|qwen35-35b-a3b` for Qwen3.5, a TOML
-    /// path or a Hugging Face `config.json` path), or its tiny config.
+    /// Model `name` with a config by `spec` ([`ModelName::load`]: a preset, a TOML path or a
+    /// Hugging Face `config.json` path), or its tiny config.
     pub fn with_config(name: ModelName, config: Option<&str>) -> Result<Job> {
         Job::configured(name, config, MoeFlags::default())
     }
@@ -150,28 +82,53 @@ impl Job {
     /// [`Job::with_config`] with the MoE dispatch options `moe` (an error naming the flags
     /// for a model without routed experts, unless both are off).
     pub fn configured(name: ModelName, config: Option<&str>, moe: MoeFlags) -> Result<Job> {
-        if name == ModelName::Llama && moe != MoeFlags::default() {
-            return Err(Error::InvalidOp {
+        Job::from_config(name.load_or(config, Preset::Tiny)?, moe)
+    }
+
+    /// The job of config `c` with the MoE dispatch options `moe`.
+    pub fn from_config(c: ModelConfig, moe: MoeFlags) -> Result<Job> {
+        let c = if moe == MoeFlags::default() {
+            c
+        } else {
+            c.with_moe_flags(moe).ok_or_else(|| Error::InvalidOp {
                 op: "moe",
                 message: format!(
-                    "{}: the model `{name}` has no routed experts; the MoE options apply to \
-                     `deepseek3` and `qwen35`",
-                    moe.given().join(", ")
+                    "{}: the model `{}` has no routed experts; the MoE options apply to {}",
+                    moe.given().join(", "),
+                    c.model(),
+                    with_experts()
                 ),
-            });
-        }
-        let mut job = match ModelConfig::load_or(name, config, Preset::Tiny)? {
-            ModelConfig::Llama(c) => llama_job(c)?,
-            ModelConfig::DeepSeek3(c) => deepseek3_job(moe.deepseek3(c))?,
-            ModelConfig::Qwen35(c) => qwen35_job(moe.qwen35(c))?,
+            })?
         };
+        let (model, options) = c.build()?;
+        let mut describe = c.describe();
         let given = moe.given();
         if !given.is_empty() {
-            job.describe
-                .push_str(&format!("; MoE dispatch: {}", given.join(", ")));
+            describe.push_str(&format!("; MoE dispatch: {}", given.join(", ")));
         }
-        Ok(job)
+        let tokens = c.tokens();
+        let default_lr = c.model().default_lr();
+        Ok(Job {
+            model,
+            options,
+            describe,
+            default_lr,
+            batch: Box::new(move |seed| c.synthetic_batch(seed)),
+            vocab: tokens.vocab,
+            batch_per_device: tokens.batch_per_device,
+            seq: tokens.seq,
+        })
     }
+}
+
+/// The built-in models with routed experts, as an error lists them.
+fn with_experts() -> String {
+    let names: Vec<String> = BUILT_IN
+        .iter()
+        .filter(|m| m.preset(Preset::Tiny).is_ok_and(|c| c.experts().is_some()))
+        .map(|m| format!("`{m}`"))
+        .collect();
+    names.join(" and ")
 }
 
 impl Job {
@@ -206,25 +163,34 @@ impl Job {
             let mesh = Mesh::line(&Axis::new(FSDP_AXIS, devices))?;
             return Ok((Job::configured(name, config, moe)?, mesh));
         }
-        match name {
-            ModelName::DeepSeek3 => {
-                let c = config.map_or(Ok(DeepSeek3Config::tiny()), DeepSeek3Config::load)?;
-                let c = moe.deepseek3(c).with_expert_parallel(devices, ep)?;
-                let mut job = deepseek3_job(c)?;
-                job.describe.push_str(&format!(
-                    "; expert parallel: fsdp {} × expert {}",
-                    c.expert_mesh.fsdp, c.expert_mesh.expert
-                ));
-                Ok((job, c.expert_mesh.mesh()?))
+        let c = name.load_or(config, Preset::Tiny)?;
+        match c.expert_parallel(devices, ep) {
+            Some(split) => {
+                let (c, mesh) = split?;
+                Ok((Job::from_config(c, moe)?, mesh))
             }
-            other => Err(Error::InvalidOp {
+            None => Err(Error::InvalidOp {
                 op: "expert_parallel",
                 message: format!(
-                    "--ep {ep}: the model `{other}` has no routed experts; expert parallelism needs `deepseek3`"
+                    "--ep {ep}: the model `{name}` has no routed experts; expert parallelism needs {}",
+                    with_parallel_experts()
                 ),
             }),
         }
     }
+}
+
+/// The built-in models with expert parallelism, as an error lists them.
+fn with_parallel_experts() -> String {
+    let names: Vec<String> = BUILT_IN
+        .iter()
+        .filter(|m| {
+            m.preset(Preset::Tiny)
+                .is_ok_and(|c| c.expert_parallel(1, 1).is_some())
+        })
+        .map(|m| format!("`{m}`"))
+        .collect();
+    names.join(" or ")
 }
 
 /// The MoE dispatch options a job may switch on (`--direct-token-gather`,
@@ -248,24 +214,6 @@ impl MoeFlags {
         .into_iter()
         .filter_map(|(on, flag)| on.then_some(flag))
         .collect()
-    }
-
-    /// `c` with these options.
-    pub fn deepseek3(&self, c: DeepSeek3Config) -> DeepSeek3Config {
-        DeepSeek3Config {
-            direct_token_gather: self.direct_token_gather,
-            dlhs_transpose_rhs: self.dlhs_transpose_rhs,
-            ..c
-        }
-    }
-
-    /// `c` with these options.
-    pub fn qwen35(&self, c: Qwen35Config) -> Qwen35Config {
-        Qwen35Config {
-            direct_token_gather: self.direct_token_gather,
-            dlhs_transpose_rhs: self.dlhs_transpose_rhs,
-            ..c
-        }
     }
 }
 
@@ -307,95 +255,4 @@ fn available_host_memory() -> Option<u64> {
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
-}
-
-/// The macro-declared Llama at config `c`, with the options of its stack's attribute.
-fn llama_job(c: LlamaConfig) -> Result<Job> {
-    let (model, options) = llama_macro::for_config(&c)?;
-    Ok(Job {
-        model,
-        options,
-        describe: format!(
-            "Llama (declared with the macros): {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device",
-            c.layers,
-            c.d_model,
-            c.heads,
-            c.kv_heads,
-            c.head_dim,
-            c.ffn,
-            c.vocab,
-            c.batch_per_device,
-            c.seq
-        ),
-        default_lr: 1e-2,
-        batch: Box::new(move |seed| llama::synthetic_batch(&c, c.batch_per_device, seed)),
-        vocab: c.vocab,
-        batch_per_device: c.batch_per_device,
-        seq: c.seq,
-    })
-}
-
-/// The declared DeepSeek-V3-style model at config `c` (the stack of its depth), with the
-/// options of that stack's attribute.
-fn deepseek3_job(c: DeepSeek3Config) -> Result<Job> {
-    let (model, options) = deepseek3::for_config(&c)?;
-    Ok(Job {
-        model,
-        options,
-        describe: format!(
-            "DeepSeek-V3 (declared with the macros): {} layers ({} dense), d {}, MLA {} heads, {} experts top-{} in {} groups (top {}), {} shared, width {}, vocab {}; {} × {} tokens per device",
-            c.layers,
-            c.dense_layers,
-            c.d,
-            c.mla.heads,
-            c.experts,
-            c.top_k,
-            c.groups,
-            c.top_groups,
-            c.shared_experts,
-            c.expert_width,
-            c.vocab,
-            c.batch_per_device,
-            c.seq
-        ),
-        // At 1e-2 the MoE model's loss barely falls in 30 steps (6.39 → 6.31).
-        default_lr: 3e-3,
-        vocab: c.vocab,
-        batch_per_device: c.batch_per_device,
-        seq: c.seq,
-        batch: Box::new(move |seed| deepseek3::synthetic_batch(&c, c.batch_per_device, seed)),
-    })
-}
-
-/// The Qwen3.5 job for `c`: the declared model with the stack of `c`'s depth and that
-/// stack's options.
-fn qwen35_job(c: Qwen35Config) -> Result<Job> {
-    let (model, options) = qwen35::for_config(&c)?;
-    Ok(Job {
-        model,
-        options,
-        describe: format!(
-            "Qwen3.5-style hybrid (declared with the macros): {} layers of [GDN, GDN, GDN, attention], d {}, GDN {}/{} heads × {}, attention {}/{} heads × {}, {} experts top-{} of width {} + a gated shared expert of {}, vocab {}; {} × {} tokens per device",
-            c.layers,
-            c.d_model,
-            c.gdn.key_heads,
-            c.gdn.value_heads,
-            c.gdn.key_dim,
-            c.attention.heads,
-            c.attention.kv_heads,
-            c.attention.head_dim,
-            c.experts,
-            c.top_k,
-            c.expert_width,
-            c.shared_width,
-            c.vocab,
-            c.batch_per_device,
-            c.seq
-        ),
-        default_lr: 1e-2,
-        batch: Box::new(move |seed| qwen35::synthetic_batch(&c, c.batch_per_device, seed)),
-        vocab: c.vocab,
-        batch_per_device: c.batch_per_device,
-        seq: c.seq,
-    })
 }

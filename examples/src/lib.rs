@@ -22,6 +22,7 @@ pub mod predict;
 pub mod progress;
 pub mod qwen35;
 pub mod reference;
+pub mod registry;
 pub mod timeline;
 pub mod toy;
 pub mod weights;

@@ -63,3 +63,57 @@ pub fn llama3_8b() -> Result<(StackModel, PlanOptions)> {
 pub fn for_config(c: &LlamaConfig) -> Result<(StackModel, PlanOptions)> {
     stack_model::<Llama<Tensor, LlamaStack>>(c)
 }
+
+/// The declared Llama as the commands know it (`--model llama`).
+#[derive(Debug)]
+pub struct LlamaModel;
+
+impl crate::registry::Architecture for LlamaModel {
+    type Config = LlamaConfig;
+    type Stack = LlamaStack;
+    const ABOUT: &'static str =
+        "Llama-style decoder (tiny; published: Llama-3-8B, 32 identical layers)";
+    const PUBLISHED: &'static str = "llama3-8b";
+
+    fn build(c: &LlamaConfig) -> Result<(StackModel, PlanOptions)> {
+        for_config(c)
+    }
+
+    fn describe(c: &LlamaConfig) -> String {
+        format!(
+            "Llama (declared with the macros): {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device",
+            c.layers,
+            c.d_model,
+            c.heads,
+            c.kv_heads,
+            c.head_dim,
+            c.ffn,
+            c.vocab,
+            c.batch_per_device,
+            c.seq
+        )
+    }
+
+    fn tokens(c: &LlamaConfig) -> crate::registry::Tokens {
+        crate::registry::Tokens {
+            vocab: c.vocab,
+            seq: c.seq,
+            batch_per_device: c.batch_per_device,
+        }
+    }
+
+    fn with_batch_per_device(c: &LlamaConfig, batch_per_device: i64) -> LlamaConfig {
+        LlamaConfig {
+            batch_per_device,
+            ..*c
+        }
+    }
+
+    fn layers(c: &LlamaConfig) -> usize {
+        c.layers
+    }
+
+    fn with_layers(c: &LlamaConfig, layers: usize) -> LlamaConfig {
+        LlamaConfig { layers, ..*c }
+    }
+}

@@ -14,13 +14,9 @@ use stackscan::{Error, Result};
 use stackscan::cost::{Accounting, ActiveExperts, ExpertParallel};
 use stackscan::fsdp::StackModel;
 
-use crate::configs::{ModelConfig, Preset};
-use crate::deepseek3::{self, DeepSeek3Config};
 use crate::hardware::Hardware;
-use crate::jobs::ModelName;
-use crate::llama;
 use crate::predict::{Prediction, predict};
-use crate::qwen35::{self, Qwen35Config, Qwen35Stack};
+use crate::registry::{BUILT_IN, ModelConfig, ModelName, Preset};
 
 /// What every prediction assumes beyond the model, chips and hardware named.
 pub const ASSUMPTIONS: &str = "a mesh of the profile's devices_per_chip devices a chip (two \
@@ -147,12 +143,12 @@ impl PricedModel {
 
 /// The model names `--model` knows, besides `llama`, `deepseek3`, `qwen35` and a
 /// `config.json` path: each a model and one of its presets.
-pub const MODEL_NAMES: [(&str, ModelName, &str); 5] = [
-    ("llama3-8b", ModelName::Llama, "llama3-8b"),
-    ("llama-tiny", ModelName::Llama, "tiny"),
-    ("deepseek-v3", ModelName::DeepSeek3, "deepseek3"),
-    ("deepseek-v3-tiny", ModelName::DeepSeek3, "tiny"),
-    ("qwen3.5-35b-a3b", ModelName::Qwen35, "qwen35-35b-a3b"),
+pub const MODEL_NAMES: [(&str, &str, &str); 5] = [
+    ("llama3-8b", "llama", "llama3-8b"),
+    ("llama-tiny", "llama", "tiny"),
+    ("deepseek-v3", "deepseek3", "deepseek3"),
+    ("deepseek-v3-tiny", "deepseek3", "tiny"),
+    ("qwen3.5-35b-a3b", "qwen35", "qwen35-35b-a3b"),
 ];
 
 /// The model named on the command line: a built-in name ([`MODEL_NAMES`]) or the path of a
@@ -168,24 +164,29 @@ pub fn model_with(name: &str, batch: Option<i64>, layers: Option<usize>) -> Resu
 }
 
 /// The config `--model name [--config spec]` names: a model name with its config loaded as
-/// every command loads one ([`ModelConfig::load`], the published size by default), one of
+/// every command loads one ([`ModelName::load`], the published size by default), one of
 /// [`MODEL_NAMES`], or a `config.json` path.
 pub fn config_by_name(name: &str, config: Option<&str>) -> Result<ModelConfig> {
     if let Ok(model) = name.parse::<ModelName>() {
-        return ModelConfig::load_or(model, config, Preset::Published);
+        return model.load_or(config, Preset::Published);
     }
     if let Some(spec) = config {
+        let models: Vec<&str> = BUILT_IN.iter().map(|m| m.as_str()).collect();
         return Err(invalid(format!(
-            "`--config {spec}` needs `--model llama|deepseek3|qwen35`, not `{name}`"
+            "`--config {spec}` needs `--model {}`, not `{name}`",
+            models.join("|")
         )));
     }
     if let Some((_, model, preset)) = MODEL_NAMES.iter().find(|(n, _, _)| *n == name) {
-        return ModelConfig::load(*model, preset);
+        let model: ModelName = model
+            .parse()
+            .map_err(|e: crate::registry::UnknownModel| invalid(e.to_string()))?;
+        return model.load(preset);
     }
     if name.ends_with(".json") {
-        return ModelConfig::from_hf_file(std::path::Path::new(name));
+        return crate::hf_config::load(std::path::Path::new(name)).map(|m| m.into_config());
     }
-    let names: Vec<&str> = ModelName::ALL
+    let names: Vec<&str> = BUILT_IN
         .iter()
         .map(|m| m.as_str())
         .chain(MODEL_NAMES.iter().map(|(n, _, _)| *n))
@@ -222,37 +223,9 @@ pub fn model_configured(
 
 /// The model of `config` as the cost model prices it.
 pub fn priced(config: &ModelConfig) -> Result<PricedModel> {
-    match config {
-        ModelConfig::Llama(c) => Ok(PricedModel {
-            model: llama::model(c)?,
-            experts: None,
-        }),
-        ModelConfig::DeepSeek3(c) => deepseek(c),
-        ModelConfig::Qwen35(c) => qwen(c),
-    }
-}
-
-/// DeepSeek-V3 at `c`'s sizes; the stack must have 61 layers (8 for the tiny sizes).
-pub fn deepseek(c: &DeepSeek3Config) -> Result<PricedModel> {
-    let model = deepseek3::for_config(c)?.0;
     Ok(PricedModel {
-        model,
-        experts: Some(ActiveExperts {
-            experts: c.experts as u64,
-            active: c.top_k as u64,
-        }),
-    })
-}
-
-/// The declared Qwen3.5 at `c`'s sizes (40 layers, [`Qwen35Stack`]'s stack), its MoE FFNs
-/// included.
-pub fn qwen(c: &Qwen35Config) -> Result<PricedModel> {
-    Ok(PricedModel {
-        model: qwen35::model::<Qwen35Stack>(c)?,
-        experts: Some(ActiveExperts {
-            experts: c.experts as u64,
-            active: c.top_k as u64,
-        }),
+        model: config.build()?.0,
+        experts: config.experts(),
     })
 }
 

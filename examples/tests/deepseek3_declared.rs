@@ -209,7 +209,7 @@ fn the_trained_programs_expert_flops_stay_within_twice_the_active_experts() {
     use stackscan::cost::{Accounting, ActiveExperts, of, of_with};
     use stackscan_examples::jobs::{Job, ModelName};
 
-    let (job, mesh) = Job::tiny_on(ModelName::DeepSeek3, 4, 1).unwrap();
+    let (job, mesh) = Job::tiny_on("deepseek3".parse::<ModelName>().unwrap(), 4, 1).unwrap();
     let step = stackscan::fsdp::train_step_on(&job.model, job.options, &mesh).unwrap();
     let main = step.program.main();
     let c = DeepSeek3Config::tiny();

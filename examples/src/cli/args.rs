@@ -112,6 +112,12 @@ pub fn learning_rate(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A model name of the registry, refused with [`UnknownModel`]'s one line (the names, on one
+/// line of the short help too).
+pub fn model_name(s: &str) -> Result<crate::registry::ModelName, crate::registry::UnknownModel> {
+    s.parse()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

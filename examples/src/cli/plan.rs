@@ -4,35 +4,17 @@
 use std::io::Write;
 
 use clap::Args;
-use stackscan::LayerStack;
-use stackscan::plan::{Plan, PlanOptions, Stack};
+use stackscan::plan::{Plan, PlanOptions};
 
 use super::CliError;
 use super::args::ScheduleArgs;
-use crate::configs::{ModelConfig, Preset};
-use crate::deepseek3::{self, DeepSeek3Stack};
-use crate::jobs::ModelName;
-use crate::llama_macro::{self, LlamaStack};
-use crate::qwen35::{self, Qwen35Stack};
-
-/// The macro-declared stack at `config`'s depth, and the options of its `#[layer_stack]`
-/// attribute.
-fn declared(config: &ModelConfig) -> stackscan::Result<(Stack, PlanOptions)> {
-    fn of<S: LayerStack>(cfg: &S::Config) -> stackscan::Result<(Stack, PlanOptions)> {
-        Ok((S::stack(cfg)?, S::OPTIONS))
-    }
-    match config {
-        ModelConfig::Llama(c) => of::<LlamaStack>(c),
-        ModelConfig::Qwen35(c) => of::<Qwen35Stack>(c),
-        ModelConfig::DeepSeek3(c) => of::<DeepSeek3Stack>(c),
-    }
-}
+use crate::registry::{ModelConfig, ModelName, Preset};
 
 /// Arguments of `plan`.
 #[derive(Clone, Debug, Args)]
 pub struct PlanArgs {
     /// The model whose stack to plan.
-    #[arg(value_enum, value_name = "STACK")]
+    #[arg(value_name = "STACK", value_parser = super::args::model_name)]
     pub stack: ModelName,
     /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
     /// `qwen35-35b-a3b`), a TOML path or a Hugging Face `config.json` path; the published
@@ -63,7 +45,7 @@ pub struct PlanArgs {
 #[derive(Clone, Debug, Args)]
 pub struct ParamsArgs {
     /// The model.
-    #[arg(value_enum, default_value = "llama")]
+    #[arg(default_value = "llama", value_parser = super::args::model_name)]
     pub model: ModelName,
     /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
     /// `qwen35-35b-a3b`), a TOML path or a Hugging Face `config.json` path; the published
@@ -77,12 +59,13 @@ pub struct ParamsArgs {
 pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let model = args.stack;
     // A config that does not load or fit its model is a bad argument, as for `train`.
-    let config =
-        ModelConfig::load_or(model, args.config.as_deref(), Preset::Published).map_err(usage)?;
-    let (stack, declared) = declared(&config).map_err(usage)?;
+    let config = model
+        .load_or(args.config.as_deref(), Preset::Published)
+        .map_err(usage)?;
+    let (stack, declared) = config.stack().map_err(usage)?;
     let options = args.schedule.apply(declared);
     writeln!(out, "options {}", args.schedule.source())?;
-    if model == ModelName::Qwen35 && args.config.is_none() {
+    if model.as_str() == "qwen35" && args.config.is_none() {
         // The macro-declared stacks of the tiny and the full config.
         write!(out, "{}", crate::qwen35::describe_plans(options)?)?;
         return predict_line(args, &config, options, out);
@@ -133,17 +116,12 @@ fn predict_line(
 /// dtypes, shard dims and the total.
 pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let spec = args.config.as_deref();
-    let config = ModelConfig::load_or(args.model, spec, Preset::Published).map_err(usage)?;
-    let mut active = None;
-    let m = match &config {
-        ModelConfig::Llama(c) => llama_macro::for_config(c).map_err(usage)?.0,
-        ModelConfig::DeepSeek3(c) => deepseek3::for_config(c).map_err(usage)?.0,
-        ModelConfig::Qwen35(c) => {
-            let m = qwen35::for_config(c).map_err(usage)?.0;
-            active = Some((qwen35::active_parameters(c, &m), c.top_k, c.experts));
-            m
-        }
-    };
+    let config = args.model.load_or(spec, Preset::Published).map_err(usage)?;
+    let m = config.build().map_err(usage)?.0;
+    let active = config
+        .active_parameters(&m)
+        .zip(config.experts())
+        .map(|(active, e)| (active, e.active, e.experts));
     writeln!(
         out,
         "{} ({}, declared with the macros):",

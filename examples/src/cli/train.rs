@@ -17,7 +17,7 @@ use stackscan_runtime::{Client, ClientOptions, CompileCache, Mesh, Plugin, plugi
 
 use super::CliError;
 use super::args::{RuntimeArgs, ScheduleArgs, learning_rate};
-use crate::jobs::{Job, ModelName, MoeFlags, UnknownModel};
+use crate::jobs::{Job, ModelName, MoeFlags};
 use crate::metrics::{MetricsFile, StepMetrics};
 use crate::progress::{Display, StepShown, TrainProgress};
 
@@ -30,7 +30,7 @@ pub const MAX_STEPS: u64 = 1_000_000_000;
 pub struct TrainArgs {
     /// The model: `llama` (the macro-declared tiny Llama), `deepseek3` (MLA, dense prefix, MoE
     /// layers) or `qwen35` (blocks of GDN, GDN, GDN, gated attention).
-    #[arg(long, default_value = "llama", value_name = "NAME", value_parser = model_name)]
+    #[arg(long, default_value = "llama", value_name = "NAME", value_parser = super::args::model_name)]
     pub model: ModelName,
     /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
     /// `qwen35-35b-a3b`), a TOML file (fields as in `examples/configs/*.toml`; `extends =
@@ -97,12 +97,6 @@ pub struct TrainArgs {
     /// Resume from DIR/latest.safetensors: weights, Adam moments, step and data position.
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
-}
-
-/// A model name, refused with [`UnknownModel`]'s one line (the names, on one line of the
-/// short help too).
-fn model_name(s: &str) -> Result<ModelName, UnknownModel> {
-    s.parse()
 }
 
 /// The checkpoint file in `dir`.

@@ -260,7 +260,11 @@ fn extends_defaults_to_the_tiny_preset_and_names_unknown_presets() {
 
 #[test]
 fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
-    use crate::jobs::ModelName;
+    use crate::deepseek3::DeepSeek3Model;
+    use crate::llama_macro::LlamaModel;
+    use crate::registry::{ModelConfig, ModelName, Preset};
+    let [llama, deepseek3, qwen35]: [ModelName; 3] =
+        ["llama", "deepseek3", "qwen35"].map(|n| n.parse().unwrap());
     let dir = std::env::temp_dir().join(format!("stackscan-configs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let toml_path = dir.join("eight.toml");
@@ -269,37 +273,34 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
     let ds = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/hf/deepseek-v3.json");
     let spec = toml_path.to_str().unwrap();
     assert_eq!(
-        ModelConfig::load(ModelName::Llama, spec),
-        Ok(ModelConfig::Llama(LlamaConfig {
+        llama.load(spec),
+        Ok(ModelConfig::new::<LlamaModel>(LlamaConfig {
             layers: 8,
             ..LlamaConfig::llama3_8b()
         }))
     );
-    assert_eq!(
-        ModelConfig::load(ModelName::Llama, hf),
-        Ok(ModelConfig::preset(ModelName::Llama, Preset::Published))
-    );
+    assert_eq!(llama.load(hf), Ok(llama.preset(Preset::Published).unwrap()));
     // A `config.json` has no capacity factor: the published models' dropless routing.
     assert_eq!(
-        ModelConfig::load(ModelName::DeepSeek3, ds),
-        Ok(ModelConfig::DeepSeek3(DeepSeek3Config {
+        deepseek3.load(ds),
+        Ok(ModelConfig::new::<DeepSeek3Model>(DeepSeek3Config {
             capacity_factor: crate::moe::NO_DROP,
             ..DeepSeek3Config::deepseek3()
         }))
     );
     assert_eq!(
-        ModelConfig::load(ModelName::Qwen35, "qwen35-35b-a3b"),
-        Ok(ModelConfig::preset(ModelName::Qwen35, Preset::Published))
+        qwen35.load("qwen35-35b-a3b"),
+        Ok(qwen35.preset(Preset::Published).unwrap())
     );
     // The run-time overrides of `timeline` (`--batch`, `--layers`).
-    let c = ModelConfig::preset(ModelName::Qwen35, Preset::Tiny)
+    let c = qwen35
+        .preset(Preset::Tiny)
+        .unwrap()
         .with_layers(12)
         .with_batch_per_device(3);
     assert_eq!((c.layers(), c.batch_per_device()), (12, 3));
     // Another architecture's file names both, and the file.
-    let e = ModelConfig::load(ModelName::Qwen35, ds)
-        .unwrap_err()
-        .to_string();
+    let e = qwen35.load(ds).unwrap_err().to_string();
     assert!(
         e.contains(ds) && e.contains("is a `deepseek3` config, not a `qwen35` one"),
         "{e}"
@@ -307,7 +308,8 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
     // A missing field of a config.json is one line naming the field and the file.
     let broken = dir.join("config.json");
     std::fs::write(&broken, r#"{"model_type": "llama", "hidden_size": 64}"#).unwrap();
-    let e = ModelConfig::load(ModelName::Llama, broken.to_str().unwrap())
+    let e = llama
+        .load(broken.to_str().unwrap())
         .unwrap_err()
         .to_string();
     assert!(
@@ -316,21 +318,15 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
     );
     assert!(!e.contains('\n'), "{e}");
     // A model directory is read through its `config.json`.
-    let e = ModelConfig::load(ModelName::Llama, dir.to_str().unwrap())
-        .unwrap_err()
-        .to_string();
+    let e = llama.load(dir.to_str().unwrap()).unwrap_err().to_string();
     assert!(e.contains("missing field `num_attention_heads`"), "{e}");
     // A directory without one is neither.
-    let e = ModelConfig::load(
-        ModelName::Llama,
-        concat!(env!("CARGO_MANIFEST_DIR"), "/configs/hf"),
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("is a directory without a `config.json`"), "{e}");
-    let e = ModelConfig::load(ModelName::Llama, "no-such.json")
+    let e = llama
+        .load(concat!(env!("CARGO_MANIFEST_DIR"), "/configs/hf"))
         .unwrap_err()
         .to_string();
+    assert!(e.contains("is a directory without a `config.json`"), "{e}");
+    let e = llama.load("no-such.json").unwrap_err().to_string();
     assert!(
         e.contains("neither a built-in config (tiny, llama3-8b)"),
         "{e}"

@@ -41,12 +41,77 @@ use stackscan::{Error, Result};
 use crate::deepseek3::DeepSeek3Config;
 use crate::gated_attention::AttentionConfig;
 use crate::gdn_layer::{GdnConfig, GdnForm};
-use crate::jobs::ModelName;
 use crate::mla::MlaConfig;
 use crate::qwen35::Qwen35Config;
 
-/// A model read from a `config.json`: one of the configs of [`crate::configs`].
-pub use crate::configs::ModelConfig as HfModel;
+/// The built-in models whose `config.json` files are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HfArch {
+    /// [`LlamaConfig`](crate::llama::LlamaConfig).
+    Llama,
+    /// [`DeepSeek3Config`].
+    DeepSeek3,
+    /// [`Qwen35Config`].
+    Qwen35,
+}
+
+impl std::fmt::Display for HfArch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::configs::ConfigFile;
+        f.write_str(match self {
+            HfArch::Llama => crate::llama::LlamaConfig::MODEL,
+            HfArch::DeepSeek3 => DeepSeek3Config::MODEL,
+            HfArch::Qwen35 => Qwen35Config::MODEL,
+        })
+    }
+}
+
+/// A model read from a `config.json`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HfModel {
+    /// A Llama.
+    Llama(crate::llama::LlamaConfig),
+    /// A DeepSeek-V3.
+    DeepSeek3(DeepSeek3Config),
+    /// A Qwen3.5.
+    Qwen35(Qwen35Config),
+}
+
+impl HfModel {
+    /// The config as commands hold it.
+    pub fn into_config(self) -> crate::registry::ModelConfig {
+        use crate::registry::ModelConfig;
+        match self {
+            HfModel::Llama(c) => ModelConfig::new::<crate::llama_macro::LlamaModel>(c),
+            HfModel::DeepSeek3(c) => ModelConfig::new::<crate::deepseek3::DeepSeek3Model>(c),
+            HfModel::Qwen35(c) => ModelConfig::new::<crate::qwen35::Qwen35Model>(c),
+        }
+    }
+}
+
+/// A Llama `config.json`'s text as its config.
+pub fn parse_llama(text: &str) -> Result<crate::llama::LlamaConfig> {
+    match parse_as(HfArch::Llama, text)? {
+        HfModel::Llama(c) => Ok(c),
+        _ => Err(invalid("not a Llama config")),
+    }
+}
+
+/// A DeepSeek-V3 `config.json`'s text as its config.
+pub fn parse_deepseek3(text: &str) -> Result<DeepSeek3Config> {
+    match parse_as(HfArch::DeepSeek3, text)? {
+        HfModel::DeepSeek3(c) => Ok(c),
+        _ => Err(invalid("not a DeepSeek-V3 config")),
+    }
+}
+
+/// A Qwen3.5 `config.json`'s text as its config.
+pub fn parse_qwen35(text: &str) -> Result<Qwen35Config> {
+    match parse_as(HfArch::Qwen35, text)? {
+        HfModel::Qwen35(c) => Ok(c),
+        _ => Err(invalid("not a Qwen3.5 config")),
+    }
+}
 
 /// Sequence length the DeepSeek-V3 and Qwen3.5 readers assume; a config file says nothing of
 /// the training run.
@@ -54,15 +119,15 @@ pub const SEQ: i64 = 4096;
 
 /// The architectures read, by model: the `model_type` values and `architectures` class names
 /// that identify a file as that model's.
-const ARCHITECTURES: [(ModelName, &[&str], &[&str]); 3] = [
-    (ModelName::Llama, &["llama"], &["LlamaForCausalLM"]),
+const ARCHITECTURES: [(HfArch, &[&str], &[&str]); 3] = [
+    (HfArch::Llama, &["llama"], &["LlamaForCausalLM"]),
     (
-        ModelName::DeepSeek3,
+        HfArch::DeepSeek3,
         &["deepseek_v3"],
         &["DeepseekV3ForCausalLM"],
     ),
     (
-        ModelName::Qwen35,
+        HfArch::Qwen35,
         &["qwen3_5_moe", "qwen3_5_moe_text"],
         &[
             "Qwen3_5MoeForConditionalGeneration",
@@ -237,7 +302,7 @@ fn count(v: Option<usize>, field: &str) -> Result<usize> {
 }
 
 /// Refuses tied embeddings: every declared model has its own LM head.
-fn untied(f: &Fields, model: ModelName) -> Result<()> {
+fn untied(f: &Fields, model: HfArch) -> Result<()> {
     if f.tie_word_embeddings == Some(true) {
         return Err(invalid(format!(
             "field `tie_word_embeddings` is true; the declared `{model}` model has its own LM \
@@ -257,7 +322,7 @@ pub fn load(path: &Path) -> Result<HfModel> {
 /// The file's fields and the model they describe.
 /// The file's fields, the model they describe, and what the file says it is
 /// (`` `deepseek_v3` (DeepseekV3ForCausalLM)``) for errors.
-fn identify(text: &str) -> Result<(Fields, Result<ModelName>, String)> {
+fn identify(text: &str) -> Result<(Fields, Result<HfArch>, String)> {
     let f: Fields =
         serde_json::from_str(text).map_err(|e| invalid(format!("not a config.json: {e}")))?;
     let outer_type = f.model_type.clone();
@@ -318,7 +383,7 @@ fn known() -> String {
 }
 
 /// What a model's files say they are, for an error: `` `llama` (LlamaForCausalLM)``.
-fn expected(model: ModelName) -> String {
+fn expected(model: HfArch) -> String {
     let (_, types, classes) = ARCHITECTURES
         .iter()
         .find(|(m, _, _)| *m == model)
@@ -336,7 +401,7 @@ pub fn parse(text: &str) -> Result<HfModel> {
 
 /// Parses a `config.json`'s text as a config of `model`: a file of another architecture is an
 /// error naming both.
-pub fn parse_as(model: ModelName, text: &str) -> Result<HfModel> {
+pub fn parse_as(model: HfArch, text: &str) -> Result<HfModel> {
     let (f, found, what) = identify(text)?;
     match found {
         Ok(m) if m == model => read(&f, m),
@@ -355,12 +420,12 @@ pub fn parse_as(model: ModelName, text: &str) -> Result<HfModel> {
     }
 }
 
-fn read(f: &Fields, model: ModelName) -> Result<HfModel> {
+fn read(f: &Fields, model: HfArch) -> Result<HfModel> {
     untied(f, model)?;
     match model {
-        ModelName::Llama => llama::read(f).map(HfModel::Llama),
-        ModelName::DeepSeek3 => deepseek3(f).map(HfModel::DeepSeek3),
-        ModelName::Qwen35 => qwen35(f).map(HfModel::Qwen35),
+        HfArch::Llama => llama::read(f).map(HfModel::Llama),
+        HfArch::DeepSeek3 => deepseek3(f).map(HfModel::DeepSeek3),
+        HfArch::Qwen35 => qwen35(f).map(HfModel::Qwen35),
     }
 }
 

@@ -174,19 +174,19 @@ fn transformers_defaults_fill_what_a_llama_file_may_leave_out() {
 fn a_file_of_another_architecture_names_both() {
     for (model, text, found) in [
         (
-            ModelName::Llama,
+            HfArch::Llama,
             DEEPSEEK,
             "model_type `deepseek_v3` (DeepseekV3ForCausalLM) is a `deepseek3` config, not a \
              `llama` one (model_type `llama` (LlamaForCausalLM))",
         ),
         (
-            ModelName::DeepSeek3,
+            HfArch::DeepSeek3,
             QWEN,
             "model_type `qwen3_5_moe` (Qwen3_5MoeForConditionalGeneration) is a `qwen35` \
              config, not a `deepseek3` one",
         ),
         (
-            ModelName::Qwen35,
+            HfArch::Qwen35,
             LLAMA,
             "model_type `llama` (LlamaForCausalLM) is a `llama` config, not a `qwen35` one \
              (model_type `qwen3_5_moe` or `qwen3_5_moe_text` \
@@ -199,10 +199,10 @@ fn a_file_of_another_architecture_names_both() {
     // Without `model_type`, the class in `architectures` says which model a file is.
     let text = edited(LLAMA, &["model_type"], None);
     assert!(matches!(
-        parse_as(ModelName::Llama, &text),
+        parse_as(HfArch::Llama, &text),
         Ok(HfModel::Llama(_))
     ));
-    let e = parse_as(ModelName::Llama, &edited(&text, &["architectures"], None))
+    let e = parse_as(HfArch::Llama, &edited(&text, &["architectures"], None))
         .unwrap_err()
         .to_string();
     assert!(

@@ -1,0 +1,461 @@
+//! The models the commands know, in one table. A model is a type implementing
+//! [`Architecture`] (its config, its declared stack, how to describe it, its synthetic data);
+//! [`BUILT_IN`] lists the built-in ones, and every command (`train`, `plan`, `params`,
+//! `timeline`, `bench`) reaches a model only through a [`ModelName`] looked up here, with its
+//! config as a [`ModelConfig`] the model's own code reads. Adding a model is one file (the
+//! model and its `Architecture` impl) and one line in [`BUILT_IN`].
+//!
+//! ```
+//! use stackscan_examples::registry::{ModelName, Preset};
+//!
+//! let name: ModelName = "deepseek3".parse()?;
+//! let c = name.preset(Preset::Tiny)?;
+//! assert_eq!((c.layers(), c.tokens().seq), (8, 64));
+//! let (model, options) = c.build()?;
+//! assert_eq!(model.stack.len(), 8);
+//! assert!(options.prefetch_fsdp_weights);
+//! assert!("gpt2".parse::<ModelName>().is_err());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::any::Any;
+use std::fmt;
+use std::marker::PhantomData;
+use std::str::FromStr;
+
+use stackscan::fsdp::StackModel;
+use stackscan::plan::{PlanOptions, Stack};
+use stackscan::{LayerStack, Mesh, Result};
+
+use crate::configs::{self, ConfigFile};
+use crate::jobs::MoeFlags;
+use stackscan::cost::ActiveExperts;
+
+/// What every command needs of a model: its config type and declared stack, and the few
+/// things the stack cannot say (a one-line description, a learning rate its synthetic data
+/// trains well with, which parameters are routed experts). Implemented on a marker type per
+/// model, next to the model; the model is then one line of [`BUILT_IN`] (or of a user's own
+/// registry).
+pub trait Architecture: 'static {
+    /// The config: presets in TOML, optionally a Hugging Face `config.json` reader.
+    type Config: ConfigFile + fmt::Debug + PartialEq + Send + Sync;
+    /// The macro-declared stack `plan` prints.
+    type Stack: LayerStack<Config = Self::Config>;
+    /// The name commands take (`--model NAME`), the config's [`ConfigFile::MODEL`].
+    const NAME: &'static str = <Self::Config as ConfigFile>::MODEL;
+    /// One line for help texts: what the model is, and its published size.
+    const ABOUT: &'static str;
+    /// The preset of the published size (a name of [`ConfigFile::PRESETS`]); the tiny one is
+    /// the first.
+    const PUBLISHED: &'static str;
+    /// The learning rate the model trains well with on its synthetic data.
+    const DEFAULT_LR: f64 = 1e-2;
+
+    /// The declared model at `c`, with the options of its stack's attribute.
+    fn build(c: &Self::Config) -> Result<(StackModel, PlanOptions)>;
+    /// One line saying what `c` is (layers, widths, heads, tokens per device).
+    fn describe(c: &Self::Config) -> String;
+    /// The token shape of a training step.
+    fn tokens(c: &Self::Config) -> Tokens;
+    /// `c` with `batch_per_device` sequences per device.
+    fn with_batch_per_device(c: &Self::Config, batch_per_device: i64) -> Self::Config;
+    /// Decoder layers: the stack's depth.
+    fn layers(c: &Self::Config) -> usize;
+    /// `c` with `layers` decoder layers (checked against the stack's pattern when built).
+    fn with_layers(c: &Self::Config, layers: usize) -> Self::Config;
+
+    /// `(tokens, labels)` of one device's synthetic batch: by default sequences that count
+    /// up from a random start by a per-sequence stride ([`crate::llama::synthetic_tokens`]).
+    fn synthetic_batch(c: &Self::Config, seed: u64) -> (Vec<i32>, Vec<i32>) {
+        let t = Self::tokens(c);
+        crate::llama::synthetic_tokens(t.vocab, t.seq, t.batch_per_device, seed)
+    }
+    /// Routed experts per MoE layer and experts per token, for a model that has them.
+    fn experts(_: &Self::Config) -> Option<ActiveExperts> {
+        None
+    }
+    /// `c` with the MoE dispatch options; `None` for a model without routed experts.
+    fn with_moe_flags(_: &Self::Config, _: MoeFlags) -> Option<Self::Config> {
+        None
+    }
+    /// `c` split over an `fsdp × expert` mesh of `devices` with `ep` along `expert`, and the
+    /// mesh; `None` for a model without expert parallelism.
+    fn expert_parallel(
+        _: &Self::Config,
+        _: usize,
+        _: usize,
+    ) -> Option<Result<(Self::Config, Mesh)>> {
+        None
+    }
+    /// Parameters a token uses, for a model whose routed experts make it fewer than all.
+    fn active_parameters(_: &Self::Config, _: &StackModel) -> Option<u64> {
+        None
+    }
+}
+
+/// The token shape of a training step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tokens {
+    /// Vocabulary size (token ids must be below it).
+    pub vocab: i64,
+    /// Tokens per sequence.
+    pub seq: i64,
+    /// Sequences per device.
+    pub batch_per_device: i64,
+}
+
+/// Which of a model's kept configs a command uses when given no `--config`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preset {
+    /// The tiny config the main job trains (the first preset).
+    Tiny,
+    /// The published full size ([`Architecture::PUBLISHED`]).
+    Published,
+}
+
+/// The built-in models, in the order help texts list them.
+pub static BUILT_IN: &[ModelName] = &[
+    ModelName::of::<crate::llama_macro::LlamaModel>(),
+    ModelName::of::<crate::deepseek3::DeepSeek3Model>(),
+    ModelName::of::<crate::qwen35::Qwen35Model>(),
+];
+
+/// A registered model: a handle to its [`Architecture`], compared by name.
+#[derive(Clone, Copy)]
+pub struct ModelName(&'static dyn Erased);
+
+impl ModelName {
+    /// The handle of architecture `A`.
+    pub const fn of<A: Architecture>() -> ModelName {
+        ModelName(&Registered::<A>(PhantomData))
+    }
+
+    /// The name as written on the command line.
+    pub fn as_str(self) -> &'static str {
+        self.0.name()
+    }
+
+    /// One line saying what the model is.
+    pub fn about(self) -> &'static str {
+        self.0.about()
+    }
+
+    /// The preset names, the tiny one first.
+    pub fn presets(self) -> Vec<&'static str> {
+        self.0.presets()
+    }
+
+    /// The config by `spec`: a preset name, a TOML path or a `config.json` path
+    /// ([`configs::load`]).
+    pub fn load(self, spec: &str) -> Result<ModelConfig> {
+        self.0.load(self, spec)
+    }
+
+    /// The tiny or the published preset.
+    pub fn preset(self, which: Preset) -> Result<ModelConfig> {
+        let presets = self.presets();
+        let name = match which {
+            Preset::Tiny => presets.first().copied().unwrap_or("tiny"),
+            Preset::Published => self.0.published(),
+        };
+        self.load(name)
+    }
+
+    /// [`ModelName::load`] of `spec`, or the preset `default` when none is given.
+    pub fn load_or(self, spec: Option<&str>, default: Preset) -> Result<ModelConfig> {
+        match spec {
+            Some(spec) => self.load(spec),
+            None => self.preset(default),
+        }
+    }
+
+    /// The learning rate the model trains well with on its synthetic data.
+    pub fn default_lr(self) -> f64 {
+        self.0.default_lr()
+    }
+}
+
+impl PartialEq for ModelName {
+    fn eq(&self, other: &ModelName) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for ModelName {}
+
+impl fmt::Display for ModelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for ModelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ModelName({})", self.as_str())
+    }
+}
+
+/// A model name that is none of the registered ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownModel(pub String);
+
+impl fmt::Display for UnknownModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<String> = BUILT_IN.iter().map(|n| format!("`{n}`")).collect();
+        write!(
+            f,
+            "unknown model `{}`; expected one of {}",
+            self.0,
+            names.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownModel {}
+
+impl FromStr for ModelName {
+    type Err = UnknownModel;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        BUILT_IN
+            .iter()
+            .copied()
+            .find(|n| n.as_str() == s)
+            .ok_or_else(|| UnknownModel(s.to_owned()))
+    }
+}
+
+/// A config of a registered model, as commands hold it: the model's own config type behind
+/// its [`ModelName`], read by the model's [`Architecture`].
+pub struct ModelConfig {
+    model: ModelName,
+    value: Box<dyn Any + Send + Sync>,
+}
+
+impl ModelConfig {
+    /// `c` as a config of architecture `A`.
+    pub fn new<A: Architecture>(c: A::Config) -> ModelConfig {
+        ModelConfig {
+            model: ModelName::of::<A>(),
+            value: Box::new(c),
+        }
+    }
+
+    /// The model this is a config of.
+    pub fn model(&self) -> ModelName {
+        self.model
+    }
+
+    /// The config as `C`, if it is one.
+    pub fn get<C: 'static>(&self) -> Option<&C> {
+        self.value.downcast_ref()
+    }
+
+    /// The declared model, with the options of its stack's attribute.
+    pub fn build(&self) -> Result<(StackModel, PlanOptions)> {
+        self.model.0.build(self)
+    }
+
+    /// The declared stack at this config's depth, with its attribute's options.
+    pub fn stack(&self) -> Result<(Stack, PlanOptions)> {
+        self.model.0.stack(self)
+    }
+
+    /// One line saying what this config is.
+    pub fn describe(&self) -> String {
+        self.model.0.describe(self)
+    }
+
+    /// The token shape of a training step.
+    pub fn tokens(&self) -> Tokens {
+        self.model.0.tokens(self)
+    }
+
+    /// Sequences per device.
+    pub fn batch_per_device(&self) -> i64 {
+        self.tokens().batch_per_device
+    }
+
+    /// This config with `batch` sequences per device.
+    pub fn with_batch_per_device(&self, batch: i64) -> ModelConfig {
+        self.model.0.with_batch_per_device(self, batch)
+    }
+
+    /// Decoder layers (the stack's depth).
+    pub fn layers(&self) -> usize {
+        self.model.0.layers(self)
+    }
+
+    /// This config with `layers` decoder layers.
+    pub fn with_layers(&self, layers: usize) -> ModelConfig {
+        self.model.0.with_layers(self, layers)
+    }
+
+    /// One device's synthetic `(tokens, labels)` for `seed`.
+    pub fn synthetic_batch(&self, seed: u64) -> (Vec<i32>, Vec<i32>) {
+        self.model.0.synthetic_batch(self, seed)
+    }
+
+    /// Routed experts per MoE layer and experts per token, if the model has them.
+    pub fn experts(&self) -> Option<ActiveExperts> {
+        self.model.0.experts(self)
+    }
+
+    /// This config with the MoE dispatch options; `None` for a model without routed experts.
+    pub fn with_moe_flags(&self, flags: MoeFlags) -> Option<ModelConfig> {
+        self.model.0.with_moe_flags(self, flags)
+    }
+
+    /// This config over an `fsdp × expert` mesh, and the mesh; `None` for a model without
+    /// expert parallelism.
+    pub fn expert_parallel(
+        &self,
+        devices: usize,
+        ep: usize,
+    ) -> Option<Result<(ModelConfig, Mesh)>> {
+        self.model.0.expert_parallel(self, devices, ep)
+    }
+
+    /// Parameters a token uses of `m` (this config's model), if fewer than all.
+    pub fn active_parameters(&self, m: &StackModel) -> Option<u64> {
+        self.model.0.active_parameters(self, m)
+    }
+}
+
+impl Clone for ModelConfig {
+    fn clone(&self) -> ModelConfig {
+        self.model.0.clone_config(self)
+    }
+}
+
+impl PartialEq for ModelConfig {
+    fn eq(&self, other: &ModelConfig) -> bool {
+        self.model == other.model && self.model.0.eq_config(self, other)
+    }
+}
+
+impl fmt::Debug for ModelConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.model.0.debug_config(self, f)
+    }
+}
+
+/// [`Architecture`] behind a handle: the same operations on a [`ModelConfig`].
+trait Erased: Sync {
+    fn name(&self) -> &'static str;
+    fn about(&self) -> &'static str;
+    fn published(&self) -> &'static str;
+    fn presets(&self) -> Vec<&'static str>;
+    fn default_lr(&self) -> f64;
+    fn load(&self, me: ModelName, spec: &str) -> Result<ModelConfig>;
+    fn build(&self, c: &ModelConfig) -> Result<(StackModel, PlanOptions)>;
+    fn stack(&self, c: &ModelConfig) -> Result<(Stack, PlanOptions)>;
+    fn describe(&self, c: &ModelConfig) -> String;
+    fn tokens(&self, c: &ModelConfig) -> Tokens;
+    fn with_batch_per_device(&self, c: &ModelConfig, batch: i64) -> ModelConfig;
+    fn layers(&self, c: &ModelConfig) -> usize;
+    fn with_layers(&self, c: &ModelConfig, layers: usize) -> ModelConfig;
+    fn synthetic_batch(&self, c: &ModelConfig, seed: u64) -> (Vec<i32>, Vec<i32>);
+    fn experts(&self, c: &ModelConfig) -> Option<ActiveExperts>;
+    fn with_moe_flags(&self, c: &ModelConfig, flags: MoeFlags) -> Option<ModelConfig>;
+    fn expert_parallel(
+        &self,
+        c: &ModelConfig,
+        devices: usize,
+        ep: usize,
+    ) -> Option<Result<(ModelConfig, Mesh)>>;
+    fn active_parameters(&self, c: &ModelConfig, m: &StackModel) -> Option<u64>;
+    fn clone_config(&self, c: &ModelConfig) -> ModelConfig;
+    fn eq_config(&self, a: &ModelConfig, b: &ModelConfig) -> bool;
+    fn debug_config(&self, c: &ModelConfig, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
+struct Registered<A>(PhantomData<fn() -> A>);
+
+impl<A: Architecture> Registered<A> {
+    /// `c`'s value: a `ModelConfig` is built only by [`ModelConfig::new`] with its model's
+    /// config, and reaches only that model's handle.
+    fn of<'c>(&self, c: &'c ModelConfig) -> &'c A::Config {
+        #[allow(
+            clippy::expect_used,
+            reason = "a ModelConfig holds its own model's config"
+        )]
+        c.get::<A::Config>()
+            .expect("a ModelConfig reaches only its own model")
+    }
+}
+
+impl<A: Architecture> Erased for Registered<A> {
+    fn name(&self) -> &'static str {
+        A::NAME
+    }
+    fn about(&self) -> &'static str {
+        A::ABOUT
+    }
+    fn published(&self) -> &'static str {
+        A::PUBLISHED
+    }
+    fn presets(&self) -> Vec<&'static str> {
+        A::Config::preset_names()
+    }
+    fn default_lr(&self) -> f64 {
+        A::DEFAULT_LR
+    }
+    fn load(&self, _: ModelName, spec: &str) -> Result<ModelConfig> {
+        configs::load::<A::Config>(spec).map(ModelConfig::new::<A>)
+    }
+    fn build(&self, c: &ModelConfig) -> Result<(StackModel, PlanOptions)> {
+        A::build(self.of(c))
+    }
+    fn stack(&self, c: &ModelConfig) -> Result<(Stack, PlanOptions)> {
+        Ok((A::Stack::stack(self.of(c))?, A::Stack::OPTIONS))
+    }
+    fn describe(&self, c: &ModelConfig) -> String {
+        A::describe(self.of(c))
+    }
+    fn tokens(&self, c: &ModelConfig) -> Tokens {
+        A::tokens(self.of(c))
+    }
+    fn with_batch_per_device(&self, c: &ModelConfig, batch: i64) -> ModelConfig {
+        ModelConfig::new::<A>(A::with_batch_per_device(self.of(c), batch))
+    }
+    fn layers(&self, c: &ModelConfig) -> usize {
+        A::layers(self.of(c))
+    }
+    fn with_layers(&self, c: &ModelConfig, layers: usize) -> ModelConfig {
+        ModelConfig::new::<A>(A::with_layers(self.of(c), layers))
+    }
+    fn synthetic_batch(&self, c: &ModelConfig, seed: u64) -> (Vec<i32>, Vec<i32>) {
+        A::synthetic_batch(self.of(c), seed)
+    }
+    fn experts(&self, c: &ModelConfig) -> Option<ActiveExperts> {
+        A::experts(self.of(c))
+    }
+    fn with_moe_flags(&self, c: &ModelConfig, flags: MoeFlags) -> Option<ModelConfig> {
+        A::with_moe_flags(self.of(c), flags).map(ModelConfig::new::<A>)
+    }
+    fn expert_parallel(
+        &self,
+        c: &ModelConfig,
+        devices: usize,
+        ep: usize,
+    ) -> Option<Result<(ModelConfig, Mesh)>> {
+        A::expert_parallel(self.of(c), devices, ep)
+            .map(|r| r.map(|(c, mesh)| (ModelConfig::new::<A>(c), mesh)))
+    }
+    fn active_parameters(&self, c: &ModelConfig, m: &StackModel) -> Option<u64> {
+        A::active_parameters(self.of(c), m)
+    }
+    fn clone_config(&self, c: &ModelConfig) -> ModelConfig {
+        ModelConfig::new::<A>(self.of(c).clone())
+    }
+    fn eq_config(&self, a: &ModelConfig, b: &ModelConfig) -> bool {
+        match (a.get::<A::Config>(), b.get::<A::Config>()) {
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        }
+    }
+    fn debug_config(&self, c: &ModelConfig, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.of(c), f)
+    }
+}
