@@ -233,7 +233,7 @@ pub fn predict_all(hardware: &str, batch: Option<usize>, out: &Path) -> Result<V
         .map(|s| {
             let batch = batch.unwrap_or(s.batch);
             let args = TimelineArgs {
-                model: s.model.into(),
+                model: Some(s.model.into()),
                 config: None,
                 hardware: hardware.into(),
                 chips: s.chips,

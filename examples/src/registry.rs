@@ -120,6 +120,55 @@ pub static BUILT_IN: &[ModelName] = &[
     ModelName::of::<crate::qwen35::Qwen35Model>(),
 ];
 
+/// The models the commands know in this process: those [`install`]ed (a user's command line,
+/// [`crate::cli::main_with`]), else [`BUILT_IN`].
+pub fn models() -> &'static [ModelName] {
+    INSTALLED.get().copied().unwrap_or(BUILT_IN)
+}
+
+static INSTALLED: std::sync::OnceLock<&'static [ModelName]> = std::sync::OnceLock::new();
+
+/// Makes `list` the models every command knows, for the rest of the process: `--model NAME`
+/// looks names up there, and a command given none takes the first. Refused when `list` is
+/// empty, names a model twice, or another list was installed before.
+pub fn install(list: &'static [ModelName]) -> Result<()> {
+    let refuse = |message: String| stackscan::Error::InvalidOp {
+        op: "registry",
+        message,
+    };
+    if list.is_empty() {
+        return Err(refuse("no models to install".into()));
+    }
+    for (i, m) in list.iter().enumerate() {
+        if list[..i].iter().any(|n| n.as_str() == m.as_str()) {
+            return Err(refuse(format!("two models are named `{m}`")));
+        }
+    }
+    let installed = INSTALLED.get_or_init(|| list);
+    let same = installed.len() == list.len() && installed.iter().zip(list).all(|(a, b)| a == b);
+    if same {
+        Ok(())
+    } else {
+        Err(refuse(format!(
+            "the models {} are installed already",
+            names(installed)
+        )))
+    }
+}
+
+/// The first of [`models`]: what a command given no model uses.
+pub fn default_model() -> ModelName {
+    models().first().copied().unwrap_or(BUILT_IN[0])
+}
+
+/// `` `a`, `b` `` for a list of models.
+fn names(list: &[ModelName]) -> String {
+    list.iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A registered model: a handle to its [`Architecture`], compared by name.
 #[derive(Clone, Copy)]
 pub struct ModelName(&'static dyn Erased);
@@ -201,12 +250,11 @@ pub struct UnknownModel(pub String);
 
 impl fmt::Display for UnknownModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<String> = BUILT_IN.iter().map(|n| format!("`{n}`")).collect();
         write!(
             f,
             "unknown model `{}`; expected one of {}",
             self.0,
-            names.join(", ")
+            names(models())
         )
     }
 }
@@ -217,7 +265,7 @@ impl FromStr for ModelName {
     type Err = UnknownModel;
 
     fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
-        BUILT_IN
+        models()
             .iter()
             .copied()
             .find(|n| n.as_str() == s)

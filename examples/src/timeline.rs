@@ -42,8 +42,10 @@ pub struct TimelineArgs {
     /// Model: `llama`, `deepseek3`, `qwen35` (the published size, or `--config`'s),
     /// `llama3-8b`, `deepseek-v3`, `qwen3.5-35b-a3b` (full size), `llama-tiny`,
     /// `deepseek-v3-tiny`, or a Hugging Face `config.json` of Llama, DeepSeek-V3 or Qwen3.5.
-    #[arg(long, default_value = "llama3-8b")]
-    pub model: String,
+    /// Default: `llama` at its published size, `llama3-8b` (a user's command line: its first
+    /// model at its published size).
+    #[arg(long)]
+    pub model: Option<String>,
     /// The config of `--model llama|deepseek3|qwen35`: a preset, a TOML path or a Hugging
     /// Face `config.json` path (as `train`, `params` and `plan` take it).
     #[arg(long, value_name = "NAME|PATH")]
@@ -95,6 +97,15 @@ fn invalid(message: impl Into<String>) -> Error {
     Error::InvalidOp {
         op: "timeline",
         message: message.into(),
+    }
+}
+
+impl TimelineArgs {
+    /// The model named, or the first the command line knows (at its published size).
+    pub fn model(&self) -> String {
+        self.model
+            .clone()
+            .unwrap_or_else(|| crate::registry::default_model().as_str().to_owned())
     }
 }
 
@@ -245,7 +256,7 @@ impl Loaded {
             return Err(invalid("`--chips` must be at least 1"));
         }
         let priced = model_configured(
-            &args.model,
+            &args.model(),
             args.config.as_deref(),
             args.batch.map(|b| b as i64),
             args.layers,
@@ -266,7 +277,9 @@ impl Loaded {
         priced.model.validate(devices).map_err(|e| {
             invalid(format!(
                 "`{}` does not fit {devices} devices ({} chips of {}): {e}",
-                args.model, args.chips, chip.name
+                args.model(),
+                args.chips,
+                chip.name
             ))
         })?;
         Ok(Loaded {
@@ -315,7 +328,7 @@ fn run_loaded(args: &TimelineArgs, loaded: Loaded) -> Result<Summary> {
         ("forward", &off.forward, &on.forward),
         ("backward", &off.backward, &on.backward),
     ] {
-        let title = format!("{} on {} × {}: {pass}", args.model, args.chips, chip.name);
+        let title = format!("{} on {} × {}: {pass}", args.model(), args.chips, chip.name);
         let doc = render(
             &title,
             &[
@@ -328,7 +341,7 @@ fn run_loaded(args: &TimelineArgs, loaded: Loaded) -> Result<Summary> {
         files.push(path);
     }
     let schedule = json!({
-        "model": args.model,
+        "model": args.model(),
         "hardware": chip.name,
         "chips": args.chips,
         "devices": devices,
@@ -364,7 +377,7 @@ pub fn report(
     writeln!(
         out,
         "{} on {} chips of {}: predicted step {:.2} ms off, {:.2} ms on ({:+.1} %)",
-        args.model,
+        args.model(),
         args.chips,
         args.hardware,
         off * 1e3,
@@ -445,7 +458,7 @@ mod tests {
 
     fn args(model: &str, out: PathBuf) -> TimelineArgs {
         TimelineArgs {
-            model: model.into(),
+            model: Some(model.into()),
             config: None,
             hardware: "tpu7x".into(),
             chips: 16,

@@ -119,14 +119,54 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
     }
 }
 
-/// The whole program: parses `argv`, sets up logging (the XLA plugin's log level first, while
-/// the process has one thread), runs the command and reports an error as one line
-/// `error: …` on `err`. Exit status 0, 1 for a failed run, 2 for bad arguments.
+/// The whole program over the built-in models ([`main_with`] of
+/// [`BUILT_IN`](crate::registry::BUILT_IN)).
 pub fn main(
     argv: impl IntoIterator<Item = OsString>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> ExitCode {
+    main_with(crate::registry::BUILT_IN, argv, out, err)
+}
+
+/// A user's command line: every command (`train`, `plan`, `params`, `timeline`, …) for the
+/// models `models`, with the process's arguments and standard streams. A user crate's whole
+/// `main`:
+///
+/// ```no_run
+/// use stackscan_examples::registry::ModelName;
+/// # type MyModel = stackscan_examples::llama_macro::LlamaModel;
+///
+/// static MODELS: &[ModelName] = &[ModelName::of::<MyModel>()];
+///
+/// fn main() -> std::process::ExitCode {
+///     stackscan_examples::cli::main_for(MODELS)
+/// }
+/// ```
+pub fn main_for(models: &'static [crate::registry::ModelName]) -> ExitCode {
+    main_with(
+        models,
+        std::env::args_os(),
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )
+}
+
+/// The whole program for the models `models` ([`crate::registry::install`]; `--model NAME`
+/// names one of them, the first by default): parses `argv`, sets up logging (the XLA
+/// plugin's log level first, while the process has one thread), runs the command and reports
+/// an error as one line `error: …` on `err`. Exit status 0, 1 for a failed run, 2 for bad
+/// arguments.
+pub fn main_with(
+    models: &'static [crate::registry::ModelName],
+    argv: impl IntoIterator<Item = OsString>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> ExitCode {
+    if let Err(e) = crate::registry::install(models) {
+        let _ = writeln!(err, "error: {e}");
+        return ExitCode::FAILURE;
+    }
     let cli = match Cli::try_parse_from(argv) {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {

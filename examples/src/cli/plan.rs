@@ -14,8 +14,10 @@ use crate::registry::{ModelConfig, ModelName, Preset};
 #[derive(Clone, Debug, Args)]
 pub struct PlanArgs {
     /// The model whose stack to plan.
+    /// (`llama`, `deepseek3`, `qwen35`; a user's command line knows its own models, the first
+    /// by default).
     #[arg(value_name = "STACK", value_parser = super::args::model_name)]
-    pub stack: ModelName,
+    pub stack: Option<ModelName>,
     /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
     /// `qwen35-35b-a3b`), a TOML path or a Hugging Face `config.json` path; the published
     /// full size by default (for `qwen35`, the tiny and the full size side by side).
@@ -45,8 +47,10 @@ pub struct PlanArgs {
 #[derive(Clone, Debug, Args)]
 pub struct ParamsArgs {
     /// The model.
-    #[arg(default_value = "llama", value_parser = super::args::model_name)]
-    pub model: ModelName,
+    /// (`llama`, the default, `deepseek3`, `qwen35`; a user's command line knows its own
+    /// models, the first by default).
+    #[arg(value_parser = super::args::model_name)]
+    pub model: Option<ModelName>,
     /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
     /// `qwen35-35b-a3b`), a TOML path or a Hugging Face `config.json` path; the published
     /// full size by default.
@@ -57,7 +61,7 @@ pub struct ParamsArgs {
 /// Writes the plan of `args.stack` to `out`: the declared stack at its config's depth under
 /// its attribute's options, with the schedule flags overriding them.
 pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let model = args.stack;
+    let model = args.stack.unwrap_or_else(crate::registry::default_model);
     // A config that does not load or fit its model is a bad argument, as for `train`.
     let config = model
         .load_or(args.config.as_deref(), Preset::Published)
@@ -116,7 +120,11 @@ fn predict_line(
 /// dtypes, shard dims and the total.
 pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let spec = args.config.as_deref();
-    let config = args.model.load_or(spec, Preset::Published).map_err(usage)?;
+    let config = args
+        .model
+        .unwrap_or_else(crate::registry::default_model)
+        .load_or(spec, Preset::Published)
+        .map_err(usage)?;
     let m = config.build().map_err(usage)?.0;
     let active = config
         .active_parameters(&m)

@@ -28,10 +28,11 @@ pub const MAX_STEPS: u64 = 1_000_000_000;
 /// Arguments of `train`.
 #[derive(Clone, Debug, Args)]
 pub struct TrainArgs {
-    /// The model: `llama` (the macro-declared tiny Llama), `deepseek3` (MLA, dense prefix, MoE
-    /// layers) or `qwen35` (blocks of GDN, GDN, GDN, gated attention).
-    #[arg(long, default_value = "llama", value_name = "NAME", value_parser = super::args::model_name)]
-    pub model: ModelName,
+    /// The model: `llama` (the macro-declared tiny Llama, the default), `deepseek3` (MLA,
+    /// dense prefix, MoE layers) or `qwen35` (blocks of GDN, GDN, GDN, gated attention); a
+    /// user's command line knows its own models, the first by default.
+    #[arg(long, value_name = "NAME", value_parser = super::args::model_name)]
+    pub model: Option<ModelName>,
     /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
     /// `qwen35-35b-a3b`), a TOML file (fields as in `examples/configs/*.toml`; `extends =
     /// "<preset>"` names the base its missing fields come from, the tiny one by default; an
@@ -123,6 +124,11 @@ impl Batches<'_> {
 }
 
 impl TrainArgs {
+    /// The model named, or the first the command line knows.
+    pub fn model(&self) -> ModelName {
+        self.model.unwrap_or_else(crate::registry::default_model)
+    }
+
     fn adam(&self, job: &Job) -> Adam {
         Adam {
             lr: self.lr.unwrap_or(job.default_lr),
@@ -139,7 +145,7 @@ impl TrainArgs {
             dlhs_transpose_rhs: self.dlhs_transpose_rhs,
         };
         let (job, layout) = Job::on_with(
-            self.model,
+            self.model(),
             self.config.as_deref(),
             devices,
             self.ep as usize,
@@ -345,7 +351,7 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     summarise(&trainer, &losses, &times, out)?;
     summarise_aux(&aux, out)?;
     if let Some(path) = &a.plot {
-        let title = format!("{}: training loss", a.model);
+        let title = format!("{}: training loss", a.model());
         std::fs::write(path, crate::plot::loss_curve(&title, &losses))
             .map_err(|e| CliError::failed(format!("writing `{}`: {e}", path.display())))?;
         writeln!(out, "wrote the loss curve to {}", path.display())?;

@@ -1,0 +1,210 @@
+//! A model of one's own: blocks of `[attention, MLP, MLP]`, every command of stackscan for it.
+
+use serde::{Deserialize, Serialize};
+use stackscan::fsdp::StackModel;
+use stackscan::layer::{ActivationMarker, Forward};
+use stackscan::model::{Layers, ModelForward, stack_model};
+use stackscan::plan::PlanOptions;
+use stackscan::{Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, layer_stack, nn};
+use stackscan_examples::configs::ConfigFile;
+use stackscan_examples::registry::{Architecture, ModelName, Tokens};
+
+/// The sizes: data, from the presets below or the TOML file `--config` names.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MyConfig {
+    pub vocab: i64,
+    pub d_model: i64,
+    pub heads: i64,
+    pub head_dim: i64,
+    pub ffn: i64,
+    pub layers: usize,
+    pub seq: i64,
+    pub batch_per_device: i64,
+}
+
+impl ConfigFile for MyConfig {
+    const MODEL: &'static str = "my-model"; // `--model my-model`
+    const PRESETS: &'static [(&'static str, &'static str)] = &[("tiny", TINY), ("large", LARGE)];
+    const TABLES: &'static [&'static str] = &[];
+}
+
+/// The first preset is the tiny one `train` uses by default; `PUBLISHED` names the full size.
+const TINY: &str = "
+vocab = 256
+d_model = 64
+heads = 4
+head_dim = 16
+ffn = 128
+layers = 6
+seq = 32
+batch_per_device = 2
+";
+const LARGE: &str = "
+vocab = 32000
+d_model = 4096
+heads = 32
+head_dim = 128
+ffn = 11008
+layers = 48
+seq = 4096
+batch_per_device = 1
+";
+
+/// Causal self-attention with RoPE: a module, reusable by any sub-layer.
+#[derive(Debug, Module)]
+#[module(config = MyConfig)]
+pub struct Attention<T> {
+    #[param(shape = [cfg.d_model, cfg.heads * cfg.head_dim], shard = 0)]
+    pub wq: T,
+    #[param(shape = [cfg.d_model, cfg.heads * cfg.head_dim], shard = 0)]
+    pub wk: T,
+    #[param(shape = [cfg.d_model, cfg.heads * cfg.head_dim], shard = 0)]
+    pub wv: T,
+    #[param(shape = [cfg.heads * cfg.head_dim, cfg.d_model], shard = 0, init = normal(0.01))]
+    pub wo: T,
+}
+
+impl Attention<Tensor> {
+    fn forward(&self, c: &MyConfig, x: &Tensor) -> Result<Tensor> {
+        let (b, t, hd) = (x.dims()[0], x.dims()[1], c.head_dim);
+        let heads = |w: &Tensor| x.matmul(w)?.reshape(&[b, t, c.heads, hd]);
+        let q = nn::rope(&heads(&self.wq)?, 10000.0, hd as usize)?;
+        let k = nn::rope(&heads(&self.wk)?, 10000.0, hd as usize)?;
+        nn::causal_attention(&q, &k, &heads(&self.wv)?, 1.0 / (hd as f64).sqrt())?.matmul(&self.wo)
+    }
+}
+
+/// What flows from layer to layer: the residual stream `[batch, seq, d_model]`.
+#[derive(Debug)]
+pub enum Residual {}
+impl ActivationMarker for Residual {}
+
+/// Sub-layer kind one: attention behind an RMSNorm, with its residual.
+#[derive(Debug, SubLayer)]
+#[sublayer(config = MyConfig, carry = Residual, name = "attention")]
+pub struct AttentionLayer<T> {
+    #[param(shape = [cfg.d_model], replicated)]
+    pub norm: T,
+    #[module]
+    pub attn: Attention<T>,
+}
+
+impl Forward for AttentionLayer<Tensor> {
+    fn forward(&self, c: &MyConfig, h: &Tensor) -> Result<Tensor> {
+        h.add(&self.attn.forward(c, &nn::rms_norm(h, &self.norm, 1e-5)?)?)
+    }
+}
+
+/// Sub-layer kind two: a SiLU MLP behind an RMSNorm, with its residual.
+#[derive(Debug, SubLayer)]
+#[sublayer(config = MyConfig, carry = Residual, name = "mlp")]
+pub struct MlpLayer<T> {
+    #[param(shape = [cfg.d_model], replicated)]
+    pub norm: T,
+    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
+    pub w_up: T,
+    #[param(shape = [cfg.ffn, cfg.d_model], shard = 0, init = normal(0.01))]
+    pub w_down: T,
+}
+
+impl Forward for MlpLayer<Tensor> {
+    fn forward(&self, _: &MyConfig, h: &Tensor) -> Result<Tensor> {
+        let x = nn::rms_norm(h, &self.norm, 1e-5)?;
+        h.add(&nn::silu(&x.matmul(&self.w_up)?)?.matmul(&self.w_down)?)
+    }
+}
+
+/// The stack: blocks of one attention and two MLP layers, `cfg.layers` layers in all, each
+/// layer's weights gathered one layer ahead and its gradient reduce-scattered one step late.
+#[layer_stack(
+    block = [AttentionLayer, MlpLayer, MlpLayer],
+    layers = cfg.layers,
+    prefetch_fsdp_weights,
+    defer_grad_reduce_scatter,
+)]
+pub struct MyStack;
+
+/// A step's inputs, with their value ranges.
+#[derive(Inputs)]
+#[inputs(config = MyConfig)]
+pub struct Batch<T> {
+    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
+    pub tokens: T,
+    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
+    pub labels: T,
+}
+
+/// The whole model: what runs before and after the stack, and the stack.
+#[derive(Debug, Model)]
+#[model(config = MyConfig, inputs = Batch)]
+pub struct MyModel<T, S> {
+    #[param(shape = [cfg.vocab, cfg.d_model], shard = 0, init = normal(1.0))]
+    pub embed: T,
+    #[stack]
+    pub layers: Layers<S>,
+    #[param(shape = [cfg.d_model], replicated)]
+    pub final_norm: T,
+    #[param(shape = [cfg.d_model, cfg.vocab], shard = 0)]
+    pub lm_head: T,
+}
+
+impl<S: LayerStack<Config = MyConfig> + 'static> ModelForward for MyModel<Tensor, S> {
+    fn embed(&self, _: &MyConfig, x: &Batch<Tensor>) -> Result<Tensor> {
+        self.embed.take(&x.tokens, 0)
+    }
+
+    fn loss(&self, c: &MyConfig, h: &Tensor, x: &Batch<Tensor>) -> Result<Tensor> {
+        let rows = c.batch_per_device * c.seq;
+        let logits = nn::rms_norm(h, &self.final_norm, 1e-5)?.matmul(&self.lm_head)?;
+        nn::cross_entropy(
+            &logits.reshape(&[rows, c.vocab])?,
+            &x.labels.reshape(&[rows])?,
+        )
+    }
+}
+
+/// What the commands need to know of the model beyond its declaration.
+pub struct Mine;
+
+impl Architecture for Mine {
+    type Config = MyConfig;
+    type Stack = MyStack;
+    const ABOUT: &'static str = "blocks of [attention, MLP, MLP]";
+    const PUBLISHED: &'static str = "large";
+
+    fn build(c: &MyConfig) -> Result<(StackModel, PlanOptions)> {
+        stack_model::<MyModel<Tensor, MyStack>>(c)
+    }
+    fn describe(c: &MyConfig) -> String {
+        format!(
+            "my model: {} layers of [attention, MLP, MLP], d {}",
+            c.layers, c.d_model
+        )
+    }
+    fn tokens(c: &MyConfig) -> Tokens {
+        Tokens {
+            vocab: c.vocab,
+            seq: c.seq,
+            batch_per_device: c.batch_per_device,
+        }
+    }
+    fn with_batch_per_device(c: &MyConfig, batch_per_device: i64) -> MyConfig {
+        MyConfig {
+            batch_per_device,
+            ..*c
+        }
+    }
+    fn layers(c: &MyConfig) -> usize {
+        c.layers
+    }
+    fn with_layers(c: &MyConfig, layers: usize) -> MyConfig {
+        MyConfig { layers, ..*c }
+    }
+}
+
+/// Every command (`train`, `plan`, `params`, `timeline`, …) for this model.
+fn main() -> std::process::ExitCode {
+    static MODELS: &[ModelName] = &[ModelName::of::<Mine>()];
+    stackscan_examples::cli::main_for(MODELS)
+}
