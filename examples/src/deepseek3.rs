@@ -626,6 +626,10 @@ impl crate::registry::Architecture for DeepSeek3Model {
         }
     }
 
+    fn with_seq(c: &DeepSeek3Config, seq: i64) -> DeepSeek3Config {
+        DeepSeek3Config { seq, ..*c }
+    }
+
     fn layers(c: &DeepSeek3Config) -> usize {
         c.layers
     }

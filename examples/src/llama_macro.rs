@@ -109,6 +109,10 @@ impl crate::registry::Architecture for LlamaModel {
         }
     }
 
+    fn with_seq(c: &LlamaConfig, seq: i64) -> LlamaConfig {
+        LlamaConfig { seq, ..*c }
+    }
+
     fn layers(c: &LlamaConfig) -> usize {
         c.layers
     }

@@ -534,6 +534,10 @@ impl crate::registry::Architecture for Qwen35Model {
         }
     }
 
+    fn with_seq(c: &Qwen35Config, seq: i64) -> Qwen35Config {
+        Qwen35Config { seq, ..*c }
+    }
+
     fn layers(c: &Qwen35Config) -> usize {
         c.layers
     }

@@ -59,6 +59,8 @@ pub trait Architecture: 'static {
     fn tokens(c: &Self::Config) -> Tokens;
     /// `c` with `batch_per_device` sequences per device.
     fn with_batch_per_device(c: &Self::Config, batch_per_device: i64) -> Self::Config;
+    /// `c` with sequences of `seq` tokens (`bench --seq`).
+    fn with_seq(c: &Self::Config, seq: i64) -> Self::Config;
     /// Decoder layers: the stack's depth.
     fn layers(c: &Self::Config) -> usize;
     /// `c` with `layers` decoder layers (checked against the stack's pattern when built).
@@ -329,6 +331,16 @@ impl ModelConfig {
         self.model.0.with_batch_per_device(self, batch)
     }
 
+    /// This config with sequences of `seq` tokens.
+    pub fn with_seq(&self, seq: i64) -> ModelConfig {
+        self.model.0.with_seq(self, seq)
+    }
+
+    /// The config's fields as JSON (what a report says it ran).
+    pub fn to_json(&self) -> serde_json::Value {
+        self.model.0.to_json(self)
+    }
+
     /// Decoder layers (the stack's depth).
     pub fn layers(&self) -> usize {
         self.model.0.layers(self)
@@ -401,6 +413,8 @@ trait Erased: Sync {
     fn describe(&self, c: &ModelConfig) -> String;
     fn tokens(&self, c: &ModelConfig) -> Tokens;
     fn with_batch_per_device(&self, c: &ModelConfig, batch: i64) -> ModelConfig;
+    fn with_seq(&self, c: &ModelConfig, seq: i64) -> ModelConfig;
+    fn to_json(&self, c: &ModelConfig) -> serde_json::Value;
     fn layers(&self, c: &ModelConfig) -> usize;
     fn with_layers(&self, c: &ModelConfig, layers: usize) -> ModelConfig;
     fn synthetic_batch(&self, c: &ModelConfig, seed: u64) -> (Vec<i32>, Vec<i32>);
@@ -466,6 +480,12 @@ impl<A: Architecture> Erased for Registered<A> {
     }
     fn with_batch_per_device(&self, c: &ModelConfig, batch: i64) -> ModelConfig {
         ModelConfig::new::<A>(A::with_batch_per_device(self.of(c), batch))
+    }
+    fn with_seq(&self, c: &ModelConfig, seq: i64) -> ModelConfig {
+        ModelConfig::new::<A>(A::with_seq(self.of(c), seq))
+    }
+    fn to_json(&self, c: &ModelConfig) -> serde_json::Value {
+        serde_json::to_value(self.of(c)).unwrap_or(serde_json::Value::Null)
     }
     fn layers(&self, c: &ModelConfig) -> usize {
         A::layers(self.of(c))

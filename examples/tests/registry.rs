@@ -47,6 +47,10 @@ impl Architecture for WideBatchLlama {
             ..*c
         }
     }
+    fn with_seq(c: &LlamaConfig, seq: i64) -> LlamaConfig {
+        LlamaConfig { seq, ..*c }
+    }
+
     fn layers(c: &LlamaConfig) -> usize {
         c.layers
     }

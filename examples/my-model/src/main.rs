@@ -195,6 +195,9 @@ impl Architecture for Mine {
             ..*c
         }
     }
+    fn with_seq(c: &MyConfig, seq: i64) -> MyConfig {
+        MyConfig { seq, ..*c }
+    }
     fn layers(c: &MyConfig) -> usize {
         c.layers
     }

@@ -104,25 +104,77 @@ fn timeline_prices_the_model_and_other_models_are_unknown() {
     );
 }
 
+#[test]
+fn bench_measures_the_model() {
+    let dir = std::env::temp_dir().join(format!("my-model-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("bench.json");
+    stdout_of(&[
+        "bench",
+        "--layers",
+        "3",
+        "--batch",
+        "4",
+        "--seq",
+        "8",
+        "--devices",
+        "2",
+        "--steps",
+        "2",
+        "--warmup",
+        "0",
+        "--options",
+        "deferred",
+        "--compile-depths",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let report = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    for field in [
+        "\"model\": \"my-model\"",
+        "\"layers\": 3",
+        "\"seq\": 8",
+        "\"mfu\"",
+    ] {
+        assert!(report.contains(field), "{field}: {report}");
+    }
+}
+
 /// README's "Your own model" is this crate's `src/main.rs`, whole: a change to either
-/// without the other fails here.
+/// without the other fails here, naming the first line that differs. `BLESS=1` rewrites the
+/// README's block from the file instead.
 #[test]
 fn the_readme_quotes_the_crate_verbatim() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("../../README.md")).unwrap();
+    let readme_path = root.join("../../README.md");
+    let readme = std::fs::read_to_string(&readme_path).unwrap();
     let main = std::fs::read_to_string(root.join("src/main.rs")).unwrap();
-    let section = readme
-        .split("\n## Your own model\n")
-        .nth(1)
+    let (head, section) = readme
+        .split_once("\n## Your own model\n")
         .expect("README has a section \"Your own model\"");
-    let block = section
-        .split("```rust\n")
-        .nth(1)
-        .and_then(|b| b.split("\n```\n").next())
+    let (intro, rest) = section
+        .split_once("```rust\n")
         .expect("the section quotes the crate in a ```rust block");
-    assert_eq!(
-        block.trim_end(),
-        main.trim_end(),
-        "README's \"Your own model\" and examples/my-model/src/main.rs differ"
+    let (block, tail) = rest.split_once("\n```\n").expect("the ```rust block ends");
+    if std::env::var_os("BLESS").is_some() {
+        let blessed = format!(
+            "{head}\n## Your own model\n{intro}```rust\n{}\n```\n{tail}",
+            main.trim_end()
+        );
+        std::fs::write(&readme_path, blessed).unwrap();
+        return;
+    }
+    let differs = block
+        .lines()
+        .zip(main.trim_end().lines())
+        .enumerate()
+        .find(|(_, (a, b))| a != b);
+    assert!(
+        differs.is_none() && block.lines().count() == main.trim_end().lines().count(),
+        "README's \"Your own model\" and examples/my-model/src/main.rs differ (first at line \
+         {:?}); `BLESS=1 cargo test -p my-model --test cli` copies the file into the README",
+        differs.map(|(i, (a, b))| (i + 1, a, b))
     );
 }

@@ -42,15 +42,7 @@ pub use flops::{StepFlops, step_flops};
 pub use output::{check_destination, write_json};
 pub use peak::{MatmulPeak, measure as measure_matmul_peak};
 
-use crate::llama::{self, LlamaConfig};
-
-/// The models the bench knows (its FLOP count is the Llama decoder's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BenchModel {
-    /// The tiny Llama-style decoder (`LlamaConfig::tiny`, resized by the flags).
-    Llama,
-}
+use crate::registry::{ModelConfig, ModelName, Preset};
 
 /// A schedule the bench runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -77,9 +69,10 @@ impl Schedule {
 /// The bench's flags.
 #[derive(Clone, Debug, Args)]
 pub struct BenchArgs {
-    /// Model to run.
-    #[arg(long, value_enum, default_value_t = BenchModel::Llama)]
-    pub model: BenchModel,
+    /// Model to run, its tiny preset resized by the flags (`llama`, the default, `deepseek3`,
+    /// `qwen35`; a user's command line knows its own models, the first by default).
+    #[arg(long, value_name = "NAME", value_parser = crate::cli::args::model_name)]
+    pub model: Option<ModelName>,
     /// Decoder layers of the timed runs.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub layers: u16,
@@ -158,10 +151,11 @@ impl From<stackscan::Error> for BenchError {
 /// The configuration measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct Setup {
-    /// The model.
-    pub model: BenchModel,
-    /// Its configuration (layers, widths, sequence, sequences per device).
-    pub config: ConfigView,
+    /// The model's name.
+    pub model: String,
+    /// Its configuration (the model's config fields: layers, widths, sequence, sequences per
+    /// device).
+    pub config: serde_json::Value,
     /// Sequences per step over all devices.
     pub global_batch: i64,
     /// Devices on the FSDP axis.
@@ -179,45 +173,6 @@ pub struct Setup {
     pub in_flight: usize,
     /// The plugin's name or path.
     pub plugin: String,
-}
-
-/// The sizes of a [`LlamaConfig`] that the report shows.
-#[derive(Clone, Debug, Serialize)]
-pub struct ConfigView {
-    /// Vocabulary.
-    pub vocab: i64,
-    /// Model width.
-    pub d_model: i64,
-    /// Decoder layers.
-    pub layers: usize,
-    /// Query heads.
-    pub heads: i64,
-    /// Key/value heads.
-    pub kv_heads: i64,
-    /// Head width.
-    pub head_dim: i64,
-    /// MLP width.
-    pub ffn: i64,
-    /// Sequence length.
-    pub seq: i64,
-    /// Sequences per device.
-    pub batch_per_device: i64,
-}
-
-impl From<&LlamaConfig> for ConfigView {
-    fn from(c: &LlamaConfig) -> Self {
-        ConfigView {
-            vocab: c.vocab,
-            d_model: c.d_model,
-            layers: c.layers,
-            heads: c.heads,
-            kv_heads: c.kv_heads,
-            head_dim: c.head_dim,
-            ffn: c.ffn,
-            seq: c.seq,
-            batch_per_device: c.batch_per_device,
-        }
-    }
 }
 
 /// Compiled memory per device (PJRT's statistics of the step program).
@@ -326,8 +281,9 @@ fn median(v: &[f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// The model configuration the flags describe.
-pub fn config(args: &BenchArgs) -> Result<LlamaConfig, BenchError> {
+/// The model configuration the flags describe: the model's tiny preset at `--layers`,
+/// `--seq` and `--batch` over `--devices`.
+pub fn config(args: &BenchArgs) -> Result<ModelConfig, BenchError> {
     let devices = i64::from(args.devices);
     let batch = i64::from(args.batch);
     if batch % devices != 0 {
@@ -335,17 +291,16 @@ pub fn config(args: &BenchArgs) -> Result<LlamaConfig, BenchError> {
             "`--batch {batch}` does not split over `--devices {devices}`: give a multiple of {devices}"
         )));
     }
-    let c = LlamaConfig {
-        layers: usize::from(args.layers),
-        seq: i64::from(args.seq),
-        batch_per_device: batch / devices,
-        ..LlamaConfig::tiny()
-    };
-    llama::model(&c)
-        .and_then(|m| m.validate(usize::from(args.devices)))
-        .map_err(|e| {
-            BenchError::Config(format!("the model does not fit {devices} devices: {e}"))
-        })?;
+    let name = args.model.unwrap_or_else(crate::registry::default_model);
+    let c = name
+        .preset(Preset::Tiny)
+        .map_err(|e| BenchError::Config(e.to_string()))?
+        .with_layers(usize::from(args.layers))
+        .with_seq(i64::from(args.seq))
+        .with_batch_per_device(batch / devices);
+    c.build()
+        .and_then(|(m, _)| m.validate(usize::from(args.devices)))
+        .map_err(|e| BenchError::Config(format!("`{name}` does not fit {devices} devices: {e}")))?;
     Ok(c)
 }
 
@@ -363,10 +318,10 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
     };
     let global_batch = i64::from(args.batch);
     let peak = peak::measure(&client, &mesh)?;
-    let model = llama::model(&c)?;
+    let model = c.build()?.0;
     let flops = step_flops(
-        &c,
-        global_batch,
+        &model,
+        global_batch * c.tokens().seq,
         &train_step(&model, PlanOptions::prefetch_deferred(), &axis)?,
         devices,
     )?;
@@ -380,7 +335,11 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
     let mut compile_time = Vec::new();
     for &layers in &args.compile_depths {
         let layers = usize::from(layers);
-        let m = llama::model(&LlamaConfig { layers, ..c })?;
+        let m = c
+            .with_layers(layers)
+            .build()
+            .map_err(|e| BenchError::Config(format!("`--compile-depths` {layers}: {e}")))?
+            .0;
         let started = Instant::now();
         let step = train_step(
             &m,
@@ -410,8 +369,8 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
     };
     Ok(BenchReport {
         setup: Setup {
-            model: args.model,
-            config: ConfigView::from(&c),
+            model: c.model().to_string(),
+            config: c.to_json(),
             global_batch,
             devices,
             steps: args.steps as usize,
@@ -436,7 +395,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
 )]
 fn time_schedule(
     args: &BenchArgs,
-    c: &LlamaConfig,
+    c: &ModelConfig,
     client: &Client,
     mesh: &Mesh,
     schedule: Schedule,
@@ -445,7 +404,7 @@ fn time_schedule(
     flops: &StepFlops,
 ) -> Result<ScheduleRun, BenchError> {
     let devices = mesh.size();
-    let mut trainer = Trainer::new(client, mesh, &llama::model(c)?, options, Adam::default(), 1)?;
+    let mut trainer = Trainer::new(client, mesh, &c.build()?.0, options, Adam::default(), 1)?;
     // The batches are made before the clock starts: the host overhead measured is the
     // trainer's, not the synthetic data's.
     let total = (args.warmup + args.steps) as usize;
@@ -453,8 +412,7 @@ fn time_schedule(
         .map(|step| {
             (0..devices)
                 .map(|d| {
-                    let (t, l) =
-                        llama::synthetic_batch(c, c.batch_per_device, (step * devices + d) as u64);
+                    let (t, l) = c.synthetic_batch((step * devices + d) as u64);
                     vec![HostInput::I32(t), HostInput::I32(l)]
                 })
                 .collect()

@@ -19,7 +19,7 @@ use stackscan_runtime::train::{HostInput, Trainer};
 use stackscan_runtime::{Buffer, Client, Mesh, Result};
 
 use crate::hardware::Hardware;
-use crate::llama::{LlamaConfig, model, synthetic_batch};
+use crate::llama::{LlamaConfig, synthetic_batch};
 use crate::predict::predict;
 
 mod pieces;
@@ -322,7 +322,7 @@ pub fn configurations(depths: &[usize]) -> Result<Vec<Configuration>> {
                 layers,
                 prefetch,
                 config,
-                model: model(&config)?,
+                model: crate::llama_macro::for_config(&config)?.0,
                 options,
             });
         }
