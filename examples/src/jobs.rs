@@ -159,11 +159,22 @@ impl Job {
         ep: usize,
         moe: MoeFlags,
     ) -> Result<(Job, Mesh)> {
+        Job::on_config(name.load_or(config, Preset::Tiny)?, devices, ep, moe)
+    }
+
+    /// The job of config `c` on `devices` with expert parallelism `ep` and the MoE dispatch
+    /// options `moe`, and the mesh it runs on ([`Job::tiny_on`]).
+    pub fn on_config(
+        c: ModelConfig,
+        devices: usize,
+        ep: usize,
+        moe: MoeFlags,
+    ) -> Result<(Job, Mesh)> {
         if ep == 1 {
             let mesh = Mesh::line(&Axis::new(FSDP_AXIS, devices))?;
-            return Ok((Job::configured(name, config, moe)?, mesh));
+            return Ok((Job::from_config(c, moe)?, mesh));
         }
-        let c = name.load_or(config, Preset::Tiny)?;
+        let name = c.model();
         match c.expert_parallel(devices, ep) {
             Some(split) => {
                 let (c, mesh) = split?;

@@ -598,6 +598,49 @@ fn bad_token_files_are_refused_before_the_plugin_loads() {
     std::fs::remove_dir_all(dir).expect("clean up");
 }
 
+/// Every command takes the model as `--model NAME` (`plan` and `params` also as their
+/// positional); `train` takes the token shape as `bench` does.
+#[test]
+fn the_model_is_named_one_way_and_train_takes_batch_and_seq() {
+    assert_eq!(
+        succeeds("plan", &["--model", "deepseek3"]),
+        succeeds("plan", &["deepseek3"])
+    );
+    assert_eq!(
+        succeeds("params", &["--model", "qwen35", "--config", "tiny"]),
+        succeeds("params", &["qwen35", "--config", "tiny"])
+    );
+    fails(
+        "plan",
+        &["deepseek3", "--model", "llama"],
+        2,
+        &["'[STACK]' cannot be used with '--model <NAME>'"],
+    );
+    let stdout = succeeds(
+        "train",
+        &[
+            "--batch",
+            "8",
+            "--seq",
+            "16",
+            "--steps",
+            "1",
+            "--devices",
+            "4",
+        ],
+    );
+    assert!(
+        stdout.contains("; 2 × 16 tokens per device on 4 cpu devices"),
+        "{stdout}"
+    );
+    fails(
+        "train",
+        &["--batch", "6", "--devices", "4", "--steps", "1"],
+        2,
+        &["`--batch 6` does not split over `--devices 4`"],
+    );
+}
+
 #[test]
 fn plan_takes_the_stacks_own_options_and_says_which_flags_override_them() {
     // The declared Llama stack's attribute: prefetch and deferred reduce-scatter, unroll 2, at

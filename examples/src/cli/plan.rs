@@ -10,14 +10,36 @@ use super::CliError;
 use super::args::ScheduleArgs;
 use crate::registry::{ModelConfig, ModelName, Preset};
 
+/// How to read a plan, for `plan --help` and README's "Plans".
+pub const NOTATION: &str = "\
+How to read a plan (MaxText's notation):
+  [D0, D1]     one loop over layers D0 and D1; a layer is its kind's name and its index in
+               the stack (`D0`, `GDN 2` inside a repeated block: its place in the block), or
+               the kind's name alone when the index is implied (`[attention]`)
+  [M3 … M59]   one loop over every layer from M3 to M59
+  →            the order the loops run (`forward:` from the first layer, `backward:` from
+               the last)
+  (n×2)        n trips of 2 layers each (unroll 2): each layer's weights, gathered one layer
+               ahead, sit in one of two buffers while the other is filled
+  (1 + n×2)    one layer first, then n trips of 2 layers
+  (n×1)        n trips of 1 layer (unroll 1: one buffer)
+  (peeled)     one layer in a loop of its own: a boundary layer, whose carry holds another
+               group's prefetched weights or deferred gradient, so it cannot share the
+               double-buffered loop
+  {…} × n      the groups inside the braces as an outer loop of n trips (a block of several
+               kinds repeated); the last block follows, peeled out of it";
+
 /// Arguments of `plan`.
 #[derive(Clone, Debug, Args)]
+#[command(after_help = NOTATION)]
 pub struct PlanArgs {
-    /// The model whose stack to plan.
-    /// (`llama`, `deepseek3`, `qwen35`; a user's command line knows its own models, the first
-    /// by default).
-    #[arg(value_name = "STACK", value_parser = super::args::model_name)]
+    /// The model whose stack to plan, as `--model` names it (`llama`, `deepseek3`, `qwen35`;
+    /// a user's command line knows its own models, the first by default).
+    #[arg(value_name = "STACK", value_parser = super::args::model_name, conflicts_with = "model")]
     pub stack: Option<ModelName>,
+    /// The model, named as every command takes it (the positional `STACK` is the same).
+    #[arg(long, value_name = "NAME", value_parser = super::args::model_name)]
+    pub model: Option<ModelName>,
     /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
     /// `qwen35-35b-a3b`), a TOML path or a Hugging Face `config.json` path; the published
     /// full size by default (for `qwen35`, the tiny and the full size side by side).
@@ -46,10 +68,12 @@ pub struct PlanArgs {
 /// Arguments of `params`.
 #[derive(Clone, Debug, Args)]
 pub struct ParamsArgs {
-    /// The model.
-    /// (`llama`, the default, `deepseek3`, `qwen35`; a user's command line knows its own
-    /// models, the first by default).
-    #[arg(value_parser = super::args::model_name)]
+    /// The model, as `--model` names it (`llama`, the default, `deepseek3`, `qwen35`; a
+    /// user's command line knows its own models, the first by default).
+    #[arg(value_name = "MODEL", value_parser = super::args::model_name, conflicts_with = "model")]
+    pub name: Option<ModelName>,
+    /// The model, named as every command takes it (the positional `MODEL` is the same).
+    #[arg(long, value_name = "NAME", value_parser = super::args::model_name)]
     pub model: Option<ModelName>,
     /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
     /// `qwen35-35b-a3b`), a TOML path or a Hugging Face `config.json` path; the published
@@ -58,10 +82,13 @@ pub struct ParamsArgs {
     pub config: Option<String>,
 }
 
-/// Writes the plan of `args.stack` to `out`: the declared stack at its config's depth under
+/// Writes the plan of `the model named` to `out`: the declared stack at its config's depth under
 /// its attribute's options, with the schedule flags overriding them.
 pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let model = args.stack.unwrap_or_else(crate::registry::default_model);
+    let model = args
+        .model
+        .or(args.stack)
+        .unwrap_or_else(crate::registry::default_model);
     // A config that does not load or fit its model is a bad argument, as for `train`.
     let config = model
         .load_or(args.config.as_deref(), Preset::Published)
@@ -122,6 +149,7 @@ pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let spec = args.config.as_deref();
     let config = args
         .model
+        .or(args.name)
         .unwrap_or_else(crate::registry::default_model)
         .load_or(spec, Preset::Published)
         .map_err(usage)?;
@@ -144,4 +172,17 @@ pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// README's "Plans" quotes the notation `plan --help` ends with.
+    #[test]
+    fn the_readme_explains_the_notation_as_help_does() {
+        let readme = include_str!("../../../README.md");
+        assert!(
+            readme.contains(&format!("```text\n{}\n```", super::NOTATION)),
+            "README's \"Plans\" must quote cli::plan::NOTATION"
+        );
+    }
 }

@@ -39,6 +39,13 @@ pub struct TrainArgs {
     /// unknown field is an error) or a Hugging Face `config.json` of the model.
     #[arg(long, value_name = "NAME|PATH")]
     pub config: Option<String>,
+    /// Sequences per step over all devices (split evenly across them), instead of the
+    /// config's `batch_per_device` × devices.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub batch: Option<u32>,
+    /// Tokens per sequence, instead of the config's `seq`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub seq: Option<u32>,
     /// Plugin and devices.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -129,6 +136,30 @@ impl TrainArgs {
         self.model.unwrap_or_else(crate::registry::default_model)
     }
 
+    /// The model's config (`--config`, else its tiny preset) with `--batch` and `--seq`.
+    fn shaped_config(&self) -> stackscan::Result<crate::registry::ModelConfig> {
+        let mut c = self
+            .model()
+            .load_or(self.config.as_deref(), crate::registry::Preset::Tiny)?;
+        if let Some(batch) = self.batch {
+            let devices = u32::try_from(self.runtime.devices).unwrap_or(u32::MAX);
+            if batch % devices != 0 {
+                return Err(stackscan::Error::InvalidOp {
+                    op: "train",
+                    message: format!(
+                        "`--batch {batch}` does not split over `--devices {devices}`: give a \
+                         multiple of {devices}"
+                    ),
+                });
+            }
+            c = c.with_batch_per_device(i64::from(batch / devices));
+        }
+        if let Some(seq) = self.seq {
+            c = c.with_seq(i64::from(seq));
+        }
+        Ok(c)
+    }
+
     fn adam(&self, job: &Job) -> Adam {
         Adam {
             lr: self.lr.unwrap_or(job.default_lr),
@@ -144,14 +175,11 @@ impl TrainArgs {
             direct_token_gather: self.direct_token_gather,
             dlhs_transpose_rhs: self.dlhs_transpose_rhs,
         };
-        let (job, layout) = Job::on_with(
-            self.model(),
-            self.config.as_deref(),
-            devices,
-            self.ep as usize,
-            moe,
-        )
-        .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
+        let config = self
+            .shaped_config()
+            .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
+        let (job, layout) = Job::on_config(config, devices, self.ep as usize, moe)
+            .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
         let options = self.schedule.apply(job.options);
         options
             .validate()
@@ -432,13 +460,13 @@ fn summarise(
     writeln!(out, "mean step time (after the first): {mean:.3} s")?;
     writeln!(
         out,
-        "compiled memory per device: arguments {} B, outputs {} B, alias {} B, temp {} B, generated code {} B; held {} B",
-        s.arguments,
-        s.outputs,
-        s.alias,
-        s.temp,
-        s.generated_code,
-        s.footprint()
+        "compiled memory per device: arguments {}, outputs {}, alias {}, temp {}, generated code {}; held {}",
+        bytes(s.arguments),
+        bytes(s.outputs),
+        bytes(s.alias),
+        bytes(s.temp),
+        bytes(s.generated_code),
+        bytes(s.footprint())
     )?;
     if let (Some(first), Some(last)) = (losses.first(), losses.last()) {
         writeln!(out, "loss {:.4} -> {:.4}", first.1, last.1)?;
@@ -501,5 +529,43 @@ fn learned(losses: &[(usize, f32)]) -> Result<(), CliError> {
         Err(CliError::failed(
             "the mean loss of the last third of the steps did not fall below that of the first",
         ))
+    }
+}
+
+/// `n` bytes in binary units, three significant figures: `512 B`, `8.31 MiB`, `1.50 GiB`.
+pub fn bytes(n: i64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n.unsigned_abs() < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v.abs() >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    let digits = if v.abs() >= 100.0 {
+        0
+    } else if v.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bytes;
+
+    #[test]
+    fn sizes_read_in_binary_units() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(1024), "1.00 KiB");
+        assert_eq!(bytes(8_716_740), "8.31 MiB");
+        assert_eq!(bytes(14_580_152), "13.9 MiB");
+        assert_eq!(bytes(3 << 30), "3.00 GiB");
+        assert_eq!(bytes(700 << 20), "700 MiB");
     }
 }
