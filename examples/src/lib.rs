@@ -14,6 +14,7 @@ pub mod hf_config;
 pub mod jobs;
 pub mod llama;
 pub mod llama_macro;
+pub mod llama_swa;
 pub mod metrics;
 pub mod mla;
 pub mod moe;

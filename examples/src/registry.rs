@@ -120,6 +120,7 @@ pub static BUILT_IN: &[ModelName] = &[
     ModelName::of::<crate::llama_macro::LlamaModel>(),
     ModelName::of::<crate::deepseek3::DeepSeek3Model>(),
     ModelName::of::<crate::qwen35::Qwen35Model>(),
+    ModelName::of::<crate::llama_swa::LlamaSwaModel>(),
 ];
 
 /// The models the commands know in this process: those [`install`]ed (a user's command line,

@@ -29,7 +29,8 @@ pub const MAX_STEPS: u64 = 1_000_000_000;
 #[derive(Clone, Debug, Args)]
 pub struct TrainArgs {
     /// The model: `llama` (the macro-declared tiny Llama, the default), `deepseek3` (MLA,
-    /// dense prefix, MoE layers) or `qwen35` (blocks of GDN, GDN, GDN, gated attention); a
+    /// dense prefix, MoE layers), `qwen35` (blocks of GDN, GDN, GDN, gated attention) or
+    /// `llama-swa` (the Llama with sliding-window attention); a
     /// user's command line knows its own models, the first by default.
     #[arg(long, value_name = "NAME", value_parser = super::args::model_name)]
     pub model: Option<ModelName>,
