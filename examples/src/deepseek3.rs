@@ -611,31 +611,13 @@ impl crate::registry::Architecture for DeepSeek3Model {
         line
     }
 
-    fn tokens(c: &DeepSeek3Config) -> crate::registry::Tokens {
-        crate::registry::Tokens {
+    fn shape(c: &mut DeepSeek3Config) -> crate::registry::Shape<'_> {
+        crate::registry::Shape {
             vocab: c.vocab,
-            seq: c.seq,
-            batch_per_device: c.batch_per_device,
+            seq: &mut c.seq,
+            batch_per_device: &mut c.batch_per_device,
+            layers: &mut c.layers,
         }
-    }
-
-    fn with_batch_per_device(c: &DeepSeek3Config, batch_per_device: i64) -> DeepSeek3Config {
-        DeepSeek3Config {
-            batch_per_device,
-            ..*c
-        }
-    }
-
-    fn with_seq(c: &DeepSeek3Config, seq: i64) -> DeepSeek3Config {
-        DeepSeek3Config { seq, ..*c }
-    }
-
-    fn layers(c: &DeepSeek3Config) -> usize {
-        c.layers
-    }
-
-    fn with_layers(c: &DeepSeek3Config, layers: usize) -> DeepSeek3Config {
-        DeepSeek3Config { layers, ..*c }
     }
 
     fn experts(c: &DeepSeek3Config) -> Option<stackscan::cost::ActiveExperts> {

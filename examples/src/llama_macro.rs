@@ -94,30 +94,12 @@ impl crate::registry::Architecture for LlamaModel {
         )
     }
 
-    fn tokens(c: &LlamaConfig) -> crate::registry::Tokens {
-        crate::registry::Tokens {
+    fn shape(c: &mut LlamaConfig) -> crate::registry::Shape<'_> {
+        crate::registry::Shape {
             vocab: c.vocab,
-            seq: c.seq,
-            batch_per_device: c.batch_per_device,
+            seq: &mut c.seq,
+            batch_per_device: &mut c.batch_per_device,
+            layers: &mut c.layers,
         }
-    }
-
-    fn with_batch_per_device(c: &LlamaConfig, batch_per_device: i64) -> LlamaConfig {
-        LlamaConfig {
-            batch_per_device,
-            ..*c
-        }
-    }
-
-    fn with_seq(c: &LlamaConfig, seq: i64) -> LlamaConfig {
-        LlamaConfig { seq, ..*c }
-    }
-
-    fn layers(c: &LlamaConfig) -> usize {
-        c.layers
-    }
-
-    fn with_layers(c: &LlamaConfig, layers: usize) -> LlamaConfig {
-        LlamaConfig { layers, ..*c }
     }
 }

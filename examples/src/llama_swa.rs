@@ -27,7 +27,7 @@ use stackscan::{
 
 use crate::configs::ConfigFile;
 use crate::llama::{Attention, AttentionDims, LlamaConfig, Residual, SwiGlu, lm_loss};
-use crate::registry::{Architecture, Tokens as TokenShape};
+use crate::registry::{Architecture, Shape};
 
 /// Llama's sizes (the TOML table `[llama]`, completed field by field from the base preset's)
 /// and the attention window.
@@ -253,33 +253,13 @@ impl Architecture for LlamaSwaModel {
         )
     }
 
-    fn tokens(c: &SwaConfig) -> TokenShape {
-        TokenShape {
-            vocab: c.llama.vocab,
-            seq: c.llama.seq,
-            batch_per_device: c.llama.batch_per_device,
+    fn shape(c: &mut SwaConfig) -> Shape<'_> {
+        let l = &mut c.llama;
+        Shape {
+            vocab: l.vocab,
+            seq: &mut l.seq,
+            batch_per_device: &mut l.batch_per_device,
+            layers: &mut l.layers,
         }
-    }
-
-    fn with_batch_per_device(c: &SwaConfig, batch_per_device: i64) -> SwaConfig {
-        let llama = LlamaConfig {
-            batch_per_device,
-            ..c.llama
-        };
-        SwaConfig { llama, ..*c }
-    }
-
-    fn with_seq(c: &SwaConfig, seq: i64) -> SwaConfig {
-        let llama = LlamaConfig { seq, ..c.llama };
-        SwaConfig { llama, ..*c }
-    }
-
-    fn layers(c: &SwaConfig) -> usize {
-        c.llama.layers
-    }
-
-    fn with_layers(c: &SwaConfig, layers: usize) -> SwaConfig {
-        let llama = LlamaConfig { layers, ..c.llama };
-        SwaConfig { llama, ..*c }
     }
 }

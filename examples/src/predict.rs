@@ -8,7 +8,7 @@ use stackscan::fsdp::Adam;
 use stackscan::fsdp::StackModel;
 use stackscan::plan::{Plan, PlanOptions};
 use stackscan::sim::{Timeline, simulate};
-use stackscan::{Axis, Result, Scope, TensorType, vjp};
+use stackscan::{Axis, Result, TensorType, vjp};
 
 use crate::hardware::Hardware;
 
@@ -67,16 +67,7 @@ pub fn outer_compute_seconds(
     hardware: &Hardware,
     as_bf16: bool,
 ) -> Result<f64> {
-    let f = Scope::new("outer");
-    let inputs: Vec<_> = model.inputs.iter().map(|i| f.param(i.ty.clone())).collect();
-    let weights: Vec<_> = model
-        .outer_params
-        .iter()
-        .map(|p| f.param(p.full_type()))
-        .collect();
-    let h = (model.pre)(&inputs, &weights)?;
-    let loss = (model.post)(&h, &inputs, &weights)?;
-    let outer = of(&vjp(&f.finish(&[loss])?)?)?;
+    let outer = of(&vjp(&model.outer_function()?)?)?;
     Ok(hardware.compute_seconds(&outer, as_bf16))
 }
 

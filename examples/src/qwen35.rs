@@ -519,31 +519,13 @@ impl crate::registry::Architecture for Qwen35Model {
         )
     }
 
-    fn tokens(c: &Qwen35Config) -> crate::registry::Tokens {
-        crate::registry::Tokens {
+    fn shape(c: &mut Qwen35Config) -> crate::registry::Shape<'_> {
+        crate::registry::Shape {
             vocab: c.vocab,
-            seq: c.seq,
-            batch_per_device: c.batch_per_device,
+            seq: &mut c.seq,
+            batch_per_device: &mut c.batch_per_device,
+            layers: &mut c.layers,
         }
-    }
-
-    fn with_batch_per_device(c: &Qwen35Config, batch_per_device: i64) -> Qwen35Config {
-        Qwen35Config {
-            batch_per_device,
-            ..*c
-        }
-    }
-
-    fn with_seq(c: &Qwen35Config, seq: i64) -> Qwen35Config {
-        Qwen35Config { seq, ..*c }
-    }
-
-    fn layers(c: &Qwen35Config) -> usize {
-        c.layers
-    }
-
-    fn with_layers(c: &Qwen35Config, layers: usize) -> Qwen35Config {
-        Qwen35Config { layers, ..*c }
     }
 
     fn experts(c: &Qwen35Config) -> Option<stackscan::cost::ActiveExperts> {

@@ -55,21 +55,13 @@ pub trait Architecture: 'static {
     fn build(c: &Self::Config) -> Result<(StackModel, PlanOptions)>;
     /// One line saying what `c` is (layers, widths, heads, tokens per device).
     fn describe(c: &Self::Config) -> String;
-    /// The token shape of a training step.
-    fn tokens(c: &Self::Config) -> Tokens;
-    /// `c` with `batch_per_device` sequences per device.
-    fn with_batch_per_device(c: &Self::Config, batch_per_device: i64) -> Self::Config;
-    /// `c` with sequences of `seq` tokens (`bench --seq`).
-    fn with_seq(c: &Self::Config, seq: i64) -> Self::Config;
-    /// Decoder layers: the stack's depth.
-    fn layers(c: &Self::Config) -> usize;
-    /// `c` with `layers` decoder layers (checked against the stack's pattern when built).
-    fn with_layers(c: &Self::Config, layers: usize) -> Self::Config;
+    /// The fields commands resize (`--batch`, `--seq`, `--layers`), borrowed from `c`.
+    fn shape(c: &mut Self::Config) -> Shape<'_>;
 
     /// `(tokens, labels)` of one device's synthetic batch: by default sequences that count
     /// up from a random start by a per-sequence stride ([`crate::llama::synthetic_tokens`]).
     fn synthetic_batch(c: &Self::Config, seed: u64) -> (Vec<i32>, Vec<i32>) {
-        let t = Self::tokens(c);
+        let t = tokens::<Self>(c);
         crate::llama::synthetic_tokens(t.vocab, t.seq, t.batch_per_device, seed)
     }
     /// Routed experts per MoE layer and experts per token, for a model that has them.
@@ -93,6 +85,37 @@ pub trait Architecture: 'static {
     fn active_parameters(_: &Self::Config, _: &StackModel) -> Option<u64> {
         None
     }
+}
+
+/// A config's fields that commands resize, borrowed: `vocab` to read, the rest to set.
+#[derive(Debug)]
+pub struct Shape<'c> {
+    /// Vocabulary size.
+    pub vocab: i64,
+    /// Tokens per sequence.
+    pub seq: &'c mut i64,
+    /// Sequences per device.
+    pub batch_per_device: &'c mut i64,
+    /// Decoder layers: the stack's depth.
+    pub layers: &'c mut usize,
+}
+
+/// The token shape of `c`'s training step.
+fn tokens<A: Architecture + ?Sized>(c: &A::Config) -> Tokens {
+    let mut c = c.clone();
+    let s = A::shape(&mut c);
+    Tokens {
+        vocab: s.vocab,
+        seq: *s.seq,
+        batch_per_device: *s.batch_per_device,
+    }
+}
+
+/// `c` with some of its [`Shape`] fields set by `set`.
+fn reshaped<A: Architecture>(c: &A::Config, set: impl FnOnce(Shape<'_>)) -> ModelConfig {
+    let mut c = c.clone();
+    set(A::shape(&mut c));
+    ModelConfig::new::<A>(c)
 }
 
 /// The token shape of a training step.
@@ -477,22 +500,22 @@ impl<A: Architecture> Erased for Registered<A> {
         A::describe(self.of(c))
     }
     fn tokens(&self, c: &ModelConfig) -> Tokens {
-        A::tokens(self.of(c))
+        tokens::<A>(self.of(c))
     }
     fn with_batch_per_device(&self, c: &ModelConfig, batch: i64) -> ModelConfig {
-        ModelConfig::new::<A>(A::with_batch_per_device(self.of(c), batch))
+        reshaped::<A>(self.of(c), |s| *s.batch_per_device = batch)
     }
     fn with_seq(&self, c: &ModelConfig, seq: i64) -> ModelConfig {
-        ModelConfig::new::<A>(A::with_seq(self.of(c), seq))
+        reshaped::<A>(self.of(c), |s| *s.seq = seq)
     }
     fn to_json(&self, c: &ModelConfig) -> serde_json::Value {
         serde_json::to_value(self.of(c)).unwrap_or(serde_json::Value::Null)
     }
     fn layers(&self, c: &ModelConfig) -> usize {
-        A::layers(self.of(c))
+        *A::shape(&mut self.of(c).clone()).layers
     }
     fn with_layers(&self, c: &ModelConfig, layers: usize) -> ModelConfig {
-        ModelConfig::new::<A>(A::with_layers(self.of(c), layers))
+        reshaped::<A>(self.of(c), |s| *s.layers = layers)
     }
     fn synthetic_batch(&self, c: &ModelConfig, seed: u64) -> (Vec<i32>, Vec<i32>) {
         A::synthetic_batch(self.of(c), seed)

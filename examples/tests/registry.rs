@@ -13,11 +13,9 @@ use stackscan::plan::PlanOptions;
 use stackscan_examples::jobs::{Job, MoeFlags};
 use stackscan_examples::llama::LlamaConfig;
 use stackscan_examples::llama_macro::{LlamaStack, for_config};
-use stackscan_examples::registry::{
-    Architecture, BUILT_IN, ModelConfig, ModelName, Preset, Tokens,
-};
+use stackscan_examples::registry::{Architecture, BUILT_IN, ModelConfig, ModelName, Preset, Shape};
 
-/// A model of the test's own: the declared Llama under another name, at twice the batch.
+/// A model of the test's own: the declared Llama under another name and learning rate.
 struct WideBatchLlama;
 
 impl Architecture for WideBatchLlama {
@@ -34,28 +32,13 @@ impl Architecture for WideBatchLlama {
     fn describe(c: &LlamaConfig) -> String {
         format!("wide-batch Llama of {} layers", c.layers)
     }
-    fn tokens(c: &LlamaConfig) -> Tokens {
-        Tokens {
+    fn shape(c: &mut LlamaConfig) -> Shape<'_> {
+        Shape {
             vocab: c.vocab,
-            seq: c.seq,
-            batch_per_device: 2 * c.batch_per_device,
+            seq: &mut c.seq,
+            batch_per_device: &mut c.batch_per_device,
+            layers: &mut c.layers,
         }
-    }
-    fn with_batch_per_device(c: &LlamaConfig, batch_per_device: i64) -> LlamaConfig {
-        LlamaConfig {
-            batch_per_device,
-            ..*c
-        }
-    }
-    fn with_seq(c: &LlamaConfig, seq: i64) -> LlamaConfig {
-        LlamaConfig { seq, ..*c }
-    }
-
-    fn layers(c: &LlamaConfig) -> usize {
-        c.layers
-    }
-    fn with_layers(c: &LlamaConfig, layers: usize) -> LlamaConfig {
-        LlamaConfig { layers, ..*c }
     }
 }
 
@@ -70,11 +53,22 @@ fn a_model_outside_the_table_gets_the_same_job_from_its_one_impl() {
     let tiny = LlamaConfig::tiny();
     assert_eq!(
         (job.default_lr, job.batch_per_device),
-        (5e-3, 2 * tiny.batch_per_device)
+        (5e-3, tiny.batch_per_device)
     );
     let (tokens, labels) = (job.batch)(7);
-    let per_device = (2 * tiny.batch_per_device * tiny.seq) as usize;
+    let per_device = (tiny.batch_per_device * tiny.seq) as usize;
     assert_eq!((tokens.len(), labels.len()), (per_device, per_device));
+    // The commands resize it through its `shape`.
+    let resized = c.with_batch_per_device(3).with_seq(16).with_layers(6);
+    assert_eq!(
+        (
+            resized.tokens().batch_per_device,
+            resized.tokens().seq,
+            resized.layers()
+        ),
+        (3, 16, 6)
+    );
+    assert_eq!(c.layers(), 4, "resizing makes a new config");
     // The stack `plan` prints is the declared one at the config's depth.
     let (stack, options) = c.with_layers(6).stack().unwrap();
     assert_eq!(stack.len(), 6);

@@ -7,7 +7,7 @@ use stackscan::model::{Layers, ModelForward, stack_model};
 use stackscan::plan::PlanOptions;
 use stackscan::{Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, layer_stack, nn};
 use stackscan_examples::configs::ConfigFile;
-use stackscan_examples::registry::{Architecture, ModelName, Tokens};
+use stackscan_examples::registry::{Architecture, ModelName, Shape};
 
 /// The sizes: data, from the presets below or the TOML file `--config` names.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -182,27 +182,13 @@ impl Architecture for Mine {
             c.layers, c.d_model
         )
     }
-    fn tokens(c: &MyConfig) -> Tokens {
-        Tokens {
+    fn shape(c: &mut MyConfig) -> Shape<'_> {
+        Shape {
             vocab: c.vocab,
-            seq: c.seq,
-            batch_per_device: c.batch_per_device,
+            seq: &mut c.seq,
+            batch_per_device: &mut c.batch_per_device,
+            layers: &mut c.layers,
         }
-    }
-    fn with_batch_per_device(c: &MyConfig, batch_per_device: i64) -> MyConfig {
-        MyConfig {
-            batch_per_device,
-            ..*c
-        }
-    }
-    fn with_seq(c: &MyConfig, seq: i64) -> MyConfig {
-        MyConfig { seq, ..*c }
-    }
-    fn layers(c: &MyConfig) -> usize {
-        c.layers
-    }
-    fn with_layers(c: &MyConfig, layers: usize) -> MyConfig {
-        MyConfig { layers, ..*c }
     }
 }
 

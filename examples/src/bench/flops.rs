@@ -3,7 +3,6 @@
 //! cost model's count of traced graphs, so every model registered is counted the same way.
 
 use serde::Serialize;
-use stackscan::Scope;
 use stackscan::cost::{self, layer_costs};
 use stackscan::fsdp::{StackModel, TrainStep};
 
@@ -62,15 +61,6 @@ fn forward_matrix_flops(model: &StackModel, devices: usize) -> stackscan::Result
         let count = model.stack.layers_of_kind(k);
         flops += count as f64 * cost.forward.matrix_flops.total() as f64;
     }
-    let f = Scope::new("outer_forward");
-    let inputs: Vec<_> = model.inputs.iter().map(|i| f.param(i.ty.clone())).collect();
-    let weights: Vec<_> = model
-        .outer_params
-        .iter()
-        .map(|p| f.param(p.full_type()))
-        .collect();
-    let h = (model.pre)(&inputs, &weights)?;
-    let loss = (model.post)(&h, &inputs, &weights)?;
-    let outer = cost::of(&f.finish(&[loss])?)?;
+    let outer = cost::of(&model.outer_function()?)?;
     Ok(flops + outer.matrix_flops.total() as f64)
 }

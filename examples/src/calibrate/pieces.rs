@@ -104,16 +104,7 @@ pub fn pieces(
             predicted: t.reduce_scatter,
         });
     }
-    let s = Scope::new("outer");
-    let inputs: Vec<_> = model.inputs.iter().map(|i| s.param(i.ty.clone())).collect();
-    let weights: Vec<_> = model
-        .outer_params
-        .iter()
-        .map(|p| s.param(p.full_type()))
-        .collect();
-    let h = (model.pre)(&inputs, &weights)?;
-    let loss = (model.post)(&h, &inputs, &weights)?;
-    let outer = vjp(&s.finish(&[loss])?)?;
+    let outer = vjp(&model.outer_function()?)?;
     let predicted_outer = hardware.compute_seconds(&of(&outer)?, false);
     debug_assert!((predicted_outer - outer_compute_seconds(model, hardware, false)?).abs() < 1e-12);
     out.push(Piece {
