@@ -9,7 +9,7 @@
 use std::io::Write;
 
 use crate::cli::args::RuntimeArgs;
-use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, ProgramForm, plugin};
+use stackscan_runtime::{Client, Mesh, Plugin, ProgramForm, plugin};
 
 const SHARD: usize = 2;
 
@@ -57,7 +57,7 @@ pub fn run(args: &RuntimeArgs, out: &mut dyn Write) -> Result<bool, Box<dyn std:
         "plugin {} (PJRT API {major}.{minor})",
         plugin.path().display()
     )?;
-    let client = Client::new(&plugin, &ClientOptions::cpu(args.devices))?;
+    let client = Client::for_devices(&plugin, args.devices)?;
     let mesh = Mesh::new(&client, "fsdp", args.devices)?;
     let n = mesh.size();
     writeln!(

@@ -598,6 +598,36 @@ fn bad_token_files_are_refused_before_the_plugin_loads() {
     std::fs::remove_dir_all(dir).expect("clean up");
 }
 
+/// The CUDA plugin on a machine without a GPU (`.ci/run` fetches its wheel): the client
+/// every command makes gives it its own options, so it fails only for want of a GPU, not on
+/// the CPU plugins' `cpu_device_count`.
+#[test]
+fn the_cuda_plugin_fails_only_for_want_of_a_gpu() {
+    use stackscan_runtime::plugin;
+    if std::path::Path::new("/dev/nvidia0").exists() {
+        eprintln!("skipped: this machine has an NVIDIA GPU");
+        return;
+    }
+    if let Err(e) = plugin::ensure_installed(&plugin::CUDA, &plugin::cache_dir(), false) {
+        eprintln!("skipped: the `cuda` plugin is not in the cache ({e})");
+        return;
+    }
+    let out = run(
+        "train",
+        &["--plugin", "cuda", "--devices", "1", "--steps", "1"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_default();
+    assert!(
+        error.contains("No visible GPU devices") && !error.contains("option"),
+        "{stderr}"
+    );
+}
+
 /// Every command takes the model as `--model NAME` (`plan` and `params` also as their
 /// positional); `train` takes the token shape as `bench` does.
 #[test]

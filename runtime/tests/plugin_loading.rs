@@ -214,6 +214,37 @@ fn cached_accelerator_plugin(package: plugin::PluginPackage) -> Option<PathBuf> 
     }
 }
 
+/// Every command's client: a CPU plugin exposes exactly the devices asked for, by name or by
+/// a path the loader cannot tell from its name.
+#[test]
+fn a_cpu_client_for_devices_has_exactly_those_devices() {
+    let plugin = Plugin::load(cpu_plugin_path()).unwrap();
+    for n in [1, 3] {
+        assert_eq!(Client::for_devices(&plugin, n).unwrap().devices().len(), n);
+    }
+    assert!(matches!(
+        Client::for_devices(&plugin, 0),
+        Err(Error::DeviceCount { requested: 0, .. })
+    ));
+    run_child("child_renamed_cpu_plugin");
+}
+
+#[test]
+#[ignore = "run in a child process by a_cpu_client_for_devices_has_exactly_those_devices"]
+fn child_renamed_cpu_plugin() {
+    // A copy whose name says nothing: created with its defaults, found to be a CPU plugin,
+    // and made again with the device count (alone in its process: one copy of XLA loaded).
+    let dir = std::env::temp_dir().join(format!("stackscan-renamed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let renamed = dir.join("libplugin.so");
+    std::fs::copy(cpu_plugin_path(), &renamed).unwrap();
+    let plugin = Plugin::load(&renamed).unwrap();
+    let client = Client::for_devices(&plugin, 4).unwrap();
+    assert_eq!((client.platform(), client.devices().len()), ("cpu", 4));
+    drop((client, plugin));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn the_tpu_plugin_without_a_tpu_is_refused_before_it_starts() {
     if Path::new("/dev/accel0").exists() || Path::new("/dev/vfio/0").exists() {
@@ -262,10 +293,20 @@ fn child_cuda_without_gpu() {
         }
         other => other.expect("the CUDA plugin loads without a GPU"),
     };
-    let err = Client::new(&plugin, &ClientOptions::default()).unwrap_err();
+    // The client every command makes: the CUDA plugin gets its own defaults (it refuses the
+    // CPU plugins' `cpu_device_count` by name), so it fails only for want of a GPU.
+    let err = Client::for_devices(&plugin, 1).unwrap_err();
     assert!(
         matches!(err, Error::Pjrt { .. } | Error::DeviceCount { .. }),
         "{err:?}"
     );
+    let message = err.to_string();
+    assert!(!message.contains("option"), "{message}");
+    assert!(message.contains("GPU"), "{message}");
     eprintln!("the CUDA plugin without a GPU: {err}");
+    let refused = Client::new(&plugin, &ClientOptions::cpu(1)).unwrap_err();
+    assert!(
+        refused.to_string().contains("cpu_device_count"),
+        "{refused}"
+    );
 }

@@ -36,7 +36,7 @@ use stackscan::fsdp::{Adam, train_step, with_adam};
 use stackscan::plan::PlanOptions;
 use stackscan::{Axis, Program};
 use stackscan_runtime::train::{HostInput, StepReport, Trainer};
-use stackscan_runtime::{Client, ClientOptions, CompiledMemoryStats, Mesh, Plugin, plugin};
+use stackscan_runtime::{Client, CompiledMemoryStats, Mesh, Plugin, plugin};
 
 pub use flops::{StepFlops, step_flops};
 pub use output::{check_destination, write_json};
@@ -310,7 +310,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
     let devices = usize::from(args.devices);
     let tags = !args.no_scheduling_tags;
     let plugin = Plugin::load(plugin::resolve(&args.plugin)?)?;
-    let client = Client::new(&plugin, &ClientOptions::cpu(devices))?;
+    let client = Client::for_devices(&plugin, devices)?;
     let mesh = Mesh::new(&client, "fsdp", devices)?;
     let axis = Axis {
         name: "fsdp".into(),

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use stackscan_runtime::{Client, ClientOptions, Mesh, Plugin, plugin};
+use stackscan_runtime::{Client, Mesh, Plugin, plugin};
 
 use super::CliError;
 use super::args::device_count;
@@ -49,7 +49,7 @@ pub struct CalibrateArgs {
 /// Runs `calibrate`, its JSON on `out` unless `--out` names a file.
 pub fn run(a: &CalibrateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let plugin = Plugin::load(plugin::resolve("cpu")?)?;
-    let client = Client::new(&plugin, &ClientOptions::cpu(a.devices))?;
+    let client = Client::for_devices(&plugin, a.devices)?;
     let mesh = Mesh::new(&client, "fsdp", a.devices)?;
     let rates = measure(&client, &mesh, 15)?;
     let toml = rates.profile_toml(a.devices);

@@ -13,7 +13,7 @@ use stackscan::plan::PlanOptions;
 use stackscan_runtime::checkpoint::Checkpoint;
 use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
 use stackscan_runtime::train::{HostInput, PendingStep, Progress, Trainer};
-use stackscan_runtime::{Client, ClientOptions, CompileCache, Mesh, Plugin, plugin};
+use stackscan_runtime::{Client, CompileCache, Mesh, Plugin, plugin};
 
 use super::CliError;
 use super::args::{RuntimeArgs, ScheduleArgs, learning_rate};
@@ -238,7 +238,7 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
     let devices = a.runtime.devices;
     let cache = CompileCache::from_env().filter(|_| !a.no_compile_cache);
-    let client = Client::new(&plugin, &ClientOptions::cpu(devices))?.with_compile_cache(cache);
+    let client = Client::for_devices(&plugin, devices)?.with_compile_cache(cache);
     let mesh = Mesh::for_layout(&client, &layout)?;
     writeln!(
         out,

@@ -19,6 +19,13 @@ use stackscan::TensorType;
 /// The CPU plugins' option for the number of virtual devices.
 const CPU_DEVICE_COUNT: &str = "cpu_device_count";
 
+/// Whether the library at `path` is one of XLA's CPU plugins, by its file name.
+fn is_cpu_library(path: &std::path::Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.contains("cpu") && !n.contains("gpu"))
+}
+
 /// The most virtual CPU devices a client may ask for. Each is a thread pool and a device
 /// buffer space of the plugin's; far beyond this the plugin runs out of threads or memory
 /// before it can report why.
@@ -156,6 +163,43 @@ impl Drop for ClientInner {
 }
 
 impl Client {
+    /// A client of `plugin` for `devices` devices, its create options chosen by platform, so
+    /// one binary runs on any plugin:
+    ///
+    /// - a CPU plugin exposes exactly `devices` virtual devices (`cpu_device_count`, the one
+    ///   option XLA's CPU plugins take and the others refuse by name);
+    /// - an accelerator plugin (CUDA, TPU, another) keeps its own defaults, and must have at
+    ///   least `devices` devices ([`Error::DeviceCount`] says how many it has); meshes take
+    ///   the first `devices` ([`Mesh::new`](crate::Mesh::new)).
+    ///
+    /// A plugin is known to be a CPU one by its library's name (XLA's `xla_cpu_pjrt.so`,
+    /// `pjrt_c_api_cpu_plugin.so`); any other is first created with its defaults, and made
+    /// again with the device count if it says its platform is `cpu`.
+    pub fn for_devices(plugin: &Plugin, devices: usize) -> Result<Client> {
+        if devices == 0 {
+            return Err(Error::DeviceCount {
+                requested: 0,
+                available: 0,
+            });
+        }
+        if is_cpu_library(plugin.path()) {
+            return Client::new(plugin, &ClientOptions::cpu(devices));
+        }
+        let client = Client::new(plugin, &ClientOptions::default())?;
+        if client.platform() == "cpu" && client.devices().len() != devices {
+            drop(client);
+            return Client::new(plugin, &ClientOptions::cpu(devices));
+        }
+        let available = client.devices().len();
+        if available < devices {
+            return Err(Error::DeviceCount {
+                requested: devices,
+                available,
+            });
+        }
+        Ok(client)
+    }
+
     /// Creates a client of `plugin` with the given create options.
     pub fn new(plugin: &Plugin, options: &ClientOptions) -> Result<Client> {
         options.validate()?;
