@@ -89,6 +89,7 @@ impl Op {
 
 /// Elementwise functions of one operand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum UnaryOp {
     /// `-x`
     Neg,
@@ -118,6 +119,7 @@ pub enum UnaryOp {
 
 /// Elementwise functions of two operands of equal type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum BinaryOp {
     /// `a + b`
     Add,
@@ -137,6 +139,7 @@ pub enum BinaryOp {
 
 /// Comparison directions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Comparison {
     /// `==`
     Eq,
@@ -154,6 +157,7 @@ pub enum Comparison {
 
 /// Reductions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ReduceKind {
     /// Sum.
     Sum,
@@ -261,6 +265,7 @@ impl Literal {
 /// exhaustive `match` each, so adding an op is one variant, one family entry and one arm in
 /// each dispatcher.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Op {
     /// A constant: one value (splat) or one per element.
     Constant(Literal),

@@ -65,6 +65,7 @@ fn check_groups(stack: &Stack, o: PlanOptions, pass: &Pass) -> Result<(), TestCa
                 prop_assert_eq!(trips, n);
                 prop_assert!(n >= 2);
             }
+            other => prop_assert!(false, "a loop form this test does not know: {:?}", other),
         }
         Ok(())
     };
@@ -90,6 +91,7 @@ fn check_groups(stack: &Stack, o: PlanOptions, pass: &Pass) -> Result<(), TestCa
                     }
                 }
             }
+            other => prop_assert!(false, "a segment this test does not know: {:?}", other),
         }
     }
     Ok(())
@@ -310,6 +312,7 @@ fn planned_loops(stack: &Stack, pass: &Pass) -> (Vec<Loop>, usize) {
                 leaf(1, &g.layers[..1], false),
                 leaf(trips, &g.layers[1..3], false),
             ],
+            other => panic!("a loop form this test does not know: {other:?}"),
         };
         let front = loops.iter().map(|(_, f)| f).sum();
         (loops.into_iter().map(|(l, _)| l).collect(), front)
@@ -337,6 +340,7 @@ fn planned_loops(stack: &Stack, pass: &Pass) -> (Vec<Loop>, usize) {
                     inner,
                 });
             }
+            other => panic!("a segment this test does not know: {other:?}"),
         }
     }
     (loops, outside)

@@ -123,6 +123,7 @@ fn group_loops(form: LoopForm, sig: Signature) -> Vec<Expected> {
             });
             v
         }
+        other => panic!("a loop form this test does not know: {other:?}"),
     }
 }
 
@@ -214,6 +215,7 @@ fn check_pass(
                 assert_eq!(i, inner.len(), "block loop holds only its groups' loops");
                 at += 1;
             }
+            other => panic!("a segment this test does not know: {other:?}"),
         }
     }
     at

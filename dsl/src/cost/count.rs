@@ -94,6 +94,7 @@ pub fn side_bucket(side: u64) -> usize {
 /// The kinds of collective, each with its own bytes-moved formula and, on a pod, possibly
 /// its own lane (FSDP gathers on one core, token exchanges on another).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Collective {
     /// `all_gather`.
     AllGather,

@@ -78,6 +78,7 @@ impl PlanOptions {
 
 /// Forward (ascending layers) or backward (descending).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Direction {
     /// Layers 0, 1, …
     Forward,
@@ -87,6 +88,7 @@ pub enum Direction {
 
 /// How a group's steps become a loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LoopForm {
     /// One step in a single-trip loop (its carry differs from its neighbours').
     Peeled,
@@ -106,6 +108,7 @@ pub enum LoopForm {
 
 /// Where the weights a step runs on come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum WeightSource {
     /// In the carry: the previous step gathered them (or, for a pass's first step, the
     /// prologue before the pass's first loop).
@@ -116,6 +119,7 @@ pub enum WeightSource {
 
 /// What a step does with the unreduced weight gradient it computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum OwnGradient {
     /// None is computed (forward).
     Absent,
@@ -158,6 +162,7 @@ pub struct Group {
 
 /// A part of a pass: one group, or an outer loop over repeated blocks.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Segment {
     /// A group of steps.
     Group(Group),

@@ -4,6 +4,7 @@ use super::schedule::{OwnGradient, Pass, Plan, Segment, Signature, WeightSource}
 
 /// A buffer a step holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Buffer {
     /// A layer's all-gathered weights.
     Gathered(usize),
