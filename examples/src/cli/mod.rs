@@ -59,20 +59,32 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Train a tiny model on CPU devices with FSDP prefetch (the main job).
+    #[command(
+        after_help = "Example: stackscan train --model deepseek3 --devices 8 --ep 4 --steps 100 --metrics m.jsonl"
+    )]
     Train(TrainArgs),
     /// Print the forward and backward schedule of a declared stack (full size, or `--config`'s).
     Plan(PlanArgs),
     /// List a model's parameters (full size, or `--config`'s): hierarchical names, copies,
     /// shapes, shards.
+    #[command(after_help = "Example: stackscan params --model qwen35 --config tiny")]
     Params(ParamsArgs),
     /// Measure the training step against this machine's matmul peak: MFU, tokens/s, host
     /// overhead, compiled memory and compile times, as JSON.
+    #[command(
+        after_help = "Example: stackscan bench --model llama --layers 8 --options off,deferred --out bench.json"
+    )]
     Bench(BenchCommand),
     /// Measure this CPU as a hardware profile and check its predicted step times (JSON).
+    #[command(after_help = "Example: stackscan calibrate --profile cpu.toml --out check.json")]
     Calibrate(CalibrateArgs),
     /// Predict a training step on a hardware profile and draw its timelines.
+    #[command(
+        after_help = "Example: stackscan timeline --model deepseek3 --hardware tpu7x --chips 64 --ep 4 --out timelines"
+    )]
     Timeline(TimelineArgs),
     /// Run one all-gather + reduce-scatter on N devices and check it on the host.
+    #[command(after_help = "Example: stackscan collectives --devices 8")]
     Collectives(RuntimeArgs),
 }
 
@@ -202,6 +214,31 @@ pub fn main_with(
             // first line is the error, the rest its advice.
             let _ = writeln!(err, "error: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::Cli;
+
+    /// Every command's help ends with an example, and the example parses.
+    #[test]
+    fn every_help_example_parses() {
+        let cli = Cli::command();
+        for sub in cli.get_subcommands() {
+            let help = sub
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            let example = help
+                .lines()
+                .find_map(|l| l.strip_prefix("Example: "))
+                .unwrap_or_else(|| panic!("`{}` --help has no example", sub.get_name()));
+            let parsed = Cli::try_parse_from(example.split_whitespace());
+            assert!(parsed.is_ok(), "{example}: {:?}", parsed.err());
         }
     }
 }

@@ -27,7 +27,9 @@ How to read a plan (MaxText's notation):
                group's prefetched weights or deferred gradient, so it cannot share the
                double-buffered loop
   {…} × n      the groups inside the braces as an outer loop of n trips (a block of several
-               kinds repeated); the last block follows, peeled out of it";
+               kinds repeated); the last block follows, peeled out of it
+
+Example: stackscan plan --model qwen35 --no-defer --predict --hardware tpu7x --chips 64";
 
 /// Arguments of `plan`.
 #[derive(Clone, Debug, Args)]
