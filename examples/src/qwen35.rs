@@ -78,6 +78,10 @@ pub struct Qwen35Config {
     pub direct_token_gather: bool,
     /// See [`DispatchOptions::dlhs_transpose_rhs`](crate::moe::DispatchOptions).
     pub dlhs_transpose_rhs: bool,
+    /// The expert-parallel mesh ([`Qwen35Config::with_expert_parallel`]); not a size, so no
+    /// file sets it.
+    #[serde(skip)]
+    pub expert_mesh: crate::moe::ExpertMesh,
 }
 
 /// The router loss's coefficient where a config says none: `transformers`' default
@@ -131,6 +135,7 @@ impl Qwen35Config {
             },
             direct_token_gather: false,
             dlhs_transpose_rhs: false,
+            expert_mesh: crate::moe::ExpertMesh::OFF,
         }
     }
 
@@ -156,6 +161,7 @@ impl Qwen35Config {
             attention: AttentionConfig::tiny(),
             direct_token_gather: false,
             dlhs_transpose_rhs: false,
+            expert_mesh: crate::moe::ExpertMesh::OFF,
         }
     }
 
@@ -182,6 +188,7 @@ impl Qwen35Config {
             attention: AttentionConfig::qwen35_35b_a3b(),
             direct_token_gather: false,
             dlhs_transpose_rhs: false,
+            expert_mesh: crate::moe::ExpertMesh::OFF,
         }
     }
 
@@ -211,6 +218,17 @@ impl Qwen35Config {
         }
     }
 
+    /// This config with its routed experts split over an `fsdp × expert` mesh of `devices`
+    /// devices, `ep` along `expert` (`ep` must divide the devices, and the experts `ep`): each
+    /// expert rank keeps its experts, gathered over `fsdp` only, and tokens travel to them by
+    /// `all_to_all` over `expert`, as DeepSeek-V3's do.
+    pub fn with_expert_parallel(self, devices: usize, ep: usize) -> Result<Self> {
+        Ok(Qwen35Config {
+            expert_mesh: crate::moe::ExpertMesh::new(devices, ep, self.experts)?,
+            ..self
+        })
+    }
+
     /// The MoE's routing and dispatch: softmax top-k renormalised, a gated shared expert.
     pub const fn moe(&self) -> MoeConfig {
         MoeConfig {
@@ -224,7 +242,7 @@ impl Qwen35Config {
             aux_loss_coef: self.router_aux_loss_coef,
             direct_token_gather: self.direct_token_gather,
             dlhs_transpose_rhs: self.dlhs_transpose_rhs,
-            expert_mesh: crate::moe::ExpertMesh::OFF,
+            expert_mesh: self.expert_mesh,
             gated_shared: true,
         }
     }
@@ -427,8 +445,30 @@ pub fn model<S: LayerStack<Config = Qwen35Config> + 'static>(
 pub fn declared<S: LayerStack<Config = Qwen35Config> + 'static>(
     c: &Qwen35Config,
 ) -> Result<(StackModel, PlanOptions)> {
-    stack_model::<Qwen35<Tensor, S>>(c)
+    let (mut m, options) = stack_model::<Qwen35<Tensor, S>>(c)?;
+    if c.expert_mesh.is_parallel() {
+        // Each expert rank keeps its own experts: their banks are gathered over `fsdp` only.
+        let fsdp = c.expert_mesh.fsdp_axis();
+        let mut found = 0;
+        for p in m.kinds.iter_mut().flat_map(|k| k.params.iter_mut()) {
+            if p.name.starts_with(EXPERT_BANKS) {
+                *p = p.clone().gathered_over(fsdp.clone());
+                found += 1;
+            }
+        }
+        if found == 0 {
+            return Err(Error::InvalidOp {
+                op: "qwen35",
+                message: format!("expert parallelism found no expert banks `{EXPERT_BANKS}*`"),
+            });
+        }
+    }
+    Ok((m, options))
 }
+
+/// The prefix, inside a layer, of the parameters stacked over experts (`[E, …]`): the
+/// [`GatedMoe`]'s `experts` module.
+pub const EXPERT_BANKS: &str = "moe.experts.";
 
 /// The declared model for a config loaded by name or path; a depth the block pattern cannot
 /// hold is the typed error naming the field.
@@ -499,7 +539,7 @@ impl crate::registry::Architecture for Qwen35Model {
     }
 
     fn describe(c: &Qwen35Config) -> String {
-        format!(
+        let mut line = format!(
             "Qwen3.5-style hybrid (declared with the macros): {} layers of [GDN, GDN, GDN, attention], d {}, GDN {}/{} heads × {}, attention {}/{} heads × {}, {} experts top-{} of width {} + a gated shared expert of {}, vocab {}; {} × {} tokens per device",
             c.layers,
             c.d_model,
@@ -516,7 +556,14 @@ impl crate::registry::Architecture for Qwen35Model {
             c.vocab,
             c.batch_per_device,
             c.seq
-        )
+        );
+        if c.expert_mesh.is_parallel() {
+            line.push_str(&format!(
+                "; expert parallel: fsdp {} × expert {}",
+                c.expert_mesh.fsdp, c.expert_mesh.expert
+            ));
+        }
+        line
     }
 
     fn shape(c: &mut Qwen35Config) -> crate::registry::Shape<'_> {
@@ -545,5 +592,16 @@ impl crate::registry::Architecture for Qwen35Model {
 
     fn active_parameters(c: &Qwen35Config, m: &StackModel) -> Option<u64> {
         Some(active_parameters(c, m))
+    }
+
+    fn expert_parallel(
+        c: &Qwen35Config,
+        devices: usize,
+        ep: usize,
+    ) -> Option<Result<(Qwen35Config, stackscan::Mesh)>> {
+        Some(c.with_expert_parallel(devices, ep).and_then(|c| {
+            let mesh = c.expert_mesh.mesh()?;
+            Ok((c, mesh))
+        }))
     }
 }

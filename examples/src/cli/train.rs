@@ -53,7 +53,7 @@ pub struct TrainArgs {
     /// Schedule flags.
     #[command(flatten)]
     pub schedule: ScheduleArgs,
-    /// Expert parallelism (deepseek3): an `fsdp × expert` mesh of devices/N × N, experts
+    /// Expert parallelism (deepseek3, qwen35): an `fsdp × expert` mesh of devices/N × N, experts
     /// split over `expert`, tokens exchanged with all_to_all. N must divide the devices, and
     /// the devices the experts.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N", allow_negative_numbers = true)]

@@ -614,6 +614,7 @@ fn qwen35(f: &Fields) -> Result<Qwen35Config> {
         )?,
         direct_token_gather: false,
         dlhs_transpose_rhs: false,
+        expert_mesh: crate::moe::ExpertMesh::OFF,
         gdn,
         attention,
     })
