@@ -114,7 +114,7 @@ impl TrainProgress {
         let rate = s.tokens as f64 / s.seconds.max(1e-9);
         let mut msg = format!("loss {:.4}", s.loss);
         for (name, value) in &s.aux {
-            msg.push_str(&format!(" | {name} {value:.4}"));
+            msg.push_str(&format!(" | {name} {}", short(*value)));
         }
         msg.push_str(&format!(
             " | {} tok/s | {:.3} s/step",
@@ -174,6 +174,16 @@ fn thousands(x: f64) -> String {
         out.push(c);
     }
     out
+}
+
+/// A value in four decimals, or in three significant figures when that would show none of
+/// it (a learning rate of `1.000e-4`).
+fn short(v: f32) -> String {
+    if v != 0.0 && v.abs() < 0.01 {
+        format!("{v:.3e}")
+    } else {
+        format!("{v:.4}")
+    }
 }
 
 #[cfg(test)]

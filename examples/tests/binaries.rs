@@ -628,6 +628,26 @@ fn the_cuda_plugin_fails_only_for_want_of_a_gpu() {
     );
 }
 
+/// A run that trains succeeds; `--expect-loss-fall` makes a loss that did not fall a failure.
+/// At a learning rate of 3 the tiny Llama diverges.
+#[test]
+fn the_loss_fell_check_is_asked_for() {
+    let still = ["--steps", "6", "--lr", "3", "--quiet"];
+    succeeds("train", &still);
+    let mut expect = still.to_vec();
+    expect.push("--expect-loss-fall");
+    let out = run("train", &expect);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("did not fall"), "{stderr}");
+    fails(
+        "train",
+        &["--weight-decay", "-1", "--steps", "1"],
+        2,
+        &["weight_decay"],
+    );
+}
+
 /// Every command takes the model as `--model NAME` (`plan` and `params` also as their
 /// positional); `train` takes the token shape as `bench` does.
 #[test]

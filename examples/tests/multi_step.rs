@@ -74,6 +74,9 @@ const ADAM: Adam = Adam {
     beta1: 0.9,
     beta2: 0.95,
     eps: 1e-3,
+    weight_decay: 0.0,
+    schedule: stackscan::fsdp::Schedule::Constant,
+    clip_grad_norm: None,
 };
 
 /// The example models, each at a small config.

@@ -138,6 +138,7 @@ impl Trainer {
         let n = mesh.size();
         let step = train_step_on(model, options, mesh.layout())?;
         let program = with_adam(&step, adam)?;
+        let aux = stackscan::fsdp::adam_outputs(&step);
         let started = Instant::now();
         let exe = client.compile_program(&program, mesh)?;
         let compile_seconds = started.elapsed().as_secs_f64();
@@ -178,7 +179,7 @@ impl Trainer {
             exe,
             plan: step.plan,
             inputs: model.inputs.clone(),
-            aux: step.aux,
+            aux,
             state,
             params: checkpoint::name_slots(model, params),
             weights: specs.len(),

@@ -49,7 +49,7 @@ pub use listing::NamedParam;
 pub use model::{
     Init, InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel, Update,
 };
-pub use optimizer::{Adam, with_adam};
+pub use optimizer::{Adam, OPTIMIZER_OUTPUTS, Schedule, adam_outputs, decays, with_adam};
 pub use reference::reference_step;
 pub use step::{
     GradientReduction, TrainStep, train_step, train_step_on, train_step_on_with, train_step_with,

@@ -42,6 +42,10 @@ pub struct TrainStep {
     pub aux: Vec<AuxOutput>,
     /// How the optimizer moves each weight, in the parameters' order.
     pub updates: Vec<Update>,
+    /// Each weight's name, in the parameters' order (what weight decay's mask reads).
+    pub names: Vec<String>,
+    /// Each weight's rank (its full shape's dimensions), in the parameters' order.
+    pub ranks: Vec<usize>,
     /// The plan it was lowered from.
     pub plan: Plan,
     /// Devices of the mesh.
@@ -129,6 +133,12 @@ pub fn train_step_on_with(
         inputs: model.inputs.len(),
         aux,
         updates: model.weights().iter().map(|(p, _)| p.update).collect(),
+        names: model
+            .weights()
+            .iter()
+            .map(|(p, _)| p.name.clone())
+            .collect(),
+        ranks: model.weights().iter().map(|(p, _)| p.shape.len()).collect(),
     })
 }
 

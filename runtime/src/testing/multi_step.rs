@@ -80,6 +80,8 @@ pub struct Reference {
     inputs: usize,
     /// Each weight's update rule, in the step's weight order.
     updates: Vec<Update>,
+    /// Whether each weight decays under AdamW ([`stackscan::fsdp::decays`]).
+    decay: Vec<bool>,
 }
 
 impl Reference {
@@ -88,6 +90,11 @@ impl Reference {
         let f = reference_step(whole, 1).expect("the reference step lowers");
         Reference {
             updates: whole.weights().iter().map(|(p, _)| p.update).collect(),
+            decay: whole
+                .weights()
+                .iter()
+                .map(|(p, _)| stackscan::fsdp::decays(&p.name, p.shape.len()))
+                .collect(),
             arg_types: f.param_types(),
             exe: Compiled::new(client, &f),
             inputs: whole.inputs.len(),
@@ -151,6 +158,16 @@ impl Reference {
             let t = (k + 1) as f64;
             let bias1 = 1.0 - adam.beta1.powf(t);
             let bias2 = 1.0 - adam.beta2.powf(t);
+            let lr = adam.schedule.at(adam.lr, (k + 1) as u64);
+            // Global-norm clipping over the Adam-trained gradients.
+            let trained = grads
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| !matches!(self.updates.get(*j), Some(Update::SignDescent { .. })))
+                .flat_map(|(_, g)| g.iter());
+            let scale = adam
+                .clip_grad_norm
+                .map_or(1.0, |c| (c / (norm(trained) + 1e-6)).min(1.0));
             for (j, (((w, g), m), v)) in weights
                 .iter_mut()
                 .zip(&grads)
@@ -165,11 +182,17 @@ impl Reference {
                     }
                     continue;
                 }
+                let decay = if self.decay.get(j).copied().unwrap_or(false) {
+                    adam.weight_decay
+                } else {
+                    0.0
+                };
                 for i in 0..w.len() {
-                    m[i] = adam.beta1 * m[i] + (1.0 - adam.beta1) * g[i];
-                    v[i] = adam.beta2 * v[i] + (1.0 - adam.beta2) * g[i] * g[i];
+                    let g = g[i] * scale;
+                    m[i] = adam.beta1 * m[i] + (1.0 - adam.beta1) * g;
+                    v[i] = adam.beta2 * v[i] + (1.0 - adam.beta2) * g * g;
                     let update = (m[i] / bias1) / ((v[i] / bias2).sqrt() + adam.eps);
-                    w[i] -= adam.lr * update;
+                    w[i] -= lr * (update + decay * w[i]);
                 }
             }
         }

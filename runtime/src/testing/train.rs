@@ -13,6 +13,9 @@ pub const ADAM: Adam = Adam {
     beta1: 0.9,
     beta2: 0.95,
     eps: 1e-8,
+    weight_decay: 0.0,
+    schedule: stackscan::fsdp::Schedule::Constant,
+    clip_grad_norm: None,
 };
 
 /// One step's batch: for each of `devices`, `inputs` f32 inputs of `len` values each, in
