@@ -81,52 +81,47 @@ impl Schedule {
     /// The learning rate at step `t` (1-based) for peak `lr`, in f64: what the program
     /// computes in f32 on the devices.
     pub fn at(&self, lr: f64, t: u64) -> f64 {
+        let Some((warmup, total, min_lr, cosine)) = self.parts() else {
+            return lr;
+        };
         let t = t as f64;
+        let warm = if warmup == 0 {
+            1.0
+        } else {
+            (t / warmup as f64).min(1.0)
+        };
+        let span = total.saturating_sub(warmup).max(1) as f64;
+        let p = ((t - warmup as f64) / span).clamp(0.0, 1.0);
+        let decayed = if cosine {
+            min_lr + (lr - min_lr) * 0.5 * (1.0 + (std::f64::consts::PI * p).cos())
+        } else {
+            lr - (lr - min_lr) * p
+        };
+        decayed * warm
+    }
+
+    /// `(warmup, total, min_lr, cosine)` of a decaying schedule; `None` for a constant one.
+    fn parts(&self) -> Option<(u64, u64, f64, bool)> {
         match *self {
-            Schedule::Constant => lr,
+            Schedule::Constant => None,
             Schedule::Cosine {
                 warmup,
                 total,
                 min_lr,
-            }
-            | Schedule::Linear {
+            } => Some((warmup, total, min_lr, true)),
+            Schedule::Linear {
                 warmup,
                 total,
                 min_lr,
-            } => {
-                let warm = if warmup == 0 {
-                    1.0
-                } else {
-                    (t / warmup as f64).min(1.0)
-                };
-                let span = total.saturating_sub(warmup).max(1) as f64;
-                let p = ((t - warmup as f64) / span).clamp(0.0, 1.0);
-                let decayed = match self {
-                    Schedule::Cosine { .. } => {
-                        min_lr + (lr - min_lr) * 0.5 * (1.0 + (std::f64::consts::PI * p).cos())
-                    }
-                    _ => lr - (lr - min_lr) * p,
-                };
-                decayed * warm
-            }
+            } => Some((warmup, total, min_lr, false)),
         }
     }
 
     /// The program's `f32[]` learning rate at the step count `t` (an `f32[]`).
     fn on_device(&self, s: &Scope, lr: f64, t: &Tensor) -> Result<Tensor> {
         let c = |x: f64| s.scalar(x, DType::F32);
-        let (warmup, total, min_lr, cosine) = match *self {
-            Schedule::Constant => return c(lr),
-            Schedule::Cosine {
-                warmup,
-                total,
-                min_lr,
-            } => (warmup, total, min_lr, true),
-            Schedule::Linear {
-                warmup,
-                total,
-                min_lr,
-            } => (warmup, total, min_lr, false),
+        let Some((warmup, total, min_lr, cosine)) = self.parts() else {
+            return c(lr);
         };
         let warm = if warmup == 0 {
             c(1.0)?
@@ -152,18 +147,8 @@ impl Schedule {
     }
 
     fn validate(&self, lr: f64) -> Result<()> {
-        let (warmup, total, min_lr) = match *self {
-            Schedule::Constant => return Ok(()),
-            Schedule::Cosine {
-                warmup,
-                total,
-                min_lr,
-            }
-            | Schedule::Linear {
-                warmup,
-                total,
-                min_lr,
-            } => (warmup, total, min_lr),
+        let Some((warmup, total, min_lr, _)) = self.parts() else {
+            return Ok(());
         };
         let reject = |field, value, expected| {
             Err(Error::InvalidHyperParameter {
