@@ -10,7 +10,7 @@
 use stackscan::plan::PlanOptions;
 use stackscan_examples::calibrate::pieces;
 use stackscan_examples::hardware::Hardware;
-use stackscan_examples::llama::{LlamaConfig, model};
+use stackscan_examples::llama::LlamaConfig;
 use stackscan_examples::predict::{optimizer_seconds, predict};
 use stackscan_runtime::Mesh;
 use stackscan_runtime::testing as common;
@@ -53,4 +53,9 @@ fn every_piece_runs_beside_its_prediction() {
     assert_eq!(rows[6].predicted, optimizer_seconds(&m, &hw, 2).unwrap());
     // The pieces a prediction is made of add up to it: the two halves of the step.
     assert!((rows[5].predicted + rows[6].predicted - step).abs() < 1e-12 * step);
+}
+
+/// The declared Llama at `c`, as the run-time model.
+fn model(c: &LlamaConfig) -> stackscan::Result<stackscan::fsdp::StackModel> {
+    Ok(stackscan_examples::llama_macro::for_config(c)?.0)
 }

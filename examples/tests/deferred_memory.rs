@@ -11,7 +11,8 @@ use stackscan_runtime::testing as common;
 
 use stackscan::fsdp::Adam;
 use stackscan::plan::PlanOptions;
-use stackscan_examples::llama::{self, LlamaConfig};
+use stackscan_examples::llama::LlamaConfig;
+use stackscan_examples::llama_macro;
 use stackscan_runtime::Mesh;
 use stackscan_runtime::train::Trainer;
 
@@ -19,7 +20,8 @@ const DEVICES: usize = 4;
 
 /// Bytes of one decoder layer's gradient before it is reduced: every parameter at full size.
 fn layer_gradient_bytes(c: &LlamaConfig) -> i64 {
-    llama::layer_params(c)
+    llama_macro::for_config(c).unwrap().0.kinds[0]
+        .params
         .iter()
         .map(|p| p.full_type().dims.iter().product::<i64>() * 4)
         .sum()
@@ -33,7 +35,7 @@ fn temp(layers: usize, options: PlanOptions) -> i64 {
         layers,
         ..LlamaConfig::tiny()
     };
-    let m = llama::model(&c).unwrap();
+    let m = llama_macro::for_config(&c).unwrap().0;
     let t = Trainer::new(&client, &mesh, &m, options, Adam::default(), 1).unwrap();
     t.memory_stats().unwrap().temp
 }

@@ -74,13 +74,14 @@ fn check_donated_state(plugin: &Plugin) {
     let state = 3 * weight_bytes_per_device(&m) + 4;
     assert_eq!(stats.alias, state, "{stats:?}");
     // What is left of the arguments is the batch (x and y, 16 f32 each); of the outputs, the
-    // loss and the `applied` flag, and the output tuple's table of pointers (8 bytes per
-    // result), which XLA counts as output.
+    // loss and the `applied` flag, the optimizer's learning rate and gradient norm, and the
+    // output tuple's table of pointers (8 bytes per result), which XLA counts as output.
     assert_eq!(stats.arguments - stats.alias, 2 * 16 * 4, "{stats:?}");
-    let results = 2 + 3 * m.weights().len() as i64 + 1;
+    let reported = stackscan::fsdp::OPTIMIZER_OUTPUTS.len() as i64;
+    let results = 2 + 3 * m.weights().len() as i64 + 1 + reported;
     assert_eq!(
         stats.outputs - stats.alias,
-        4 + 4 + 8 * results,
+        4 + 4 + 4 * reported + 8 * results,
         "{stats:?}"
     );
     let run = losses(&mut t, 4);

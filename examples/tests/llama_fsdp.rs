@@ -12,7 +12,7 @@ use stackscan_runtime::testing as common;
 use common::fsdp::{check_every_option_set, fixture};
 use common::graph::{Arg, Data};
 use stackscan::{DType, TensorType};
-use stackscan_examples::llama::{LlamaConfig, model, synthetic_batch};
+use stackscan_examples::llama::{LlamaConfig, synthetic_batch};
 
 /// Small enough to compile 24 variants quickly; the structure of the tiny config.
 fn config(batch_per_device: i64) -> LlamaConfig {
@@ -55,4 +55,9 @@ fn llama_step_equals_reference_for_every_option_set_and_device_count() {
             d.normwise, d.elementwise
         );
     }
+}
+
+/// The declared Llama at `c`, as the run-time model.
+fn model(c: &LlamaConfig) -> stackscan::Result<stackscan::fsdp::StackModel> {
+    Ok(stackscan_examples::llama_macro::for_config(c)?.0)
 }

@@ -13,13 +13,15 @@
 use stackscan::fsdp::{StackModel, reference_step, train_step};
 use stackscan::plan::{Plan, PlanOptions};
 use stackscan::{Axis, LayerStack, Program};
+mod hand_llama;
+
 use stackscan_examples::llama::{self, LlamaConfig};
 use stackscan_examples::llama_macro::{self, LlamaStack};
 
 #[test]
 fn macro_llama_declares_the_hand_built_model() {
     for c in [LlamaConfig::tiny(), LlamaConfig::llama3_8b()] {
-        let hand = llama::model(&c).unwrap();
+        let hand = hand_llama::model(&c).unwrap();
         // One stack type at both depths: the depth is the config's.
         let generated = llama_macro::model::<LlamaStack>(&c).unwrap();
         assert_eq!(generated.stack, hand.stack);
@@ -36,7 +38,7 @@ fn macro_llama_declares_the_hand_built_model() {
         );
         assert!(names.contains(&"layers.mlp.w_down".to_owned()), "{names:?}");
     }
-    let stack = llama::model(&LlamaConfig::llama3_8b()).unwrap().stack;
+    let stack = hand_llama::model(&LlamaConfig::llama3_8b()).unwrap().stack;
     let plan = Plan::new(&stack, PlanOptions::prefetch_deferred()).unwrap();
     assert_eq!(
         LlamaStack::plan_notation(&LlamaConfig::llama3_8b()).unwrap(),
@@ -53,7 +55,7 @@ fn macro_llama_lowers_to_the_hand_built_program() {
         seq: 8,
         ..LlamaConfig::tiny()
     };
-    let hand = llama::model(&c).unwrap();
+    let hand = hand_llama::model(&c).unwrap();
     let generated = llama_macro::model::<LlamaStack>(&c).unwrap();
     let reference = |m: &StackModel| Program::new(reference_step(m, 1).unwrap()).emit().unwrap();
     assert_eq!(reference(&generated), reference(&hand));
@@ -124,7 +126,7 @@ fn macro_llama_trains_like_the_hand_built_model_on_1_2_4_devices() {
     ];
     for n in [1, 2, 4] {
         let c = small((max / n) as i64);
-        let hand = llama::model(&c).unwrap();
+        let hand = hand_llama::model(&c).unwrap();
         let generated = llama_macro::model::<LlamaStack>(&c).unwrap();
         assert_eq!(
             LlamaStack::plan(&c).unwrap(),

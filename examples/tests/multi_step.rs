@@ -36,7 +36,8 @@ use stackscan::layer_stack;
 use stackscan::plan::PlanOptions;
 use stackscan_examples::deepseek3::{self, DeepSeek3Config, Dense, MoeLayer};
 use stackscan_examples::gdn_layer::GdnForm;
-use stackscan_examples::llama::{self, LlamaConfig, synthetic_tokens};
+use stackscan_examples::llama::{LlamaConfig, synthetic_tokens};
+use stackscan_examples::llama_macro::LlamaStack;
 use stackscan_examples::qwen35::{self, Qwen35Config, Qwen35Stack};
 use stackscan_runtime::checkpoint::Checkpoint;
 use stackscan_runtime::testing::graph::Data;
@@ -94,7 +95,7 @@ impl Model {
     fn build(self, rows: usize) -> StackModel {
         let rows = rows as i64;
         match self {
-            Model::Llama => llama::model(&LlamaConfig {
+            Model::Llama => stackscan_examples::llama_macro::model::<LlamaStack>(&LlamaConfig {
                 vocab: 64,
                 d_model: 32,
                 layers: 3,

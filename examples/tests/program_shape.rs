@@ -12,7 +12,7 @@ use stackscan::Axis;
 use stackscan::fsdp::train_step;
 use stackscan::ir::{Function, Op};
 use stackscan::plan::PlanOptions;
-use stackscan_examples::llama::{LlamaConfig, model};
+use stackscan_examples::llama::LlamaConfig;
 use stackscan_runtime::Mesh;
 
 fn config(layers: usize) -> LlamaConfig {
@@ -133,4 +133,9 @@ fn compiled_temp_memory_grows_only_by_the_saved_layer_inputs() {
             t32 - t4
         );
     }
+}
+
+/// The declared Llama at `c`, as the run-time model.
+fn model(c: &LlamaConfig) -> stackscan::Result<stackscan::fsdp::StackModel> {
+    Ok(stackscan_examples::llama_macro::for_config(c)?.0)
 }
