@@ -70,6 +70,13 @@ impl MetricsFile {
         &self.path
     }
 
+    /// Writes one line of any other kind (an evaluation's) and flushes it.
+    pub fn write_value(&mut self, v: &serde_json::Value) -> std::io::Result<()> {
+        serde_json::to_writer(&mut self.out, v)?;
+        self.out.write_all(b"\n")?;
+        self.out.flush()
+    }
+
     /// Writes one line and flushes it.
     pub fn write(&mut self, m: &StepMetrics) -> std::io::Result<()> {
         serde_json::to_writer(&mut self.out, m)?;

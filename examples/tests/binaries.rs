@@ -628,6 +628,56 @@ fn the_cuda_plugin_fails_only_for_want_of_a_gpu() {
     );
 }
 
+/// `--eval-data` evaluates the current weights every `--eval-every` steps and at the end: a
+/// report line and a metrics line each, the perplexity the loss's exponential.
+#[test]
+fn train_evaluates_held_out_data() {
+    let dir = scratch("eval");
+    let text = dir.join("held-out.txt");
+    std::fs::write(&text, "held-out text, read as bytes. ".repeat(200)).unwrap();
+    let metrics = dir.join("m.jsonl");
+    let stdout = succeeds(
+        "train",
+        &[
+            "--steps",
+            "3",
+            "--eval-data",
+            utf8(&text),
+            "--eval-every",
+            "2",
+            "--eval-batches",
+            "1",
+            "--metrics",
+            utf8(&metrics),
+            "--quiet",
+        ],
+    );
+    for step in [2, 3] {
+        assert!(
+            stdout.contains(&format!("eval after step {step}: loss ")),
+            "{stdout}"
+        );
+    }
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&metrics)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &serde_json::Value| v.get("eval_loss").is_some())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for v in &lines {
+        let (loss, ppl) = (
+            v["eval_loss"].as_f64().unwrap(),
+            v["eval_perplexity"].as_f64().unwrap(),
+        );
+        assert!(
+            loss.is_finite() && (ppl - loss.exp()).abs() < 1e-9 * ppl,
+            "{v}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A run that trains succeeds; `--expect-loss-fall` makes a loss that did not fall a failure.
 /// At a learning rate of 3 the tiny Llama diverges.
 #[test]

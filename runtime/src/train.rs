@@ -90,6 +90,10 @@ pub struct Trainer {
     /// Steps launched so far; the last one's end cell, for the next step's span.
     launched: u64,
     last_end: Option<Arc<OnceLock<Instant>>>,
+    /// The training step without its update (inputs and weights in, loss out), compiled on
+    /// the first [`evaluate`](Trainer::evaluate).
+    eval_program: stackscan::Program,
+    eval_exe: Option<Executable>,
 }
 
 fn init_values(spec: &ParamSpec, count: usize, rng: &mut Rng) -> Vec<f32> {
@@ -139,6 +143,7 @@ impl Trainer {
         let step = train_step_on(model, options, mesh.layout())?;
         let program = with_adam(&step, adam)?;
         let aux = stackscan::fsdp::adam_outputs(&step);
+        let eval_program = step.program.clone();
         let started = Instant::now();
         let exe = client.compile_program(&program, mesh)?;
         let compile_seconds = started.elapsed().as_secs_f64();
@@ -189,7 +194,48 @@ impl Trainer {
             compile_seconds,
             launched: 0,
             last_end: None,
+            eval_program,
+            eval_exe: None,
         })
+    }
+
+    /// Devices of the trainer's mesh (the per-device input lists a step takes).
+    pub fn devices(&self) -> usize {
+        self.mesh.size()
+    }
+
+    /// The loss of the current weights on `inputs` (device `d`'s share of every model input
+    /// at `inputs[d]`), with nothing updated: held-out evaluation. It is the loss a step on
+    /// these inputs would report (the layers' loss terms included), from the training
+    /// step's own program run without its update; that program is compiled on the first
+    /// call. Steps still in flight finish first (their results are the weights read).
+    pub fn evaluate(&mut self, inputs: &[Vec<HostInput>]) -> Result<f32> {
+        let batch = self.upload(inputs)?;
+        if self.eval_exe.is_none() {
+            let started = Instant::now();
+            self.eval_exe = Some(
+                self.client
+                    .compile_program(&self.eval_program, &self.mesh)?,
+            );
+            self.compile_seconds += started.elapsed().as_secs_f64();
+        }
+        let Some(exe) = &self.eval_exe else {
+            return Err(Error::Program(
+                "the evaluation program did not compile".into(),
+            ));
+        };
+        let lists: Vec<Vec<&Buffer>> = batch
+            .buffers
+            .iter()
+            .zip(&self.state)
+            .map(|(inp, state)| inp.iter().chain(&state[..self.weights]).collect())
+            .collect();
+        let out = exe.execute(&lists)?;
+        let loss = out
+            .first()
+            .and_then(|d| d.first())
+            .ok_or_else(|| Error::Program("the evaluation returned no loss".into()))?;
+        Ok(loss.to_host::<f32>()?[0])
     }
 
     /// The same trainer with another policy for non-finite steps.

@@ -132,6 +132,18 @@ pub struct TrainArgs {
     /// Save a checkpoint every N steps (atomically, to DIR/latest.safetensors).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..), value_name = "N", allow_negative_numbers = true)]
     pub save_every: Option<u64>,
+    /// Held-out token file (formats as `--data`): every `--eval-every` steps and at the end,
+    /// the loss and perplexity of the current weights on its first `--eval-batches` global
+    /// batches, nothing updated (a report line and a metrics line `eval_loss`,
+    /// `eval_perplexity`).
+    #[arg(long, value_name = "PATH")]
+    pub eval_data: Option<PathBuf>,
+    /// Steps between evaluations of `--eval-data`.
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub eval_every: u64,
+    /// Global batches of `--eval-data` each evaluation reads.
+    #[arg(long, default_value_t = 2, value_name = "M", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub eval_batches: u64,
     /// Where `--save-every` writes.
     #[arg(long, default_value = "checkpoints", value_name = "DIR")]
     pub checkpoint_dir: PathBuf,
@@ -258,9 +270,14 @@ impl TrainArgs {
 
     /// The token file of `--data`, checked against the model's vocabulary.
     fn data(&self, job: &Job) -> Result<Option<TokenBatches>, CliError> {
-        let Some(path) = &self.data else {
-            return Ok(None);
-        };
+        match &self.data {
+            Some(path) => self.token_batches(path, job).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The token file `path` (`--data-format`, else by its name) as the model's batches.
+    fn token_batches(&self, path: &Path, job: &Job) -> Result<TokenBatches, CliError> {
         let format = self
             .data_format
             .unwrap_or_else(|| TokenFormat::for_path(path));
@@ -273,7 +290,7 @@ impl TrainArgs {
             to_usize(job.seq)?,
         )
         .map_err(|e| CliError::Usage(e.to_string()))?;
-        Ok(Some(batches))
+        Ok(batches)
     }
 
     /// The checkpoint of `--resume`, read and every tensor checked against its checksum:
@@ -294,6 +311,10 @@ impl TrainArgs {
 pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliError> {
     let (job, options, layout) = a.check()?;
     let data = a.data(&job)?;
+    let eval = match &a.eval_data {
+        Some(path) => Some(a.token_batches(path, &job)?),
+        None => None,
+    };
     let resume = a.resume_from()?;
     let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
     let devices = a.runtime.devices;
@@ -424,6 +445,21 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
                 step + 1
             );
         }
+        if let Some(eval) = &eval
+            && ((step as u64 + 1).is_multiple_of(a.eval_every) || step + 1 == total)
+        {
+            while let Some(oldest) = in_flight.pop_front() {
+                shown.record(&mut trainer, oldest)?;
+            }
+            evaluate(
+                &mut trainer,
+                eval,
+                a.eval_batches,
+                step + 1,
+                &mut shown,
+                out,
+            )?;
+        }
     }
     while let Some(oldest) = in_flight.pop_front() {
         shown.record(&mut trainer, oldest)?;
@@ -453,6 +489,45 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     } else {
         Ok(())
     }
+}
+
+/// Evaluates the current weights on the first `batches` global batches of `eval`: a report
+/// line and, with `--metrics`, a line `{"step", "eval_loss", "eval_perplexity"}`.
+fn evaluate(
+    trainer: &mut Trainer,
+    eval: &TokenBatches,
+    batches: u64,
+    step: usize,
+    shown: &mut Shown,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let devices = trainer.devices() as u64;
+    let mut total = 0.0f64;
+    for b in 0..batches {
+        let inputs: Vec<Vec<HostInput>> = (0..devices)
+            .map(|d| {
+                let (t, l) = eval.batch(b * devices + d);
+                vec![HostInput::I32(t), HostInput::I32(l)]
+            })
+            .collect();
+        total += f64::from(trainer.evaluate(&inputs)?);
+    }
+    let loss = total / batches as f64;
+    let perplexity = loss.exp();
+    writeln!(
+        out,
+        "eval after step {step}: loss {loss:.4}, perplexity {perplexity:.2} ({batches} batches)"
+    )?;
+    if let Some(f) = &mut shown.metrics {
+        let line = serde_json::json!({
+            "step": step,
+            "eval_loss": loss,
+            "eval_perplexity": perplexity,
+        });
+        f.write_value(&line)
+            .map_err(|e| CliError::failed(format!("writing `{}`: {e}", f.path().display())))?;
+    }
+    Ok(())
 }
 
 /// Steps the main job keeps launched and not yet waited for (see `run`).
