@@ -41,6 +41,7 @@ mod model;
 mod optimizer;
 mod pass;
 mod reference;
+mod schedule;
 mod state;
 mod step;
 mod tags;
@@ -49,8 +50,9 @@ pub use listing::NamedParam;
 pub use model::{
     Init, InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel, Update,
 };
-pub use optimizer::{Adam, OPTIMIZER_OUTPUTS, Schedule, adam_outputs, decays, with_adam};
+pub use optimizer::{Adam, OPTIMIZER_OUTPUTS, adam_outputs, with_adam};
 pub use reference::reference_step;
+pub use schedule::{Schedule, decays};
 pub use step::{
     GradientReduction, TrainStep, train_step, train_step_on, train_step_on_with, train_step_with,
 };

@@ -23,6 +23,7 @@ pub mod bench;
 pub mod calibrate;
 pub mod logging;
 pub mod plan;
+pub mod report;
 pub mod train;
 
 use std::ffi::OsString;
