@@ -81,6 +81,11 @@ pub trait Architecture: 'static {
     ) -> Option<Result<(Self::Config, Mesh)>> {
         None
     }
+    /// What `plan` prints without `--config`, when more than the published config's plan
+    /// (Qwen3.5's tiny and full stacks side by side); `None`: the published plan alone.
+    fn default_plans(_: PlanOptions) -> Option<Result<String>> {
+        None
+    }
     /// Parameters a token uses, for a model whose routed experts make it fewer than all.
     fn active_parameters(_: &Self::Config, _: &StackModel) -> Option<u64> {
         None
@@ -247,6 +252,12 @@ impl ModelName {
     /// The learning rate the model trains well with on its synthetic data.
     pub fn default_lr(self) -> f64 {
         self.0.default_lr()
+    }
+
+    /// What `plan` prints without `--config`, if more than the published plan
+    /// ([`Architecture::default_plans`]).
+    pub fn default_plans(self, options: PlanOptions) -> Option<Result<String>> {
+        self.0.default_plans(options)
     }
 }
 
@@ -431,6 +442,7 @@ trait Erased: Sync {
     fn published(&self) -> &'static str;
     fn presets(&self) -> Vec<&'static str>;
     fn default_lr(&self) -> f64;
+    fn default_plans(&self, options: PlanOptions) -> Option<Result<String>>;
     fn load(&self, me: ModelName, spec: &str) -> Result<ModelConfig>;
     fn build(&self, c: &ModelConfig) -> Result<(StackModel, PlanOptions)>;
     fn stack(&self, c: &ModelConfig) -> Result<(Stack, PlanOptions)>;
@@ -486,6 +498,9 @@ impl<A: Architecture> Erased for Registered<A> {
     }
     fn default_lr(&self) -> f64 {
         A::DEFAULT_LR
+    }
+    fn default_plans(&self, options: PlanOptions) -> Option<Result<String>> {
+        A::default_plans(options)
     }
     fn load(&self, _: ModelName, spec: &str) -> Result<ModelConfig> {
         configs::load::<A::Config>(spec).map(ModelConfig::new::<A>)

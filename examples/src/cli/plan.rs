@@ -98,9 +98,10 @@ pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let (stack, declared) = config.stack().map_err(usage)?;
     let options = args.schedule.apply(declared);
     writeln!(out, "options {}", args.schedule.source())?;
-    if model.as_str() == "qwen35" && args.config.is_none() {
-        // The macro-declared stacks of the tiny and the full config.
-        write!(out, "{}", crate::qwen35::describe_plans(options)?)?;
+    if args.config.is_none()
+        && let Some(plans) = model.default_plans(options)
+    {
+        write!(out, "{}", plans?)?;
         return predict_line(args, &config, options, out);
     }
     let plan = Plan::new(&stack, options).map_err(usage)?;

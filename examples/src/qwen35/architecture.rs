@@ -74,6 +74,10 @@ impl Architecture for Qwen35Model {
         })
     }
 
+    fn default_plans(options: PlanOptions) -> Option<Result<String>> {
+        Some(describe_plans(options))
+    }
+
     fn active_parameters(c: &Qwen35Config, m: &StackModel) -> Option<u64> {
         Some(active_parameters(c, m))
     }
