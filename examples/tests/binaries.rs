@@ -675,6 +675,87 @@ fn train_evaluates_held_out_data() {
             "{v}"
         );
     }
+    // On `--data`, evaluation needs its own held-out file.
+    fails(
+        "train",
+        &["--data", utf8(&text), "--eval-every", "2"],
+        2,
+        &["`--eval-every`", "`--eval-data`"],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// On synthetic batches `--eval-every` alone evaluates (on batches training never reads).
+#[test]
+fn train_evaluates_held_out_synthetic_batches() {
+    let stdout = succeeds(
+        "train",
+        &[
+            "--steps",
+            "2",
+            "--eval-every",
+            "1",
+            "--eval-batches",
+            "1",
+            "--quiet",
+        ],
+    );
+    for step in [1, 2] {
+        assert!(
+            stdout.contains(&format!("eval after step {step}: loss ")),
+            "{stdout}"
+        );
+    }
+}
+
+/// `--accumulate 2` of half the batch trains on the same windows of a token file as the whole
+/// batch in one micro-batch, so every step's loss is the same to rounding; the data position
+/// advances by the same amount.
+#[test]
+fn train_accumulates_micro_batches_into_the_whole_batch() {
+    let dir = scratch("accumulate");
+    let text = dir.join("train.txt");
+    std::fs::write(&text, "accumulated micro-batches, one update. ".repeat(100)).unwrap();
+    let run_with = |name: &str, extra: &[&str]| -> Vec<serde_json::Value> {
+        let metrics = dir.join(name);
+        let mut args = vec![
+            "--steps",
+            "3",
+            "--seq",
+            "16",
+            "--data",
+            utf8(&text),
+            "--metrics",
+            utf8(&metrics),
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        let stdout = succeeds("train", &args);
+        if extra.contains(&"--accumulate") {
+            assert!(
+                stdout.contains("gradient accumulation: 2 micro-batches of 4 sequences"),
+                "{stdout}"
+            );
+        }
+        std::fs::read_to_string(&metrics)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let whole = run_with("whole.jsonl", &["--batch", "8"]);
+    let micro = run_with("micro.jsonl", &["--batch", "4", "--accumulate", "2"]);
+    assert_eq!(whole.len(), 3);
+    assert_eq!(micro.len(), 3);
+    for (w, m) in whole.iter().zip(&micro) {
+        let (a, b) = (w["loss"].as_f64().unwrap(), m["loss"].as_f64().unwrap());
+        assert!((a - b).abs() <= 1e-4 * a, "step {}: {a} vs {b}", w["step"]);
+        assert_eq!(
+            w["data_position"].as_u64().unwrap() * 2,
+            m["data_position"].as_u64().unwrap()
+        );
+        assert_eq!(w["tokens"], m["tokens"]);
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -37,7 +37,9 @@ use std::time::Instant;
 
 use stackscan::DType;
 use stackscan::auxiliary::AuxOutput;
-use stackscan::fsdp::{Adam, Init, InputSpec, ParamSpec, StackModel, train_step_on, with_adam};
+use stackscan::fsdp::{
+    Adam, Init, InputSpec, ParamSpec, StackModel, accumulate, train_step_on, with_adam,
+};
 use stackscan::plan::{Plan, PlanOptions};
 
 use crate::error::{Error, Result};
@@ -94,6 +96,7 @@ pub struct Trainer {
     /// the first [`evaluate`](Trainer::evaluate).
     eval_program: stackscan::Program,
     eval_exe: Option<Executable>,
+    micro_batches: usize,
 }
 
 fn init_values(spec: &ParamSpec, count: usize, rng: &mut Rng) -> Vec<f32> {
@@ -131,6 +134,23 @@ impl Trainer {
         adam: Adam,
         seed: u64,
     ) -> Result<Trainer> {
+        Trainer::accumulating(client, mesh, model, options, adam, seed, 1)
+    }
+
+    /// [`Trainer::new`] with gradient accumulation: each step runs `micro_batches`
+    /// micro-batches of the model's batch and applies one update with their mean gradient
+    /// ([`accumulate`](stackscan::fsdp::accumulate)), so its inputs (and
+    /// [`evaluate`](Self::evaluate)'s) are `micro_batches` times the model's per-device batch,
+    /// micro-batch after micro-batch. Activation memory stays that of one micro-batch.
+    pub fn accumulating(
+        client: &Client,
+        mesh: &Mesh,
+        model: &StackModel,
+        options: PlanOptions,
+        adam: Adam,
+        seed: u64,
+        micro_batches: usize,
+    ) -> Result<Trainer> {
         adam.validate()?;
         let specs = model.weights();
         if let Some((bad, _)) = specs.iter().find(|(p, _)| p.dtype != DType::F32) {
@@ -140,7 +160,10 @@ impl Trainer {
             });
         }
         let n = mesh.size();
-        let step = train_step_on(model, options, mesh.layout())?;
+        let step = accumulate(
+            &train_step_on(model, options, mesh.layout())?,
+            micro_batches,
+        )?;
         let program = with_adam(&step, adam)?;
         let aux = stackscan::fsdp::adam_outputs(&step);
         let eval_program = step.program.clone();
@@ -183,7 +206,11 @@ impl Trainer {
             mesh: mesh.clone(),
             exe,
             plan: step.plan,
-            inputs: model.inputs.clone(),
+            inputs: model
+                .inputs
+                .iter()
+                .map(|i| i.clone().micro_batches(micro_batches))
+                .collect(),
             aux,
             state,
             params: checkpoint::name_slots(model, params),
@@ -196,12 +223,18 @@ impl Trainer {
             last_end: None,
             eval_program,
             eval_exe: None,
+            micro_batches,
         })
     }
 
     /// Devices of the trainer's mesh (the per-device input lists a step takes).
     pub fn devices(&self) -> usize {
         self.mesh.size()
+    }
+
+    /// Micro-batches a step runs ([`Trainer::accumulating`]; 1 without accumulation).
+    pub fn micro_batches(&self) -> usize {
+        self.micro_batches
     }
 
     /// The loss of the current weights on `inputs` (device `d`'s share of every model input

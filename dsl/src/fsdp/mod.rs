@@ -34,6 +34,7 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
+mod accumulate;
 mod listing;
 mod loops;
 mod lowering;
@@ -46,6 +47,7 @@ mod state;
 mod step;
 mod tags;
 
+pub use accumulate::accumulate;
 pub use listing::NamedParam;
 pub use model::{
     Init, InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel, Update,

@@ -274,6 +274,15 @@ impl InputSpec {
         self
     }
 
+    /// The same input holding `k` micro-batches one after another along the batch dimension
+    /// (what an [`accumulate`](super::accumulate)d step takes).
+    pub fn micro_batches(mut self, k: usize) -> InputSpec {
+        if let Some(rows) = self.ty.dims.first_mut() {
+            *rows *= k as i64;
+        }
+        self
+    }
+
     fn check(&self) -> Result<()> {
         let Some(values) = &self.values else {
             return Ok(());

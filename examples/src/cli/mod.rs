@@ -63,7 +63,7 @@ pub enum Command {
     #[command(
         after_help = "Example: stackscan train --model deepseek3 --devices 8 --ep 4 --steps 100 --metrics m.jsonl"
     )]
-    Train(TrainArgs),
+    Train(Box<TrainArgs>),
     /// Print the forward and backward schedule of a declared stack (full size, or `--config`'s).
     Plan(PlanArgs),
     /// List a model's parameters (full size, or `--config`'s): hierarchical names, copies,

@@ -46,6 +46,11 @@ pub struct TrainArgs {
     /// Tokens per sequence, instead of the config's `seq`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub seq: Option<u32>,
+    /// Gradient accumulation: each step runs K micro-batches (each the batch above) inside
+    /// one program and applies one update with their mean gradient, so a step trains on K
+    /// times the batch at the activation memory of one micro-batch.
+    #[arg(long, default_value_t = 1, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=4096), allow_negative_numbers = true)]
+    pub accumulate: u32,
     /// Plugin and devices.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -139,10 +144,11 @@ pub struct TrainArgs {
     /// `eval_perplexity`).
     #[arg(long, value_name = "PATH")]
     pub eval_data: Option<PathBuf>,
-    /// Steps between evaluations of `--eval-data`.
-    #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub eval_every: u64,
-    /// Global batches of `--eval-data` each evaluation reads.
+    /// Steps between evaluations (10 with `--eval-data`). On synthetic batches (no `--data`)
+    /// it alone turns evaluation on, on synthetic batches of seeds training never reads.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub eval_every: Option<u64>,
+    /// Global batches (of a step's size) each evaluation reads.
     #[arg(long, default_value_t = 2, value_name = "M", value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub eval_batches: u64,
     /// Where `--save-every` writes.
@@ -163,19 +169,29 @@ fn latest(dir: &Path) -> PathBuf {
     dir.join("latest.safetensors")
 }
 
+/// Steps between evaluations of `--eval-data` when `--eval-every` is not given.
+const DEFAULT_EVAL_EVERY: u64 = 10;
+
 /// Where the batches come from.
 enum Batches<'a> {
     /// The model's synthetic batches, a function of the batch index.
     Synthetic(&'a crate::jobs::Batches),
+    /// The model's synthetic batches of indices training never reaches (held out).
+    HeldOut(&'a crate::jobs::Batches),
     /// A token file.
     File(TokenBatches),
 }
+
+/// Where held-out synthetic batches start: beyond any index a run trains on (at most
+/// [`MAX_STEPS`] steps of at most 4096 micro-batches on at most 4096 devices: under 2⁵⁴).
+const HELD_OUT: u64 = 1 << 62;
 
 impl Batches<'_> {
     /// Device batch `index`: `(tokens, labels)`.
     fn get(&self, index: u64) -> (Vec<i32>, Vec<i32>) {
         match self {
             Batches::Synthetic(b) => b(index),
+            Batches::HeldOut(b) => b(HELD_OUT | index),
             Batches::File(f) => f.batch(index),
         }
     }
@@ -312,9 +328,18 @@ impl TrainArgs {
 pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliError> {
     let (job, options, layout) = a.check()?;
     let data = a.data(&job)?;
-    let eval = match &a.eval_data {
-        Some(path) => Some(a.token_batches(path, &job)?),
-        None => None,
+    let eval = match (&a.eval_data, a.eval_every) {
+        (Some(path), every) => Some((
+            Batches::File(a.token_batches(path, &job)?),
+            every.unwrap_or(DEFAULT_EVAL_EVERY),
+        )),
+        (None, Some(_)) if a.data.is_some() => {
+            return Err(CliError::Usage(
+                "`--eval-every` on `--data` needs the held-out tokens: give `--eval-data`".into(),
+            ));
+        }
+        (None, Some(every)) => Some((Batches::HeldOut(&job.batch), every)),
+        (None, None) => None,
     };
     let resume = a.resume_from()?;
     let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
@@ -350,7 +375,15 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     };
     let adam = a.adam(&job);
     let m = &job.model;
-    let mut trainer = Trainer::new(&client, &mesh, m, options, adam, a.seed)?;
+    let k = a.accumulate as usize;
+    let mut trainer = Trainer::accumulating(&client, &mesh, m, options, adam, a.seed, k)?;
+    if k > 1 {
+        writeln!(
+            out,
+            "gradient accumulation: {k} micro-batches of {} sequences a step",
+            job.batch_per_device * devices as i64
+        )?;
+    }
     writeln!(out, "plan:\n{}", trainer.plan().describe(&m.stack))?;
     writeln!(
         out,
@@ -401,12 +434,7 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     // pipeline: it saves the state after its own step.
     let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(IN_FLIGHT + 1);
     for step in start..total {
-        let inputs: Vec<Vec<HostInput>> = (0..devices as u64)
-            .map(|d| {
-                let (t, l) = batches.get(position + d);
-                vec![HostInput::I32(t), HostInput::I32(l)]
-            })
-            .collect();
+        let inputs = step_inputs(|i| batches.get(i), position, devices as u64, k as u64);
         let tokens: usize = inputs
             .iter()
             .map(|i| match &i[0] {
@@ -416,7 +444,7 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
             .sum();
         let batch = trainer.upload(&inputs)?;
         let pending = trainer.launch(batch)?;
-        position += devices as u64;
+        position += (devices * k) as u64;
         let launched = InFlight {
             pending,
             step: step + 1,
@@ -446,8 +474,8 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
                 step + 1
             );
         }
-        if let Some(eval) = &eval
-            && ((step as u64 + 1).is_multiple_of(a.eval_every) || step + 1 == total)
+        if let Some((eval, every)) = &eval
+            && ((step as u64 + 1).is_multiple_of(*every) || step + 1 == total)
         {
             while let Some(oldest) = in_flight.pop_front() {
                 shown.record(&mut trainer, oldest)?;
@@ -496,21 +524,17 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
 /// line and, with `--metrics`, a line `{"step", "eval_loss", "eval_perplexity"}`.
 fn evaluate(
     trainer: &mut Trainer,
-    eval: &TokenBatches,
+    eval: &Batches<'_>,
     batches: u64,
     step: usize,
     shown: &mut Shown,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let devices = trainer.devices() as u64;
+    let k = trainer.micro_batches() as u64;
     let mut total = 0.0f64;
     for b in 0..batches {
-        let inputs: Vec<Vec<HostInput>> = (0..devices)
-            .map(|d| {
-                let (t, l) = eval.batch(b * devices + d);
-                vec![HostInput::I32(t), HostInput::I32(l)]
-            })
-            .collect();
+        let inputs = step_inputs(|i| eval.get(i), b * devices * k, devices, k);
         total += f64::from(trainer.evaluate(&inputs)?);
     }
     let loss = total / batches as f64;
@@ -529,6 +553,28 @@ fn evaluate(
             .map_err(|e| CliError::failed(format!("writing `{}`: {e}", f.path().display())))?;
     }
     Ok(())
+}
+
+/// Every device's inputs of the step whose device batches start at `position`: device `d`
+/// runs its `k` micro-batches (device batches `position + i·devices + d`, i < k) one after
+/// another, as an accumulating trainer takes them.
+fn step_inputs(
+    batch: impl Fn(u64) -> (Vec<i32>, Vec<i32>),
+    position: u64,
+    devices: u64,
+    k: u64,
+) -> Vec<Vec<HostInput>> {
+    (0..devices)
+        .map(|d| {
+            let (mut tokens, mut labels) = (Vec::new(), Vec::new());
+            for i in 0..k {
+                let (t, l) = batch(position + i * devices + d);
+                tokens.extend(t);
+                labels.extend(l);
+            }
+            vec![HostInput::I32(tokens), HostInput::I32(labels)]
+        })
+        .collect()
 }
 
 /// Steps the main job keeps launched and not yet waited for (see `run`).
