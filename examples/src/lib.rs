@@ -11,6 +11,7 @@ pub mod gdn;
 pub mod gdn_layer;
 pub mod hardware;
 pub mod hf_config;
+pub mod hf_weights;
 pub mod jobs;
 pub mod llama;
 pub mod llama_macro;

@@ -102,4 +102,12 @@ impl crate::registry::Architecture for LlamaModel {
             layers: &mut c.layers,
         }
     }
+
+    fn hf_weights(c: &LlamaConfig) -> Option<Result<stackscan_runtime::hf::HfMap>> {
+        Some(crate::hf_weights::llama::map(c))
+    }
+
+    fn hf_config_json(c: &LlamaConfig) -> Option<serde_json::Value> {
+        Some(crate::hf_weights::llama::config_json(c))
+    }
 }

@@ -30,6 +30,7 @@ use stackscan::{LayerStack, Mesh, Result};
 use crate::configs::{self, ConfigFile};
 use crate::jobs::MoeFlags;
 use stackscan::cost::ActiveExperts;
+use stackscan_runtime::hf::HfMap;
 
 /// What every command needs of a model: its config type and declared stack, and the few
 /// things the stack cannot say (a one-line description, a learning rate its synthetic data
@@ -88,6 +89,16 @@ pub trait Architecture: 'static {
     }
     /// Parameters a token uses, for a model whose routed experts make it fewer than all.
     fn active_parameters(_: &Self::Config, _: &StackModel) -> Option<u64> {
+        None
+    }
+    /// The map between the weights at `c` and the Hugging Face checkpoint of the same model
+    /// (`train --init-from`, `export`); `None` for a model without one.
+    fn hf_weights(_: &Self::Config) -> Option<Result<HfMap>> {
+        None
+    }
+    /// The `config.json` `transformers` reads for the model at `c` (written by `export`
+    /// beside the weights); `None` for a model without a Hugging Face counterpart.
+    fn hf_config_json(_: &Self::Config) -> Option<serde_json::Value> {
         None
     }
 }
@@ -415,6 +426,25 @@ impl ModelConfig {
     pub fn active_parameters(&self, m: &StackModel) -> Option<u64> {
         self.model.0.active_parameters(self, m)
     }
+
+    /// The map to the model's Hugging Face checkpoint ([`Architecture::hf_weights`]): an
+    /// error naming the model when it has none.
+    pub fn hf_weights(&self) -> Result<HfMap> {
+        self.model.0.hf_weights(self).unwrap_or_else(|| {
+            Err(stackscan::Error::InvalidOp {
+                op: "hf weights",
+                message: format!(
+                    "the model `{}` has no Hugging Face counterpart to import or export",
+                    self.model()
+                ),
+            })
+        })
+    }
+
+    /// The model's `config.json` for `transformers` ([`Architecture::hf_config_json`]).
+    pub fn hf_config_json(&self) -> Option<serde_json::Value> {
+        self.model.0.hf_config_json(self)
+    }
 }
 
 impl Clone for ModelConfig {
@@ -463,6 +493,8 @@ trait Erased: Sync {
         ep: usize,
     ) -> Option<Result<(ModelConfig, Mesh)>>;
     fn active_parameters(&self, c: &ModelConfig, m: &StackModel) -> Option<u64>;
+    fn hf_weights(&self, c: &ModelConfig) -> Option<Result<HfMap>>;
+    fn hf_config_json(&self, c: &ModelConfig) -> Option<serde_json::Value>;
     fn clone_config(&self, c: &ModelConfig) -> ModelConfig;
     fn eq_config(&self, a: &ModelConfig, b: &ModelConfig) -> bool;
     fn debug_config(&self, c: &ModelConfig, f: &mut fmt::Formatter<'_>) -> fmt::Result;
@@ -552,6 +584,12 @@ impl<A: Architecture> Erased for Registered<A> {
     }
     fn active_parameters(&self, c: &ModelConfig, m: &StackModel) -> Option<u64> {
         A::active_parameters(self.of(c), m)
+    }
+    fn hf_weights(&self, c: &ModelConfig) -> Option<Result<HfMap>> {
+        A::hf_weights(self.of(c))
+    }
+    fn hf_config_json(&self, c: &ModelConfig) -> Option<serde_json::Value> {
+        A::hf_config_json(self.of(c))
     }
     fn clone_config(&self, c: &ModelConfig) -> ModelConfig {
         ModelConfig::new::<A>(self.of(c).clone())

@@ -910,3 +910,72 @@ fn plan_predicts_the_step_time_under_its_options() {
     fails("timeline", &["--batch", "0"], 2, &["--batch"]);
     fails("timeline", &["--layers", "0"], 2, &["--layers"]);
 }
+
+/// `train --init-from` a Hugging Face directory, save, `export` the checkpoint as one, and
+/// train from the export: the whole round trip through the command line. A model without a
+/// Hugging Face map says so.
+#[test]
+fn hugging_face_weights_in_and_out_through_the_command_line() {
+    let dir = scratch("hf");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf/llama");
+    let (ckpt, hf) = (dir.join("ckpt"), dir.join("hf"));
+    let stdout = succeeds(
+        "train",
+        &[
+            "--init-from",
+            utf8(&fixture),
+            "--steps",
+            "2",
+            "--batch",
+            "4",
+            "--save-every",
+            "2",
+            "--checkpoint-dir",
+            utf8(&ckpt),
+            "--quiet",
+        ],
+    );
+    assert!(stdout.contains("weights from"), "{stdout}");
+    let config = fixture.join("config.json");
+    let stdout = succeeds(
+        "export",
+        &[
+            "--config",
+            utf8(&config),
+            "--checkpoint",
+            utf8(&ckpt),
+            "--to",
+            utf8(&hf),
+        ],
+    );
+    assert!(stdout.contains("wrote 21 tensors"), "{stdout}");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(hf.join("config.json")).unwrap()).unwrap();
+    assert_eq!(written["architectures"][0], "LlamaForCausalLM");
+    succeeds(
+        "train",
+        &[
+            "--init-from",
+            utf8(&hf),
+            "--steps",
+            "1",
+            "--batch",
+            "4",
+            "--quiet",
+        ],
+    );
+    fails(
+        "export",
+        &[
+            "--model",
+            "deepseek3",
+            "--checkpoint",
+            utf8(&ckpt),
+            "--to",
+            utf8(&hf),
+        ],
+        2,
+        &["`deepseek3` has no Hugging Face counterpart"],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -326,6 +326,17 @@ pub enum Error {
         /// The file's dtype.
         actual: String,
     },
+    /// A Hugging Face model directory cannot be imported (or a checkpoint exported to one):
+    /// a tensor missing, unknown, of the wrong shape or dtype, or a file that cannot be read.
+    #[error("Hugging Face weights `{}`: {}{reason}", dir.display(), tensor.as_deref().map_or(String::new(), |t| format!("tensor `{t}` ")))]
+    HfWeights {
+        /// The model directory.
+        dir: PathBuf,
+        /// The tensor at fault (its name in the files), if one is.
+        tensor: Option<String>,
+        /// What is wrong.
+        reason: String,
+    },
     /// The environment was to be set (the plugin's log level) after other threads had
     /// started, when it can no longer be done soundly.
     #[error(

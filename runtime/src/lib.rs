@@ -26,6 +26,7 @@ mod element;
 mod elf;
 mod error;
 pub mod ffi;
+pub mod hf;
 pub mod mesh;
 #[expect(
     unsafe_code,

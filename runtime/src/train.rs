@@ -29,6 +29,7 @@
 //! ```
 
 mod checkpoint;
+mod import;
 mod input;
 pub mod pending;
 

@@ -21,6 +21,7 @@
 pub mod args;
 pub mod bench;
 pub mod calibrate;
+pub mod export;
 pub mod logging;
 pub mod plan;
 pub mod report;
@@ -36,6 +37,7 @@ use crate::timeline::TimelineArgs;
 use args::RuntimeArgs;
 use bench::BenchCommand;
 use calibrate::CalibrateArgs;
+use export::ExportArgs;
 use plan::{ParamsArgs, PlanArgs};
 use train::TrainArgs;
 
@@ -84,6 +86,12 @@ pub enum Command {
         after_help = "Example: stackscan timeline --model deepseek3 --hardware tpu7x --chips 64 --ep 4 --out timelines"
     )]
     Timeline(TimelineArgs),
+    /// Write a checkpoint's weights as a Hugging Face model directory (`model.safetensors`,
+    /// `config.json`) that `transformers` loads.
+    #[command(
+        after_help = "Example: stackscan export --config tiny --checkpoint checkpoints --to hf-out"
+    )]
+    Export(ExportArgs),
     /// Run one all-gather + reduce-scatter on N devices and check it on the host.
     #[command(after_help = "Example: stackscan collectives --devices 8")]
     Collectives(RuntimeArgs),
@@ -120,6 +128,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Bench(a) => bench::run(a, out),
         Command::Calibrate(a) => calibrate::run(a, out),
         Command::Timeline(a) => crate::timeline::report(a, out),
+        Command::Export(a) => export::run(a, out),
         Command::Collectives(a) => {
             if crate::collectives::run(a, out)? {
                 Ok(())

@@ -162,6 +162,12 @@ pub struct TrainArgs {
     /// Resume from DIR/latest.safetensors: weights, Adam moments, step and data position.
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
+    /// Start from a Hugging Face model directory (`config.json` and `model.safetensors`, or
+    /// a sharded `model.safetensors.index.json`; f32, bf16 or f16) instead of random
+    /// weights: its config is the model's unless `--config` is given, and every tensor is
+    /// checked against the model before any is loaded.
+    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+    pub init_from: Option<PathBuf>,
 }
 
 /// The checkpoint file in `dir`.
@@ -205,9 +211,14 @@ impl TrainArgs {
 
     /// The model's config (`--config`, else its tiny preset) with `--batch` and `--seq`.
     fn shaped_config(&self) -> stackscan::Result<crate::registry::ModelConfig> {
-        let mut c = self
-            .model()
-            .load_or(self.config.as_deref(), crate::registry::Preset::Tiny)?;
+        let from_dir = self
+            .init_from
+            .as_ref()
+            .map(|d| d.join("config.json").to_string_lossy().into_owned());
+        let mut c = self.model().load_or(
+            self.config.as_deref().or(from_dir.as_deref()),
+            crate::registry::Preset::Tiny,
+        )?;
         if let Some(batch) = self.batch {
             let devices = u32::try_from(self.runtime.devices).unwrap_or(u32::MAX);
             if batch % devices != 0 {
@@ -391,6 +402,14 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
         trainer.compile_seconds(),
         trainer.cache_outcome()
     )?;
+    if let Some(dir) = &a.init_from {
+        let map = a
+            .shaped_config()
+            .and_then(|c| c.hf_weights())
+            .map_err(|e| CliError::Usage(format!("cannot import `{}`: {e}", dir.display())))?;
+        trainer.import_hf(&map, dir)?;
+        writeln!(out, "weights from {} (Hugging Face)", dir.display())?;
+    }
     let total = usize::try_from(a.steps)?;
     let (mut start, mut position) = (0usize, 0u64);
     if let Some((path, ckpt)) = resume {

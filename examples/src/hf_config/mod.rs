@@ -84,6 +84,9 @@ struct Fields {
     num_key_value_heads: Option<i64>,
     head_dim: Option<i64>,
     rope_theta: Option<f64>,
+    /// Where `transformers` 5 writes RoPE's settings (`rope_theta`, `partial_rotary_factor`,
+    /// `rope_type`) instead of the top level.
+    rope_parameters: Option<RopeParameters>,
     rms_norm_eps: Option<f64>,
     max_position_embeddings: Option<i64>,
     tie_word_embeddings: Option<bool>,
@@ -121,6 +124,25 @@ struct Fields {
     capacity_factor: Option<f64>,
     aux_loss_alpha: Option<f64>,
     router_aux_loss_coef: Option<f64>,
+}
+
+/// `rope_parameters` of a `transformers` 5 file.
+#[derive(Clone, Debug, Default, Deserialize)]
+struct RopeParameters {
+    rope_theta: Option<f64>,
+    partial_rotary_factor: Option<f64>,
+}
+
+impl Fields {
+    /// The file's RoPE settings at the top level, where the readers look for them, from
+    /// `rope_parameters` when the file keeps them there.
+    fn lift_rope_parameters(mut self) -> Fields {
+        if let Some(p) = self.rope_parameters.take() {
+            self.rope_theta = self.rope_theta.or(p.rope_theta);
+            self.partial_rotary_factor = self.partial_rotary_factor.or(p.partial_rotary_factor);
+        }
+        self
+    }
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -264,7 +286,8 @@ fn identify(text: &str) -> Result<(Fields, Result<HfArch>, String)> {
     let f = match f.text_config {
         Some(text) => *text,
         None => f,
-    };
+    }
+    .lift_rope_parameters();
     let model_type = f.model_type.clone().or(outer_type.clone());
     let what = format!(
         "`{}`{}",

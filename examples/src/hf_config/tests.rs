@@ -350,3 +350,18 @@ fn capacity_and_balancing_come_from_the_file_or_documented_defaults() {
         assert!(e.contains(&format!("field `{field}`")), "{e}");
     }
 }
+
+/// `transformers` 5 writes RoPE's base under `rope_parameters`; it is read from there.
+#[test]
+fn rope_parameters_of_transformers_5_are_read() {
+    let mut text = edited(LLAMA, &["rope_theta"], None);
+    text = edited(
+        &text,
+        &["rope_parameters"],
+        Some(serde_json::json!({"rope_theta": 123456.0, "rope_type": "default"})),
+    );
+    let HfModel::Llama(c) = parse(&text).unwrap() else {
+        panic!("not read as Llama: {text}")
+    };
+    assert_eq!(c.rope_theta, 123_456.0);
+}

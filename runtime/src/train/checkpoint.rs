@@ -28,13 +28,13 @@ pub struct Progress {
 /// One weight tensor's place in the trainer's state.
 #[derive(Clone, Debug)]
 pub(super) struct Slot {
-    name: String,
-    spec: ParamSpec,
-    layers: usize,
+    pub(super) name: String,
+    pub(super) spec: ParamSpec,
+    pub(super) layers: usize,
     /// Whether it is a stacked (per-layer) parameter, stored with a leading layer dimension.
     stacked: bool,
     /// Per-device dims of the weight and its moments.
-    dims: Vec<i64>,
+    pub(super) dims: Vec<i64>,
 }
 
 impl Slot {
@@ -49,7 +49,7 @@ impl Slot {
     }
 
     /// The full shape as stored: stacked parameters carry their layer dimension.
-    fn shape(&self) -> Vec<i64> {
+    pub(super) fn shape(&self) -> Vec<i64> {
         let mut shape = Vec::with_capacity(self.spec.shape.len() + 1);
         if self.stacked {
             shape.push(self.layers as i64);

@@ -1,0 +1,181 @@
+use super::*;
+
+/// A map of two weights: `head` `[2, 3]` from `lm_head.weight` `[3, 2]` transposed, and a
+/// stacked `gate` and `up` of two layers, each a block of a fused `gate_up` `[4, 2]` per layer
+/// (rows 0..2 gate, 2..4 up), transposed, with `up` shifted by 1.
+fn map() -> HfMap {
+    let fused = |l: usize, start| {
+        Link::new(&format!("layers.{l}.gate_up"), &[4, 2])
+            .block(0, start, 2)
+            .then(Step::TransposeLast2)
+    };
+    HfMap {
+        weights: vec![
+            WeightLinks {
+                name: "head".into(),
+                shape: vec![2, 3],
+                stacked: false,
+                links: vec![Link::new("lm_head.weight", &[3, 2]).then(Step::TransposeLast2)],
+            },
+            WeightLinks {
+                name: "layers.gate".into(),
+                shape: vec![2, 2, 2],
+                stacked: true,
+                links: (0..2).map(|l| fused(l, 0)).collect(),
+            },
+            WeightLinks {
+                name: "layers.up".into(),
+                shape: vec![2, 2, 2],
+                stacked: true,
+                links: (0..2).map(|l| fused(l, 2).then(Step::Add(1.0))).collect(),
+            },
+        ],
+        skipped: vec![("mtp.".into(), "not modelled".into())],
+    }
+}
+
+fn ours() -> Vec<Tensor> {
+    let t = |name: &str, shape: &[i64], base: f32| Tensor {
+        name: name.into(),
+        shape: shape.to_vec(),
+        data: (0..shape.iter().product::<i64>())
+            .map(|i| base + i as f32 * 0.25)
+            .collect(),
+    };
+    vec![
+        t("head", &[2, 3], 0.0),
+        t("layers.gate", &[2, 2, 2], 10.0),
+        t("layers.up", &[2, 2, 2], 20.0),
+    ]
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("stackscan-hf-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn an_export_reimports_bit_identically() {
+    let m = map();
+    let theirs = m.export(&ours()).expect("export");
+    let names: Vec<&str> = theirs.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["lm_head.weight", "layers.0.gate_up", "layers.1.gate_up"]
+    );
+    // Their layer-0 `gate_up`, by hand: gate rows are our gate's columns, up rows ours − 1.
+    let g = &theirs[1].1;
+    assert_eq!(g.dims, vec![4, 2]);
+    assert_eq!(
+        g.data,
+        vec![10.0, 10.5, 10.25, 10.75, 19.0, 19.5, 19.25, 19.75]
+    );
+    let dir = scratch("roundtrip");
+    write_weights(&dir, &theirs, ExportDType::F32).expect("write");
+    let files = WeightFiles::open(&dir).expect("open");
+    m.check(&files).expect("check");
+    for (j, want) in ours().iter().enumerate() {
+        assert_eq!(&m.import(&files, j).expect("import"), want);
+    }
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn a_bf16_file_loads_into_f32() {
+    let m = map();
+    let dir = scratch("bf16");
+    write_weights(&dir, &m.export(&ours()).expect("export"), ExportDType::BF16).expect("write");
+    let files = WeightFiles::open(&dir).expect("open");
+    assert_eq!(files.header("lm_head.weight").expect("there").1, "BF16");
+    // Quarters of small numbers are exact in bf16.
+    assert_eq!(m.import(&files, 0).expect("import"), ours()[0]);
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn missing_unknown_and_misshapen_tensors_are_named() {
+    let m = map();
+    let mut theirs = m.export(&ours()).expect("export");
+    let check = |theirs: &[(String, Array)], name: &str| {
+        let dir = scratch(name);
+        write_weights(&dir, theirs, ExportDType::F32).expect("write");
+        let r = m.check(&WeightFiles::open(&dir).expect("open"));
+        std::fs::remove_dir_all(&dir).expect("clean up");
+        r
+    };
+    // Skipped by prefix: accepted and counted.
+    theirs.push(("mtp.0.w".into(), Array::zeros(vec![1])));
+    let skipped = check(&theirs, "skipped").expect("skipped tensors are fine");
+    assert_eq!(skipped, vec![("mtp.".to_owned(), 1)]);
+    theirs.push(("extra.w".into(), Array::zeros(vec![1])));
+    let e = check(&theirs, "unknown").unwrap_err().to_string();
+    assert!(e.contains("`extra.w`") && e.contains("not a weight"), "{e}");
+    theirs.pop();
+    theirs[0].1 = Array::zeros(vec![2, 3]);
+    let e = check(&theirs, "shape").unwrap_err().to_string();
+    assert!(
+        e.contains("`lm_head.weight`") && e.contains("[3, 2]"),
+        "{e}"
+    );
+    theirs.remove(0);
+    let e = check(&theirs, "missing").unwrap_err().to_string();
+    assert!(
+        e.contains("`lm_head.weight` is missing") && e.contains("`head`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_map_whose_blocks_overlap_or_miss_is_refused() {
+    let mut m = map();
+    m.weights[2].links[1] = Link::new("layers.1.gate_up", &[4, 2])
+        .block(0, 1, 2)
+        .then(Step::TransposeLast2);
+    let e = m.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("`layers.1.gate_up`") && e.contains("exactly once"),
+        "{e}"
+    );
+    let mut m = map();
+    m.weights[0].links[0].steps.clear();
+    let e = m.validate().unwrap_err().to_string();
+    assert!(e.contains("[3, 2]") && e.contains("`head`"), "{e}");
+}
+
+#[test]
+fn a_sharded_checkpoint_is_read_through_its_index() {
+    let m = map();
+    let theirs = m.export(&ours()).expect("export");
+    let dir = scratch("sharded");
+    // Two shards: the head in one, the layers in the other, and the index naming them.
+    for (file, part) in [
+        ("a.safetensors", &theirs[..1]),
+        ("b.safetensors", &theirs[1..]),
+    ] {
+        let sub = dir.join(file.trim_end_matches(".safetensors"));
+        write_weights(&sub, part, ExportDType::F32).expect("write");
+        std::fs::rename(sub.join(SINGLE), dir.join(file)).expect("move");
+    }
+    let map_json: serde_json::Map<String, serde_json::Value> = theirs
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| {
+            (
+                n.clone(),
+                if i == 0 {
+                    "a.safetensors"
+                } else {
+                    "b.safetensors"
+                }
+                .into(),
+            )
+        })
+        .collect();
+    let index = serde_json::json!({"metadata": {}, "weight_map": map_json});
+    std::fs::write(dir.join(INDEX), index.to_string()).expect("index");
+    let files = WeightFiles::open(&dir).expect("open");
+    m.check(&files).expect("check");
+    assert_eq!(m.import(&files, 2).expect("import"), ours()[2]);
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}

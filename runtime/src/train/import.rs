@@ -1,0 +1,102 @@
+//! Starting a [`Trainer`] from a Hugging Face checkpoint, and writing its weights back as one.
+
+use std::path::Path;
+
+use super::Trainer;
+use crate::checkpoint::Tensor;
+use crate::error::{Error, Result};
+use crate::hf::{ExportDType, HfMap, WeightFiles, write_weights};
+use crate::shard::{shard, unshard};
+
+impl Trainer {
+    /// Replaces the weights with those of the Hugging Face model directory `dir` as `map`
+    /// links them, and starts the optimizer afresh (zero moments, step 0): fine-tuning from a
+    /// published checkpoint.
+    ///
+    /// Everything the files' headers can say is checked first ([`HfMap::check`]), and the
+    /// map against this trainer's weights (names and shapes), so a mismatch changes nothing.
+    /// Then one weight at a time is converted to `f32` on the host, sharded and uploaded:
+    /// the host holds one weight, never the whole checkpoint, and no device holds more than
+    /// its shards.
+    pub fn import_hf(&mut self, map: &HfMap, dir: &Path) -> Result<()> {
+        let files = WeightFiles::open(dir)?;
+        if map.weights.len() != self.params.len() {
+            return Err(Error::HfWeights {
+                dir: dir.to_owned(),
+                tensor: None,
+                reason: format!(
+                    "the map links {} weights, the model has {}",
+                    map.weights.len(),
+                    self.params.len()
+                ),
+            });
+        }
+        for (w, slot) in map.weights.iter().zip(&self.params) {
+            if w.name != slot.name || w.shape != slot.shape() {
+                return Err(Error::HfWeights {
+                    dir: dir.to_owned(),
+                    tensor: None,
+                    reason: format!(
+                        "the map's weight `{}` {:?} is not the model's `{}` {:?}",
+                        w.name,
+                        w.shape,
+                        slot.name,
+                        slot.shape()
+                    ),
+                });
+            }
+        }
+        map.check(&files)?;
+        let n = self.mesh.size();
+        let mut weights: Vec<Vec<_>> = (0..n).map(|_| Vec::with_capacity(self.weights)).collect();
+        for (j, slot) in self.params.iter().enumerate() {
+            let t = map.import(&files, j)?;
+            for (d, slab) in shard(&slot.spec, slot.layers, &t.data, n)?
+                .into_iter()
+                .enumerate()
+            {
+                weights[d].push(
+                    self.client
+                        .buffer(&slab, &slot.dims, &self.mesh.devices()[d])?,
+                );
+            }
+        }
+        let mut state: Vec<Vec<_>> = (0..n)
+            .map(|_| Vec::with_capacity(3 * self.weights + 1))
+            .collect();
+        for (d, (dev, new)) in self.mesh.devices().iter().zip(weights).enumerate() {
+            state[d].extend(new);
+            for _ in 0..2 {
+                for slot in &self.params {
+                    let count = slot.dims.iter().product::<i64>() as usize;
+                    state[d].push(self.client.buffer(&vec![0.0f32; count], &slot.dims, dev)?);
+                }
+            }
+            state[d].push(self.client.buffer(&[1.0f32], &[], dev)?);
+        }
+        self.state = state;
+        self.steps = 0;
+        self.skipped = 0;
+        Ok(())
+    }
+
+    /// Writes the weights to `dir/model.safetensors` under their Hugging Face names and
+    /// layouts as `map` links them (in `dtype`), atomically; the caller writes the
+    /// `config.json` beside it. An export imports back bit-identically in f32.
+    pub fn export_hf(&self, map: &HfMap, dir: &Path, dtype: ExportDType) -> Result<()> {
+        let mut tensors = Vec::with_capacity(self.weights);
+        for (j, slot) in self.params.iter().enumerate() {
+            let slabs = self
+                .state
+                .iter()
+                .map(|dev| dev[j].to_host::<f32>())
+                .collect::<Result<Vec<_>>>()?;
+            tensors.push(Tensor {
+                name: slot.name.clone(),
+                shape: slot.shape(),
+                data: unshard(&slot.spec, slot.layers, &slabs)?,
+            });
+        }
+        write_weights(dir, &map.export(&tensors)?, dtype)
+    }
+}
