@@ -189,6 +189,21 @@ pub trait ModelForward: Model {
     /// After the stack: the local mean loss of the last layer's output `h`.
     fn loss(&self, cfg: &Self::Config, h: &Tensor, inputs: &Self::Inputs) -> Result<Tensor>;
 
+    /// After the stack: what the model predicts from the last layer's output `h` (a language
+    /// model's logits, `[B, T, vocab]`), for inference and evaluation; [`logits_head`] makes
+    /// it a head of [`fsdp::forward_step_on`](crate::fsdp::forward_step_on). The default: an
+    /// error saying the model declares none.
+    fn logits(&self, cfg: &Self::Config, h: &Tensor, inputs: &Self::Inputs) -> Result<Tensor> {
+        let _ = (cfg, h, inputs);
+        Err(crate::Error::invalid(
+            "model",
+            format!(
+                "`{}` declares no logits (implement `ModelForward::logits`)",
+                std::any::type_name::<Self>()
+            ),
+        ))
+    }
+
     /// Checks a config beyond the shapes (head layouts, divisibility) before anything is
     /// built; the default accepts every config.
     fn check(cfg: &Self::Config) -> Result<()> {
@@ -231,4 +246,14 @@ pub fn stack_model<M: ModelForward>(cfg: &M::Config) -> Result<(StackModel, Plan
         }),
     };
     Ok((model, M::options()))
+}
+
+/// `M`'s [`ModelForward::logits`] at `cfg` as a head of the stack's output, in the form
+/// [`fsdp::forward_step_on`](crate::fsdp::forward_step_on) takes: `(h, inputs, outer
+/// weights) → logits`.
+pub fn logits_head<M: ModelForward>(cfg: &M::Config) -> crate::fsdp::PostFn {
+    let c = cfg.clone();
+    Rc::new(move |h, x, w| {
+        M::from_values(w.to_vec())?.logits(&c, h, &M::Inputs::from_values(x.to_vec())?)
+    })
 }

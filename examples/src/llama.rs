@@ -312,9 +312,15 @@ pub fn lm_loss_with_eps(
     labels: &Tensor,
 ) -> Result<Tensor> {
     let (b, t) = (h.dims()[0], h.dims()[1]);
-    let logits = nn::rms_norm(h, final_norm, eps)?.matmul(lm_head)?;
-    let logits = logits.reshape(&[b * t, vocab])?;
+    let logits = lm_logits(eps, h, final_norm, lm_head)?.reshape(&[b * t, vocab])?;
     nn::cross_entropy(&logits, &labels.reshape(&[b * t])?)
+}
+
+/// The logits `[B, T, vocab]` of the LM head after a stack: RMSNorm of `h: [B, T, d]` with
+/// `final_norm` (epsilon `eps`), then `lm_head: [d, vocab]`; what [`lm_loss_with_eps`]
+/// scores.
+pub fn lm_logits(eps: f64, h: &Tensor, final_norm: &Tensor, lm_head: &Tensor) -> Result<Tensor> {
+    nn::rms_norm(h, final_norm, eps)?.matmul(lm_head)
 }
 
 impl<S: LayerStack<Config = LlamaConfig> + 'static> ModelForward for Llama<Tensor, S> {
@@ -324,6 +330,10 @@ impl<S: LayerStack<Config = LlamaConfig> + 'static> ModelForward for Llama<Tenso
 
     fn loss(&self, c: &LlamaConfig, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
         self.head_loss(c.vocab, h, &x.labels)
+    }
+
+    fn logits(&self, _: &LlamaConfig, h: &Tensor, _: &Tokens<Tensor>) -> Result<Tensor> {
+        lm_logits(1e-5, h, &self.final_norm, &self.lm_head)
     }
 
     fn check(c: &LlamaConfig) -> Result<()> {

@@ -103,6 +103,12 @@ impl crate::registry::Architecture for LlamaModel {
         }
     }
 
+    fn logits_head(c: &LlamaConfig) -> Option<stackscan::fsdp::PostFn> {
+        Some(stackscan::model::logits_head::<Llama<Tensor, LlamaStack>>(
+            c,
+        ))
+    }
+
     fn hf_weights(c: &LlamaConfig) -> Option<Result<stackscan_runtime::hf::HfMap>> {
         Some(crate::hf_weights::llama::map(c))
     }

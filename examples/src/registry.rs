@@ -30,6 +30,7 @@ use stackscan::{LayerStack, Mesh, Result};
 use crate::configs::{self, ConfigFile};
 use crate::jobs::MoeFlags;
 use stackscan::cost::ActiveExperts;
+use stackscan::fsdp::PostFn;
 use stackscan_runtime::hf::HfMap;
 
 /// What every command needs of a model: its config type and declared stack, and the few
@@ -89,6 +90,12 @@ pub trait Architecture: 'static {
     }
     /// Parameters a token uses, for a model whose routed experts make it fewer than all.
     fn active_parameters(_: &Self::Config, _: &StackModel) -> Option<u64> {
+        None
+    }
+    /// The head that turns the stack's output into logits at `c`, for the forward program
+    /// ([`stackscan::fsdp::forward_step_on`], `Trainer::logits`); `None` for a model that
+    /// declares none.
+    fn logits_head(_: &Self::Config) -> Option<PostFn> {
         None
     }
     /// The map between the weights at `c` and the Hugging Face checkpoint of the same model
@@ -427,6 +434,18 @@ impl ModelConfig {
         self.model.0.active_parameters(self, m)
     }
 
+    /// The model's logits head ([`Architecture::logits_head`]): an error naming the model
+    /// when it declares none.
+    pub fn logits_head(&self) -> Result<PostFn> {
+        self.model
+            .0
+            .logits_head(self)
+            .ok_or_else(|| stackscan::Error::InvalidOp {
+                op: "logits",
+                message: format!("the model `{}` declares no logits", self.model()),
+            })
+    }
+
     /// The map to the model's Hugging Face checkpoint ([`Architecture::hf_weights`]): an
     /// error naming the model when it has none.
     pub fn hf_weights(&self) -> Result<HfMap> {
@@ -493,6 +512,7 @@ trait Erased: Sync {
         ep: usize,
     ) -> Option<Result<(ModelConfig, Mesh)>>;
     fn active_parameters(&self, c: &ModelConfig, m: &StackModel) -> Option<u64>;
+    fn logits_head(&self, c: &ModelConfig) -> Option<PostFn>;
     fn hf_weights(&self, c: &ModelConfig) -> Option<Result<HfMap>>;
     fn hf_config_json(&self, c: &ModelConfig) -> Option<serde_json::Value>;
     fn clone_config(&self, c: &ModelConfig) -> ModelConfig;
@@ -584,6 +604,9 @@ impl<A: Architecture> Erased for Registered<A> {
     }
     fn active_parameters(&self, c: &ModelConfig, m: &StackModel) -> Option<u64> {
         A::active_parameters(self.of(c), m)
+    }
+    fn logits_head(&self, c: &ModelConfig) -> Option<PostFn> {
+        A::logits_head(self.of(c))
     }
     fn hf_weights(&self, c: &ModelConfig) -> Option<Result<HfMap>> {
         A::hf_weights(self.of(c))

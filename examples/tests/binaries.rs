@@ -979,3 +979,84 @@ fn hugging_face_weights_in_and_out_through_the_command_line() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `eval` of a saved checkpoint reports the loss `train` reported for the same weights on the
+/// same held-out batches; a Hugging Face directory evaluates too.
+#[test]
+fn eval_reports_the_loss_train_reported_for_the_same_weights() {
+    let dir = scratch("evalcmd");
+    let text = dir.join("held-out.txt");
+    std::fs::write(&text, "held-out text for eval, read as bytes. ".repeat(200)).unwrap();
+    let ckpt = dir.join("ckpt");
+    let stdout = succeeds(
+        "train",
+        &[
+            "--steps",
+            "2",
+            "--save-every",
+            "2",
+            "--checkpoint-dir",
+            utf8(&ckpt),
+            "--eval-data",
+            utf8(&text),
+            "--eval-batches",
+            "3",
+            "--quiet",
+        ],
+    );
+    let reported = |out: &str, after: &str| -> f64 {
+        let line = out
+            .lines()
+            .find(|l| l.contains(after))
+            .unwrap_or_else(|| panic!("{out}"));
+        let loss = line
+            .split("loss ")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap();
+        loss.parse().unwrap()
+    };
+    let trained = reported(&stdout, "eval after step 2");
+    let stdout = succeeds(
+        "eval",
+        &[
+            "--checkpoint",
+            utf8(&ckpt),
+            "--data",
+            utf8(&text),
+            "--batches",
+            "3",
+        ],
+    );
+    let evaluated = reported(&stdout, "eval on");
+    assert!(
+        (trained - evaluated).abs() <= 1e-4,
+        "{trained} vs {evaluated}"
+    );
+    assert!(stdout.contains("perplexity"), "{stdout}");
+    // A Hugging Face directory: the fixture's vocabulary is 64, so u16 ids below it.
+    let ids: Vec<u8> = (0..400u16)
+        .flat_map(|i| ((i * 7) % 64).to_le_bytes())
+        .collect();
+    let bin = dir.join("ids.bin");
+    std::fs::write(&bin, ids).unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf/llama");
+    let stdout = succeeds(
+        "eval",
+        &[
+            "--init-from",
+            utf8(&fixture),
+            "--data",
+            utf8(&bin),
+            "--batch",
+            "4",
+        ],
+    );
+    assert!(
+        stdout.contains("eval on") && stdout.contains("4 batches of 4 × 8 tokens"),
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

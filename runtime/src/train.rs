@@ -98,6 +98,23 @@ pub struct Trainer {
     eval_program: stackscan::Program,
     eval_exe: Option<Executable>,
     micro_batches: usize,
+    /// The model and plan options, for the forward program [`Trainer::logits`] lowers.
+    model: StackModel,
+    options: PlanOptions,
+    /// The forward program of the last logits head asked for, compiled.
+    logits_exe: Option<LogitsProgram>,
+}
+
+/// A compiled forward program and the head it ends in.
+struct LogitsProgram {
+    head: stackscan::fsdp::PostFn,
+    exe: Executable,
+}
+
+impl std::fmt::Debug for LogitsProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogitsProgram").finish_non_exhaustive()
+    }
 }
 
 fn init_values(spec: &ParamSpec, count: usize, rng: &mut Rng) -> Vec<f32> {
@@ -225,6 +242,9 @@ impl Trainer {
             eval_program,
             eval_exe: None,
             micro_batches,
+            model: model.clone(),
+            options,
+            logits_exe: None,
         })
     }
 
@@ -272,6 +292,54 @@ impl Trainer {
         Ok(loss.to_host::<f32>()?[0])
     }
 
+    /// What `head` (a model's [`logits_head`](stackscan::model::logits_head)) makes of the
+    /// current weights on `inputs` (device `d`'s rows at `inputs[d]`, one micro-batch: the
+    /// model's own batch), per device: the forward pass as the training step runs it, on the
+    /// mesh, without a loss or a backward pass. For a language model, logits `[rows, seq,
+    /// vocab]` row-major. The forward program is lowered and compiled on the first call with
+    /// a head, and kept for the next calls with the same one.
+    pub fn logits(
+        &mut self,
+        head: &stackscan::fsdp::PostFn,
+        inputs: &[Vec<HostInput>],
+    ) -> Result<Vec<Vec<f32>>> {
+        let batch = self.upload_as(&self.model.inputs, inputs)?;
+        let fresh = !matches!(&self.logits_exe, Some(p) if std::rc::Rc::ptr_eq(&p.head, head));
+        if fresh {
+            let program = stackscan::fsdp::forward_step_on(
+                &self.model,
+                self.options,
+                self.mesh.layout(),
+                head,
+            )?;
+            let started = Instant::now();
+            let exe = self.client.compile_program(&program, &self.mesh)?;
+            self.compile_seconds += started.elapsed().as_secs_f64();
+            self.logits_exe = Some(LogitsProgram {
+                head: head.clone(),
+                exe,
+            });
+        }
+        let Some(LogitsProgram { exe, .. }) = &self.logits_exe else {
+            return Err(Error::Program("the forward program did not compile".into()));
+        };
+        let lists: Vec<Vec<&Buffer>> = batch
+            .buffers
+            .iter()
+            .zip(&self.state)
+            .map(|(inp, state)| inp.iter().chain(&state[..self.weights]).collect())
+            .collect();
+        exe.execute(&lists)?
+            .iter()
+            .map(|device| {
+                device
+                    .first()
+                    .ok_or_else(|| Error::Program("the forward program returned nothing".into()))?
+                    .to_host::<f32>()
+            })
+            .collect()
+    }
+
     /// The same trainer with another policy for non-finite steps.
     pub fn on_non_finite(mut self, policy: NonFinitePolicy) -> Trainer {
         self.on_non_finite = policy;
@@ -295,6 +363,11 @@ impl Trainer {
     /// [`launch`](Self::launch). Nothing of the trainer changes, so this can run while a
     /// launched step is still on the devices.
     pub fn upload(&self, inputs: &[Vec<HostInput>]) -> Result<DeviceBatch> {
+        self.upload_as(&self.inputs, inputs)
+    }
+
+    /// [`upload`](Self::upload) checked against `specs`.
+    fn upload_as(&self, specs: &[InputSpec], inputs: &[Vec<HostInput>]) -> Result<DeviceBatch> {
         let started = Instant::now();
         let n = self.mesh.size();
         if inputs.len() != n {
@@ -304,21 +377,21 @@ impl Trainer {
             });
         }
         for (d, device_inputs) in inputs.iter().enumerate() {
-            if device_inputs.len() != self.inputs.len() {
+            if device_inputs.len() != specs.len() {
                 return Err(Error::ArgumentCount {
                     device: d,
-                    expected: self.inputs.len(),
+                    expected: specs.len(),
                     actual: device_inputs.len(),
                 });
             }
-            for (input, spec) in device_inputs.iter().zip(&self.inputs) {
+            for (input, spec) in device_inputs.iter().zip(specs) {
                 input.check(spec, d)?;
             }
         }
         let mut buffers: Vec<Vec<Buffer>> = Vec::with_capacity(n);
         for (device_inputs, dev) in inputs.iter().zip(self.mesh.devices()) {
             let mut bufs = Vec::with_capacity(device_inputs.len());
-            for (input, spec) in device_inputs.iter().zip(&self.inputs) {
+            for (input, spec) in device_inputs.iter().zip(specs) {
                 bufs.push(match input {
                     HostInput::F32(v) => self.client.buffer(v, &spec.ty.dims, dev)?,
                     HostInput::I32(v) => self.client.buffer(v, &spec.ty.dims, dev)?,

@@ -35,6 +35,7 @@
 //! ```
 
 mod accumulate;
+mod forward;
 mod listing;
 mod loops;
 mod lowering;
@@ -48,6 +49,7 @@ mod step;
 mod tags;
 
 pub use accumulate::accumulate;
+pub use forward::forward_step_on;
 pub use listing::NamedParam;
 pub use model::{
     Init, InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel, Update,

@@ -21,6 +21,7 @@
 pub mod args;
 pub mod bench;
 pub mod calibrate;
+pub mod eval;
 pub mod export;
 pub mod logging;
 pub mod plan;
@@ -37,6 +38,7 @@ use crate::timeline::TimelineArgs;
 use args::RuntimeArgs;
 use bench::BenchCommand;
 use calibrate::CalibrateArgs;
+use eval::EvalArgs;
 use export::ExportArgs;
 use plan::{ParamsArgs, PlanArgs};
 use train::TrainArgs;
@@ -86,6 +88,12 @@ pub enum Command {
         after_help = "Example: stackscan timeline --model deepseek3 --hardware tpu7x --chips 64 --ep 4 --out timelines"
     )]
     Timeline(TimelineArgs),
+    /// The mean loss and perplexity of a checkpoint's (or a Hugging Face directory's)
+    /// weights on held-out tokens; nothing is updated.
+    #[command(
+        after_help = "Example: stackscan eval --checkpoint checkpoints --data held-out.bin --batches 8"
+    )]
+    Eval(EvalArgs),
     /// Write a checkpoint's weights as a Hugging Face model directory (`model.safetensors`,
     /// `config.json`) that `transformers` loads.
     #[command(
@@ -129,6 +137,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Calibrate(a) => calibrate::run(a, out),
         Command::Timeline(a) => crate::timeline::report(a, out),
         Command::Export(a) => export::run(a, out),
+        Command::Eval(a) => eval::run(a, out),
         Command::Collectives(a) => {
             if crate::collectives::run(a, out)? {
                 Ok(())

@@ -88,4 +88,18 @@ impl Architecture for DeepSeek3Model {
             Ok((c, mesh))
         }))
     }
+
+    fn logits_head(c: &DeepSeek3Config) -> Option<stackscan::fsdp::PostFn> {
+        Some(stackscan::model::logits_head::<
+            DeepSeek3<Tensor, DeepSeek3Stack>,
+        >(c))
+    }
+
+    fn hf_weights(c: &DeepSeek3Config) -> Option<Result<stackscan_runtime::hf::HfMap>> {
+        Some(crate::hf_weights::deepseek3::map(c))
+    }
+
+    fn hf_config_json(c: &DeepSeek3Config) -> Option<serde_json::Value> {
+        Some(crate::hf_weights::deepseek3::config_json(c))
+    }
 }

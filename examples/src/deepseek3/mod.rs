@@ -473,6 +473,10 @@ impl<S: LayerStack<Config = DeepSeek3Config> + 'static> ModelForward for DeepSee
         )
     }
 
+    fn logits(&self, _: &DeepSeek3Config, h: &Tensor, _: &Tokens<Tensor>) -> Result<Tensor> {
+        crate::llama::lm_logits(NORM_EPS, h, &self.final_norm, &self.lm_head)
+    }
+
     fn check(c: &DeepSeek3Config) -> Result<()> {
         c.validate()?;
         let prefix = S::stack(c)?.prefix_len();

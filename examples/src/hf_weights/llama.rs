@@ -17,7 +17,7 @@ pub fn map(c: &LlamaConfig) -> Result<HfMap> {
         // Their `[out, in]` projection `p`, transposed.
         let proj =
             |p: &str, out: i64, inn: i64| Link::new(&at(p), &[out, inn]).then(Step::TransposeLast2);
-        Ok(match name {
+        Ok(vec![match name {
             "embed" => Link::new("model.embed_tokens.weight", &[c.vocab, d]),
             "final_norm" => Link::new("model.norm.weight", &[d]),
             "lm_head" => Link::new("lm_head.weight", &[c.vocab, d]).then(Step::TransposeLast2),
@@ -31,7 +31,7 @@ pub fn map(c: &LlamaConfig) -> Result<HfMap> {
             "layers.mlp.w_up" => proj("mlp.up_proj.weight", c.ffn, d),
             "layers.mlp.w_down" => proj("mlp.down_proj.weight", d, c.ffn),
             other => return Err(unmapped("llama", other)),
-        })
+        }])
     })
 }
 

@@ -14,18 +14,22 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
+pub mod deepseek3;
 pub mod llama;
+pub mod qwen35;
 
 use stackscan::Result;
 use stackscan::fsdp::StackModel;
 use stackscan_runtime::hf::{HfMap, Link, WeightLinks};
 
-/// The map of `model`'s weights, `link(name, layer)` giving the link of our weight `name`
-/// (a [`StackModel::weight_names`] path) at `layer`: `None` for an outer weight, else the
-/// layer's index in the whole stack (their `model.layers.{i}`), whatever its kind.
+/// The map of `model`'s weights, `link(name, layer)` giving the links that fill our weight
+/// `name` (a [`StackModel::weight_names`] path) at `layer`: `None` for an outer weight, else
+/// the layer's index in the whole stack (their `model.layers.{i}`), whatever its kind. One
+/// link fills a layer, or several fill blocks of it (an expert bank from per-expert
+/// matrices).
 pub fn map_of(
     model: &StackModel,
-    mut link: impl FnMut(&str, Option<usize>) -> Result<Link>,
+    mut link: impl FnMut(&str, Option<usize>) -> Result<Vec<Link>>,
 ) -> Result<HfMap> {
     let outer = model.outer_params.len();
     let names = model.weight_names();
@@ -46,13 +50,14 @@ pub fn map_of(
     for (j, (name, (spec, layers))) in names.iter().zip(model.weights()).enumerate() {
         let mut shape = Vec::with_capacity(spec.shape.len() + 1);
         let links = if j < outer {
-            vec![link(name, None)?]
+            link(name, None)?
         } else {
             shape.push(layers as i64);
-            of_kind[kind_of_weight[j - outer]]
-                .iter()
-                .map(|&l| link(name, Some(l)))
-                .collect::<Result<_>>()?
+            let mut links = Vec::new();
+            for (i, &l) in of_kind[kind_of_weight[j - outer]].iter().enumerate() {
+                links.extend(link(name, Some(l))?.into_iter().map(|k| k.layer(i)));
+            }
+            links
         };
         shape.extend_from_slice(&spec.shape);
         weights.push(WeightLinks {

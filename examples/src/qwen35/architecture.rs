@@ -92,4 +92,16 @@ impl Architecture for Qwen35Model {
             Ok((c, mesh))
         }))
     }
+
+    fn logits_head(c: &Qwen35Config) -> Option<stackscan::fsdp::PostFn> {
+        Some(stackscan::model::logits_head::<Qwen35<Tensor, Qwen35Stack>>(c))
+    }
+
+    fn hf_weights(c: &Qwen35Config) -> Option<Result<stackscan_runtime::hf::HfMap>> {
+        Some(crate::hf_weights::qwen35::map(c))
+    }
+
+    fn hf_config_json(c: &Qwen35Config) -> Option<serde_json::Value> {
+        Some(crate::hf_weights::qwen35::config_json(c))
+    }
 }

@@ -431,6 +431,10 @@ impl<S: LayerStack<Config = Qwen35Config> + 'static> ModelForward for Qwen35<Ten
         )
     }
 
+    fn logits(&self, _: &Qwen35Config, h: &Tensor, _: &Tokens<Tensor>) -> Result<Tensor> {
+        crate::llama::lm_logits(NORM_EPS, h, &self.final_norm, &self.lm_head)
+    }
+
     fn check(c: &Qwen35Config) -> Result<()> {
         c.check()
     }

@@ -69,6 +69,12 @@ pub enum Step {
         /// Their index of each of ours.
         order: Vec<usize>,
     },
+    /// A leading dimension of size 1: one of their per-expert matrices as a block of our
+    /// expert bank.
+    AddLeadingDim,
+    /// Drop dimension `dim`, of size 1: their depthwise convolution's `[channels, 1, kernel]`
+    /// as `[channels, kernel]`.
+    Squeeze(usize),
 }
 
 impl Step {
@@ -88,6 +94,12 @@ impl Step {
                 .get(*dim)
                 .filter(|&&n| is_permutation(order, n as usize))
                 .map(|_| dims.to_vec()),
+            Step::AddLeadingDim => Some([&[1][..], dims].concat()),
+            Step::Squeeze(dim) => (dims.get(*dim) == Some(&1)).then(|| {
+                let mut d = dims.to_vec();
+                d.remove(*dim);
+                d
+            }),
         }
     }
 
@@ -99,6 +111,19 @@ impl Step {
                 data: a.data.iter().map(|x| x + c).collect(),
             }),
             Step::Reorder { dim, order } => a.reorder(*dim, order),
+            Step::AddLeadingDim => Ok(Array {
+                dims: [&[1][..], &a.dims].concat(),
+                data: a.data.clone(),
+            }),
+            Step::Squeeze(_) => {
+                let dims = self.dims(&a.dims).ok_or_else(|| {
+                    Error::Program(format!("weight mapping: {self:?} of {:?}", a.dims))
+                })?;
+                Ok(Array {
+                    dims,
+                    data: a.data.clone(),
+                })
+            }
         }
     }
 
@@ -110,6 +135,28 @@ impl Step {
                 data: a.data.iter().map(|x| x - c).collect(),
             }),
             Step::Reorder { dim, order } => a.reorder(*dim, &inverse(order)),
+            Step::AddLeadingDim => match a.dims.split_first() {
+                Some((1, rest)) => Ok(Array {
+                    dims: rest.to_vec(),
+                    data: a.data.clone(),
+                }),
+                _ => Err(Error::Program(format!(
+                    "weight mapping: no leading dimension of 1 to drop from {:?}",
+                    a.dims
+                ))),
+            },
+            Step::Squeeze(dim) if *dim <= a.dims.len() => {
+                let mut dims = a.dims.clone();
+                dims.insert(*dim, 1);
+                Ok(Array {
+                    dims,
+                    data: a.data.clone(),
+                })
+            }
+            Step::Squeeze(dim) => Err(Error::Program(format!(
+                "weight mapping: no dimension {dim} to restore in {:?}",
+                a.dims
+            ))),
         }
     }
 }
@@ -137,6 +184,10 @@ pub struct Link {
     pub region: Option<Region>,
     /// The moves from their block to our layer, in order.
     pub steps: Vec<Step>,
+    /// Which layer of ours it fills (0 for an outer weight).
+    pub layer: usize,
+    /// The block of that layer it fills, or `None` for all of it.
+    pub at: Option<Region>,
 }
 
 impl Link {
@@ -147,7 +198,22 @@ impl Link {
             shape: shape.to_vec(),
             region: None,
             steps: Vec::new(),
+            layer: 0,
+            at: None,
         }
+    }
+
+    /// The link fills our layer `layer` (0, the default, for an outer weight).
+    pub fn layer(mut self, layer: usize) -> Link {
+        self.layer = layer;
+        self
+    }
+
+    /// The link fills only the block `[start, start + len)` of dimension `dim` of our layer
+    /// (one expert of an expert bank: `into(0, e, 1)`).
+    pub fn into_block(mut self, dim: usize, start: i64, len: i64) -> Link {
+        self.at = Some(Region { dim, start, len });
+        self
     }
 
     /// Only the block `[start, start + len)` of dimension `dim` of their tensor.
@@ -162,7 +228,7 @@ impl Link {
         self
     }
 
-    /// The shape of our layer this link yields, or why it yields none.
+    /// The shape of the block of our layer this link yields, or why it yields none.
     fn our_dims(&self) -> std::result::Result<Vec<i64>, String> {
         let mut dims = self.shape.clone();
         if let Some(r) = self.region {
@@ -189,16 +255,17 @@ impl Link {
 }
 
 /// How one of our weights is made: its name and whole shape (with the layer dimension when
-/// stacked) and one link per layer (one for an outer weight).
+/// stacked) and the links that fill it, each a layer or a block of one ([`Link::layer`],
+/// [`Link::into_block`]); together they fill every layer exactly once.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WeightLinks {
     /// Our name ([`StackModel::weight_names`](stackscan::fsdp::StackModel::weight_names)).
     pub name: String,
     /// Our whole shape: `[layers, …]` when stacked.
     pub shape: Vec<i64>,
-    /// Whether the first dimension counts layers, one link each.
+    /// Whether the first dimension counts layers.
     pub stacked: bool,
-    /// One per layer, in order (one for an outer weight).
+    /// What fills it.
     pub links: Vec<Link>,
 }
 
@@ -210,6 +277,25 @@ impl WeightLinks {
         } else {
             &self.shape
         }
+    }
+
+    fn layers(&self) -> usize {
+        if self.stacked {
+            self.shape.first().copied().unwrap_or(0).max(0) as usize
+        } else {
+            1
+        }
+    }
+
+    /// The shape of the block `at` of one layer.
+    fn block_dims(&self, at: Option<Region>) -> Vec<i64> {
+        let mut dims = self.layer_dims().to_vec();
+        if let Some(r) = at
+            && let Some(d) = dims.get_mut(r.dim)
+        {
+            *d = r.len;
+        }
+        dims
     }
 }
 
@@ -231,26 +317,27 @@ impl HfMap {
         let fail = |tensor: &str, reason: String| bad(Path::new("(map)"), Some(tensor), reason);
         let mut theirs: BTreeMap<&str, (&[i64], Vec<Option<Region>>)> = BTreeMap::new();
         for w in &self.weights {
-            let layers = if w.stacked {
-                w.shape.first().copied().unwrap_or(0) as usize
-            } else {
-                1
-            };
-            if w.links.len() != layers {
-                return Err(fail(
-                    &w.name,
-                    format!("has {} links for {layers} layers", w.links.len()),
-                ));
-            }
+            let layers = w.layers();
+            let mut filled: Vec<Vec<Option<Region>>> = vec![Vec::new(); layers];
             for l in &w.links {
-                let dims = l.our_dims().map_err(|e| fail(&l.theirs, e))?;
-                if dims != w.layer_dims() {
+                let Some(blocks) = filled.get_mut(l.layer) else {
                     return Err(fail(
                         &l.theirs,
                         format!(
-                            "becomes {dims:?}, but a layer of our `{}` is {:?}",
+                            "fills layer {} of our `{}`, which has {layers}",
+                            l.layer, w.name
+                        ),
+                    ));
+                };
+                blocks.push(l.at);
+                let dims = l.our_dims().map_err(|e| fail(&l.theirs, e))?;
+                if dims != w.block_dims(l.at) {
+                    return Err(fail(
+                        &l.theirs,
+                        format!(
+                            "becomes {dims:?}, but its block of our `{}` is {:?}",
                             w.name,
-                            w.layer_dims()
+                            w.block_dims(l.at)
                         ),
                     ));
                 }
@@ -259,6 +346,14 @@ impl HfMap {
                     return Err(fail(&l.theirs, "is linked with two shapes".into()));
                 }
                 entry.1.push(l.region);
+            }
+            for (i, blocks) in filled.iter().enumerate() {
+                if !covers_once(w.layer_dims(), blocks) {
+                    return Err(fail(
+                        &w.name,
+                        format!("layer {i} is not filled exactly once by its links"),
+                    ));
+                }
             }
         }
         for (name, (shape, regions)) in theirs {
@@ -345,7 +440,8 @@ impl HfMap {
             .weights
             .get(j)
             .ok_or_else(|| bad(files.dir(), None, format!("the map has no weight {j}")))?;
-        let mut data = Vec::with_capacity(w.shape.iter().product::<i64>().max(0) as usize);
+        let per_layer = w.layer_dims().iter().product::<i64>().max(0) as usize;
+        let mut data = vec![0.0f32; per_layer * w.layers()];
         for l in &w.links {
             let (dims, values) = files.read(&l.theirs)?;
             let mut a = Array::new(dims, values)?;
@@ -355,7 +451,15 @@ impl HfMap {
             for s in &l.steps {
                 a = s.apply(&a)?;
             }
-            data.extend(a.data);
+            let slab = &mut data[l.layer * per_layer..(l.layer + 1) * per_layer];
+            match l.at {
+                None => slab.copy_from_slice(&a.data),
+                Some(r) => {
+                    let mut layer = Array::new(w.layer_dims().to_vec(), slab.to_vec())?;
+                    layer.write(r.dim, r.start, &a)?;
+                    slab.copy_from_slice(&layer.data);
+                }
+            }
         }
         Ok(Tensor {
             name: w.name.clone(),
@@ -383,9 +487,12 @@ impl HfMap {
                 ));
             }
             let per_layer = w.layer_dims().iter().product::<i64>() as usize;
-            for (i, l) in w.links.iter().enumerate() {
-                let slab = ours.data[i * per_layer..(i + 1) * per_layer].to_vec();
+            for l in &w.links {
+                let slab = ours.data[l.layer * per_layer..(l.layer + 1) * per_layer].to_vec();
                 let mut a = Array::new(w.layer_dims().to_vec(), slab)?;
+                if let Some(r) = l.at {
+                    a = a.slice(r.dim, r.start, r.len)?;
+                }
                 for s in l.steps.iter().rev() {
                     a = s.invert(&a)?;
                 }

@@ -21,13 +21,29 @@ fn map() -> HfMap {
                 name: "layers.gate".into(),
                 shape: vec![2, 2, 2],
                 stacked: true,
-                links: (0..2).map(|l| fused(l, 0)).collect(),
+                links: (0..2).map(|l| fused(l, 0).layer(l)).collect(),
             },
             WeightLinks {
                 name: "layers.up".into(),
                 shape: vec![2, 2, 2],
                 stacked: true,
-                links: (0..2).map(|l| fused(l, 2).then(Step::Add(1.0))).collect(),
+                links: (0..2)
+                    .map(|l| fused(l, 2).then(Step::Add(1.0)).layer(l))
+                    .collect(),
+            },
+            // One layer of a bank of two experts `[3, 2]` each, theirs `[2, 3]` per expert.
+            WeightLinks {
+                name: "layers.experts".into(),
+                shape: vec![1, 2, 3, 2],
+                stacked: true,
+                links: (0..2)
+                    .map(|e| {
+                        Link::new(&format!("layers.0.experts.{e}.w"), &[2, 3])
+                            .then(Step::TransposeLast2)
+                            .then(Step::AddLeadingDim)
+                            .into_block(0, e, 1)
+                    })
+                    .collect(),
             },
         ],
         skipped: vec![("mtp.".into(), "not modelled".into())],
@@ -46,6 +62,7 @@ fn ours() -> Vec<Tensor> {
         t("head", &[2, 3], 0.0),
         t("layers.gate", &[2, 2, 2], 10.0),
         t("layers.up", &[2, 2, 2], 20.0),
+        t("layers.experts", &[1, 2, 3, 2], 30.0),
     ]
 }
 
@@ -62,7 +79,18 @@ fn an_export_reimports_bit_identically() {
     let names: Vec<&str> = theirs.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
-        ["lm_head.weight", "layers.0.gate_up", "layers.1.gate_up"]
+        [
+            "lm_head.weight",
+            "layers.0.gate_up",
+            "layers.1.gate_up",
+            "layers.0.experts.0.w",
+            "layers.0.experts.1.w"
+        ]
+    );
+    // Expert 1 by hand: our `[3, 2]` block from 31.5 on, transposed.
+    assert_eq!(
+        theirs[4].1.data,
+        vec![31.5, 32.0, 32.5, 31.75, 32.25, 32.75]
     );
     // Their layer-0 `gate_up`, by hand: gate rows are our gate's columns, up rows ours − 1.
     let g = &theirs[1].1;
@@ -131,10 +159,23 @@ fn a_map_whose_blocks_overlap_or_miss_is_refused() {
     let mut m = map();
     m.weights[2].links[1] = Link::new("layers.1.gate_up", &[4, 2])
         .block(0, 1, 2)
-        .then(Step::TransposeLast2);
+        .then(Step::TransposeLast2)
+        .layer(1);
     let e = m.validate().unwrap_err().to_string();
     assert!(
         e.contains("`layers.1.gate_up`") && e.contains("exactly once"),
+        "{e}"
+    );
+    // An expert bank with one expert linked twice and the other not at all.
+    let mut m = map();
+    m.weights[3].links[1].at = Some(Region {
+        dim: 0,
+        start: 0,
+        len: 1,
+    });
+    let e = m.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("`layers.experts`") && e.contains("layer 0"),
         "{e}"
     );
     let mut m = map();
