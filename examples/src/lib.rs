@@ -26,6 +26,7 @@ pub mod qwen35;
 pub mod reference;
 pub mod registry;
 pub mod timeline;
+pub mod tokenize;
 pub mod toy;
 pub mod weights;
 pub mod yarn;

@@ -912,8 +912,7 @@ fn plan_predicts_the_step_time_under_its_options() {
 }
 
 /// `train --init-from` a Hugging Face directory, save, `export` the checkpoint as one, and
-/// train from the export: the whole round trip through the command line. A model without a
-/// Hugging Face map says so.
+/// train from the export: the whole round trip through the command line.
 #[test]
 fn hugging_face_weights_in_and_out_through_the_command_line() {
     let dir = scratch("hf");
@@ -964,6 +963,8 @@ fn hugging_face_weights_in_and_out_through_the_command_line() {
             "--quiet",
         ],
     );
+    // A checkpoint of another model is refused naming the tensor; a model without a map says
+    // so.
     fails(
         "export",
         &[
@@ -975,7 +976,23 @@ fn hugging_face_weights_in_and_out_through_the_command_line() {
             utf8(&hf),
         ],
         2,
-        &["`deepseek3` has no Hugging Face counterpart"],
+        &[
+            "is not a checkpoint of DeepSeek-V3",
+            "tensor `embed` is [64, 32]",
+        ],
+    );
+    fails(
+        "export",
+        &[
+            "--model",
+            "llama-swa",
+            "--checkpoint",
+            utf8(&ckpt),
+            "--to",
+            utf8(&hf),
+        ],
+        2,
+        &["`llama-swa` has no Hugging Face counterpart"],
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -1057,6 +1074,51 @@ fn eval_reports_the_loss_train_reported_for_the_same_weights() {
     assert!(
         stdout.contains("eval on") && stdout.contains("4 batches of 4 × 8 tokens"),
         "{stdout}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--tokenizer` trains on text through a `tokenizer.json`; a missing tokenizer is one line
+/// naming it.
+#[test]
+fn train_tokenizes_text_with_a_tokenizer() {
+    let dir = scratch("tokenizer");
+    let text = dir.join("corpus.txt");
+    std::fs::write(
+        &text,
+        "the quick brown fox jumps over the lazy dog. the model reads tokens.\n".repeat(100),
+    )
+    .unwrap();
+    let tokenizer = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hf/tokenizer/tokenizer.json");
+    let stdout = succeeds(
+        "train",
+        &[
+            "--data",
+            utf8(&text),
+            "--tokenizer",
+            utf8(&tokenizer),
+            "--seq",
+            "16",
+            "--steps",
+            "3",
+            "--quiet",
+        ],
+    );
+    assert!(
+        stdout.contains("tokenized by") && stdout.contains("u16 tokens"),
+        "{stdout}"
+    );
+    fails(
+        "train",
+        &[
+            "--data",
+            utf8(&text),
+            "--tokenizer",
+            "no-such-tokenizer.json",
+        ],
+        2,
+        &["no-such-tokenizer.json"],
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -38,6 +38,10 @@ pub struct EvalArgs {
     /// How `--data` stores tokens (default: by its name, as `train`).
     #[arg(long, value_name = "u16|u32|bytes")]
     pub data_format: Option<TokenFormat>,
+    /// A Hugging Face `tokenizer.json` that tokenises `--data`, UTF-8 text (as `train
+    /// --tokenizer`).
+    #[arg(long, value_name = "PATH", conflicts_with = "data_format")]
+    pub tokenizer: Option<PathBuf>,
     /// Global batches to read (each device's first windows of the file, as `train` reads
     /// them).
     #[arg(long, default_value_t = 4, value_name = "M", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -91,10 +95,19 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
         None => None,
     };
     let (job, layout) = Job::on_config(c, devices, 1, MoeFlags::default()).map_err(usage)?;
-    let format = a
-        .data_format
-        .unwrap_or_else(|| TokenFormat::for_path(&a.data));
-    let file = TokenFile::open(&a.data, format).map_err(|e| CliError::Usage(e.to_string()))?;
+    let (path, format) = match &a.tokenizer {
+        Some(t) => {
+            let done = crate::tokenize::tokenize_text(t, &a.data)
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            (done.path, done.format)
+        }
+        None => (
+            a.data.clone(),
+            a.data_format
+                .unwrap_or_else(|| TokenFormat::for_path(&a.data)),
+        ),
+    };
+    let file = TokenFile::open(&path, format).map_err(|e| CliError::Usage(e.to_string()))?;
     let to_usize = |v: i64| usize::try_from(v).map_err(|e| CliError::failed(e.to_string()));
     let data = TokenBatches::new(
         file,

@@ -128,6 +128,11 @@ pub struct TrainArgs {
     /// How `--data` stores tokens (default: `bytes` for .txt/.md/.text, else `u16`).
     #[arg(long, requires = "data", value_name = "u16|u32|bytes")]
     pub data_format: Option<TokenFormat>,
+    /// A Hugging Face `tokenizer.json`: `--data` and `--eval-data` are UTF-8 text it
+    /// tokenises (once: the token file, u16 or u32 by the vocabulary, is kept in the cache
+    /// under both files' hash and read like any other).
+    #[arg(long, value_name = "PATH", conflicts_with = "data_format")]
+    pub tokenizer: Option<PathBuf>,
     /// Write one JSON line per step to FILE: step, loss, seconds, tokens, tokens/s, lr,
     /// skipped, data position (appended to when resuming).
     #[arg(long, value_name = "FILE")]
@@ -306,11 +311,28 @@ impl TrainArgs {
 
     /// The token file `path` (`--data-format`, else by its name) as the model's batches.
     fn token_batches(&self, path: &Path, job: &Job) -> Result<TokenBatches, CliError> {
-        let format = self
-            .data_format
-            .unwrap_or_else(|| TokenFormat::for_path(path));
+        let (path, format) = match &self.tokenizer {
+            Some(t) => {
+                let done = crate::tokenize::tokenize_text(t, path)
+                    .map_err(|e| CliError::Usage(e.to_string()))?;
+                tracing::info!(
+                    "{} → {} tokens of a {}-token vocabulary ({}{})",
+                    path.display(),
+                    done.tokens,
+                    done.vocab,
+                    done.path.display(),
+                    if done.fresh { "" } else { ", from the cache" }
+                );
+                (done.path, done.format)
+            }
+            None => (
+                path.to_owned(),
+                self.data_format
+                    .unwrap_or_else(|| TokenFormat::for_path(path)),
+            ),
+        };
         let to_usize = |v: i64| usize::try_from(v).map_err(|e| CliError::failed(e.to_string()));
-        let file = TokenFile::open(path, format).map_err(|e| CliError::Usage(e.to_string()))?;
+        let file = TokenFile::open(&path, format).map_err(|e| CliError::Usage(e.to_string()))?;
         let batches = TokenBatches::new(
             file,
             to_usize(job.vocab)?,
@@ -372,10 +394,15 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     )?;
     let batches = match data {
         Some(d) => {
+            let source = match (&a.data, &a.tokenizer) {
+                (Some(text), Some(t)) => {
+                    format!("{} tokenized by {}", text.display(), t.display())
+                }
+                _ => d.file().path().display().to_string(),
+            };
             writeln!(
                 out,
-                "data: {} ({} {} tokens, {} sequences per pass)",
-                d.file().path().display(),
+                "data: {source} ({} {} tokens, {} sequences per pass)",
                 d.file().len(),
                 d.file().format(),
                 d.windows()
