@@ -1,14 +1,16 @@
-//! Checkpoints in the safetensors format: an 8-byte little-endian header length, a JSON header
-//! naming each tensor's dtype, shape and byte range, then the raw little-endian data.
+//! Checkpoints in the safetensors format, read and written with the format's own crate: an
+//! 8-byte little-endian header length, a JSON header naming each tensor's dtype, shape and
+//! byte range, then the raw little-endian data (tensors in name order, as the crate lays
+//! them out).
 //!
-//! The format is written by hand (it is forty lines) so the runtime needs no extra crate beyond
-//! `serde_json` for the header. Files are written atomically ([`write_atomic`]): a crash
-//! mid-write leaves the previous checkpoint as it was. Each tensor's SHA-256 is recorded in the
-//! metadata (`stackscan.sha256.{tensor}`), so a flipped bit in the data, which no header check
-//! can see, is caught too. Reading checks everything a damaged or mismatched file can get wrong
-//! (length, header, byte ranges, checksums, dtype, shape, missing tensors) and names the tensor
-//! at fault; nothing is uploaded until every tensor has been checked. A file written before
-//! checksums were recorded still loads, with a warning.
+//! Files are written atomically ([`write_atomic`]): a crash mid-write leaves the previous
+//! checkpoint as it was. Each tensor's SHA-256 is recorded in the metadata
+//! (`stackscan.sha256.{tensor}`), so a flipped bit in the data, which no header check can see,
+//! is caught too. Reading checks everything a damaged or mismatched file can get wrong
+//! (length, header, byte ranges, checksums, dtype, shape, missing tensors) and names the
+//! tensor at fault: a file the crate refuses is walked once more to say which tensor and
+//! what ([`diagnose`]). Nothing is uploaded until every tensor has been checked. A file
+//! written before checksums were recorded still loads, with a warning.
 //!
 //! ```
 //! use std::path::Path;
@@ -19,7 +21,7 @@
 //!     tensors: vec![Tensor { name: "w".into(), shape: vec![2], data: vec![1.0, -2.0] }],
 //!     ..Checkpoint::default()
 //! };
-//! let mut bytes = c.to_bytes();
+//! let mut bytes = c.to_bytes()?;
 //! let path = Path::new("latest.safetensors");
 //! assert_eq!(Checkpoint::from_bytes(&bytes, path)?, c);
 //! // One bit of `w`'s last element flipped: refused, naming the tensor.
@@ -36,7 +38,11 @@ mod checksum;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+use safetensors::tensor::TensorView;
+use safetensors::{Dtype, SafeTensors};
+use serde_json::Value;
 
 use crate::error::{Error, Result};
 
@@ -56,7 +62,8 @@ pub struct Tensor {
 /// The tensors and string metadata (`__metadata__`) of one safetensors file.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Checkpoint {
-    /// Tensors in the order they are written.
+    /// Tensors; a file holds them in name order (the safetensors crate's), and reading
+    /// one gives them in that order.
     pub tensors: Vec<Tensor>,
     /// Free-form metadata: step, data position, RNG state. Keys starting with
     /// `stackscan.sha256.` are the file's checksums: [`Checkpoint::to_bytes`] writes its own
@@ -66,148 +73,77 @@ pub struct Checkpoint {
 
 impl Checkpoint {
     /// The file's bytes, each tensor's checksum in the metadata.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut header = Map::new();
-        let mut meta: Map<String, Value> = self
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut meta: HashMap<String, String> = self
             .metadata
             .iter()
             .filter(|(k, _)| checksum::tensor_of(k).is_none())
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        for t in &self.tensors {
-            meta.insert(checksum::key(&t.name), checksum::of_f32(&t.data).into());
-        }
-        if !meta.is_empty() {
-            header.insert("__metadata__".into(), Value::Object(meta));
-        }
-        let mut offset = 0usize;
-        for t in &self.tensors {
-            let end = offset + t.data.len() * 4;
-            let entry = serde_json::json!({
-                "dtype": "F32",
-                "shape": t.shape,
-                "data_offsets": [offset, end],
-            });
-            header.insert(t.name.clone(), entry);
-            offset = end;
-        }
-        let mut json = Value::Object(header).to_string().into_bytes();
-        // The data starts 8-byte aligned, as the reference implementation writes it.
-        while !json.len().is_multiple_of(8) {
-            json.push(b' ');
-        }
-        let mut out = Vec::with_capacity(8 + json.len() + offset);
-        out.extend_from_slice(&(json.len() as u64).to_le_bytes());
-        out.extend_from_slice(&json);
-        for t in &self.tensors {
-            for x in &t.data {
-                out.extend_from_slice(&x.to_le_bytes());
-            }
-        }
-        out
+        let raw: Vec<(&str, Vec<u8>, Vec<usize>)> = self
+            .tensors
+            .iter()
+            .map(|t| {
+                meta.insert(checksum::key(&t.name), checksum::of_f32(&t.data));
+                let bytes = t.data.iter().flat_map(|x| x.to_le_bytes()).collect();
+                let shape = t.shape.iter().map(|&d| d.max(0) as usize).collect();
+                (t.name.as_str(), bytes, shape)
+            })
+            .collect();
+        let views = raw
+            .iter()
+            .map(|(name, bytes, shape)| {
+                TensorView::new(Dtype::F32, shape.clone(), bytes)
+                    .map(|v| (*name, v))
+                    .map_err(|e| Error::Program(format!("checkpoint tensor `{name}`: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut out = safetensors::serialize(views, Some(meta))
+            .map_err(|e| Error::Program(format!("writing a checkpoint: {e}")))?;
+        canonical_header(&mut out);
+        Ok(out)
     }
 
     /// Parses a file's bytes and checks each tensor's data against its checksum; `path` only
     /// names the file in errors. A file without checksums loads with a warning; one with a
     /// checksum for a tensor it lacks, or a tensor without one, is refused.
     pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Checkpoint> {
-        let corrupt = |reason: String| Error::CheckpointCorrupt {
-            path: path.to_owned(),
-            reason,
+        let st = match SafeTensors::deserialize(bytes) {
+            Ok(st) => st,
+            Err(e) => return Err(diagnose(bytes, path, &e.to_string())),
         };
-        let truncated = |tensor: Option<&str>, needed: usize| Error::CheckpointTruncated {
-            path: path.to_owned(),
-            tensor: tensor.map(str::to_owned),
-            needed,
-            actual: bytes.len(),
-        };
-        let Some(len) = bytes.get(..8) else {
-            return Err(truncated(None, 8));
-        };
-        let len = u64::from_le_bytes(len.try_into().map_err(|_| truncated(None, 8))?);
-        let header_end = usize::try_from(len)
-            .ok()
-            .and_then(|l| l.checked_add(8))
-            .ok_or_else(|| corrupt(format!("header length {len} is not addressable")))?;
-        let Some(header) = bytes.get(8..header_end) else {
-            return Err(truncated(None, header_end));
-        };
-        let header: Value = serde_json::from_slice(header)
-            .map_err(|e| corrupt(format!("header is not JSON: {e}")))?;
-        let Value::Object(header) = header else {
-            return Err(corrupt("header is not a JSON object".into()));
-        };
-        let data = &bytes[header_end..];
+        let (_, header) =
+            SafeTensors::read_metadata(bytes).map_err(|e| diagnose(bytes, path, &e.to_string()))?;
         let mut metadata = BTreeMap::new();
         let mut sums = checksum::Checksums::new();
-        let mut entries = Vec::new();
-        for (name, entry) in header {
-            if name == "__metadata__" {
-                let Value::Object(meta) = entry else {
-                    return Err(corrupt("`__metadata__` is not an object".into()));
-                };
-                for (k, v) in meta {
-                    let Value::String(v) = v else {
-                        return Err(corrupt(format!("metadata `{k}` is not a string")));
-                    };
-                    match checksum::tensor_of(&k) {
-                        Some(tensor) => sums.insert(tensor.to_owned(), v),
-                        None => metadata.insert(k, v),
-                    };
-                }
-                continue;
-            }
-            let field = |key: &str| {
-                entry
-                    .get(key)
-                    .ok_or_else(|| corrupt(format!("tensor `{name}` has no `{key}`")))
+        for (k, v) in header.metadata().iter().flatten() {
+            match checksum::tensor_of(k) {
+                Some(tensor) => sums.insert(tensor.to_owned(), v.clone()),
+                None => metadata.insert(k.clone(), v.clone()),
             };
-            let dtype = field("dtype")?
-                .as_str()
-                .ok_or_else(|| corrupt(format!("tensor `{name}`: dtype is not a string")))?;
-            if dtype != "F32" {
+        }
+        let mut views = st.tensors();
+        // In file order.
+        views.sort_by_key(|(name, _)| header.info(name).map_or(0, |i| i.data_offsets.0));
+        for (name, view) in &views {
+            if view.dtype() != Dtype::F32 {
                 return Err(Error::CheckpointDType {
-                    tensor: name,
+                    tensor: name.clone(),
                     expected: "F32".into(),
-                    actual: dtype.to_owned(),
+                    actual: format!("{:?}", view.dtype()),
                 });
             }
-            let shape = field("shape")?
-                .as_array()
-                .and_then(|dims| dims.iter().map(Value::as_i64).collect::<Option<Vec<_>>>())
-                .filter(|dims| dims.iter().all(|&d| d >= 0))
-                .ok_or_else(|| corrupt(format!("tensor `{name}`: shape is not a list of sizes")))?;
-            let offsets = field("data_offsets")?
-                .as_array()
-                .and_then(|o| o.iter().map(Value::as_u64).collect::<Option<Vec<_>>>())
-                .filter(|o| o.len() == 2 && o[0] <= o[1])
-                .ok_or_else(|| corrupt(format!("tensor `{name}`: bad `data_offsets`")))?;
-            let (start, end) = (offsets[0] as usize, offsets[1] as usize);
-            let count = shape
-                .iter()
-                .try_fold(1usize, |acc, &d| acc.checked_mul(d as usize))
-                .ok_or_else(|| corrupt(format!("tensor `{name}`: shape {shape:?} overflows")))?;
-            if end - start != count * 4 {
-                return Err(corrupt(format!(
-                    "tensor `{name}`: {} bytes for shape {shape:?} of F32",
-                    end - start
-                )));
-            }
-            entries.push((start, end, name, shape));
         }
-        // In file order, so a cut file names the first tensor it cuts.
-        entries.sort_by_key(|(start, ..)| *start);
-        checksum::match_tensors(&sums, entries.iter().map(|e| e.2.as_str()), path)?;
-        let mut tensors = Vec::with_capacity(entries.len());
-        for (start, end, name, shape) in entries {
-            let Some(raw) = data.get(start..end) else {
-                return Err(truncated(Some(&name), header_end + end));
-            };
-            checksum::verify(&sums, &name, raw, path)?;
-            let data = raw
+        checksum::match_tensors(&sums, views.iter().map(|(n, _)| n.as_str()), path)?;
+        let mut tensors = Vec::with_capacity(views.len());
+        for (name, view) in views {
+            checksum::verify(&sums, &name, view.data(), path)?;
+            let data = view
+                .data()
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                 .collect();
+            let shape = view.shape().iter().map(|&d| d as i64).collect();
             tensors.push(Tensor { name, shape, data });
         }
         Ok(Checkpoint { tensors, metadata })
@@ -224,7 +160,7 @@ impl Checkpoint {
 
     /// Writes the file at `path` atomically, with checksums.
     pub fn write(&self, path: &Path) -> Result<()> {
-        write_atomic(path, &self.to_bytes())
+        write_atomic(path, &self.to_bytes()?)
     }
 
     /// The tensor called `name`, checked to have `shape`; `path` names the file in errors.
@@ -260,6 +196,98 @@ impl Checkpoint {
             path: path.to_owned(),
             reason: format!("metadata `{key}` is `{v}`, not an integer"),
         })
+    }
+}
+
+/// Rewrites the JSON header of the safetensors file `out` with its keys sorted, in place.
+///
+/// The crate takes the metadata as a `HashMap` and writes it in that map's iteration order,
+/// which differs from process to process; sorted, the same state always gives the same bytes
+/// (a checkpoint can be hashed, deduplicated or compared). The sorted text has the same
+/// length as the unsorted one (the same keys and values), so the data's offsets hold.
+fn canonical_header(out: &mut [u8]) {
+    let Some(len) = out.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+        return;
+    };
+    let end = usize::try_from(u64::from_le_bytes(len))
+        .ok()
+        .and_then(|l| l.checked_add(8));
+    let Some(header) = end.and_then(|end| out.get_mut(8..end)) else {
+        return;
+    };
+    let text_len = header.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+    // `serde_json`'s maps are ordered by key.
+    let sorted = serde_json::from_slice::<Value>(&header[..text_len])
+        .ok()
+        .and_then(|v| serde_json::to_vec(&v).ok());
+    if let Some(sorted) = sorted.filter(|t| t.len() == text_len) {
+        header[..text_len].copy_from_slice(&sorted);
+    }
+}
+
+/// Why the safetensors crate refused `bytes` (its message `refused`), said as the typed error
+/// that names the tensor at fault: a cut file names the first tensor it cuts, a wrong dtype
+/// the tensor that has it. The header is walked in file order, checking what a damaged or
+/// foreign file gets wrong; what it cannot pin on one thing is a
+/// [`CheckpointCorrupt`](Error::CheckpointCorrupt) with the crate's message.
+fn diagnose(bytes: &[u8], path: &Path, refused: &str) -> Error {
+    let corrupt = |reason: String| Error::CheckpointCorrupt {
+        path: path.to_owned(),
+        reason,
+    };
+    let truncated = |tensor: Option<&str>, needed: usize| Error::CheckpointTruncated {
+        path: path.to_owned(),
+        tensor: tensor.map(str::to_owned),
+        needed,
+        actual: bytes.len(),
+    };
+    let Some(len) = bytes.get(..8) else {
+        return truncated(None, 8);
+    };
+    let mut le = [0u8; 8];
+    le.copy_from_slice(len);
+    let len = u64::from_le_bytes(le);
+    let Some(header_end) = usize::try_from(len).ok().and_then(|l| l.checked_add(8)) else {
+        return corrupt(format!("header length {len} is not addressable"));
+    };
+    let Some(header) = bytes.get(8..header_end) else {
+        return truncated(None, header_end);
+    };
+    let header: Value = match serde_json::from_slice(header) {
+        Ok(v) => v,
+        Err(e) => return corrupt(format!("header is not JSON: {e}")),
+    };
+    let Value::Object(header) = header else {
+        return corrupt("header is not a JSON object".into());
+    };
+    let mut entries = Vec::new();
+    for (name, entry) in &header {
+        if name == "__metadata__" {
+            continue;
+        }
+        if let Some(dtype) = entry.get("dtype").and_then(Value::as_str)
+            && dtype != "F32"
+        {
+            return Error::CheckpointDType {
+                tensor: name.clone(),
+                expected: "F32".into(),
+                actual: dtype.to_owned(),
+            };
+        }
+        let end = entry
+            .get("data_offsets")
+            .and_then(Value::as_array)
+            .and_then(|o| o.get(1))
+            .and_then(Value::as_u64);
+        if let Some(end) = end.and_then(|e| usize::try_from(e).ok()) {
+            entries.push((end, name.as_str()));
+        }
+    }
+    entries.sort_unstable();
+    let data = bytes.len() - header_end;
+    match entries.iter().find(|(end, _)| *end > data) {
+        Some(&(end, name)) => truncated(Some(name), header_end + end),
+        None => corrupt(refused.to_owned()),
     }
 }
 
