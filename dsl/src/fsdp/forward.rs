@@ -8,11 +8,10 @@ use crate::emit::{Program, Sharding};
 use crate::error::{Error, Result};
 use crate::mesh::Mesh;
 use crate::plan::{Plan, PlanOptions};
-use crate::types::TensorType;
 
 use super::lowering::Lowering;
-use super::model::{ParamSpec, PostFn, StackModel};
-use super::step::GradientReduction;
+use super::model::{PostFn, StackModel};
+use super::step::{GradientReduction, StepParams, param_shardings};
 
 /// The forward program of `model` on `mesh` under `options`, ending in `head` (`(h, inputs,
 /// outer weights) → output`, each device's batch rows first): parameters as the training
@@ -29,19 +28,11 @@ pub fn forward_step_on(
     let lowering = Lowering::new(model, &plan, mesh, GradientReduction::ReduceScatter)?;
     let m = model;
     let s = Scope::new("forward");
-    let inputs: Vec<Tensor> = m.inputs.iter().map(|i| s.param(i.ty.clone())).collect();
-    let outer_slabs: Vec<Tensor> = m
-        .outer_params
-        .iter()
-        .map(|p| s.param(TensorType::new(p.dtype, p.local_dims(lowering.n))))
-        .collect();
-    let stacked: Vec<Vec<Tensor>> = (0..m.kinds.len())
-        .map(|k| {
-            (0..m.kinds[k].params.len())
-                .map(|p| s.param(m.stacked_local_type(k, p, lowering.n)))
-                .collect()
-        })
-        .collect();
+    let StepParams {
+        inputs,
+        outer_slabs,
+        stacked,
+    } = lowering.params(&s);
     let outer: Vec<Tensor> = m
         .outer_params
         .iter()
@@ -61,17 +52,5 @@ pub fn forward_step_on(
         ));
     }
     let f = s.finish(&[out])?;
-    let shard = |p: &ParamSpec, stacked: bool| match (p.shard_dim, stacked) {
-        (None, _) => Sharding::Replicated,
-        (Some(_), false) => Sharding::Dim(0),
-        (Some(_), true) => Sharding::Dim(1),
-    };
-    let mut params = vec![Sharding::Dim(0); m.inputs.len()];
-    params.extend(m.outer_params.iter().map(|p| shard(p, false)));
-    params.extend(
-        m.kinds
-            .iter()
-            .flat_map(|k| k.params.iter().map(|p| shard(p, true))),
-    );
-    Program::on_device_mesh(f, mesh.clone(), params, vec![Sharding::Dim(0)])
+    Program::on_device_mesh(f, mesh.clone(), param_shardings(m), vec![Sharding::Dim(0)])
 }

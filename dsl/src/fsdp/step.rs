@@ -108,23 +108,10 @@ pub fn train_step_on_with(
     let lowering = Lowering::new(model, &plan, mesh, reduction)?;
     let main = lowering.build()?;
     let aux = lowering.aux.clone();
-    let mut params = vec![Sharding::Dim(0); model.inputs.len()];
-    let shard = |p: &ParamSpec, stacked: bool| match (p.shard_dim, stacked) {
-        (None, _) => Sharding::Replicated,
-        (Some(_), false) => Sharding::Dim(0),
-        (Some(_), true) => Sharding::Dim(1),
-    };
-    let outer: Vec<Sharding> = model.outer_params.iter().map(|p| shard(p, false)).collect();
-    let stacked: Vec<Sharding> = model
-        .kinds
-        .iter()
-        .flat_map(|k| k.params.iter().map(|p| shard(p, true)))
-        .collect();
-    params.extend(&outer);
-    params.extend(&stacked);
+    let params = param_shardings(model);
     let mut results = vec![Sharding::Replicated];
-    results.extend(&outer);
-    results.extend(&stacked);
+    // The gradients are laid out as their weights.
+    results.extend(&params[model.inputs.len()..]);
     results.extend(aux.iter().map(|_| Sharding::Replicated));
     Ok(TrainStep {
         program: Program::on_device_mesh(main, mesh.clone(), params, results)?,
@@ -142,24 +129,64 @@ pub fn train_step_on_with(
     })
 }
 
+/// How a program over `model`'s inputs and weight slabs takes its parameters: `[inputs…,
+/// outer slabs…, stacked slabs (kind-major)…]`, inputs split along the batch, a sharded
+/// weight along its slab dimension (the first of an outer slab, the one after the layers of
+/// a stacked one), a replicated one whole.
+pub(super) fn param_shardings(model: &StackModel) -> Vec<Sharding> {
+    let shard = |p: &ParamSpec, stacked: bool| match (p.shard_dim, stacked) {
+        (None, _) => Sharding::Replicated,
+        (Some(_), false) => Sharding::Dim(0),
+        (Some(_), true) => Sharding::Dim(1),
+    };
+    let mut params = vec![Sharding::Dim(0); model.inputs.len()];
+    params.extend(model.outer_params.iter().map(|p| shard(p, false)));
+    params.extend(
+        model
+            .kinds
+            .iter()
+            .flat_map(|k| k.params.iter().map(|p| shard(p, true))),
+    );
+    params
+}
+
+/// A step's parameters in scope `s`, in [`param_shardings`]' order.
+pub(super) struct StepParams {
+    pub(super) inputs: Vec<Tensor>,
+    pub(super) outer_slabs: Vec<Tensor>,
+    pub(super) stacked: Vec<Vec<Tensor>>,
+}
+
 impl Lowering<'_> {
+    /// The parameters of a program over the model's inputs and this device's weight slabs.
+    pub(super) fn params(&self, s: &Scope) -> StepParams {
+        let m = self.model;
+        StepParams {
+            inputs: m.inputs.iter().map(|i| s.param(i.ty.clone())).collect(),
+            outer_slabs: m
+                .outer_params
+                .iter()
+                .map(|p| s.param(TensorType::new(p.dtype, p.local_dims(self.n))))
+                .collect(),
+            stacked: (0..self.kinds())
+                .map(|k| {
+                    (0..m.kinds[k].params.len())
+                        .map(|p| s.param(m.stacked_local_type(k, p, self.n)))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
     /// The whole training step: the stack's passes between the parts before and after it.
     pub(super) fn build(&self) -> Result<Function> {
         let m = self.model;
         let s = Scope::new("train_step");
-        let inputs: Vec<Tensor> = m.inputs.iter().map(|i| s.param(i.ty.clone())).collect();
-        let outer_slabs: Vec<Tensor> = m
-            .outer_params
-            .iter()
-            .map(|p| s.param(TensorType::new(p.dtype, p.local_dims(self.n))))
-            .collect();
-        let stacked: Vec<Vec<Tensor>> = (0..self.kinds())
-            .map(|k| {
-                (0..m.kinds[k].params.len())
-                    .map(|p| s.param(m.stacked_local_type(k, p, self.n)))
-                    .collect()
-            })
-            .collect();
+        let StepParams {
+            inputs,
+            outer_slabs,
+            stacked,
+        } = self.params(&s);
 
         // Outside the stack: gather once, differentiate the pre and post parts as functions.
         let outer_full: Vec<Tensor> = m

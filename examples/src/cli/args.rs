@@ -118,6 +118,41 @@ pub fn model_name(s: &str) -> Result<crate::registry::ModelName, crate::registry
     s.parse()
 }
 
+/// The config commands train or evaluate: `config` (a preset, TOML or `config.json`), else the
+/// `config.json` of the Hugging Face directory `init_from`, else the model's tiny preset;
+/// with `--batch` (sequences over all `devices`, which must split them) and `--seq` applied.
+pub fn shaped_config(
+    model: crate::jobs::ModelName,
+    config: Option<&str>,
+    init_from: Option<&std::path::Path>,
+    batch: Option<u32>,
+    seq: Option<u32>,
+    devices: usize,
+) -> stackscan::Result<crate::registry::ModelConfig> {
+    let from_dir = init_from.map(|d| d.join("config.json").to_string_lossy().into_owned());
+    let mut c = model.load_or(
+        config.or(from_dir.as_deref()),
+        crate::registry::Preset::Tiny,
+    )?;
+    if let Some(batch) = batch {
+        let devices = u32::try_from(devices).unwrap_or(u32::MAX);
+        if !batch.is_multiple_of(devices) {
+            return Err(stackscan::Error::InvalidOp {
+                op: "train",
+                message: format!(
+                    "`--batch {batch}` does not split over `--devices {devices}`: give a \
+                     multiple of {devices}"
+                ),
+            });
+        }
+        c = c.with_batch_per_device(i64::from(batch / devices));
+    }
+    if let Some(seq) = seq {
+        c = c.with_seq(i64::from(seq));
+    }
+    Ok(c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use stackscan_runtime::{Client, Mesh, Plugin, plugin};
 use super::CliError;
 use super::args::RuntimeArgs;
 use crate::jobs::{Job, ModelName, MoeFlags};
-use crate::registry::{ModelConfig, Preset};
+use crate::registry::ModelConfig;
 
 /// Arguments of `eval`.
 #[derive(Clone, Debug, Args)]
@@ -60,28 +60,15 @@ pub struct EvalArgs {
 
 impl EvalArgs {
     fn config(&self) -> Result<ModelConfig, CliError> {
-        let model = self.model.unwrap_or_else(crate::registry::default_model);
-        let from_dir = self
-            .init_from
-            .as_ref()
-            .map(|d| d.join("config.json").to_string_lossy().into_owned());
-        let usage = |e: stackscan::Error| CliError::Usage(format!("cannot build the model: {e}"));
-        let mut c = model
-            .load_or(self.config.as_deref().or(from_dir.as_deref()), Preset::Tiny)
-            .map_err(usage)?;
-        let devices = self.runtime.devices;
-        if let Some(batch) = self.batch {
-            if !(batch as usize).is_multiple_of(devices) {
-                return Err(CliError::Usage(format!(
-                    "`--batch {batch}` does not split over `--devices {devices}`"
-                )));
-            }
-            c = c.with_batch_per_device(i64::from(batch) / devices as i64);
-        }
-        if let Some(seq) = self.seq {
-            c = c.with_seq(i64::from(seq));
-        }
-        Ok(c)
+        super::args::shaped_config(
+            self.model.unwrap_or_else(crate::registry::default_model),
+            self.config.as_deref(),
+            self.init_from.as_deref(),
+            self.batch,
+            self.seq,
+            self.runtime.devices,
+        )
+        .map_err(|e| CliError::Usage(format!("cannot build the model: {e}")))
     }
 }
 

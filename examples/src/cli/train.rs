@@ -216,31 +216,14 @@ impl TrainArgs {
 
     /// The model's config (`--config`, else its tiny preset) with `--batch` and `--seq`.
     fn shaped_config(&self) -> stackscan::Result<crate::registry::ModelConfig> {
-        let from_dir = self
-            .init_from
-            .as_ref()
-            .map(|d| d.join("config.json").to_string_lossy().into_owned());
-        let mut c = self.model().load_or(
-            self.config.as_deref().or(from_dir.as_deref()),
-            crate::registry::Preset::Tiny,
-        )?;
-        if let Some(batch) = self.batch {
-            let devices = u32::try_from(self.runtime.devices).unwrap_or(u32::MAX);
-            if batch % devices != 0 {
-                return Err(stackscan::Error::InvalidOp {
-                    op: "train",
-                    message: format!(
-                        "`--batch {batch}` does not split over `--devices {devices}`: give a \
-                         multiple of {devices}"
-                    ),
-                });
-            }
-            c = c.with_batch_per_device(i64::from(batch / devices));
-        }
-        if let Some(seq) = self.seq {
-            c = c.with_seq(i64::from(seq));
-        }
-        Ok(c)
+        super::args::shaped_config(
+            self.model(),
+            self.config.as_deref(),
+            self.init_from.as_deref(),
+            self.batch,
+            self.seq,
+            self.runtime.devices,
+        )
     }
 
     fn adam(&self, job: &Job) -> Adam {

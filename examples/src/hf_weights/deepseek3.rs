@@ -10,7 +10,7 @@ use serde_json::json;
 use stackscan::Result;
 use stackscan_runtime::hf::{HfMap, Link, Step};
 
-use super::{map_of, unmapped};
+use super::{expert_links, map_of, unmapped};
 use crate::deepseek3::DeepSeek3Config;
 
 /// Our index `j` of `rope` rotary features is their index `order[j]`: the first half are
@@ -56,17 +56,8 @@ pub fn map(c: &DeepSeek3Config) -> Result<HfMap> {
         let at = |p: &str| format!("model.layers.{}.{p}", layer.unwrap_or(0));
         let proj =
             |p: &str, out: i64, inn: i64| Link::new(&at(p), &[out, inn]).then(Step::TransposeLast2);
-        // One link per routed expert: their `[out, in]` matrix into its block of our bank.
-        let experts = |p: &str, out: i64, inn: i64| {
-            (0..c.experts)
-                .map(|e| {
-                    Link::new(&at(&format!("mlp.experts.{e}.{p}.weight")), &[out, inn])
-                        .then(Step::TransposeLast2)
-                        .then(Step::AddLeadingDim)
-                        .into_block(0, e as i64, 1)
-                })
-                .collect()
-        };
+        let prefix = at("");
+        let experts = |p: &str, out: i64, inn: i64| expert_links(&prefix, c.experts, p, out, inn);
         let kind = name.split('.').nth(1).unwrap_or("");
         let param = name.splitn(3, '.').nth(2).unwrap_or(name);
         Ok(match (kind, param) {

@@ -20,7 +20,7 @@ pub mod qwen35;
 
 use stackscan::Result;
 use stackscan::fsdp::StackModel;
-use stackscan_runtime::hf::{HfMap, Link, WeightLinks};
+use stackscan_runtime::hf::{HfMap, Link, Step, WeightLinks};
 
 /// The map of `model`'s weights, `link(name, layer)` giving the links that fill our weight
 /// `name` (a [`StackModel::weight_names`] path) at `layer`: `None` for an outer weight, else
@@ -71,6 +71,20 @@ pub fn map_of(
         weights,
         skipped: Vec::new(),
     })
+}
+
+/// One link per routed expert: their `[out, in]` matrix `{at}mlp.experts.{e}.{proj}.weight`
+/// into expert `e`'s block of our `[experts, in, out]` bank (how DeepSeek-V3's and Qwen3.5's
+/// checkpoints store experts).
+pub(crate) fn expert_links(at: &str, experts: usize, proj: &str, out: i64, inn: i64) -> Vec<Link> {
+    (0..experts)
+        .map(|e| {
+            Link::new(&format!("{at}mlp.experts.{e}.{proj}.weight"), &[out, inn])
+                .then(Step::TransposeLast2)
+                .then(Step::AddLeadingDim)
+                .into_block(0, e as i64, 1)
+        })
+        .collect()
 }
 
 /// The error for one of our weights no link is known for.

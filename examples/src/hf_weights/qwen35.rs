@@ -9,7 +9,7 @@ use serde_json::json;
 use stackscan::Result;
 use stackscan_runtime::hf::{HfMap, Link, Step};
 
-use super::{map_of, unmapped};
+use super::{expert_links, map_of, unmapped};
 use crate::qwen35::Qwen35Config;
 
 /// The map of the Qwen3.5 model at `c`.
@@ -24,16 +24,8 @@ pub fn map(c: &Qwen35Config) -> Result<HfMap> {
             |p: &str, out: i64, inn: i64| Link::new(&at(p), &[out, inn]).then(Step::TransposeLast2);
         // Their `1 + w` norms.
         let norm = |full: String, n: i64| Link::new(&full, &[n]).then(Step::Add(1.0));
-        let experts = |p: &str, out: i64, inn: i64| {
-            (0..c.experts)
-                .map(|e| {
-                    Link::new(&at(&format!("mlp.experts.{e}.{p}.weight")), &[out, inn])
-                        .then(Step::TransposeLast2)
-                        .then(Step::AddLeadingDim)
-                        .into_block(0, e as i64, 1)
-                })
-                .collect()
-        };
+        let prefix = at("");
+        let experts = |p: &str, out: i64, inn: i64| expert_links(&prefix, c.experts, p, out, inn);
         let qkv = |start, len| {
             Link::new(&at("linear_attn.in_proj_qkv.weight"), &[channels, d])
                 .block(0, start, len)
