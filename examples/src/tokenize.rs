@@ -93,7 +93,12 @@ pub fn tokenize_text(tokenizer: &Path, text: &Path) -> Result<Tokenized, Tokeniz
         std::fs::read(p).map_err(|e| TokenizeError(format!("cannot read `{}`: {e}", p.display())))
     };
     let (tok_bytes, text_bytes) = (read(tokenizer)?, read(text)?);
-    let tok = load(tokenizer)?;
+    let tok = Tokenizer::from_bytes(&tok_bytes).map_err(|e| {
+        TokenizeError(format!(
+            "cannot read the tokenizer `{}`: {e}",
+            tokenizer.display()
+        ))
+    })?;
     let vocab = tok.get_vocab_size(true);
     let format = if vocab <= 1 << 16 {
         TokenFormat::U16

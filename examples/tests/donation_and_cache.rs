@@ -101,7 +101,7 @@ fn the_step_donates_its_state() {
 
 #[test]
 fn the_step_donates_its_state_on_the_newer_plugin() {
-    if let Some(plugin) = common::newer_cpu_plugin() {
+    if let Ok(plugin) = common::newer_cpu_plugin().inspect_err(|why| eprintln!("skipped: {why}")) {
         check_donated_state(&plugin);
     }
 }

@@ -198,9 +198,13 @@ enum Plugin {
 fn client(plugin: Plugin, dir: &std::path::Path) -> Option<Client> {
     let client = match plugin {
         Plugin::Default => cpu_client(MAX_DEVICES),
-        Plugin::Newer => {
-            Client::new(&newer_cpu_plugin()?, &ClientOptions::cpu(MAX_DEVICES)).unwrap()
-        }
+        Plugin::Newer => Client::new(
+            &newer_cpu_plugin()
+                .map_err(|why| eprintln!("skipped: {why}"))
+                .ok()?,
+            &ClientOptions::cpu(MAX_DEVICES),
+        )
+        .unwrap(),
     };
     Some(client.with_compile_cache(Some(CompileCache::new(dir.join("executables")))))
 }

@@ -132,7 +132,7 @@ fn a_donated_argument_is_reused_for_its_result_and_refused_after() {
 
 #[test]
 fn the_newer_plugin_donates_too() {
-    if let Some(plugin) = common::newer_cpu_plugin() {
+    if let Ok(plugin) = common::newer_cpu_plugin().inspect_err(|why| eprintln!("skipped: {why}")) {
         check_donation(&plugin);
     }
 }

@@ -88,7 +88,8 @@ fn check(plugin: &Plugin, name: &str) {
 fn donated_weights_reach_dots_with_their_current_values() {
     if std::env::var_os(CHILD).is_some() {
         check(&common::cpu_plugin(), "cpu");
-        if let Some(newer) = common::newer_cpu_plugin() {
+        if let Ok(newer) = common::newer_cpu_plugin().inspect_err(|why| eprintln!("skipped: {why}"))
+        {
             check(&newer, "cpu-0.115");
         }
         return;

@@ -7,20 +7,26 @@ use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+mod batches;
+mod shown;
+
 use clap::Args;
 use stackscan::fsdp::{Adam, Schedule};
 use stackscan::plan::PlanOptions;
 use stackscan_runtime::checkpoint::Checkpoint;
 use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
-use stackscan_runtime::train::{HostInput, PendingStep, Progress, Trainer};
+use stackscan_runtime::train::{HostInput, Progress, Trainer};
 use stackscan_runtime::{Client, CompileCache, Mesh, Plugin, plugin};
+
+use batches::{Batches, DEFAULT_EVAL_EVERY, step_inputs};
+use shown::{IN_FLIGHT, InFlight, Shown, evaluate};
 
 use super::CliError;
 use super::args::{RuntimeArgs, ScheduleArgs, learning_rate};
 use super::report::{learned, summarise, summarise_aux};
 use crate::jobs::{Job, ModelName, MoeFlags};
-use crate::metrics::{MetricsFile, StepMetrics};
-use crate::progress::{Display, StepShown, TrainProgress};
+use crate::metrics::MetricsFile;
+use crate::progress::{Display, TrainProgress};
 
 /// Most steps one run may ask for: far beyond any run of the tiny models, and far from the
 /// data position's overflow.
@@ -180,32 +186,13 @@ fn latest(dir: &Path) -> PathBuf {
     dir.join("latest.safetensors")
 }
 
-/// Steps between evaluations of `--eval-data` when `--eval-every` is not given.
-const DEFAULT_EVAL_EVERY: u64 = 10;
-
-/// Where the batches come from.
-enum Batches<'a> {
-    /// The model's synthetic batches, a function of the batch index.
-    Synthetic(&'a crate::jobs::Batches),
-    /// The model's synthetic batches of indices training never reaches (held out).
-    HeldOut(&'a crate::jobs::Batches),
-    /// A token file.
-    File(TokenBatches),
-}
-
-/// Where held-out synthetic batches start: beyond any index a run trains on (at most
-/// [`MAX_STEPS`] steps of at most 4096 micro-batches on at most 4096 devices: under 2⁵⁴).
-const HELD_OUT: u64 = 1 << 62;
-
-impl Batches<'_> {
-    /// Device batch `index`: `(tokens, labels)`.
-    fn get(&self, index: u64) -> (Vec<i32>, Vec<i32>) {
-        match self {
-            Batches::Synthetic(b) => b(index),
-            Batches::HeldOut(b) => b(HELD_OUT | index),
-            Batches::File(f) => f.batch(index),
-        }
-    }
+/// What [`TrainArgs::check`] found and built before any plugin loads.
+struct Checked {
+    job: Job,
+    options: PlanOptions,
+    layout: stackscan::Mesh,
+    /// The Hugging Face map of `--init-from`.
+    hf: Option<stackscan_runtime::hf::HfMap>,
 }
 
 impl TrainArgs {
@@ -258,7 +245,7 @@ impl TrainArgs {
 
     /// Everything that can be checked without a plugin, so a mistake costs no plugin load
     /// and its message is the only line the job prints.
-    fn check(&self) -> Result<(Job, PlanOptions, stackscan::Mesh), CliError> {
+    fn check(&self) -> Result<Checked, CliError> {
         let devices = self.runtime.devices;
         let moe = MoeFlags {
             direct_token_gather: self.direct_token_gather,
@@ -267,6 +254,15 @@ impl TrainArgs {
         let config = self
             .shaped_config()
             .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
+        // The map `--init-from` reads through, made now so a model without one costs no
+        // plugin load or compile.
+        let hf =
+            match &self.init_from {
+                Some(dir) => Some(config.hf_weights().map_err(|e| {
+                    CliError::Usage(format!("cannot import `{}`: {e}", dir.display()))
+                })?),
+                None => None,
+            };
         let (job, layout) = Job::on_config(config, devices, self.ep as usize, moe)
             .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
         let options = self.schedule.apply(job.options);
@@ -281,7 +277,12 @@ impl TrainArgs {
         })?;
         job.check_host_memory()
             .map_err(|e| CliError::Usage(format!("cannot train this model here: {e}")))?;
-        Ok((job, options, layout))
+        Ok(Checked {
+            job,
+            options,
+            layout,
+            hf,
+        })
     }
 
     /// The token file of `--data`, checked against the model's vocabulary.
@@ -342,7 +343,12 @@ impl TrainArgs {
 
 /// Runs `train`; the report goes to `out`, progress to stderr (nothing when `quiet`).
 pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliError> {
-    let (job, options, layout) = a.check()?;
+    let Checked {
+        job,
+        options,
+        layout,
+        hf,
+    } = a.check()?;
     let data = a.data(&job)?;
     let eval = match (&a.eval_data, a.eval_every) {
         (Some(path), every) => Some((
@@ -412,12 +418,8 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
         trainer.compile_seconds(),
         trainer.cache_outcome()
     )?;
-    if let Some(dir) = &a.init_from {
-        let map = a
-            .shaped_config()
-            .and_then(|c| c.hf_weights())
-            .map_err(|e| CliError::Usage(format!("cannot import `{}`: {e}", dir.display())))?;
-        trainer.import_hf(&map, dir)?;
+    if let (Some(dir), Some(map)) = (&a.init_from, &hf) {
+        trainer.import_hf(map, dir)?;
         writeln!(out, "weights from {} (Hugging Face)", dir.display())?;
     }
     let total = usize::try_from(a.steps)?;
@@ -545,123 +547,6 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     if a.expect_loss_fall {
         learned(&losses)
     } else {
-        Ok(())
-    }
-}
-
-/// Evaluates the current weights on the first `batches` global batches of `eval`: a report
-/// line and, with `--metrics`, a line `{"step", "eval_loss", "eval_perplexity"}`.
-fn evaluate(
-    trainer: &mut Trainer,
-    eval: &Batches<'_>,
-    batches: u64,
-    step: usize,
-    shown: &mut Shown,
-    out: &mut dyn Write,
-) -> Result<(), CliError> {
-    let devices = trainer.devices() as u64;
-    let k = trainer.micro_batches() as u64;
-    let mut total = 0.0f64;
-    for b in 0..batches {
-        let inputs = step_inputs(|i| eval.get(i), b * devices * k, devices, k);
-        total += f64::from(trainer.evaluate(&inputs)?);
-    }
-    let loss = total / batches as f64;
-    let perplexity = loss.exp();
-    writeln!(
-        out,
-        "eval after step {step}: loss {loss:.4}, perplexity {perplexity:.2} ({batches} batches)"
-    )?;
-    if let Some(f) = &mut shown.metrics {
-        let line = serde_json::json!({
-            "step": step,
-            "eval_loss": loss,
-            "eval_perplexity": perplexity,
-        });
-        f.write_value(&line)
-            .map_err(|e| CliError::failed(format!("writing `{}`: {e}", f.path().display())))?;
-    }
-    Ok(())
-}
-
-/// Every device's inputs of the step whose device batches start at `position`: device `d`
-/// runs its `k` micro-batches (device batches `position + i·devices + d`, i < k) one after
-/// another, as an accumulating trainer takes them.
-fn step_inputs(
-    batch: impl Fn(u64) -> (Vec<i32>, Vec<i32>),
-    position: u64,
-    devices: u64,
-    k: u64,
-) -> Vec<Vec<HostInput>> {
-    (0..devices)
-        .map(|d| {
-            let (mut tokens, mut labels) = (Vec::new(), Vec::new());
-            for i in 0..k {
-                let (t, l) = batch(position + i * devices + d);
-                tokens.extend(t);
-                labels.extend(l);
-            }
-            vec![HostInput::I32(tokens), HostInput::I32(labels)]
-        })
-        .collect()
-}
-
-/// Steps the main job keeps launched and not yet waited for (see `run`).
-const IN_FLIGHT: usize = 2;
-
-/// A launched step and what its display and metrics line need.
-struct InFlight {
-    pending: PendingStep,
-    step: usize,
-    tokens: usize,
-    /// The data position after the step.
-    position: u64,
-}
-
-/// Where finished steps go: the progress display, the metrics file, the summary.
-struct Shown {
-    progress: TrainProgress,
-    metrics: Option<MetricsFile>,
-    lr: f64,
-    losses: Vec<(usize, f32)>,
-    times: Vec<f64>,
-    /// Each step's auxiliary outputs.
-    aux: Vec<Vec<(String, f32)>>,
-}
-
-impl Shown {
-    /// Waits for `s`, then shows and records it.
-    fn record(&mut self, trainer: &mut Trainer, s: InFlight) -> Result<(), CliError> {
-        let r = trainer.wait(s.pending)?;
-        let line = StepShown {
-            step: s.step,
-            loss: r.loss,
-            seconds: r.seconds,
-            tokens: s.tokens,
-            aux: r.aux.clone(),
-        };
-        self.progress.step(line, &mut std::io::stderr())?;
-        if let Some(f) = &mut self.metrics {
-            // The learning rate the devices applied (a schedule's), in its own key.
-            let mut aux: std::collections::BTreeMap<String, f32> = r.aux.iter().cloned().collect();
-            let lr = aux.remove("lr").map_or(self.lr, f64::from);
-            let line = StepMetrics {
-                step: s.step,
-                loss: r.loss.is_finite().then_some(r.loss),
-                seconds: r.seconds,
-                tokens: s.tokens,
-                tokens_per_second: s.tokens as f64 / r.seconds.max(1e-9),
-                lr,
-                skipped: r.skipped,
-                data_position: s.position,
-                aux,
-            };
-            f.write(&line)
-                .map_err(|e| CliError::failed(format!("writing `{}`: {e}", f.path().display())))?;
-        }
-        self.losses.push((s.step, r.loss));
-        self.aux.push(r.aux);
-        self.times.push(r.seconds);
         Ok(())
     }
 }

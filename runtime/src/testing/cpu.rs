@@ -22,23 +22,21 @@ pub fn cpu_client(devices: usize) -> Client {
 }
 
 /// The newer CPU plugin (PJRT API 0.115), when its wheel is already in the cache or
-/// `STACKSCAN_CPU_0115_PLUGIN` names its library; `None` (with the reason printed) otherwise.
-/// `.ci/run` fetches it, so CI always runs these tests.
-pub fn newer_cpu_plugin() -> Option<Plugin> {
+/// `STACKSCAN_CPU_0115_PLUGIN` names its library; otherwise why a test of it is skipped, for
+/// the test to print (a library prints nothing). `.ci/run` fetches it, so CI always runs
+/// these tests.
+pub fn newer_cpu_plugin() -> Result<Plugin, String> {
     let path = match std::env::var_os("STACKSCAN_CPU_0115_PLUGIN") {
         Some(p) => std::path::PathBuf::from(p),
         None => {
             let package = plugin::CPU_0115;
             match plugin::ensure_installed(&package, &plugin::cache_dir(), false) {
                 Ok(dir) => dir.join(package.library),
-                Err(e) => {
-                    eprintln!("skipped: the cpu-0.115 plugin is not present ({e})");
-                    return None;
-                }
+                Err(e) => return Err(format!("the cpu-0.115 plugin is not present ({e})")),
             }
         }
     };
     let plugin = Plugin::load(&path).expect("load the cpu-0.115 plugin");
     assert_eq!(plugin.api_version(), (0, 115));
-    Some(plugin)
+    Ok(plugin)
 }
