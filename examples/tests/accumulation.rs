@@ -1,7 +1,8 @@
 //! Gradient accumulation: a step over k micro-batches equals one step on the k-times larger
 //! batch. The accumulated program's loss and every gradient equal the unsharded single-device
 //! reference on the whole batch (f32, the derived rtol of `testing::fsdp`), and a trainer
-//! accumulating micro-batches follows the reference's Adam trajectory on the whole batches.
+//! accumulating micro-batches follows the reference's Adam trajectory on the whole batches
+//! over several steps, on 1 and 4 devices and on both CPU plugins.
 
 #![allow(
     clippy::unwrap_used,
@@ -13,12 +14,12 @@ use stackscan::plan::PlanOptions;
 use stackscan::{Axis, DType, TensorType};
 use stackscan_examples::llama::{LlamaConfig, synthetic_batch, synthetic_tokens};
 use stackscan_examples::llama_macro;
-use stackscan_runtime::Mesh;
 use stackscan_runtime::testing::cpu_client;
 use stackscan_runtime::testing::fsdp::{assert_matches_reference, fixture, run_program};
 use stackscan_runtime::testing::graph::{Arg, Data};
 use stackscan_runtime::testing::multi_step::{self, Reference, Tolerance, Trajectory};
 use stackscan_runtime::train::Trainer;
+use stackscan_runtime::{Client, ClientOptions, Mesh};
 
 const SEQ: i64 = 8;
 /// Sequences of one global batch.
@@ -82,8 +83,8 @@ fn micro_batches_sum_to_the_big_batch_gradient() {
 }
 
 #[test]
-fn a_trainer_accumulating_follows_adam_on_the_whole_batches() {
-    const STEPS: usize = 3;
+fn a_trainer_accumulating_follows_adam_on_the_whole_batches_on_1_and_4_devices_and_both_plugins() {
+    const STEPS: usize = 5;
     const K: usize = 2;
     let adam = Adam {
         eps: 1e-3,
@@ -100,22 +101,43 @@ fn a_trainer_accumulating_follows_adam_on_the_whole_batches() {
     let run = Reference::new(&cpu_client(1), &whole).train(&initial, &batches, adam, None);
     let tol = Tolerance::new(&whole, ROWS * SEQ as usize, adam, &run);
 
+    // On 1 and 4 devices, on both CPU plugins.
+    let newer = stackscan_runtime::testing::newer_cpu_plugin()
+        .inspect_err(|why| eprintln!("skipped on the newer plugin: {why}"))
+        .ok();
+    for devices in [1, 4] {
+        let mut clients = vec![("cpu", cpu_client(devices))];
+        if let Some(plugin) = &newer {
+            clients.push((
+                "cpu-0.115",
+                Client::new(plugin, &ClientOptions::cpu(devices)).unwrap(),
+            ));
+        }
+        for (name, client) in &clients {
+            let mesh = Mesh::new(client, "fsdp", devices).unwrap();
+            let micro = llama(ROWS / devices / K);
+            let options = PlanOptions::prefetch_deferred();
+            let mut trainer =
+                Trainer::accumulating(client, &mesh, &micro, options, adam, 1, K).unwrap();
+            multi_step::start_from(&mut trainer, &micro, &initial);
+            let losses = batches
+                .iter()
+                .map(|b| f64::from(trainer.step(&multi_step::split(b, devices)).unwrap().loss))
+                .collect();
+            let actual = Trajectory {
+                losses,
+                weights: multi_step::weights(&trainer),
+            };
+            let what = format!("{K} micro-batches a step, {devices} devices, {name}");
+            multi_step::assert_follows(&what, &actual, &run.trajectory, &tol);
+        }
+    }
+
     let client = cpu_client(DEVICES);
     let mesh = Mesh::new(&client, "fsdp", DEVICES).unwrap();
     let micro = llama(ROWS / DEVICES / K);
     let options = PlanOptions::prefetch_deferred();
     let mut trainer = Trainer::accumulating(&client, &mesh, &micro, options, adam, 1, K).unwrap();
-    multi_step::start_from(&mut trainer, &micro, &initial);
-    let losses = batches
-        .iter()
-        .map(|b| f64::from(trainer.step(&multi_step::split(b, DEVICES)).unwrap().loss))
-        .collect();
-    let actual = Trajectory {
-        losses,
-        weights: multi_step::weights(&trainer),
-    };
-    multi_step::assert_follows("2 micro-batches a step", &actual, &run.trajectory, &tol);
-
     // A batch of one micro-batch's rows is refused, not trained on.
     let short = multi_step::split(&batches[0], 2 * DEVICES);
     assert!(trainer.step(&short[..DEVICES]).is_err());
