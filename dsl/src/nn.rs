@@ -3,6 +3,11 @@
 //! None of these is a new op: each is a few primitive ops, so autodiff, emission and the
 //! shape checks apply unchanged.
 //!
+//! Those whose accuracy a narrow type ruins (norms, softmaxes, rotary angles, the loss)
+//! compute a bf16 input in f32 and return its type (the loss stays f32): the part of mixed
+//! precision ([`crate::Precision`]) that lives where the values are made. An f32 input
+//! emits no cast.
+//!
 //! ```
 //! use stackscan::{DType, Scope, TensorType, nn};
 //! let s = Scope::new("f");
@@ -19,6 +24,22 @@ use crate::ir::DotDims;
 use crate::ops::concatenate;
 use crate::types::TensorType;
 
+/// `x` in f32 if it is narrower (bf16), as it is otherwise (f32, f64 references, integers):
+/// how a layer computes a part that needs range and precision (a router, a recurrence) in
+/// f32 under mixed precision without narrowing an f64 reference.
+pub fn at_least_f32(x: &Tensor) -> Result<Tensor> {
+    if x.dtype() == DType::BF16 {
+        x.convert(DType::F32)
+    } else {
+        Ok(x.clone())
+    }
+}
+
+/// `f` of `x` computed in f32 when `x` is narrower (bf16), its result cast back to `x`'s type.
+fn in_f32(x: &Tensor, f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+    f(&at_least_f32(x)?)?.convert(x.dtype())
+}
+
 /// Keeps all dimensions but `axis`: the mapping back after a reduction over `axis`.
 fn kept(rank: usize, axis: usize) -> Vec<usize> {
     (0..rank).filter(|&i| i != axis).collect()
@@ -32,6 +53,10 @@ fn reduce_keep(x: &Tensor, axis: usize, f: impl Fn(&Tensor) -> Result<Tensor>) -
 
 /// `softmax(x)` along `axis`, shifted by the (gradient-free) maximum for stability.
 pub fn softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
+    in_f32(x, |x| softmax_same_type(x, axis))
+}
+
+fn softmax_same_type(x: &Tensor, axis: usize) -> Result<Tensor> {
     let m = reduce_keep(x, axis, |x| x.max_over(&[axis])?.stop_gradient())?;
     let e = x.sub(&m)?.exp()?;
     let z = reduce_keep(&e, axis, |e| e.sum(&[axis]))?;
@@ -40,6 +65,10 @@ pub fn softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
 
 /// `log softmax(x)` along `axis`.
 pub fn log_softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
+    in_f32(x, |x| log_softmax_same_type(x, axis))
+}
+
+fn log_softmax_same_type(x: &Tensor, axis: usize) -> Result<Tensor> {
     let m = reduce_keep(x, axis, |x| x.max_over(&[axis])?.stop_gradient())?;
     let shifted = x.sub(&m)?;
     let lse = reduce_keep(&shifted, axis, |s| s.exp()?.sum(&[axis])?.log())?;
@@ -49,6 +78,12 @@ pub fn log_softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
 /// RMSNorm over the last dimension: `x / √(mean(x²) + eps) · weight`, `weight` of shape
 /// `[last]`.
 pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
+    in_f32(x, |x| {
+        rms_norm_same_type(x, &weight.convert(x.dtype())?, eps)
+    })
+}
+
+fn rms_norm_same_type(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
     let last = x
         .rank()
         .checked_sub(1)
@@ -60,8 +95,10 @@ pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
 
 /// `x / √(Σ x² + eps)` along `axis`.
 pub fn l2_normalize(x: &Tensor, axis: usize, eps: f64) -> Result<Tensor> {
-    let ss = reduce_keep(&x.square()?, axis, |s| s.sum(&[axis]))?;
-    x.mul(&ss.add_scalar(eps)?.rsqrt()?)
+    in_f32(x, |x| {
+        let ss = reduce_keep(&x.square()?, axis, |s| s.sum(&[axis]))?;
+        x.mul(&ss.add_scalar(eps)?.rsqrt()?)
+    })
 }
 
 /// `x · sigmoid(x)`
@@ -94,7 +131,13 @@ pub fn rope(x: &Tensor, theta: f64, rotary_dim: usize) -> Result<Tensor> {
 /// [`rope`] with the angle of feature pair `i` at position `t` being `t · inv_freq[i]`, and
 /// cosines and sines scaled by `magnitude`: what a context-extension scheme such as YaRN
 /// changes. `rotary_dim` is `2 · inv_freq.len()`; a `magnitude` of 1 emits no scaling.
+/// A bf16 `x` is rotated in f32: bf16 holds integers exactly only up to 256, so its angles
+/// `t · inv_freq` would be wrong from the 257th position on.
 pub fn rope_with_frequencies(x: &Tensor, inv_freq: &[f64], magnitude: f64) -> Result<Tensor> {
+    in_f32(x, |x| rope_same_type(x, inv_freq, magnitude))
+}
+
+fn rope_same_type(x: &Tensor, inv_freq: &[f64], magnitude: f64) -> Result<Tensor> {
     let r = x.rank();
     if r < 3 {
         return Err(Error::invalid(
@@ -238,7 +281,8 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Resul
         .reshape(&[b, t, h * dv])
 }
 
-/// Mean cross-entropy of `logits: [N, V]` against integer `labels: [N]`.
+/// Mean cross-entropy of `logits: [N, V]` against integer `labels: [N]`; bf16 logits are
+/// computed and averaged in f32, and the loss is f32.
 pub fn cross_entropy(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
     if logits.rank() != 2 || labels.dims() != [logits.dims()[0]] {
         return Err(Error::invalid(
@@ -251,6 +295,7 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
         ));
     }
     let v = logits.dims()[1] as usize;
+    let logits = &at_least_f32(logits)?;
     let logp = log_softmax(logits, 1)?;
     let hot = labels.one_hot(v, logits.dtype())?;
     logp.mul(&hot)?.sum(&[1])?.mean(&[0])?.neg()

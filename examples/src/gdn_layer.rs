@@ -247,19 +247,27 @@ impl GatedDeltaNet<Tensor> {
             .slice_axis(2, 2 * hk * dk, g.conv_channels())?
             .reshape(&[b, t, hv, dv])?;
         let z = x.matmul(&self.wz)?.reshape(&[b, t, hv, dv])?;
-        let beta = x.matmul(&self.wb)?.sigmoid()?;
-        let rate = self.a_log.exp()?.broadcast_in_dim(&[b, t, hv], &[2])?;
-        let bias = self.dt_bias.broadcast_in_dim(&[b, t, hv], &[2])?;
-        let gate = nn::softplus(&x.matmul(&self.wa)?.add(&bias)?)?
+        // The decay and the recurrence run in f32 under mixed precision, as the reference
+        // implementation's: the state sums over the whole sequence and the gates' cumulative
+        // sums are exponentiated. An f32 (or f64) layer casts nothing.
+        let wide = nn::at_least_f32;
+        let beta = wide(&x.matmul(&self.wb)?)?.sigmoid()?;
+        let rate = wide(&self.a_log)?
+            .exp()?
+            .broadcast_in_dim(&[b, t, hv], &[2])?;
+        let bias = wide(&self.dt_bias)?.broadcast_in_dim(&[b, t, hv], &[2])?;
+        let gate = nn::softplus(&wide(&x.matmul(&self.wa)?)?.add(&bias)?)?
             .mul(&rate)?
             .neg()?;
+        let (q, k, v) = (wide(&q)?, wide(&k)?, wide(&v)?);
         // One call on the whole batch: the core folds sequences into its head batch, so the
         // program does not grow with the sequences per device.
         let o = match g.form {
             GdnForm::Recurrent => gdn_recurrent(&q, &k, &v, &gate, &beta)?,
             GdnForm::Chunked(chunk) => gdn_chunked(&q, &k, &v, &gate, &beta, chunk)?,
         };
-        let gated = nn::rms_norm(&o, &self.o_norm, NORM_EPS)?.mul(&nn::silu(&z)?)?;
+        let o = nn::rms_norm(&o, &self.o_norm, NORM_EPS)?.convert(x.dtype())?;
+        let gated = o.mul(&nn::silu(&z)?)?;
         gated.reshape(&[b, t, hv * dv])?.matmul(&self.wo)
     }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Deserialize;
 use stackscan::cost::{Collective, Cost, LayerCost};
 use stackscan::sim::{KindTimes, SimOptions};
-use stackscan::{DType, Error, Result};
+use stackscan::{DType, Error, Precision, Result};
 
 /// One chip's rates.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -36,8 +36,9 @@ pub struct Hardware {
     #[serde(default)]
     pub collectives_on_compute: bool,
     /// Whether training runs in f32 as the models declare it (a CPU); absent means false:
-    /// mixed-precision bf16, the reference's training, priced by halving f32 bytes and running
-    /// f32 products at the bf16 rate.
+    /// mixed-precision bf16, the reference's training. The precision a prediction prices
+    /// when none is asked for ([`Hardware::training_precision`]); the program priced is the
+    /// one built under it, with its own element types.
     #[serde(default)]
     pub trains_in_f32: bool,
     /// Fixed cost of launching one kernel (a fusion or a product), µs; absent means zero
@@ -207,32 +208,28 @@ impl Hardware {
     /// ([`stackscan::cost::fusion`]): the matrix products at the larger of their FLOP time
     /// (efficient peak for their element type) and their operands' and results' traffic time,
     /// a roofline over the layer's products taken together; then everything else at the
-    /// larger of its FLOP time and its fused traffic time. With `as_bf16`, f32 products run at
-    /// the bf16 rate and f32 traffic is halved: the mixed-precision training the reference
-    /// measures, for models declared in f32. Each kernel launched adds `kernel_overhead_us`.
+    /// larger of its FLOP time and its fused traffic time, each at the rate and width of the
+    /// element type the program uses. Each kernel launched adds `kernel_overhead_us`.
     /// Traffic and kernels are counted under the fusion rule the profile's compiler follows
     /// ([`Hardware::single_consumer_fusion`]).
-    pub fn compute_seconds(&self, c: &Cost, as_bf16: bool) -> f64 {
+    pub fn compute_seconds(&self, c: &Cost) -> f64 {
         let tera = 1e12 * self.matrix_efficiency;
         let (bf16, f32) = (
             c.matrix_flops.get(DType::BF16) as f64,
             c.matrix_flops.get(DType::F32) as f64,
         );
         let other = c.matrix_flops.total() as f64 - bf16 - f32;
-        let matrix = if as_bf16 {
-            (bf16 + f32) / (self.matrix_tflops_bf16 * tera)
-        } else {
-            bf16 / (self.matrix_tflops_bf16 * tera) + f32 / (self.matrix_tflops_f32 * tera)
-        } + other / (self.matrix_tflops_f32 * tera);
+        let matrix = bf16 / (self.matrix_tflops_bf16 * tera)
+            + (f32 + other) / (self.matrix_tflops_f32 * tera);
         let matrix = matrix * self.small_product_slowdown(c);
         let bandwidth = self.memory_gb_per_s * 1e9;
-        let dot_traffic = scaled_bytes(c.dot_bytes.iter(), as_bf16) / bandwidth;
+        let dot_traffic = c.dot_bytes.total() as f64 / bandwidth;
         let (hbm, kernels) = if self.single_consumer_fusion {
             (c.single_consumer_hbm_bytes, c.single_consumer_kernels)
         } else {
             (c.hbm_bytes, c.kernels)
         };
-        let memory = scaled_bytes(hbm.iter(), as_bf16) / bandwidth;
+        let memory = hbm.total() as f64 / bandwidth;
         let vector = c.vector_flops.total() as f64 / (self.vector_tflops * 1e12);
         matrix.max(dot_traffic)
             + memory.max(vector)
@@ -314,43 +311,43 @@ impl Hardware {
     /// replicated gradients and any collective inside the layer counted on the compute lane,
     /// since the plan does not schedule them), its weights' gather on the FSDP lane and its
     /// gradients' reduce-scatter.
-    pub fn kind_times(&self, layer: &LayerCost, as_bf16: bool) -> KindTimes {
-        let shrink = if as_bf16 { 0.5 } else { 1.0 };
+    pub fn kind_times(&self, layer: &LayerCost) -> KindTimes {
         let inner = |c: &Cost| {
             Collective::ALL
                 .iter()
                 .map(|&k| {
-                    let b = scaled_bytes(c.collective(k).iter(), as_bf16);
+                    let b = c.collective(k).total() as f64;
                     self.collective_seconds(b, self.second_lane_gb_per_s)
                 })
                 .sum::<f64>()
         };
-        let all_reduce = self.collective_seconds(
-            layer.all_reduce_bytes as f64 * shrink,
-            self.second_lane_gb_per_s,
-        );
+        let all_reduce =
+            self.collective_seconds(layer.all_reduce_bytes as f64, self.second_lane_gb_per_s);
         KindTimes {
-            forward: self.compute_seconds(&layer.forward, as_bf16) + inner(&layer.forward),
-            backward: self.compute_seconds(&layer.backward, as_bf16)
-                + inner(&layer.backward)
-                + all_reduce,
-            gather: self.collective_seconds(
-                layer.gathered_bytes as f64 * shrink,
-                self.fsdp_lane_gb_per_s,
-            ),
-            reduce_scatter: self.collective_seconds(
-                layer.reduce_scatter_bytes as f64 * shrink,
-                self.second_lane_gb_per_s,
-            ),
+            forward: self.compute_seconds(&layer.forward) + inner(&layer.forward),
+            backward: self.compute_seconds(&layer.backward) + inner(&layer.backward) + all_reduce,
+            gather: self.collective_seconds(layer.gathered_bytes as f64, self.fsdp_lane_gb_per_s),
+            reduce_scatter: self
+                .collective_seconds(layer.reduce_scatter_bytes as f64, self.second_lane_gb_per_s),
             exchange_forward: self.exchanges_seconds(
-                layer.exchange.forward_bytes as f64 * shrink,
+                layer.exchange.forward_bytes as f64,
                 layer.exchange.forward_count,
             ),
             exchange_backward: self.exchanges_seconds(
-                layer.exchange.backward_bytes as f64 * shrink,
+                layer.exchange.backward_bytes as f64,
                 layer.exchange.backward_count,
             ),
-            carry_copy: self.carry_copy_seconds(layer.weight_bytes as f64 * shrink),
+            carry_copy: self.carry_copy_seconds(layer.weight_bytes as f64),
+        }
+    }
+
+    /// The precision a prediction on this hardware prices when none is asked for: f32 where
+    /// the profile trains as declared (a CPU), bf16 mixed precision otherwise.
+    pub fn training_precision(&self) -> Precision {
+        if self.trains_in_f32 {
+            Precision::F32
+        } else {
+            Precision::BF16
         }
     }
 }
@@ -361,19 +358,6 @@ fn invalid(op: &'static str, message: impl Into<String>) -> Error {
         op,
         message: message.into(),
     }
-}
-
-/// Bytes, with f32 counted at two bytes an element when `as_bf16`.
-fn scaled_bytes<'a>(counts: impl Iterator<Item = (DType, u64)> + 'a, as_bf16: bool) -> f64 {
-    counts
-        .map(|(d, n)| {
-            if as_bf16 && d == DType::F32 {
-                n as f64 / 2.0
-            } else {
-                n as f64
-            }
-        })
-        .sum()
 }
 
 #[cfg(test)]
@@ -437,11 +421,10 @@ mod tests {
             all_reduce_bytes: 0,
             exchange: Default::default(),
         };
-        let t = h.kind_times(&layer, false);
+        let t = h.kind_times(&layer);
         // 600 MB at 600 GB/s is 1 ms, plus 10 µs.
         assert!((t.gather - 1.010e-3).abs() < 1e-12, "{}", t.gather);
         assert_eq!((t.reduce_scatter, t.forward), (0.0, 0.0));
-        assert!((h.kind_times(&layer, true).gather - 0.510e-3).abs() < 1e-12);
     }
 
     #[test]
@@ -472,13 +455,13 @@ mod tests {
         c.dot_bytes = PerDType::one(DType::BF16, 3_685_000_000);
         c.hbm_bytes = PerDType::one(DType::BF16, 7_370_000_000);
         // max(1, 0.5) + max(1, vector 0) = 2 ms.
-        assert!((h.compute_seconds(&c, false) - 2e-3).abs() < 1e-12);
+        assert!((h.compute_seconds(&c) - 2e-3).abs() < 1e-12);
         // Memory-bound products: 4 × the traffic makes them 2 ms.
         c.dot_bytes = PerDType::one(DType::BF16, 14_740_000_000);
-        assert!((h.compute_seconds(&c, false) - 3e-3).abs() < 1e-12);
+        assert!((h.compute_seconds(&c) - 3e-3).abs() < 1e-12);
         // The unfused counts are not what is priced.
         c.bytes_read = PerDType::one(DType::BF16, u64::MAX / 4);
-        assert!((h.compute_seconds(&c, false) - 3e-3).abs() < 1e-12);
+        assert!((h.compute_seconds(&c) - 3e-3).abs() < 1e-12);
     }
 
     #[test]
@@ -525,8 +508,8 @@ mod tests {
         c.hbm_bytes = PerDType::one(DType::F32, 1_000_000_000);
         c.single_consumer_hbm_bytes = PerDType::one(DType::F32, 3_000_000_000);
         let bw = h.memory_gb_per_s * 1e9;
-        assert!((h.compute_seconds(&c, false) - 3e9 / bw).abs() < 1e-9);
+        assert!((h.compute_seconds(&c) - 3e9 / bw).abs() < 1e-9);
         h.single_consumer_fusion = false;
-        assert!((h.compute_seconds(&c, false) - 1e9 / bw).abs() < 1e-9);
+        assert!((h.compute_seconds(&c) - 1e9 / bw).abs() < 1e-9);
     }
 }

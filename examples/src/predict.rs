@@ -8,7 +8,7 @@ use stackscan::fsdp::Adam;
 use stackscan::fsdp::StackModel;
 use stackscan::plan::{Plan, PlanOptions};
 use stackscan::sim::{Timeline, simulate};
-use stackscan::{Axis, Result, TensorType, vjp};
+use stackscan::{Axis, Precision, Result, TensorType, vjp};
 
 use crate::hardware::Hardware;
 
@@ -37,25 +37,28 @@ impl Prediction {
 
 /// Seconds of one step's work outside the plan: the embedding, final norm, head and loss
 /// ([`outer_compute_seconds`]), the gathers and reduce-scatters of their sharded weights
-/// (not prefetched, so exposed), and the optimizer ([`optimizer_seconds`]).
+/// (not prefetched, so exposed), and the optimizer ([`optimizer_seconds`]): as the step built
+/// under `precision` runs them (weights gathered in its compute type, gradients reduced in its
+/// reduce type).
 pub fn outer_seconds(
     model: &StackModel,
     hardware: &Hardware,
     devices: usize,
-    as_bf16: bool,
+    precision: Precision,
 ) -> Result<f64> {
     let n = devices.max(1) as u64;
-    let shrink = if as_bf16 { 0.5 } else { 1.0 };
-    let mut sharded = 0u64;
+    let (mut gathered, mut reduced) = (0u64, 0u64);
     for p in &model.outer_params {
         if p.shard_dim.is_some() {
-            sharded += p.full_type().size_in_bytes() as u64 / n * (n - 1);
+            let elements = p.full_type().num_elements() as u64;
+            let bytes = |d: stackscan::DType| elements * d.size_in_bytes() as u64 / n * (n - 1);
+            gathered += bytes(precision.compute_dtype(p.dtype));
+            reduced += bytes(precision.reduce_dtype(p.dtype));
         }
     }
-    let collectives = hardware
-        .collective_seconds(sharded as f64 * shrink, hardware.fsdp_lane_gb_per_s)
-        + hardware.collective_seconds(sharded as f64 * shrink, hardware.second_lane_gb_per_s);
-    Ok(outer_compute_seconds(model, hardware, as_bf16)?
+    let collectives = hardware.collective_seconds(gathered as f64, hardware.fsdp_lane_gb_per_s)
+        + hardware.collective_seconds(reduced as f64, hardware.second_lane_gb_per_s);
+    Ok(outer_compute_seconds(model, hardware, precision)?
         + collectives
         + optimizer_seconds(model, hardware, devices)?)
 }
@@ -65,18 +68,18 @@ pub fn outer_seconds(
 pub fn outer_compute_seconds(
     model: &StackModel,
     hardware: &Hardware,
-    as_bf16: bool,
+    precision: Precision,
 ) -> Result<f64> {
-    let outer = of(&vjp(&model.outer_function()?)?)?;
-    Ok(hardware.compute_seconds(&outer, as_bf16))
+    let outer = of(&vjp(&model.outer_function(precision)?)?)?;
+    Ok(hardware.compute_seconds(&outer))
 }
 
 /// Seconds of Adam's update of this device's share of every parameter, stack included,
 /// costed from the update graph [`with_adam`](stackscan::fsdp::with_adam) appends to the step
 /// ([`Adam::update_function`]): the moments, the bias-corrected step, the finiteness counts
 /// and the selects that keep the old state when a value is not finite, with their fused
-/// traffic and kernels, plus the `psum` that agrees on the verdict. Never priced as bf16:
-/// optimizer state stays f32 in mixed precision.
+/// traffic and kernels, plus the `psum` that agrees on the verdict. In the weights' own
+/// types: optimizer state stays f32 in mixed precision.
 pub fn optimizer_seconds(model: &StackModel, hardware: &Hardware, devices: usize) -> Result<f64> {
     let n = devices.max(1);
     // Each weight tensor as one flat slab of this device's elements: an elementwise update
@@ -94,32 +97,28 @@ pub fn optimizer_seconds(model: &StackModel, hardware: &Hardware, devices: usize
         size: n,
     };
     let update = of(&Adam::default().update_function(&types, &axis)?)?;
-    Ok(hardware.compute_seconds(&update, false)
+    Ok(hardware.compute_seconds(&update)
         + hardware.collective_seconds(4.0, hardware.second_lane_gb_per_s))
 }
 
-/// Predicts `model`'s stack under `options` on `devices` chips of `hardware`. `accounting`
-/// is per kind, as for [`layer_costs`]; `as_bf16` prices f32 as bf16 (see
-/// [`Hardware::compute_seconds`]).
+/// Predicts `model`'s stack under `options` (its precision included: the program priced is
+/// the one built under it) on `devices` chips of `hardware`. `accounting` is per kind, as for
+/// [`layer_costs`].
 pub fn predict(
     model: &StackModel,
     options: PlanOptions,
     hardware: &Hardware,
     devices: usize,
     accounting: &[Accounting],
-    as_bf16: bool,
 ) -> Result<Prediction> {
-    let costs = layer_costs(model, devices, accounting)?;
-    let times: Vec<_> = costs
-        .iter()
-        .map(|c| hardware.kind_times(c, as_bf16))
-        .collect();
+    let costs = layer_costs(model, devices, accounting, options.precision)?;
+    let times: Vec<_> = costs.iter().map(|c| hardware.kind_times(c)).collect();
     let plan = Plan::new(&model.stack, options)?;
     let sim = hardware.sim_options();
     Ok(Prediction {
         forward: simulate(&plan.forward, &model.stack, &times, sim)?,
         backward: simulate(&plan.backward, &model.stack, &times, sim)?,
-        outer: outer_seconds(model, hardware, devices, as_bf16)?,
+        outer: outer_seconds(model, hardware, devices, options.precision)?,
     })
 }
 
@@ -132,13 +131,28 @@ pub struct Target {
     pub chips: usize,
     /// Expert-parallel degree.
     pub ep: Option<usize>,
+    /// The precision asked for (`--precision`), if any; see [`Target::precision`].
+    pub precision: Option<Precision>,
+}
+
+impl Target {
+    /// The precision a prediction prices: the one asked for; else the model's declared one
+    /// if it is mixed; else the one `hardware` trains in ([`Hardware::training_precision`]:
+    /// bf16 on an accelerator, f32 on a CPU).
+    pub fn precision(&self, declared: Precision, hardware: &Hardware) -> Precision {
+        self.precision.unwrap_or(if declared.is_mixed() {
+            declared
+        } else {
+            hardware.training_precision()
+        })
+    }
 }
 
 /// The predicted step of `priced` (a config priced by
 /// [`timeline::priced`](crate::timeline::priced)) under `options`, and
 /// prefetch off for comparison, as one line:
 /// `predicted step on 64 × TPU7x: … ms (stack forward …, backward …, exposed …; outer parts
-/// and optimizer …); prefetch off … ms (−… %)`.
+/// and optimizer …); prefetch off … ms (−… %); the bf16 program priced`.
 pub fn describe(
     priced: &crate::timeline::PricedModel,
     options: PlanOptions,
@@ -155,8 +169,8 @@ pub fn describe(
     let chips = target.chips;
     let devices = chips * chip.devices_per_chip;
     let hw = chip.per_device();
-    let bf16 = !hw.trains_in_f32;
-    let this = predict(&priced.model, options, &hw, devices, &accounting, bf16)?;
+    let options = options.with_precision(target.precision(options.precision, &hw));
+    let this = predict(&priced.model, options, &hw, devices, &accounting)?;
     let off = predict(
         &priced.model,
         PlanOptions {
@@ -167,13 +181,13 @@ pub fn describe(
         &hw,
         devices,
         &accounting,
-        bf16,
     )?;
     let ms = |s: f64| s * 1e3;
     let (a, b) = (this.step_seconds(), off.step_seconds());
     Ok(format!(
         "predicted step on {chips} × {}{}: {:.1} ms (stack forward {:.1}, backward {:.1}, exposed \
-         communication {:.1}; outer parts and optimizer {:.1}); prefetch off {:.1} ms ({:+.1} %)",
+         communication {:.1}; outer parts and optimizer {:.1}); prefetch off {:.1} ms ({:+.1} %); \
+         the {} program priced",
         chip.name,
         target.ep.map_or(String::new(), |e| format!(", EP {e}")),
         ms(a),
@@ -182,6 +196,7 @@ pub fn describe(
         ms(this.forward.exposed_communication + this.backward.exposed_communication),
         ms(this.outer),
         ms(b),
-        (a / b - 1.0) * 100.0
+        (a / b - 1.0) * 100.0,
+        options.precision
     ))
 }

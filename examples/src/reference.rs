@@ -243,6 +243,7 @@ pub fn predict_all(hardware: &str, batch: Option<usize>, out: &Path) -> Result<V
                 unroll: Some(MAXTEXT_UNROLL),
                 out: out.join(s.slug),
                 reference: false,
+                precision: None,
             };
             let summary = run(&args)?;
             let layers = summary.off.forward.steps.len();

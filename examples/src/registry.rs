@@ -25,7 +25,7 @@ use std::str::FromStr;
 
 use stackscan::fsdp::StackModel;
 use stackscan::plan::{PlanOptions, Stack};
-use stackscan::{LayerStack, Mesh, Result};
+use stackscan::{LayerStack, Mesh, Precision, Result};
 
 mod erased;
 
@@ -337,6 +337,9 @@ impl FromStr for ModelName {
 pub struct ModelConfig {
     model: ModelName,
     value: Box<dyn Any + Send + Sync>,
+    /// The precision policy the config file declares (`precision = "bf16"`), over the
+    /// stack attribute's; kept through every reshaped copy.
+    precision: Option<Precision>,
 }
 
 impl ModelConfig {
@@ -345,7 +348,24 @@ impl ModelConfig {
         ModelConfig {
             model: ModelName::of::<A>(),
             value: Box::new(c),
+            precision: None,
         }
+    }
+
+    /// This config declaring `precision` (`None`: the stack attribute's).
+    pub fn with_precision(mut self, precision: Option<Precision>) -> ModelConfig {
+        self.precision = precision;
+        self
+    }
+
+    /// The precision policy the config declares over its stack attribute's, if any.
+    pub fn precision(&self) -> Option<Precision> {
+        self.precision
+    }
+
+    /// `c`, a reshaped copy of this config, with this config's precision.
+    fn keep(&self, c: ModelConfig) -> ModelConfig {
+        c.with_precision(self.precision)
     }
 
     /// The model this is a config of.
@@ -358,14 +378,23 @@ impl ModelConfig {
         self.value.downcast_ref()
     }
 
-    /// The declared model, with the options of its stack's attribute.
+    /// The declared model, with the options of its stack's attribute (its precision the
+    /// config's, when the config declares one).
     pub fn build(&self) -> Result<(StackModel, PlanOptions)> {
-        self.model.0.build(self)
+        let (model, options) = self.model.0.build(self)?;
+        Ok((model, self.options(options)))
     }
 
-    /// The declared stack at this config's depth, with its attribute's options.
+    /// The declared stack at this config's depth, with its attribute's options (its
+    /// precision the config's, when the config declares one).
     pub fn stack(&self) -> Result<(Stack, PlanOptions)> {
-        self.model.0.stack(self)
+        let (stack, options) = self.model.0.stack(self)?;
+        Ok((stack, self.options(options)))
+    }
+
+    fn options(&self, options: PlanOptions) -> PlanOptions {
+        self.precision
+            .map_or(options, |p| options.with_precision(p))
     }
 
     /// One line saying what this config is.
@@ -385,12 +414,12 @@ impl ModelConfig {
 
     /// This config with `batch` sequences per device.
     pub fn with_batch_per_device(&self, batch: i64) -> ModelConfig {
-        self.model.0.with_batch_per_device(self, batch)
+        self.keep(self.model.0.with_batch_per_device(self, batch))
     }
 
     /// This config with sequences of `seq` tokens.
     pub fn with_seq(&self, seq: i64) -> ModelConfig {
-        self.model.0.with_seq(self, seq)
+        self.keep(self.model.0.with_seq(self, seq))
     }
 
     /// The config's fields as JSON (what a report says it ran).
@@ -405,7 +434,7 @@ impl ModelConfig {
 
     /// This config with `layers` decoder layers.
     pub fn with_layers(&self, layers: usize) -> ModelConfig {
-        self.model.0.with_layers(self, layers)
+        self.keep(self.model.0.with_layers(self, layers))
     }
 
     /// One device's synthetic `(tokens, labels)` for `seed`.
@@ -420,7 +449,10 @@ impl ModelConfig {
 
     /// This config with the MoE dispatch options; `None` for a model without routed experts.
     pub fn with_moe_flags(&self, flags: MoeFlags) -> Option<ModelConfig> {
-        self.model.0.with_moe_flags(self, flags)
+        self.model
+            .0
+            .with_moe_flags(self, flags)
+            .map(|c| self.keep(c))
     }
 
     /// This config over an `fsdp × expert` mesh, and the mesh; `None` for a model without
@@ -430,7 +462,10 @@ impl ModelConfig {
         devices: usize,
         ep: usize,
     ) -> Option<Result<(ModelConfig, Mesh)>> {
-        self.model.0.expert_parallel(self, devices, ep)
+        self.model
+            .0
+            .expert_parallel(self, devices, ep)
+            .map(|r| r.map(|(c, mesh)| (self.keep(c), mesh)))
     }
 
     /// Parameters a token uses of `m` (this config's model), if fewer than all.
@@ -472,13 +507,15 @@ impl ModelConfig {
 
 impl Clone for ModelConfig {
     fn clone(&self) -> ModelConfig {
-        self.model.0.clone_config(self)
+        self.keep(self.model.0.clone_config(self))
     }
 }
 
 impl PartialEq for ModelConfig {
     fn eq(&self, other: &ModelConfig) -> bool {
-        self.model == other.model && self.model.0.eq_config(self, other)
+        self.model == other.model
+            && self.precision == other.precision
+            && self.model.0.eq_config(self, other)
     }
 }
 

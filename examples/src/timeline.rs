@@ -21,8 +21,11 @@ use crate::registry::{BUILT_IN, ModelConfig, ModelName, Preset};
 /// What every prediction assumes beyond the model, chips and hardware named.
 pub const ASSUMPTIONS: &str = "a mesh of the profile's devices_per_chip devices a chip (two \
 on TPU7x, each with half the chip's rates), one FSDP axis over all of them (with --ep K: K-way \
-expert axis, experts' weights gathered over devices/K); weights, activations and collectives \
-priced as bf16 (models declared in f32); batch per device and depth from --batch/--layers or \
+expert axis, experts' weights gathered over devices/K); the program priced is the one built \
+under --precision (default: the model's if mixed, else the profile's: bf16 on accelerators, \
+f32 on a CPU), in its own element types: weights gathered and layers run in the compute type, \
+norms, softmaxes, router, recurrences and loss in f32, gradients reduced in the reduce type, \
+Adam in f32; batch per device and depth from --batch/--layers or \
 the model's config; full remat (the backward recomputes each layer's forward); without \
 prefetch each layer's gather is exposed before it; traffic after fusion; embedding, head, loss \
 and Adam priced outside the plan, serially";
@@ -77,6 +80,10 @@ pub struct TimelineArgs {
     /// timelines under `--out`) and print them beside the published figures.
     #[arg(long)]
     pub reference: bool,
+    /// The precision policy priced (default: the model's if mixed, else the profile's: bf16
+    /// on accelerators, f32 on a CPU).
+    #[arg(long, value_parser = crate::cli::args::precision, value_name = "f32|bf16|bf16-reduce-bf16")]
+    pub precision: Option<stackscan::Precision>,
     /// Directory for the SVGs and `schedule.json`.
     #[arg(long, default_value = "timelines")]
     pub out: PathBuf,
@@ -116,6 +123,8 @@ pub struct PricedModel {
     pub model: StackModel,
     /// Routed experts per MoE layer and experts per token, when it has them.
     pub experts: Option<ActiveExperts>,
+    /// The precision its `#[layer_stack]` attribute declares.
+    pub declared: stackscan::Precision,
 }
 
 impl PricedModel {
@@ -234,9 +243,11 @@ pub fn model_configured(
 
 /// The model of `config` as the cost model prices it.
 pub fn priced(config: &ModelConfig) -> Result<PricedModel> {
+    let (model, options) = config.build()?;
     Ok(PricedModel {
-        model: config.build()?.0,
+        model,
         experts: config.experts(),
+        declared: options.precision,
     })
 }
 
@@ -305,22 +316,31 @@ fn run_loaded(args: &TimelineArgs, loaded: Loaded) -> Result<Summary> {
     let devices = args.chips * chip.devices_per_chip;
     let hw = chip.per_device();
     let model = &priced.model;
-    let unroll = |o: PlanOptions| args.unroll.map_or(o, |u| o.with_unroll(u));
+    let target = crate::predict::Target {
+        hardware: args.hardware.clone(),
+        chips: args.chips,
+        ep: args.ep,
+        precision: args.precision,
+    };
+    let precision = target.precision(priced.declared, &hw);
+    let options = |o: PlanOptions| {
+        args.unroll
+            .map_or(o, |u| o.with_unroll(u))
+            .with_precision(precision)
+    };
     let off = predict(
         model,
-        unroll(PlanOptions::baseline()),
+        options(PlanOptions::baseline()),
         &hw,
         devices,
         &accounting,
-        !hw.trains_in_f32,
     )?;
     let on = predict(
         model,
-        unroll(PlanOptions::prefetch_deferred()),
+        options(PlanOptions::prefetch_deferred()),
         &hw,
         devices,
         &accounting,
-        !hw.trains_in_f32,
     )?;
     std::fs::create_dir_all(&args.out).map_err(|e| io(&args.out, e))?;
     let mut files = Vec::new();
@@ -467,6 +487,7 @@ mod tests {
             layers: None,
             unroll: None,
             reference: false,
+            precision: None,
             out,
         }
     }

@@ -139,7 +139,7 @@ fn train_one_step_succeeds() {
     assert!(stdout.contains("declared with the macros"), "{stdout}");
     assert!(
         stdout.contains(
-            "prefetch_fsdp_weights=true defer_grad_reduce_scatter=true unroll=2 (from the `#[layer_stack]` attribute)"
+            "prefetch_fsdp_weights=true defer_grad_reduce_scatter=true unroll=2 precision=f32 (from the `#[layer_stack]` attribute)"
         ),
         "{stdout}"
     );
@@ -197,7 +197,7 @@ fn train_flags_override_the_attribute_and_say_so() {
     );
     assert!(
         stdout.contains(
-            "prefetch_fsdp_weights=true defer_grad_reduce_scatter=false unroll=1 (from the `#[layer_stack]` attribute, overridden by --no-defer, --unroll 1)"
+            "prefetch_fsdp_weights=true defer_grad_reduce_scatter=false unroll=1 precision=f32 (from the `#[layer_stack]` attribute, overridden by --no-defer, --unroll 1)"
         ),
         "{stdout}"
     );
@@ -833,7 +833,7 @@ fn plan_takes_the_stacks_own_options_and_says_which_flags_override_them() {
     );
     assert!(
         stdout.contains(
-            "llama: 32 layers, prefetch_fsdp_weights=true, defer_grad_reduce_scatter=true, unroll=2"
+            "llama: 32 layers, prefetch_fsdp_weights=true, defer_grad_reduce_scatter=true, unroll=2, precision=f32"
         ),
         "{stdout}"
     );
@@ -846,7 +846,7 @@ fn plan_takes_the_stacks_own_options_and_says_which_flags_override_them() {
     );
     assert!(
         stdout.contains(
-            "deepseek3: 61 layers, prefetch_fsdp_weights=true, defer_grad_reduce_scatter=false, unroll=1"
+            "deepseek3: 61 layers, prefetch_fsdp_weights=true, defer_grad_reduce_scatter=false, unroll=1, precision=f32"
         ),
         "{stdout}"
     );

@@ -46,9 +46,7 @@ fn every_piece_runs_beside_its_prediction() {
     for p in &rows {
         assert!(p.measured.is_finite() && p.predicted > 0.0, "{p:?}");
     }
-    let step = predict(&m, options, &hw, 2, &[], false)
-        .unwrap()
-        .step_seconds();
+    let step = predict(&m, options, &hw, 2, &[]).unwrap().step_seconds();
     assert_eq!(rows[7].predicted, step);
     assert_eq!(rows[6].predicted, optimizer_seconds(&m, &hw, 2).unwrap());
     // The pieces a prediction is made of add up to it: the two halves of the step.

@@ -180,7 +180,13 @@ fn layer_costs_trace_the_expert_parallel_layer_on_its_gathered_banks() {
     let plain = DeepSeek3Config::tiny();
     let ep = plain.with_expert_parallel(8, 4).unwrap();
     let cost = |c: &DeepSeek3Config| {
-        stackscan::cost::layer_costs(&model::<DeepSeek3Stack>(c).unwrap(), 8, &[]).unwrap()
+        stackscan::cost::layer_costs(
+            &model::<DeepSeek3Stack>(c).unwrap(),
+            8,
+            &[],
+            stackscan::Precision::F32,
+        )
+        .unwrap()
     };
     let (p, e) = (cost(&plain), cost(&ep));
     for k in 0..2 {

@@ -167,6 +167,9 @@ pub fn derive_inputs(input: TokenStream) -> TokenStream {
 /// - `prefix = [A, …]`: layers before the repeated block (DeepSeek-V3's dense layers);
 /// - `prefetch_fsdp_weights`, `defer_grad_reduce_scatter` (which needs the former): flags;
 /// - `unroll = 1 | 2`: layers per loop trip (default 2);
+/// - `precision = "f32" | "bf16" | "bf16-reduce-bf16"`: the mixed-precision policy
+///   (`stackscan::Precision`; default `"f32"`): bf16 gathers and compute, gradients reduced
+///   in f32 or, with the last, in bf16. Master weights and optimizer state stay f32;
 /// - `config = Type`: the stack's config (default: the first entry's, reached through a bound
 ///   on the impl, so a public stack may hold private sub-layers either way). Every entry must
 ///   have this config;

@@ -6,6 +6,7 @@ use super::*;
 use crate::dtype::DType;
 use crate::fsdp::{InputSpec, LayerFn, LayerKind, ParamSpec, StackModel};
 use crate::plan::Stack;
+use crate::precision::Precision;
 use crate::types::TensorType;
 
 /// `tanh(h·W) ⊙ g` over rows `[2, 8]`: `W: [8, 8]` sharded, `g: [8]` replicated.
@@ -39,7 +40,7 @@ fn tanh_layer() -> LayerFn {
 
 #[test]
 fn a_tanh_layer_costs_one_dot_forward_and_three_backward() {
-    let c = layer_costs(&model(tanh_layer()), 4, &[]).unwrap();
+    let c = layer_costs(&model(tanh_layer()), 4, &[], Precision::F32).unwrap();
     assert_eq!(c.len(), 1);
     let c = &c[0];
     assert_eq!(c.kind, "tanh");
@@ -54,8 +55,25 @@ fn a_tanh_layer_costs_one_dot_forward_and_three_backward() {
     assert_eq!(c.gathered_bytes, 192);
     assert_eq!(c.reduce_scatter_bytes, 192);
     assert_eq!(c.all_reduce_bytes, 48);
-    let one = &layer_costs(&model(tanh_layer()), 1, &[]).unwrap()[0];
+    let one = &layer_costs(&model(tanh_layer()), 1, &[], Precision::F32).unwrap()[0];
     assert_eq!((one.gathered_bytes, one.all_reduce_bytes), (0, 0));
+}
+
+#[test]
+fn a_bf16_layer_is_priced_from_its_own_types() {
+    let m = model(tanh_layer());
+    let bf16 = &layer_costs(&m, 4, &[], Precision::BF16).unwrap()[0];
+    // The product runs in bf16, the weights move in bf16 (half of 288, 192), the gradients
+    // are reduced in f32 as before.
+    assert_eq!(bf16.forward.matrix_flops.get(DType::BF16), 256);
+    assert_eq!(bf16.forward.matrix_flops.get(DType::F32), 0);
+    assert_eq!((bf16.weight_bytes, bf16.gathered_bytes), (144, 96));
+    assert_eq!(
+        (bf16.reduce_scatter_bytes, bf16.all_reduce_bytes),
+        (192, 48)
+    );
+    let both = &layer_costs(&m, 4, &[], Precision::BF16_REDUCE_BF16).unwrap()[0];
+    assert_eq!((both.reduce_scatter_bytes, both.all_reduce_bytes), (96, 24));
 }
 
 #[test]
@@ -79,9 +97,9 @@ fn only_active_experts_count_for_flops() {
 #[test]
 fn a_failing_kind_is_named() {
     let bad: LayerFn = Rc::new(|h, w| h.matmul(&w[1]));
-    let e = layer_costs(&model(bad), 4, &[]).unwrap_err();
+    let e = layer_costs(&model(bad), 4, &[], Precision::F32).unwrap_err();
     assert!(e.to_string().contains("layer kind `tanh`"), "{e}");
-    let e = layer_costs(&model(tanh_layer()), 0, &[]).unwrap_err();
+    let e = layer_costs(&model(tanh_layer()), 0, &[], Precision::F32).unwrap_err();
     assert!(e.to_string().contains("at least one device"), "{e}");
 }
 
@@ -106,7 +124,7 @@ fn expert_parallelism_splits_expert_weights_and_prices_the_token_exchange() {
         expert_parallel: Some(ExpertParallel { experts: 4, degree }),
         ..Accounting::default()
     };
-    let c = &layer_costs(&expert_model(), 8, &[ep(4)]).unwrap()[0];
+    let c = &layer_costs(&expert_model(), 8, &[ep(4)], Precision::F32).unwrap()[0];
     // Experts: 4·8·6·4 = 768 B, a quarter per expert shard, gathered over 8/4 = 2 devices:
     // 768/4/2·1 = 96. `out`: 6·8·4 = 192 B over all 8: 192/8·7 = 168.
     assert_eq!(c.gathered_bytes, 96 + 168);
@@ -123,10 +141,10 @@ fn expert_parallelism_splits_expert_weights_and_prices_the_token_exchange() {
         }
     );
     // Without expert parallelism nothing is exchanged and experts gather over all 8.
-    let plain = &layer_costs(&expert_model(), 8, &[]).unwrap()[0];
+    let plain = &layer_costs(&expert_model(), 8, &[], Precision::F32).unwrap()[0];
     assert_eq!(plain.exchange, Exchange::default());
     assert_eq!(plain.gathered_bytes, 768 / 8 * 7 + 168);
-    let e = layer_costs(&expert_model(), 6, &[ep(4)]).unwrap_err();
+    let e = layer_costs(&expert_model(), 6, &[ep(4)], Precision::F32).unwrap_err();
     assert!(
         e.to_string().contains("must divide both the 6 devices"),
         "{e}"
@@ -148,7 +166,7 @@ fn a_bank_gathered_over_a_sub_axis_is_traced_and_priced_as_gathered() {
     });
     let fsdp = crate::ir::Axis::new("fsdp", 2);
     m.kinds[0].params[0] = m.kinds[0].params[0].clone().gathered_over(fsdp);
-    let c = &layer_costs(&m, 8, &[]).unwrap()[0];
+    let c = &layer_costs(&m, 8, &[], Precision::F32).unwrap()[0];
     // 8 devices, gathered over 2: each holds 4·2/8 = 1 expert. Forward: [1, 2, 8]·[1, 8, 6]
     // is 2·1·2·8·6 = 192, then [2, 6]·[6, 8] another 192 (at full size the first would be
     // 768).

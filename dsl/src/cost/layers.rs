@@ -7,6 +7,7 @@ use crate::autodiff::vjp;
 use crate::builder::Scope;
 use crate::error::{Error, Result};
 use crate::fsdp::{LayerKind, StackModel};
+use crate::precision::Precision;
 
 use super::Cost;
 use super::exchange::{Exchange, token_exchange};
@@ -22,7 +23,8 @@ pub struct LayerCost {
     /// The backward step of one layer: the forward recomputed, then its VJP (dead forward
     /// nodes the VJP does not read are not counted).
     pub backward: Cost,
-    /// Bytes of one layer's weights, gathered (every parameter at full size).
+    /// Bytes of one layer's weights, gathered (every parameter at full size, in the compute
+    /// type).
     pub weight_bytes: u64,
     /// Bytes each device receives all-gathering one layer's sharded weights: `(n−1)/n` of
     /// their full size, the ring all-gather of the [module](crate::cost) conventions. With
@@ -33,8 +35,8 @@ pub struct LayerCost {
     /// built for the expert-parallel mesh, whose forward is also traced on the weights as
     /// gathered, [`ParamSpec::gathered_type`](crate::fsdp::ParamSpec::gathered_type)).
     pub gathered_bytes: u64,
-    /// Bytes each device sends reduce-scattering one layer's sharded weight gradients (same
-    /// element types as the weights): `(n−1)/n` of their full size.
+    /// Bytes each device sends reduce-scattering one layer's sharded weight gradients (in the
+    /// reduce type): `(n−1)/n` of their full size.
     pub reduce_scatter_bytes: u64,
     /// Bytes each device sends all-reducing the gradients of the layer's replicated
     /// parameters: `2·(n−1)/n` of their size.
@@ -44,7 +46,8 @@ pub struct LayerCost {
 }
 
 /// The cost of one layer of every kind of `model` on a mesh of `devices`, in the stack's kind
-/// order. `accounting[k]` says how to count kind `k` (e.g. [`ActiveExperts`](super::ActiveExperts)
+/// order, as the step built under `precision` runs it: the layer traced on the compute type,
+/// weights gathered in it, gradients reduced in the reduce type. `accounting[k]` says how to count kind `k` (e.g. [`ActiveExperts`](super::ActiveExperts)
 /// for a mixture-of-experts kind); missing entries count plainly.
 ///
 /// Errors when `devices` is zero, or when tracing a kind's forward or VJP fails; the error
@@ -53,6 +56,7 @@ pub fn layer_costs(
     model: &StackModel,
     devices: usize,
     accounting: &[Accounting],
+    precision: Precision,
 ) -> Result<Vec<LayerCost>> {
     if devices == 0 {
         return Err(Error::invalid("cost", "a mesh needs at least one device"));
@@ -63,7 +67,7 @@ pub fn layer_costs(
         .enumerate()
         .map(|(k, kind)| {
             let a = accounting.get(k).copied().unwrap_or_default();
-            layer_cost(model, kind, devices, &a)
+            layer_cost(model, kind, devices, &a, precision)
                 .map_err(|e| Error::invalid("cost", format!("layer kind `{}`: {e}", kind.name)))
         })
         .collect()
@@ -74,15 +78,16 @@ fn layer_cost(
     kind: &LayerKind,
     devices: usize,
     accounting: &Accounting,
+    precision: Precision,
 ) -> Result<LayerCost> {
     let f = Scope::new(&kind.name);
-    let x = f.param(model.activation.clone());
+    let x = f.param(precision.compute_type(&model.activation));
     // Each weight as the layer sees it after its gather: full size, except one gathered over
     // a sub-axis only (an expert bank under expert parallelism), which holds this rank's part.
     let weights: Vec<_> = kind
         .params
         .iter()
-        .map(|p| f.param(p.gathered_type(devices)))
+        .map(|p| f.param(precision.compute_type(&p.gathered_type(devices))))
         .collect();
     let y = (kind.forward)(&x, &weights)?;
     let forward_fn = f.finish(&[y])?;
@@ -101,22 +106,30 @@ fn layer_cost(
             ),
         ));
     }
-    let (mut weight_bytes, mut sharded, mut replicated) = (0u64, 0u64, 0u64);
-    let mut expert_sent = 0u64;
+    // Bytes per collective, `[gathered, reduced]`: weights move in the compute type, their
+    // gradients in the reduce type.
+    let (mut weight_bytes, mut sharded, mut replicated) = (0u64, [0u64; 2], [0u64; 2]);
+    let mut expert_sent = [0u64; 2];
     for p in &kind.params {
-        let b = p.full_type().size_in_bytes() as u64;
-        weight_bytes += b;
-        match (ep, &p.gathered_over) {
-            // Gathered over a sub-axis: each device receives the other shards of that axis.
-            (_, Some(axis)) if p.shard_dim.is_some() => {
-                expert_sent += b / n * (axis.size as u64).saturating_sub(1);
+        let elements = p.full_type().num_elements() as u64;
+        let b = [
+            elements * precision.compute_dtype(p.dtype).size_in_bytes() as u64,
+            elements * precision.reduce_dtype(p.dtype).size_in_bytes() as u64,
+        ];
+        weight_bytes += b[0];
+        for (i, b) in b.into_iter().enumerate() {
+            match (ep, &p.gathered_over) {
+                // Gathered over a sub-axis: each device receives the other shards of that axis.
+                (_, Some(axis)) if p.shard_dim.is_some() => {
+                    expert_sent[i] += b / n * (axis.size as u64).saturating_sub(1);
+                }
+                (Some(e), _) if p.shape.first().is_some_and(|&d| d as u64 == e.experts) => {
+                    let fsdp = n / e.degree;
+                    expert_sent[i] += b / e.degree / fsdp * (fsdp - 1);
+                }
+                _ if p.shard_dim.is_some() => sharded[i] += b,
+                _ => replicated[i] += b,
             }
-            (Some(e), _) if p.shape.first().is_some_and(|&d| d as u64 == e.experts) => {
-                let fsdp = n / e.degree;
-                expert_sent += b / e.degree / fsdp * (fsdp - 1);
-            }
-            _ if p.shard_dim.is_some() => sharded += b,
-            _ => replicated += b,
         }
     }
     let exchange = ep.map_or_else(Exchange::default, |e| token_exchange(&forward_fn, e));
@@ -125,9 +138,9 @@ fn layer_cost(
         forward: of_with(&forward_fn, accounting)?,
         backward: of_with(&backward_fn, accounting)?,
         weight_bytes,
-        gathered_bytes: sharded / n * (n - 1) + expert_sent,
-        reduce_scatter_bytes: sharded / n * (n - 1) + expert_sent,
-        all_reduce_bytes: 2 * (replicated / n * (n - 1)),
+        gathered_bytes: sharded[0] / n * (n - 1) + expert_sent[0],
+        reduce_scatter_bytes: sharded[1] / n * (n - 1) + expert_sent[1],
+        all_reduce_bytes: 2 * (replicated[1] / n * (n - 1)),
         exchange,
     })
 }

@@ -11,7 +11,7 @@ use crate::plan::{Plan, PlanOptions};
 
 use super::lowering::Lowering;
 use super::model::{PostFn, StackModel};
-use super::step::{GradientReduction, StepParams, param_shardings};
+use super::step::{GradientReduction, StepParams, param_shardings, pre_activation};
 
 /// The forward program of `model` on `mesh` under `options`, ending in `head` (`(h, inputs,
 /// outer weights) → output`, each device's batch rows first): parameters as the training
@@ -39,9 +39,13 @@ pub fn forward_step_on(
         .zip(&outer_slabs)
         .map(|(spec, slab)| lowering.gather_slab(spec, slab.clone(), false))
         .collect::<Result<_>>()?;
-    let h0 = (m.pre)(&inputs, &outer)?;
+    let h0 = pre_activation(m, lowering.precision, &inputs, &outer)?;
     let (h, _, _) = lowering.forward(&s, &h0, &stacked)?;
-    let out = head(&h, &inputs, &outer)?;
+    let mut out = head(&h, &inputs, &outer)?;
+    if lowering.precision.is_mixed() && out.dtype().is_float() {
+        // What the caller reads is f32 whatever the layers computed in.
+        out = out.convert(crate::dtype::DType::F32)?;
+    }
     if out.dims().first() != inputs.first().and_then(|i| i.dims().first()) {
         return Err(Error::invalid(
             "fsdp",

@@ -15,6 +15,8 @@ use crate::ir::{Axis, Function};
 use crate::mesh::Mesh;
 use crate::ops::optimization_barrier;
 use crate::plan::{Plan, Stack};
+use crate::precision::Precision;
+use crate::types::TensorType;
 
 use super::loops::Trip;
 use super::model::{ParamSpec, StackModel};
@@ -69,6 +71,8 @@ pub(super) struct Lowering<'a> {
     /// Per kind: the position in `aux` of each auxiliary result of its layer function.
     kind_aux: Vec<Vec<usize>>,
     reduction: GradientReduction,
+    /// The plan's precision policy: what gathers, layers and reductions run in.
+    pub(super) precision: Precision,
     /// The next unused scheduling group id ([`super::tags`]).
     pub(super) next_group: Cell<usize>,
 }
@@ -81,26 +85,29 @@ impl<'a> Lowering<'a> {
         reduction: GradientReduction,
     ) -> Result<Self> {
         let n = mesh.size();
+        let precision = plan.options.precision;
+        precision.validate()?;
+        let activation = precision.compute_type(&model.activation);
         let mut layers = Vec::new();
         let mut layer_vjps = Vec::new();
         let mut aux: Vec<AuxOutput> = Vec::new();
         let mut kind_aux = Vec::new();
         for kind in &model.kinds {
             let s = Scope::new(&kind.name);
-            let h = s.param(model.activation.clone());
+            let h = s.param(activation.clone());
             let w: Vec<Tensor> = kind
                 .params
                 .iter()
-                .map(|p| s.param(p.gathered_type(n)))
+                .map(|p| s.param(precision.compute_type(&p.gathered_type(n))))
                 .collect();
             let out = (kind.forward)(&h, &w)?;
-            if out.ty() != &model.activation {
+            if out.ty() != &activation {
                 return Err(Error::invalid(
                     "fsdp",
                     format!(
                         "layer `{}` maps the activation {} to {}; layers must keep its type",
                         kind.name,
-                        model.activation,
+                        activation,
                         out.ty()
                     ),
                 ));
@@ -126,7 +133,8 @@ impl<'a> Lowering<'a> {
                     }
                 };
                 slots.push(slot);
-                results.push(value);
+                // Accumulated over layers in f32 whatever the layer computes in.
+                results.push(value.convert(DType::F32)?);
             }
             let f = s.finish(&results)?;
             layer_vjps.push(vjp(&f)?);
@@ -144,8 +152,19 @@ impl<'a> Lowering<'a> {
             aux,
             kind_aux,
             reduction,
+            precision,
             next_group: Cell::new(0),
         })
+    }
+
+    /// The activation's type as the layers compute on it.
+    pub(super) fn activation(&self) -> TensorType {
+        self.precision.compute_type(&self.model.activation)
+    }
+
+    /// A weight (slab) of `spec` cast to the type it is gathered and computed in.
+    pub(super) fn to_compute(&self, spec: &ParamSpec, w: &Tensor) -> Result<Tensor> {
+        w.convert(self.precision.compute_dtype(spec.dtype))
     }
 
     pub(super) fn kinds(&self) -> usize {
@@ -215,7 +234,8 @@ impl<'a> Lowering<'a> {
             .collect()
     }
 
-    /// All-gathers one weight's slab over its gather axis, back to natural layout; `ahead`:
+    /// All-gathers one weight's slab over its gather axis, back to natural layout, in the
+    /// compute type (cast before the gather, so the gather moves the narrow type); `ahead`:
     /// a prefetch, whose gather (only) is tagged as an explicit FSDP gather.
     pub(super) fn gather_slab(
         &self,
@@ -223,6 +243,7 @@ impl<'a> Lowering<'a> {
         slab: Tensor,
         ahead: bool,
     ) -> Result<Tensor> {
+        let slab = self.to_compute(spec, &slab)?;
         match spec.shard_dim {
             None => Ok(slab),
             Some(_) => {
@@ -251,8 +272,15 @@ impl<'a> Lowering<'a> {
 
     /// Reduces a per-device gradient to this device's slab: a reduce-scatter along the
     /// shard-major dimension 0 over the axis the weight was gathered over (summing, never
-    /// slicing), or a psum over every device for a replicated parameter.
+    /// slicing), or a psum over every device for a replicated parameter. The reduction runs
+    /// in the policy's reduce type; the slab comes back in the weight's own type.
     pub(super) fn reduce(&self, spec: &ParamSpec, grad: &Tensor) -> Result<Tensor> {
+        let grad = grad.convert(self.precision.reduce_dtype(spec.dtype))?;
+        self.reduce_in_place(spec, &grad)?.convert(spec.dtype)
+    }
+
+    /// [`Lowering::reduce`] in the gradient's own type.
+    fn reduce_in_place(&self, spec: &ParamSpec, grad: &Tensor) -> Result<Tensor> {
         let axis = spec.gather_axis(&self.mesh);
         match (spec.shard_dim, self.reduction) {
             (None, _) => grad.psum(&self.axis),

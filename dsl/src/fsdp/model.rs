@@ -340,17 +340,19 @@ impl fmt::Debug for StackModel {
 impl StackModel {
     /// The parts outside the stack as one function, `(inputs…, outer weights…) → loss`: the
     /// embedding ([`pre`](Self::pre)) straight into the loss ([`post`](Self::post)), the
-    /// weights at full size (as they run, gathered). What cost models and benchmarks price the
+    /// weights at full size (as they run, gathered) and in `precision`'s compute type, the
+    /// activation cast to it as the step casts it. What cost models and benchmarks price the
     /// outer parts by; its VJP is their backward.
-    pub fn outer_function(&self) -> Result<crate::ir::Function> {
+    pub fn outer_function(&self, precision: crate::Precision) -> Result<crate::ir::Function> {
         let f = crate::builder::Scope::new("outer");
         let inputs: Vec<Tensor> = self.inputs.iter().map(|i| f.param(i.ty.clone())).collect();
         let weights: Vec<Tensor> = self
             .outer_params
             .iter()
-            .map(|p| f.param(p.full_type()))
+            .map(|p| f.param(precision.compute_type(&p.full_type())))
             .collect();
         let h = (self.pre)(&inputs, &weights)?;
+        let h = h.convert(precision.compute_dtype(h.dtype()))?;
         let loss = (self.post)(&h, &inputs, &weights)?;
         f.finish(&[loss])
     }

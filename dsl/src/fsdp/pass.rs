@@ -29,11 +29,12 @@ impl Lowering<'_> {
         h0: &Tensor,
         stacked: &[Vec<Tensor>],
     ) -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
+        let act = self.activation();
         let saved: Vec<Tensor> = (0..self.kinds())
             .map(|k| {
                 let mut dims = vec![self.stack().layers_of_kind(k) as i64];
-                dims.extend(&self.model.activation.dims);
-                s.full(0.0, self.model.activation.with_dims(dims))
+                dims.extend(&act.dims);
+                s.full(0.0, act.with_dims(dims))
             })
             .collect::<Result<_>>()?;
         let w = match self.plan.forward.prologue_gather() {
@@ -219,7 +220,7 @@ impl Lowering<'_> {
         let row = self.row(base, DOWN, trip, q)?;
         let (w_now, w_next) = self.step_weights(g, q, trip, &row, &dh, w, stacked, DOWN)?;
         let zero = s.scalar(0.0, DType::I32)?;
-        let act = &self.model.activation;
+        let act = &self.activation();
         let starts = row_starts(&row, &zero, act.rank());
         let mut sizes = vec![1];
         sizes.extend(&act.dims);

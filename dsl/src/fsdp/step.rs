@@ -19,11 +19,13 @@
 use crate::autodiff::vjp_wrt;
 use crate::auxiliary::{AuxOutput, AuxRole};
 use crate::builder::{Scope, Tensor};
+use crate::dtype::DType;
 use crate::emit::{Program, Sharding};
 use crate::error::{Error, Result};
 use crate::ir::{Axis, Function};
 use crate::mesh::Mesh;
 use crate::plan::{Plan, PlanOptions};
+use crate::precision::Precision;
 use crate::types::TensorType;
 
 use super::lowering::Lowering;
@@ -195,8 +197,8 @@ impl Lowering<'_> {
             .zip(&outer_slabs)
             .map(|(spec, slab)| self.gather_slab(spec, slab.clone(), false))
             .collect::<Result<_>>()?;
-        let pre = trace_pre(m)?;
-        let post = trace_post(m)?;
+        let pre = trace_pre(m, self.precision)?;
+        let post = trace_post(m, self.precision)?;
         let mut args: Vec<Tensor> = inputs.clone();
         args.extend(outer_full.iter().cloned());
         let h0 = s.inline(&pre, &args)?.remove(0);
@@ -248,24 +250,40 @@ impl Lowering<'_> {
     }
 }
 
-/// Parameters of `s` for the model's inputs, then for its outer weights (whole), in the order
-/// `pre` and `post` take them.
-fn input_and_outer_params(s: &Scope, m: &StackModel) -> (Vec<Tensor>, Vec<Tensor>) {
+/// Parameters of `s` for the model's inputs, then for its outer weights (whole, in the
+/// compute type), in the order `pre` and `post` take them.
+fn input_and_outer_params(
+    s: &Scope,
+    m: &StackModel,
+    precision: Precision,
+) -> (Vec<Tensor>, Vec<Tensor>) {
     let inputs = m.inputs.iter().map(|i| s.param(i.ty.clone())).collect();
     let outer = m
         .outer_params
         .iter()
-        .map(|p| s.param(p.full_type()))
+        .map(|p| s.param(precision.compute_type(&p.full_type())))
         .collect();
     (inputs, outer)
 }
 
-/// `pre` as a function of `(inputs…, outer weights…)`.
-fn trace_pre(m: &StackModel) -> Result<Function> {
+/// `pre` as a function of `(inputs…, outer weights…)`, its activation in the compute type.
+fn trace_pre(m: &StackModel, precision: Precision) -> Result<Function> {
     let s = Scope::new("pre");
-    let (inputs, outer) = input_and_outer_params(&s, m);
-    let h = (m.pre)(&inputs, &outer)?;
-    if h.ty() != &m.activation {
+    let (inputs, outer) = input_and_outer_params(&s, m, precision);
+    let h = pre_activation(m, precision, &inputs, &outer)?;
+    s.finish(&[h])
+}
+
+/// Runs `pre` and checks its activation: the model's, cast to the compute type (a `pre` that
+/// ends in a wide value, such as a scaled embedding, is cast once here).
+pub(super) fn pre_activation(
+    m: &StackModel,
+    precision: Precision,
+    inputs: &[Tensor],
+    outer: &[Tensor],
+) -> Result<Tensor> {
+    let h = (m.pre)(inputs, outer)?;
+    if h.ty() != &m.activation && h.ty() != &precision.compute_type(&m.activation) {
         return Err(Error::invalid(
             "fsdp",
             format!(
@@ -275,14 +293,15 @@ fn trace_pre(m: &StackModel) -> Result<Function> {
             ),
         ));
     }
-    s.finish(&[h])
+    h.convert(precision.compute_dtype(m.activation.dtype))
 }
 
-/// `post` as a function of `(activation, inputs…, outer weights…)` to the scalar local loss.
-fn trace_post(m: &StackModel) -> Result<Function> {
+/// `post` as a function of `(activation, inputs…, outer weights…)` to the scalar local loss,
+/// in f32 whatever the layers compute in.
+fn trace_post(m: &StackModel, precision: Precision) -> Result<Function> {
     let s = Scope::new("post");
-    let h = s.param(m.activation.clone());
-    let (inputs, outer) = input_and_outer_params(&s, m);
+    let h = s.param(precision.compute_type(&m.activation));
+    let (inputs, outer) = input_and_outer_params(&s, m, precision);
     let loss = (m.post)(&h, &inputs, &outer)?;
     if loss.rank() != 0 || !loss.dtype().is_float() {
         return Err(Error::invalid(
@@ -293,5 +312,10 @@ fn trace_post(m: &StackModel) -> Result<Function> {
             ),
         ));
     }
+    let loss = if precision.is_mixed() {
+        loss.convert(DType::F32)?
+    } else {
+        loss
+    };
     s.finish(&[loss])
 }

@@ -13,7 +13,7 @@ pub use crate::model::{Inputs, Layers, Model, StackField};
 pub use crate::module::Module;
 pub use crate::plan::{PlanOptions, Stack};
 pub use crate::types::TensorType;
-pub use crate::{DType, Error};
+pub use crate::{DType, Error, Precision};
 pub use core::clone::Clone;
 pub use core::convert::TryFrom;
 // Through here rather than `::core`, which in an edition-2015 crate names a module of its

@@ -237,6 +237,7 @@ mod tests {
             defer_grad_reduce_scatter: true,
             unroll: 2,
             scheduling_tags: true,
+            precision: crate::Precision::F32,
         };
         assert!(Plan::new(&s, bad).is_err());
         assert!(Plan::new(&s, PlanOptions::prefetch().with_unroll(3)).is_err());

@@ -2,6 +2,7 @@
 
 use super::stack::Stack;
 use crate::error::{Error, Result};
+use crate::precision::Precision;
 
 /// The options of MaxText's FSDP prefetch work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -18,6 +19,9 @@ pub struct PlanOptions {
     /// `_scheduling_group_id`, and prefetch gathers carry `xla_explicit_fsdp`. The tags change
     /// no result; a plugin that does not know them ignores them.
     pub scheduling_tags: bool,
+    /// The element types the step gathers, computes and reduces in ([`Precision`]); the
+    /// weights and optimizer state keep their own.
+    pub precision: Precision,
 }
 
 impl PlanOptions {
@@ -28,6 +32,7 @@ impl PlanOptions {
             defer_grad_reduce_scatter: false,
             unroll: 2,
             scheduling_tags: true,
+            precision: Precision::F32,
         }
     }
 
@@ -38,6 +43,7 @@ impl PlanOptions {
             defer_grad_reduce_scatter: false,
             unroll: 2,
             scheduling_tags: true,
+            precision: Precision::F32,
         }
     }
 
@@ -48,6 +54,7 @@ impl PlanOptions {
             defer_grad_reduce_scatter: true,
             unroll: 2,
             scheduling_tags: true,
+            precision: Precision::F32,
         }
     }
 
@@ -64,6 +71,11 @@ impl PlanOptions {
         }
     }
 
+    /// The same options under another precision policy.
+    pub const fn with_precision(self, precision: Precision) -> Self {
+        PlanOptions { precision, ..self }
+    }
+
     /// Checks the combination; `const` so a macro can turn a violation into a compile error.
     pub const fn validate(&self) -> Result<(), &'static str> {
         if self.unroll != 1 && self.unroll != 2 {
@@ -71,6 +83,9 @@ impl PlanOptions {
         }
         if self.defer_grad_reduce_scatter && !self.prefetch_fsdp_weights {
             return Err("`defer_grad_reduce_scatter` needs `prefetch_fsdp_weights`");
+        }
+        if !self.precision.is_supported() {
+            return Err("the precision's compute and reduce types must be f32 or bf16");
         }
         Ok(())
     }

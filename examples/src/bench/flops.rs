@@ -3,6 +3,7 @@
 //! cost model's count of traced graphs, so every model registered is counted the same way.
 
 use serde::Serialize;
+use stackscan::Precision;
 use stackscan::cost::{self, layer_costs};
 use stackscan::fsdp::{StackModel, TrainStep};
 
@@ -55,12 +56,12 @@ pub fn step_flops(
 /// Matrix FLOPs of one device's forward: each layer kind's traced forward times its layers,
 /// plus the outer parts traced at full size.
 fn forward_matrix_flops(model: &StackModel, devices: usize) -> stackscan::Result<f64> {
-    let layers = layer_costs(model, devices, &[])?;
+    let layers = layer_costs(model, devices, &[], Precision::F32)?;
     let mut flops = 0.0;
     for (k, cost) in layers.iter().enumerate() {
         let count = model.stack.layers_of_kind(k);
         flops += count as f64 * cost.forward.matrix_flops.total() as f64;
     }
-    let outer = cost::of(&model.outer_function()?)?;
+    let outer = cost::of(&model.outer_function(Precision::F32)?)?;
     Ok(flops + outer.matrix_flops.total() as f64)
 }

@@ -352,8 +352,7 @@ pub fn check(
             model: m,
             options,
         } = c;
-        let predicted =
-            predict(&m, options, hardware, devices, &[], !hardware.trains_in_f32)?.step_seconds();
+        let predicted = predict(&m, options, hardware, devices, &[])?.step_seconds();
         let mut trainer = Trainer::new(client, mesh, &m, options, Adam::default(), 17)?;
         let mut times = Vec::new();
         for step in 0..steps.max(2) {

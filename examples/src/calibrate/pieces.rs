@@ -8,7 +8,7 @@
 
 use stackscan::fsdp::{Adam, StackModel, train_step_on, with_adam};
 use stackscan::plan::PlanOptions;
-use stackscan::{Axis, Function, Program, Scope, Sharding, TensorType, vjp};
+use stackscan::{Axis, Function, Precision, Program, Scope, Sharding, TensorType, vjp};
 use stackscan_runtime::{Client, Mesh, Result};
 
 use super::time_program;
@@ -59,9 +59,10 @@ pub fn pieces(
     };
     let time = |p: &Program| time_program(client, mesh, p, repeats);
     let mut out = Vec::new();
-    let costs = layer_costs(model, n, &[])?;
+    // The pieces are measured as declared (f32), so they are priced so.
+    let costs = layer_costs(model, n, &[], Precision::F32)?;
     for (kind, cost) in model.kinds.iter().zip(&costs) {
-        let t = hardware.kind_times(cost, false);
+        let t = hardware.kind_times(cost);
         let s = Scope::new(&kind.name);
         let x = s.param(model.activation.clone());
         let w: Vec<_> = kind.params.iter().map(|p| s.param(p.full_type())).collect();
@@ -104,9 +105,11 @@ pub fn pieces(
             predicted: t.reduce_scatter,
         });
     }
-    let outer = vjp(&model.outer_function()?)?;
-    let predicted_outer = hardware.compute_seconds(&of(&outer)?, false);
-    debug_assert!((predicted_outer - outer_compute_seconds(model, hardware, false)?).abs() < 1e-12);
+    let outer = vjp(&model.outer_function(Precision::F32)?)?;
+    let predicted_outer = hardware.compute_seconds(&of(&outer)?);
+    debug_assert!(
+        (predicted_outer - outer_compute_seconds(model, hardware, Precision::F32)?).abs() < 1e-12
+    );
     out.push(Piece {
         name: "embedding, head and loss (forward + vjp)".into(),
         measured: time(&per_device(outer, &axis)?)?,
@@ -114,7 +117,13 @@ pub fn pieces(
     });
     let step = train_step_on(model, options, mesh.layout())?;
     let with_optimizer = with_adam(&step, Adam::default())?;
-    let prediction = predict(model, options, hardware, n, &[], false)?;
+    let prediction = predict(
+        model,
+        options.with_precision(Precision::F32),
+        hardware,
+        n,
+        &[],
+    )?;
     let adam = optimizer_seconds(model, hardware, n)?;
     let measured_step = time(&step.program)?;
     let measured_full = time(&with_optimizer)?;

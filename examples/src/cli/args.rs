@@ -4,6 +4,7 @@
 //! command goes in that command's struct.
 
 use clap::Args;
+use stackscan::Precision;
 use stackscan::plan::PlanOptions;
 use stackscan_runtime::MAX_CPU_DEVICES;
 
@@ -40,6 +41,12 @@ pub struct ScheduleArgs {
     /// TPU's latency-hiding scheduler reads to overlap each prefetch with the step before).
     #[arg(long)]
     pub no_scheduling_tags: bool,
+    /// Mixed precision: `bf16` gathers weights and computes in bf16 (norms, softmaxes,
+    /// router, recurrences and loss in f32) and reduces gradients in f32;
+    /// `bf16-reduce-bf16` reduces them in bf16 too; `f32` casts nothing. Master weights and
+    /// Adam's moments stay f32 either way. Default: the `#[layer_stack]` attribute's.
+    #[arg(long, value_parser = precision, value_name = "f32|bf16|bf16-reduce-bf16")]
+    pub precision: Option<Precision>,
 }
 
 impl ScheduleArgs {
@@ -57,6 +64,9 @@ impl ScheduleArgs {
         }
         if self.no_scheduling_tags {
             options.scheduling_tags = false;
+        }
+        if let Some(p) = self.precision {
+            options.precision = p;
         }
         options
     }
@@ -76,22 +86,30 @@ impl ScheduleArgs {
         if self.no_scheduling_tags {
             flags.push("--no-scheduling-tags".to_owned());
         }
+        if let Some(p) = self.precision {
+            flags.push(format!("--precision {p}"));
+        }
         flags
     }
 
-    /// Where the options came from, as `train` and `plan` print it: the attribute, and the
-    /// flags that overrode it.
-    pub fn source(&self) -> String {
-        let flags = self.given();
-        if flags.is_empty() {
-            "from the `#[layer_stack]` attribute".to_owned()
-        } else {
-            format!(
-                "from the `#[layer_stack]` attribute, overridden by {}",
-                flags.join(", ")
-            )
+    /// Where the options came from, as `train` and `plan` print it: the attribute, the
+    /// precision the config file declares (`config`), and the flags that overrode them.
+    pub fn source(&self, config: Option<Precision>) -> String {
+        let mut source = "from the `#[layer_stack]` attribute".to_owned();
+        if let (Some(p), None) = (config, self.precision) {
+            source.push_str(&format!(", precision {p} from the config file"));
         }
+        let flags = self.given();
+        if !flags.is_empty() {
+            source.push_str(&format!(", overridden by {}", flags.join(", ")));
+        }
+        source
     }
+}
+
+/// A precision policy by name.
+pub fn precision(s: &str) -> Result<Precision, String> {
+    s.parse::<Precision>().map_err(|e| e.to_string())
 }
 
 /// A device count: an integer from 1 to the CPU plugin's limit.
@@ -176,15 +194,27 @@ mod tests {
             no_defer: true,
             unroll: Some(1),
             no_scheduling_tags: true,
+            precision: Some(Precision::BF16),
         };
         let o = s.apply(PlanOptions::prefetch_deferred());
         assert!(o.prefetch_fsdp_weights && !o.defer_grad_reduce_scatter);
         assert_eq!(o.unroll, 1);
         assert!(!o.scheduling_tags);
+        assert_eq!(o.precision, Precision::BF16);
         assert_eq!(
             s.given(),
-            ["--no-defer", "--unroll 1", "--no-scheduling-tags"]
+            [
+                "--no-defer",
+                "--unroll 1",
+                "--no-scheduling-tags",
+                "--precision bf16"
+            ]
         );
+        assert_eq!(
+            precision("bf16-reduce-bf16"),
+            Ok(Precision::BF16_REDUCE_BF16)
+        );
+        assert!(precision("fp8").unwrap_err().contains("`fp8`"));
         let off = ScheduleArgs {
             no_prefetch: true,
             ..ScheduleArgs::default()

@@ -97,7 +97,7 @@ pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
         .map_err(usage)?;
     let (stack, declared) = config.stack().map_err(usage)?;
     let options = args.schedule.apply(declared);
-    writeln!(out, "options {}", args.schedule.source())?;
+    writeln!(out, "options {}", args.schedule.source(config.precision()))?;
     if args.config.is_none()
         && let Some(plans) = model.default_plans(options)
     {
@@ -107,7 +107,7 @@ pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let plan = Plan::new(&stack, options).map_err(usage)?;
     writeln!(
         out,
-        "{}{}: {} layers, prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}",
+        "{}{}: {} layers, prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}, precision={}",
         model,
         args.config
             .as_deref()
@@ -115,7 +115,8 @@ pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
         stack.len(),
         options.prefetch_fsdp_weights,
         options.defer_grad_reduce_scatter,
-        options.unroll
+        options.unroll,
+        options.precision
     )?;
     writeln!(out, "{}", plan.describe(&stack))?;
     predict_line(args, &config, options, out)
@@ -138,6 +139,7 @@ fn predict_line(
             hardware: args.hardware.clone(),
             chips: args.chips as usize,
             ep: args.ep.map(|k| k as usize),
+            precision: args.schedule.precision,
         };
         let priced = crate::timeline::priced(config)?;
         let line = crate::predict::describe(&priced, options, &target)?;

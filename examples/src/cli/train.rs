@@ -193,6 +193,8 @@ struct Checked {
     layout: stackscan::Mesh,
     /// The Hugging Face map of `--init-from`.
     hf: Option<stackscan_runtime::hf::HfMap>,
+    /// The precision the config file declares, if it does.
+    config_precision: Option<stackscan::Precision>,
 }
 
 impl TrainArgs {
@@ -263,6 +265,7 @@ impl TrainArgs {
                 })?),
                 None => None,
             };
+        let config_precision = config.precision();
         let (job, layout) = Job::on_config(config, devices, self.ep as usize, moe)
             .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
         let options = self.schedule.apply(job.options);
@@ -282,6 +285,7 @@ impl TrainArgs {
             options,
             layout,
             hf,
+            config_precision,
         })
     }
 
@@ -348,6 +352,7 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
         options,
         layout,
         hf,
+        config_precision,
     } = a.check()?;
     let data = a.data(&job)?;
     let eval = match (&a.eval_data, a.eval_every) {
@@ -375,11 +380,14 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
         job.describe,
         client.platform()
     )?;
-    let source = a.schedule.source();
+    let source = a.schedule.source(config_precision);
     writeln!(
         out,
-        "prefetch_fsdp_weights={} defer_grad_reduce_scatter={} unroll={} ({source})",
-        options.prefetch_fsdp_weights, options.defer_grad_reduce_scatter, options.unroll
+        "prefetch_fsdp_weights={} defer_grad_reduce_scatter={} unroll={} precision={} ({source})",
+        options.prefetch_fsdp_weights,
+        options.defer_grad_reduce_scatter,
+        options.unroll,
+        options.precision
     )?;
     let batches = match data {
         Some(d) => {

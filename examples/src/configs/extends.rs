@@ -3,14 +3,20 @@
 //! one of the config's tables ([`ConfigFile::TABLES`]), is taken from the base before the
 //! whole is deserialized, so serde's `deny_unknown_fields` still names a misspelt field and
 //! no field is ever filled from anything but the base the file names.
+//!
+//! One key belongs to every model rather than to its config type: `precision = "bf16"`, the
+//! mixed-precision policy the file trains under ([`stackscan::Precision`]); it is read here
+//! (from the file, else the base) and kept beside the config.
 
 use toml::{Table, Value};
 
 use super::{ConfigFile, invalid};
-use stackscan::Result;
+use stackscan::{Precision, Result};
 
 /// The key naming a file's base preset.
 const EXTENDS: &str = "extends";
+/// The key naming the precision policy, a key of every model's file.
+const PRECISION: &str = "precision";
 
 /// A config read from a TOML file and what its base supplied.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,12 +27,20 @@ pub struct Filled<C> {
     pub base: &'static str,
     /// The fields taken from the base, as dotted paths (`gdn.key_dim`), in the base's order.
     pub from_base: Vec<String>,
+    /// `precision = "…"` of the file (or its base), if given.
+    pub precision: Option<Precision>,
 }
 
 /// Parses a config file's `text` over its base; `source` names the text in errors (a path
 /// or `inline`), and which fields came from the base is logged at debug level.
 pub fn from_toml<C: ConfigFile>(text: &str, source: &str) -> Result<C> {
     let filled = read_toml::<C>(text, source)?;
+    log_filled(&filled, source);
+    Ok(filled.config)
+}
+
+/// Logs which fields of the file `source` came from its base (debug level).
+pub fn log_filled<C>(filled: &Filled<C>, source: &str) {
     if filled.from_base.is_empty() {
         tracing::debug!(
             "config `{source}`: every field given (base `{}`)",
@@ -40,7 +54,6 @@ pub fn from_toml<C: ConfigFile>(text: &str, source: &str) -> Result<C> {
             filled.from_base.join(", ")
         );
     }
-    Ok(filled.config)
 }
 
 /// [`from_toml`] without the log line, saying which fields came from the base.
@@ -54,13 +67,20 @@ pub fn read_toml<C: ConfigFile>(text: &str, source: &str) -> Result<Filled<C>> {
     })?;
     let base = base_of::<C>(file.remove(EXTENDS), source)?;
     let (base_name, base_text) = base;
-    let base: Table = toml::from_str(base_text).map_err(|e| {
+    let mut base: Table = toml::from_str(base_text).map_err(|e| {
         invalid(format!(
             "preset `{base_name}` of `{}`: {}",
             C::MODEL,
             e.message()
         ))
     })?;
+    let precision = match file.remove(PRECISION) {
+        Some(v) => Some(precision_of(&v, source)?),
+        None => base
+            .remove(PRECISION)
+            .map(|v| precision_of(&v, base_name))
+            .transpose()?,
+    };
     let mut from_base = Vec::new();
     fill(&mut file, &base, C::TABLES, "", &mut from_base);
     let config = serde_path_to_error::deserialize(Value::Table(file)).map_err(|e| {
@@ -77,7 +97,21 @@ pub fn read_toml<C: ConfigFile>(text: &str, source: &str) -> Result<Filled<C>> {
         config,
         base: base_name,
         from_base,
+        precision,
     })
+}
+
+/// The policy a `precision` value names, or an error naming the file and the choices.
+fn precision_of(v: &Value, source: &str) -> Result<Precision> {
+    let parsed = v.as_str().map(str::parse::<Precision>);
+    match parsed {
+        Some(Ok(p)) => Ok(p),
+        Some(Err(e)) => Err(invalid(format!("`{source}`: {e}"))),
+        None => Err(invalid(format!(
+            "`{source}`: `{PRECISION}` is {}, not a string such as \"bf16\"",
+            v.type_str()
+        ))),
+    }
 }
 
 /// The preset named by the file's `extends` value, or the tiny preset (the first).

@@ -34,9 +34,9 @@ use std::path::Path;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use stackscan::{Error, Result};
+use stackscan::{Error, Precision, Result};
 
-pub use extends::{Filled, from_toml, read_toml};
+pub use extends::{Filled, from_toml, log_filled, read_toml};
 
 use crate::deepseek3::DeepSeek3Config;
 use crate::llama::LlamaConfig;
@@ -145,8 +145,14 @@ pub fn preset<C: ConfigFile>(name: &str) -> Option<Result<C>> {
 /// describe this model's architecture), or a TOML file ([`from_toml`]: `extends` and
 /// deny-unknown-fields).
 pub fn load<C: ConfigFile>(spec: &str) -> Result<C> {
+    load_with_precision(spec).map(|(c, _)| c)
+}
+
+/// [`load`], and the precision policy a TOML file declares (`precision = "bf16"`, a key of
+/// every model's file; `None` for a preset or a `config.json`, which declare none).
+pub fn load_with_precision<C: ConfigFile>(spec: &str) -> Result<(C, Option<Precision>)> {
     if let Some(c) = preset::<C>(spec) {
-        return c;
+        return c.map(|c| (c, None));
     }
     let given = Path::new(spec);
     // A model's directory as the Hub lays it out holds its `config.json`.
@@ -169,7 +175,11 @@ pub fn load<C: ConfigFile>(spec: &str) -> Result<C> {
         ))
     })?;
     if path.extension().is_some_and(|x| x == "json") {
-        return C::from_hf(&text).map_err(|e| crate::hf_config::in_file(path, e));
+        return C::from_hf(&text)
+            .map(|c| (c, None))
+            .map_err(|e| crate::hf_config::in_file(path, e));
     }
-    from_toml(&text, spec)
+    let filled = read_toml::<C>(&text, spec)?;
+    log_filled(&filled, spec);
+    Ok((filled.config, filled.precision))
 }

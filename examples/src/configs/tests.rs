@@ -358,3 +358,35 @@ fn a_directory_without_config_json_says_so() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(e.contains("is a directory without a `config.json`"), "{e}");
 }
+
+#[test]
+fn a_file_declares_its_precision_beside_its_config() {
+    let filled = read_toml::<LlamaConfig>("layers = 2\nprecision = \"bf16\"", "inline").unwrap();
+    assert_eq!(filled.precision, Some(Precision::BF16));
+    assert_eq!(filled.config.layers, 2);
+    let plain = read_toml::<LlamaConfig>("layers = 2", "inline").unwrap();
+    assert_eq!(plain.precision, None);
+    let e = read_toml::<LlamaConfig>("precision = \"fp8\"", "inline")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`inline`") && e.contains("`fp8`") && e.contains("bf16"),
+        "{e}"
+    );
+    let e = read_toml::<LlamaConfig>("precision = 16", "inline")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`precision` is integer"), "{e}");
+    // Through the registry: the config's policy is the model's, over the attribute's, and
+    // a reshaped copy keeps it.
+    let dir = std::env::temp_dir().join(format!("stackscan-precision-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bf16.toml");
+    std::fs::write(&path, "precision = \"bf16-reduce-bf16\"").unwrap();
+    let llama: crate::registry::ModelName = "llama".parse().unwrap();
+    let c = llama.load(path.to_str().unwrap()).unwrap().with_seq(32);
+    assert_eq!(c.build().unwrap().1.precision, Precision::BF16_REDUCE_BF16);
+    let tiny = llama.load("tiny").unwrap();
+    assert_eq!(tiny.build().unwrap().1.precision, Precision::F32);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -94,14 +94,20 @@ pub struct MoeWeights<'a> {
 /// after the other (what the load-balancing loss is computed per).
 pub fn moe(cfg: &MoeConfig, x: &Tensor, w: &MoeWeights<'_>, sequences: usize) -> Result<Tensor> {
     let tokens = x.dims().first().copied().unwrap_or(0) as usize;
-    let routing = route(&cfg.router, &x.matmul(w.router)?, w.router_bias)?;
+    // The router runs in f32 under mixed precision: a bf16 score ties experts a wider one
+    // tells apart, and its choice decides which weights a token sees. Only the combine
+    // weights return to the layer's type.
+    let logits = nn::at_least_f32(x)?.matmul(&nn::at_least_f32(w.router)?)?;
+    let bias = w.router_bias.map(nn::at_least_f32).transpose()?;
+    let mut routing = route(&cfg.router, &logits, bias.as_ref())?;
+    routing.weights = routing.weights.convert(x.dtype())?;
     let slots = capacity(
         tokens,
         cfg.router.top_k,
         cfg.router.experts,
         cfg.capacity_factor,
     );
-    balance(cfg, &routing, w.router_bias, slots, sequences)?;
+    balance(cfg, &routing, bias.as_ref(), slots, sequences)?;
     let opts = DispatchOptions {
         capacity: slots,
         direct_token_gather: cfg.direct_token_gather,

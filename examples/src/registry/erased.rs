@@ -85,7 +85,8 @@ impl<A: Architecture> Erased for Registered<A> {
         A::default_plans(options)
     }
     fn load(&self, _: ModelName, spec: &str) -> Result<ModelConfig> {
-        configs::load::<A::Config>(spec).map(ModelConfig::new::<A>)
+        configs::load_with_precision::<A::Config>(spec)
+            .map(|(c, precision)| ModelConfig::new::<A>(c).with_precision(precision))
     }
     fn build(&self, c: &ModelConfig) -> Result<(StackModel, PlanOptions)> {
         A::build(self.of(c))

@@ -25,6 +25,8 @@ pub(crate) struct Model {
     pub(crate) prefetch: bool,
     pub(crate) defer: bool,
     pub(crate) unroll: Value,
+    /// The name of the `Precision` constant `precision = "…"` names (`F32` unless written).
+    pub(crate) precision: Ident,
     /// `config = Type`, if written.
     pub(crate) config: Option<Type>,
 }
@@ -164,6 +166,7 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> (syn::Item, Option<Mod
         }
         Some(Count { expr, .. }) => Some(Value::Expr(expr)),
     };
+    let precision = precision_constant(input.precision.as_ref(), errors);
     let model = match (ident, block) {
         (Some(ident), Some(block)) => Some(Model {
             ident,
@@ -173,11 +176,44 @@ pub(crate) fn check(input: Input, errors: &mut Errors) -> (syn::Item, Option<Mod
             prefetch,
             defer,
             unroll: unroll.unwrap_or(Value::Literal(2)),
+            precision,
             config: input.config,
         }),
         _ => None,
     };
     (input.item, model)
+}
+
+/// The precision policies `precision = "…"` names, and the `Precision` constant of each.
+const PRECISIONS: [(&str, &str); 3] = [
+    ("f32", "F32"),
+    ("bf16", "BF16"),
+    ("bf16-reduce-bf16", "BF16_REDUCE_BF16"),
+];
+
+/// The `Precision` constant `precision = "…"` names: `F32` when absent, and after an error
+/// on the literal when it names no policy.
+fn precision_constant(lit: Option<&syn::LitStr>, errors: &mut Errors) -> Ident {
+    let span = lit.map_or_else(Span::call_site, syn::LitStr::span);
+    let name = match lit {
+        None => "F32",
+        Some(l) => match PRECISIONS.iter().find(|(spelled, _)| *spelled == l.value()) {
+            Some((_, constant)) => constant,
+            None => {
+                let names: Vec<&str> = PRECISIONS.iter().map(|(n, _)| *n).collect();
+                errors.error_spanned_by(
+                    l,
+                    format!(
+                        "unknown precision {}; expected {}",
+                        l.token(),
+                        crate::args::one_of(&names)
+                    ),
+                );
+                "F32"
+            }
+        },
+    };
+    Ident::new(name, span)
 }
 
 fn entries(list: &List) -> Vec<Entry> {

@@ -103,6 +103,7 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
     let prefetch = model.prefetch;
     let defer = model.defer;
     let unroll = value(&model.unroll);
+    let precision = &model.precision;
     let options_span = match &model.unroll {
         Value::Expr(e) => e.span(),
         Value::Literal(_) | Value::Config(_) => ident.span(),
@@ -176,6 +177,7 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
                     defer_grad_reduce_scatter: #defer,
                     unroll: #unroll,
                     scheduling_tags: true,
+                    precision: #p::Precision::#precision,
                 };
 
                 fn stack(#cfg: &Self::Config) -> #p::Result<#p::Stack> {
@@ -219,6 +221,7 @@ pub(crate) fn stub_impl(self_ty: &TokenStream, config: &TokenStream, name: &str)
                 defer_grad_reduce_scatter: false,
                 unroll: 2,
                 scheduling_tags: true,
+                precision: #p::Precision::F32,
             };
 
             fn stack(_: &Self::Config) -> #p::Result<#p::Stack> {

@@ -16,6 +16,7 @@ pub(crate) const KEYS: &[&str] = &[
     "prefetch_fsdp_weights",
     "defer_grad_reduce_scatter",
     "unroll",
+    "precision",
     "config",
     "crate",
 ];
@@ -33,6 +34,8 @@ pub(crate) struct Input {
     pub(crate) prefetch: Option<Flag>,
     pub(crate) defer: Option<Flag>,
     pub(crate) unroll: Option<Count>,
+    /// `precision = "bf16"`: the policy's name, as written.
+    pub(crate) precision: Option<syn::LitStr>,
     /// `config = Type`: the stack's config, written out instead of taken from the first entry.
     pub(crate) config: Option<Type>,
     /// `crate = "path"`: how generated code reaches the DSL.
@@ -84,6 +87,7 @@ pub(crate) fn parse(attr: proc_macro2::TokenStream, item: syn::Item, errors: &mu
         prefetch: None,
         defer: None,
         unroll: None,
+        precision: None,
         config: None,
         krate: None,
         malformed: Vec::new(),
@@ -97,6 +101,9 @@ pub(crate) fn parse(attr: proc_macro2::TokenStream, item: syn::Item, errors: &mu
             "repeat" => set(&mut input.repeat, &arg, errors, count),
             "layers" => set(&mut input.layers, &arg, errors, count),
             "unroll" => set(&mut input.unroll, &arg, errors, count),
+            "precision" => set(&mut input.precision, &arg, errors, |a, e| {
+                a.parse("\"f32\" | \"bf16\" | \"bf16-reduce-bf16\"", e)
+            }),
             "config" => set(&mut input.config, &arg, errors, |a, e| a.parse("<type>", e)),
             "crate" => set(&mut input.krate, &arg, errors, crate::crate_path),
             "prefetch_fsdp_weights" => set(&mut input.prefetch, &arg, errors, flag),

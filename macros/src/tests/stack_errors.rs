@@ -34,6 +34,25 @@ fn layer_stack_with_a_prefix_and_const_counts_checks_them_in_const_context() {
 }
 
 #[test]
+fn a_precision_names_a_policy() {
+    let out = toy_stack(quote!(block = [Mlp], repeat = 2, precision = "bf16"));
+    assert!(compile_errors(&out).is_empty());
+    assert_contains(
+        &out,
+        &["precision: ::stackscan::__private::Precision::BF16"],
+    );
+    let out = toy_stack(quote!(block = [Mlp], repeat = 2, precision = "fp16"));
+    assert_eq!(
+        compile_errors(&out),
+        ["unknown precision \"fp16\"; expected one of `f32`, `bf16` or `bf16-reduce-bf16`"]
+    );
+    let out = toy_stack(quote!(block = [Mlp], repeat = 2, precision = bf16));
+    let errors = compile_errors(&out);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("\"f32\" | \"bf16\""), "{errors:?}");
+}
+
+#[test]
 fn layer_stack_mistakes_are_all_reported_and_the_item_is_kept() {
     let out = toy_stack(quote! {
         block = [],
@@ -47,7 +66,7 @@ fn layer_stack_mistakes_are_all_reported_and_the_item_is_kept() {
     assert_eq!(
         errors,
         [
-            "unknown layer_stack option `prefech_fsdp_weights`; expected one of `block`, `prefix`, `repeat`, `layers`, `prefetch_fsdp_weights`, `defer_grad_reduce_scatter`, `unroll`, `config` or `crate`",
+            "unknown layer_stack option `prefech_fsdp_weights`; expected one of `block`, `prefix`, `repeat`, `layers`, `prefetch_fsdp_weights`, `defer_grad_reduce_scatter`, `unroll`, `precision`, `config` or `crate`",
             "duplicate layer_stack option `unroll`",
             "the block is empty; expected at least one sub-layer: `block = [SubLayer, ...]`",
             "`repeat` must be at least 1",

@@ -73,6 +73,7 @@ const _: () = {
             defer_grad_reduce_scatter: true,
             unroll: 2usize,
             scheduling_tags: true,
+            precision: ::stackscan::__private::Precision::F32,
         };
         fn stack(
             __stackscan_cfg: &Self::Config,
