@@ -29,4 +29,5 @@ pub mod timeline;
 pub mod tokenize;
 pub mod toy;
 pub mod weights;
+pub mod xla_preset;
 pub mod yarn;

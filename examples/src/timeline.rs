@@ -82,7 +82,7 @@ pub struct TimelineArgs {
     pub reference: bool,
     /// The precision policy priced (default: the model's if mixed, else the profile's: bf16
     /// on accelerators, f32 on a CPU).
-    #[arg(long, value_parser = crate::cli::args::precision, value_name = "f32|bf16|bf16-reduce-bf16")]
+    #[arg(long, value_parser = crate::cli::args::precision, value_name = "POLICY")]
     pub precision: Option<stackscan::Precision>,
     /// Directory for the SVGs and `schedule.json`.
     #[arg(long, default_value = "timelines")]

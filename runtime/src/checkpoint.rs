@@ -126,10 +126,10 @@ impl Checkpoint {
         // In file order.
         views.sort_by_key(|(name, _)| header.info(name).map_or(0, |i| i.data_offsets.0));
         for (name, view) in &views {
-            if view.dtype() != Dtype::F32 {
+            if !matches!(view.dtype(), Dtype::F32 | Dtype::BF16 | Dtype::F16) {
                 return Err(Error::CheckpointDType {
                     tensor: name.clone(),
-                    expected: "F32".into(),
+                    expected: LOADABLE.into(),
                     actual: format!("{:?}", view.dtype()),
                 });
             }
@@ -138,11 +138,7 @@ impl Checkpoint {
         let mut tensors = Vec::with_capacity(views.len());
         for (name, view) in views {
             checksum::verify(&sums, &name, view.data(), path)?;
-            let data = view
-                .data()
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
+            let data = widened(view.dtype(), view.data());
             let shape = view.shape().iter().map(|&d| d as i64).collect();
             tensors.push(Tensor { name, shape, data });
         }
@@ -266,11 +262,11 @@ fn diagnose(bytes: &[u8], path: &Path, refused: &str) -> Error {
             continue;
         }
         if let Some(dtype) = entry.get("dtype").and_then(Value::as_str)
-            && dtype != "F32"
+            && !matches!(dtype, "F32" | "BF16" | "F16")
         {
             return Error::CheckpointDType {
                 tensor: name.clone(),
-                expected: "F32".into(),
+                expected: LOADABLE.into(),
                 actual: dtype.to_owned(),
             };
         }
@@ -288,6 +284,28 @@ fn diagnose(bytes: &[u8], path: &Path, refused: &str) -> Error {
     match entries.iter().find(|(end, _)| *end > data) {
         Some(&(end, name)) => truncated(Some(name), header_end + end),
         None => corrupt(refused.to_owned()),
+    }
+}
+
+/// The element types a checkpoint's tensors load from: the f32 masters as written, or a
+/// narrower copy of them (a bf16 or f16 checkpoint written by other tools), widened exactly.
+const LOADABLE: &str = "F32, BF16 or F16";
+
+/// Little-endian `bytes` of `dtype` (one of [`LOADABLE`]) as f32 values.
+fn widened(dtype: Dtype, bytes: &[u8]) -> Vec<f32> {
+    match dtype {
+        Dtype::BF16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        Dtype::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        _ => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
     }
 }
 

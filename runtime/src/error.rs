@@ -316,12 +316,12 @@ pub enum Error {
         /// The file's shape.
         actual: Vec<i64>,
     },
-    /// A checkpoint tensor's dtype differs from the model's.
-    #[error("checkpoint tensor `{tensor}` is {actual}, the model's is {expected}")]
+    /// A checkpoint tensor's dtype is none the f32 masters load from.
+    #[error("checkpoint tensor `{tensor}` is {actual}; the f32 weights load from {expected}")]
     CheckpointDType {
         /// The tensor.
         tensor: String,
-        /// The model's dtype (safetensors spelling).
+        /// The dtypes it may have (safetensors spelling).
         expected: String,
         /// The file's dtype.
         actual: String,

@@ -34,7 +34,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use stackscan::fsdp::{Adam, train_step, with_adam};
 use stackscan::plan::PlanOptions;
-use stackscan::{Axis, Program};
+use stackscan::{Axis, Precision, Program};
 use stackscan_runtime::train::{HostInput, StepReport, Trainer};
 use stackscan_runtime::{Client, CompiledMemoryStats, Mesh, Plugin, plugin};
 
@@ -69,20 +69,31 @@ impl Schedule {
 /// The bench's flags.
 #[derive(Clone, Debug, Args)]
 pub struct BenchArgs {
-    /// Model to run, its tiny preset resized by the flags (`llama`, the default, `deepseek3`,
-    /// `qwen35`; a user's command line knows its own models, the first by default).
+    /// Model to run (`llama`, the default, `deepseek3`, `qwen35`; a user's command line knows
+    /// its own models, the first by default).
     #[arg(long, value_name = "NAME", value_parser = crate::cli::args::model_name)]
     pub model: Option<ModelName>,
-    /// Decoder layers of the timed runs.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=4096))]
-    pub layers: u16,
-    /// Sequences per step over all devices (split evenly across them).
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub batch: u32,
-    /// Tokens per sequence.
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub seq: u32,
-    /// CPU devices (the FSDP axis).
+    /// The model's config: a preset or a TOML/`config.json` file, resized by `--layers`,
+    /// `--seq` and `--batch` where given (default: the tiny preset at 16 layers, 16 sequences
+    /// of 128 tokens).
+    #[arg(long, value_name = "NAME|PATH")]
+    pub config: Option<String>,
+    /// Decoder layers of the timed runs (default: 16, or the config's).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub layers: Option<u16>,
+    /// Sequences per step over all devices, split evenly across them (default: 16, or the
+    /// config's per-device batch times the devices).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub batch: Option<u32>,
+    /// Tokens per sequence (default: 128, or the config's).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub seq: Option<u32>,
+    /// The precision policy of every timed step and compile (`f32`, `bf16`,
+    /// `bf16-reduce-bf16`; default: the config's, else the stack attribute's). MFU divides by
+    /// the matmul peak measured at its compute type.
+    #[arg(long, value_parser = crate::cli::args::precision, value_name = "POLICY")]
+    pub precision: Option<Precision>,
+    /// Devices on the FSDP axis (CPU: virtual devices; an accelerator: the first N).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub devices: u16,
     /// Timed steps per schedule, after the warm-up steps.
@@ -108,7 +119,7 @@ pub struct BenchArgs {
     /// Steps kept in flight (launched and not yet waited for) when not `--sync`.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=8))]
     pub in_flight: u8,
-    /// CPU plugin: `cpu` or `cpu-0.115`, or a path to a plugin library.
+    /// PJRT plugin: `cpu`, `cpu-0.115`, `cuda`, `tpu`, or a path to a plugin library.
     #[arg(long, default_value = "cpu")]
     pub plugin: String,
 }
@@ -173,6 +184,16 @@ pub struct Setup {
     pub in_flight: usize,
     /// The plugin's name or path.
     pub plugin: String,
+    /// The plugin's platform (`cpu`, `cuda`, `tpu`).
+    pub platform: String,
+    /// The platform's version as the plugin reports it.
+    pub platform_version: String,
+    /// The plugin's PJRT C API version, `major.minor`.
+    pub pjrt_api_version: String,
+    /// This stackscan's version.
+    pub stackscan_version: &'static str,
+    /// The precision policy of every step.
+    pub precision: String,
 }
 
 /// Compiled memory per device (PJRT's statistics of the step program).
@@ -281,27 +302,54 @@ fn median(v: &[f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// The model configuration the flags describe: the model's tiny preset at `--layers`,
-/// `--seq` and `--batch` over `--devices`.
+/// The model configuration the flags describe: `--config` (default: the tiny preset at 16
+/// layers, 16 sequences of 128 tokens) resized by `--layers`, `--seq` and `--batch` over
+/// `--devices`.
 pub fn config(args: &BenchArgs) -> Result<ModelConfig, BenchError> {
     let devices = i64::from(args.devices);
-    let batch = i64::from(args.batch);
+    let name = args.model.unwrap_or_else(crate::registry::default_model);
+    let base = match &args.config {
+        Some(spec) => name.load(spec),
+        None => name.preset(Preset::Tiny),
+    }
+    .map_err(|e| BenchError::Config(e.to_string()))?;
+    let given = args.config.is_some();
+    let layers = args
+        .layers
+        .map_or(if given { base.layers() } else { 16 }, usize::from);
+    let seq = args
+        .seq
+        .map_or(if given { base.tokens().seq } else { 128 }, i64::from);
+    let batch = args.batch.map_or(
+        if given {
+            base.batch_per_device() * devices
+        } else {
+            16
+        },
+        i64::from,
+    );
     if batch % devices != 0 {
         return Err(BenchError::Config(format!(
             "`--batch {batch}` does not split over `--devices {devices}`: give a multiple of {devices}"
         )));
     }
-    let name = args.model.unwrap_or_else(crate::registry::default_model);
-    let c = name
-        .preset(Preset::Tiny)
-        .map_err(|e| BenchError::Config(e.to_string()))?
-        .with_layers(usize::from(args.layers))
-        .with_seq(i64::from(args.seq))
+    let c = base
+        .with_layers(layers)
+        .with_seq(seq)
         .with_batch_per_device(batch / devices);
     c.build()
         .and_then(|(m, _)| m.validate(usize::from(args.devices)))
         .map_err(|e| BenchError::Config(format!("`{name}` does not fit {devices} devices: {e}")))?;
     Ok(c)
+}
+
+/// The options of `schedule` under the flags: scheduling tags, and the precision asked for
+/// over the config's.
+fn schedule_options(args: &BenchArgs, declared: Precision, schedule: Schedule) -> PlanOptions {
+    schedule
+        .options()
+        .with_scheduling_tags(!args.no_scheduling_tags)
+        .with_precision(args.precision.unwrap_or(declared))
 }
 
 /// Runs the bench the flags describe.
@@ -316,18 +364,20 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
         name: "fsdp".into(),
         size: devices,
     };
-    let global_batch = i64::from(args.batch);
-    let peak = peak::measure(&client, &mesh)?;
-    let model = c.build()?.0;
+    let global_batch = c.batch_per_device() * devices as i64;
+    let (model, declared) = c.build()?;
+    let declared = declared.precision;
+    let deferred = schedule_options(args, declared, Schedule::Deferred);
+    let peak = peak::measure(&client, &mesh, deferred.precision.compute)?;
     let flops = step_flops(
         &model,
         global_batch * c.tokens().seq,
-        &train_step(&model, PlanOptions::prefetch_deferred(), &axis)?,
+        &train_step(&model, deferred, &axis)?,
         devices,
     )?;
     let mut runs = Vec::new();
     for &schedule in &args.options {
-        let options = schedule.options().with_scheduling_tags(tags);
+        let options = schedule_options(args, declared, schedule);
         runs.push(time_schedule(
             args, &c, &client, &mesh, schedule, options, &peak, &flops,
         )?);
@@ -341,11 +391,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
             .map_err(|e| BenchError::Config(format!("`--compile-depths` {layers}: {e}")))?
             .0;
         let started = Instant::now();
-        let step = train_step(
-            &m,
-            PlanOptions::prefetch_deferred().with_scheduling_tags(tags),
-            &axis,
-        )?;
+        let step = train_step(&m, deferred, &axis)?;
         let program: Program = with_adam(&step, Adam::default())?;
         let text = program.emit()?;
         let lowered = started.elapsed().as_secs_f64();
@@ -379,6 +425,14 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
             sync: args.sync,
             in_flight: usize::from(args.in_flight),
             plugin: args.plugin.clone(),
+            platform: client.platform().to_owned(),
+            platform_version: client.platform_version(),
+            pjrt_api_version: {
+                let (major, minor) = plugin.api_version();
+                format!("{major}.{minor}")
+            },
+            stackscan_version: env!("CARGO_PKG_VERSION"),
+            precision: deferred.precision.to_string(),
         },
         matmul_peak: peak,
         flops,

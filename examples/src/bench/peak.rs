@@ -1,7 +1,8 @@
 //! This machine's matrix-multiply peak, measured through the same plugin and devices as the
-//! training step: every device runs a chain of square f32 products at once, so the figure is
-//! what the whole machine sustains when all devices compute together — the denominator of
-//! MFU on this machine, not a datasheet number.
+//! training step: every device runs a chain of square products at once, in the element type
+//! the step computes in (f32, or bf16 under mixed precision), so the figure is what the whole
+//! machine sustains at that type when all devices compute together — the denominator of MFU
+//! on this machine, not a datasheet number.
 
 use std::time::Instant;
 
@@ -9,9 +10,12 @@ use serde::Serialize;
 use stackscan::{Axis, DType, Program, Scope, Sharding, TensorType};
 use stackscan_runtime::{Client, Mesh};
 
-/// Width of the square matrices: large enough to run at the kernel's full rate, small enough
-/// to measure in well under a second on a laptop.
-const N: i64 = 512;
+/// Width of the square matrices on a CPU: large enough to run at the kernel's full rate, small
+/// enough to measure in well under a second on a laptop.
+const N_CPU: i64 = 512;
+/// Width on an accelerator, whose products of 512 finish in microseconds and would measure
+/// the launch rather than the math units.
+const N_ACCELERATOR: i64 = 8192;
 /// Products per execution, chained so none can be skipped or run at once.
 const CHAIN: usize = 8;
 /// Executions timed; the fastest counts (the peak is the best the machine sustains).
@@ -30,21 +34,33 @@ pub struct MatmulPeak {
     pub devices: usize,
     /// Fastest execution, seconds.
     pub best_seconds: f64,
+    /// The products' element type.
+    pub dtype: String,
 }
 
-/// Measures the f32 matmul peak of `mesh`'s devices running together.
-pub fn measure(client: &Client, mesh: &Mesh) -> stackscan_runtime::Result<MatmulPeak> {
+/// Measures the matmul peak of `mesh`'s devices running together, for products in `dtype`.
+pub fn measure(
+    client: &Client,
+    mesh: &Mesh,
+    dtype: DType,
+) -> stackscan_runtime::Result<MatmulPeak> {
     let devices = mesh.size();
+    let big = if client.platform() == "cpu" {
+        N_CPU
+    } else {
+        N_ACCELERATOR
+    };
     let s = Scope::new("matmul_peak");
-    let ty = TensorType::new(DType::F32, [N, N]);
-    let x = s.param(ty.clone());
-    let w = s.param(ty);
+    let ty = TensorType::new(DType::F32, [big, big]);
+    // The operands arrive in f32 and are cast once: N² conversions beside CHAIN · N³ products.
+    let x = s.param(ty.clone()).convert(dtype)?;
+    let w = s.param(ty).convert(dtype)?;
     let mut y = x;
     for _ in 0..CHAIN {
         y = y.matmul(&w)?;
     }
     // One scalar back per device: the readback costs nothing next to the products.
-    let total = y.sum(&[0, 1])?;
+    let total = y.convert(DType::F32)?.sum(&[0, 1])?;
     let main = s.finish(&[total])?;
     let axis = Axis {
         name: mesh.axis().to_owned(),
@@ -57,10 +73,10 @@ pub fn measure(client: &Client, mesh: &Mesh) -> stackscan_runtime::Result<Matmul
         vec![Sharding::Replicated],
     )?;
     let exe = client.compile_program(&program, mesh)?;
-    let n = N as usize;
+    let n = big as usize;
     // Entries of size 1/√N keep every power of the product near unit scale (no overflow, no
     // denormals to slow the kernel down).
-    let scale = 1.0 / (N as f32).sqrt();
+    let scale = 1.0 / (big as f32).sqrt();
     let xs: Vec<f32> = (0..n * n).map(|i| ((i % 7) as f32 - 3.0) * scale).collect();
     let ws: Vec<f32> = (0..n * n)
         .map(|i| (((i * 5) % 11) as f32 - 5.0) * scale / 2.0)
@@ -68,8 +84,8 @@ pub fn measure(client: &Client, mesh: &Mesh) -> stackscan_runtime::Result<Matmul
     let mut args = Vec::with_capacity(devices);
     for dev in mesh.devices() {
         args.push(vec![
-            client.buffer(&xs, &[N, N], dev)?,
-            client.buffer(&ws, &[N, N], dev)?,
+            client.buffer(&xs, &[big, big], dev)?,
+            client.buffer(&ws, &[big, big], dev)?,
         ]);
     }
     let lists: Vec<Vec<_>> = args.iter().map(|a| a.iter().collect()).collect();
@@ -86,12 +102,13 @@ pub fn measure(client: &Client, mesh: &Mesh) -> stackscan_runtime::Result<Matmul
             best = best.min(t);
         }
     }
-    let flops = 2.0 * (N as f64).powi(3) * CHAIN as f64 * devices as f64;
+    let flops = 2.0 * (big as f64).powi(3) * CHAIN as f64 * devices as f64;
     Ok(MatmulPeak {
         flops_per_second: flops / best,
-        n: N,
+        n: big,
         chain: CHAIN,
         devices,
         best_seconds: best,
+        dtype: dtype.to_string(),
     })
 }

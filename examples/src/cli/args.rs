@@ -44,8 +44,9 @@ pub struct ScheduleArgs {
     /// Mixed precision: `bf16` gathers weights and computes in bf16 (norms, softmaxes,
     /// router, recurrences and loss in f32) and reduces gradients in f32;
     /// `bf16-reduce-bf16` reduces them in bf16 too; `f32` casts nothing. Master weights and
-    /// Adam's moments stay f32 either way. Default: the `#[layer_stack]` attribute's.
-    #[arg(long, value_parser = precision, value_name = "f32|bf16|bf16-reduce-bf16")]
+    /// Adam's moments stay f32 either way. Default: the config file's, else the
+    /// `#[layer_stack]` attribute's.
+    #[arg(long, value_parser = precision, value_name = "POLICY")]
     pub precision: Option<Precision>,
 }
 

@@ -103,6 +103,20 @@ pub enum Command {
     /// Run one all-gather + reduce-scatter on N devices and check it on the host.
     #[command(after_help = "Example: stackscan collectives --devices 8")]
     Collectives(RuntimeArgs),
+    /// Print a named set of compiler flags as shell `export` lines, each flag with its reason
+    /// (`tpu-fsdp`: the reference's latency-hiding scheduler and SparseCore offload of the
+    /// FSDP collectives, through `LIBTPU_INIT_ARGS`).
+    #[command(
+        after_help = "Example: eval \"$(stackscan xla-preset tpu-fsdp)\" && stackscan train --plugin tpu --devices 4"
+    )]
+    XlaPreset(XlaPresetArgs),
+}
+
+/// Arguments of `xla-preset`.
+#[derive(Debug, clap::Args)]
+pub struct XlaPresetArgs {
+    /// The preset (`tpu-fsdp`).
+    pub name: String,
 }
 
 /// Why a command failed: bad arguments (exit status 2) or a failed run (1).
@@ -138,6 +152,12 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Timeline(a) => crate::timeline::report(a, out),
         Command::Export(a) => export::run(a, out),
         Command::Eval(a) => eval::run(a, out),
+        Command::XlaPreset(a) => {
+            let preset =
+                crate::xla_preset::find(&a.name).map_err(|e| CliError::Usage(e.to_string()))?;
+            write!(out, "{}", preset.exports())?;
+            Ok(())
+        }
         Command::Collectives(a) => {
             if crate::collectives::run(a, out)? {
                 Ok(())

@@ -191,3 +191,53 @@ fn a_file_without_checksums_still_loads() {
     damaged[last] ^= 0x01;
     assert_ne!(parse(&damaged).expect("an old file"), c);
 }
+
+#[test]
+fn a_bf16_or_f16_checkpoint_loads_into_f32_masters() {
+    use safetensors::{Dtype, tensor::TensorView};
+    let c = checkpoint();
+    for (dtype, narrow) in [
+        (
+            Dtype::BF16,
+            (|x: f32| half::bf16::from_f32(x).to_le_bytes()) as fn(f32) -> [u8; 2],
+        ),
+        (Dtype::F16, |x: f32| half::f16::from_f32(x).to_le_bytes()),
+    ] {
+        let bytes: Vec<Vec<u8>> = c
+            .tensors
+            .iter()
+            .map(|t| t.data.iter().flat_map(|&x| narrow(x)).collect())
+            .collect();
+        let views: Vec<(String, TensorView<'_>)> = c
+            .tensors
+            .iter()
+            .zip(&bytes)
+            .map(|(t, b)| {
+                let shape = t.shape.iter().map(|&d| d as usize).collect();
+                (
+                    t.name.clone(),
+                    TensorView::new(dtype, shape, b).expect("a view"),
+                )
+            })
+            .collect();
+        let file = safetensors::serialize(views, Some(c.metadata.clone().into_iter().collect()))
+            .expect("serialises");
+        let loaded = parse(&file).expect("a narrow checkpoint loads");
+        assert_eq!(loaded.metadata, c.metadata);
+        for (got, want) in loaded.tensors.iter().zip(&c.tensors) {
+            assert_eq!((&got.name, &got.shape), (&want.name, &want.shape));
+            let widened: Vec<f32> = want
+                .data
+                .iter()
+                .map(|&x| {
+                    let b = narrow(x);
+                    match dtype {
+                        Dtype::BF16 => half::bf16::from_le_bytes(b).to_f32(),
+                        _ => half::f16::from_le_bytes(b).to_f32(),
+                    }
+                })
+                .collect();
+            assert_eq!(got.data, widened, "{dtype:?} {}", got.name);
+        }
+    }
+}
