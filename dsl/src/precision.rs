@@ -115,6 +115,25 @@ impl Precision {
     }
 }
 
+/// `e`, raised tracing `what` (a layer, the part before or after the stack) under
+/// `precision`, with what an element-type mismatch there means: the part receives its
+/// activation and weights in the compute type, and combines them with something it made in
+/// f32 itself.
+pub(crate) fn traced_under(precision: Precision, what: &str, e: Error) -> Error {
+    match e {
+        Error::DTypeMismatch { .. } if precision.is_mixed() => Error::invalid(
+            "precision",
+            format!(
+                "{what} under precision {precision}: {e}. It receives its activation and \
+                 weights as {}: cast what it combines them with (`Tensor::convert`), or compute \
+                 that part in f32 (`nn::at_least_f32`)",
+                precision.compute
+            ),
+        ),
+        other => other,
+    }
+}
+
 impl Default for Precision {
     fn default() -> Self {
         Precision::F32
@@ -167,6 +186,60 @@ mod tests {
             err.contains("`fp16`") && err.contains("bf16-reduce-bf16"),
             "{err}"
         );
+    }
+
+    /// A residual tanh stack on rows of 2 whose loss is the squared error to an f32 target:
+    /// under bf16 the target must meet the activation in one type.
+    fn toy(widen: bool) -> crate::fsdp::StackModel {
+        use std::rc::Rc;
+
+        use crate::fsdp::{InputSpec, LayerKind, ParamSpec, StackModel};
+        let row = TensorType::new(DType::F32, [2, 8]);
+        StackModel {
+            stack: crate::plan::Stack::homogeneous("mlp", 3).unwrap(),
+            kinds: vec![LayerKind {
+                name: "mlp".into(),
+                params: vec![ParamSpec::sharded("w", &[8, 8], DType::F32, 0)],
+                forward: Rc::new(|h, w| h.add(&h.matmul(&w[0])?.tanh()?)),
+            }],
+            activation: row.clone(),
+            inputs: vec![InputSpec::new("x", row.clone()), InputSpec::new("y", row)],
+            outer_params: vec![],
+            pre: Rc::new(|inputs, _| Ok(inputs[0].clone())),
+            post: Rc::new(move |h, inputs, _| {
+                let h = if widen {
+                    crate::nn::at_least_f32(h)?
+                } else {
+                    h.clone()
+                };
+                h.sub(&inputs[1])?.square()?.mean(&[0, 1])
+            }),
+        }
+    }
+
+    #[test]
+    fn a_part_that_mixes_types_is_told_how_to_cast() {
+        let axis = crate::Axis::new("fsdp", 2);
+        let options = crate::plan::PlanOptions::prefetch().with_precision(Precision::BF16);
+        let e = crate::fsdp::train_step(&toy(false), options, &axis)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the part after the stack under precision bf16")
+                && e.contains("nn::at_least_f32"),
+            "{e}"
+        );
+        let step = crate::fsdp::train_step(&toy(true), options, &axis).unwrap();
+        let text = step.program.emit().unwrap();
+        assert!(
+            text.contains("tensor<4x8xbf16>"),
+            "the gathered weight is bf16"
+        );
+        // The same model in f32 raises nothing and casts nothing.
+        let f32 =
+            crate::fsdp::train_step(&toy(false), options.with_precision(Precision::F32), &axis)
+                .unwrap();
+        assert!(!f32.program.emit().unwrap().contains("bf16"));
     }
 
     #[test]

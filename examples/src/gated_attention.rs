@@ -62,26 +62,16 @@ impl Default for AttentionConfig {
 impl AttentionConfig {
     /// The tiny hybrid config of issue 12: 8 query heads, 1 key/value head of 32, rotary on
     /// 8 of the 32 features.
-    pub const fn tiny() -> Self {
-        AttentionConfig {
-            heads: 8,
-            kv_heads: 1,
-            head_dim: 32,
-            rotary_dim: 8,
-            rope_theta: 10_000_000.0,
-        }
+    /// The `[attention]` table of the tiny Qwen3.5 preset.
+    pub fn tiny() -> Self {
+        crate::qwen35::Qwen35Config::tiny().attention
     }
 
     /// Qwen3.5-35B-A3B's published attention sizes (for plans and cost models): 16 query /
     /// 2 key-value heads of 256, rotary on 64 features.
-    pub const fn qwen35_35b_a3b() -> Self {
-        AttentionConfig {
-            heads: 16,
-            kv_heads: 2,
-            head_dim: 256,
-            rotary_dim: 64,
-            rope_theta: 10_000_000.0,
-        }
+    /// The `[attention]` table of the published Qwen3.5 preset.
+    pub fn qwen35_35b_a3b() -> Self {
+        crate::qwen35::Qwen35Config::qwen35_35b_a3b().attention
     }
 }
 

@@ -83,28 +83,16 @@ impl Default for GdnConfig {
 
 impl GdnConfig {
     /// The tiny hybrid config of issue 12: 4 key / 8 value heads of 32, conv 4, chunk 16.
-    pub const fn tiny() -> Self {
-        GdnConfig {
-            key_heads: 4,
-            value_heads: 8,
-            key_dim: 32,
-            value_dim: 32,
-            conv_kernel: 4,
-            form: GdnForm::Chunked(16),
-        }
+    /// The `[gdn]` table of the tiny Qwen3.5 preset.
+    pub fn tiny() -> Self {
+        crate::qwen35::Qwen35Config::tiny().gdn
     }
 
     /// Qwen3.5-35B-A3B's published GDN sizes (for plans and cost models): 16 key / 32 value
     /// heads of 128, conv 4.
-    pub const fn qwen35_35b_a3b() -> Self {
-        GdnConfig {
-            key_heads: 16,
-            value_heads: 32,
-            key_dim: 128,
-            value_dim: 128,
-            conv_kernel: 4,
-            form: GdnForm::Chunked(64),
-        }
+    /// The `[gdn]` table of the published Qwen3.5 preset.
+    pub fn qwen35_35b_a3b() -> Self {
+        crate::qwen35::Qwen35Config::qwen35_35b_a3b().gdn
     }
 
     /// Width of all query (or key) heads together.

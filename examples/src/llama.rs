@@ -59,35 +59,15 @@ impl LlamaConfig {
     }
 
     /// The tiny config of the design (Llama-3-8B's structure at d 256, 4 layers).
-    pub const fn tiny() -> Self {
-        LlamaConfig {
-            vocab: 512,
-            d_model: 256,
-            layers: 4,
-            heads: 8,
-            kv_heads: 2,
-            head_dim: 32,
-            ffn: 896,
-            rope_theta: 500_000.0,
-            seq: 64,
-            batch_per_device: 2,
-        }
+    /// Read from its preset file, `examples/configs/llama-tiny.toml`.
+    pub fn tiny() -> Self {
+        crate::configs::built_in("tiny")
     }
 
     /// Llama-3-8B's published sizes (for plans and cost models; far too big to run here).
-    pub const fn llama3_8b() -> Self {
-        LlamaConfig {
-            vocab: 128_256,
-            d_model: 4096,
-            layers: 32,
-            heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            ffn: 14336,
-            rope_theta: 500_000.0,
-            seq: 8192,
-            batch_per_device: 1,
-        }
+    /// Read from its preset file, `examples/configs/llama3-8b.toml`.
+    pub fn llama3_8b() -> Self {
+        crate::configs::built_in("llama3-8b")
     }
 }
 

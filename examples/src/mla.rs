@@ -67,35 +67,15 @@ impl Default for MlaConfig {
 
 impl MlaConfig {
     /// The tiny DeepSeek-V3-style model's attention.
-    pub const fn deepseek3_tiny() -> Self {
-        MlaConfig {
-            d: 128,
-            heads: 4,
-            q_lora: 48,
-            kv_lora: 32,
-            nope: 32,
-            rope: 16,
-            v: 32,
-            rope_theta: 10_000.0,
-            eps: 1e-6,
-            rope_scaling: None,
-        }
+    /// The `[mla]` table of the tiny DeepSeek-V3 preset.
+    pub fn deepseek3_tiny() -> Self {
+        crate::deepseek3::DeepSeek3Config::tiny().mla
     }
 
     /// DeepSeek-V3 (671B) as published.
-    pub const fn deepseek3() -> Self {
-        MlaConfig {
-            d: 7168,
-            heads: 128,
-            q_lora: 1536,
-            kv_lora: 512,
-            nope: 128,
-            rope: 64,
-            v: 128,
-            rope_theta: 10_000.0,
-            eps: 1e-6,
-            rope_scaling: Some(Yarn::deepseek3()),
-        }
+    /// The `[mla]` table of the published DeepSeek-V3 preset.
+    pub fn deepseek3() -> Self {
+        crate::deepseek3::DeepSeek3Config::deepseek3().mla
     }
 
     /// Query/key head size.

@@ -84,7 +84,7 @@ pub const SCENARIOS: [Scenario; 4] = [
     Scenario {
         name: "DeepSeek-V3, FSDP only",
         slug: "deepseek-v3-fsdp",
-        model: "deepseek-v3",
+        model: "deepseek3",
         chips: 64,
         ep: None,
         batch: 4,
@@ -102,7 +102,7 @@ pub const SCENARIOS: [Scenario; 4] = [
     Scenario {
         name: "DeepSeek-V3, EP = 4",
         slug: "deepseek-v3-ep4",
-        model: "deepseek-v3",
+        model: "deepseek3",
         chips: 64,
         ep: Some(4),
         batch: 4,
@@ -120,7 +120,7 @@ pub const SCENARIOS: [Scenario; 4] = [
     Scenario {
         name: "Qwen3.5-35B-A3B, nested scan",
         slug: "qwen3.5-35b-a3b",
-        model: "qwen3.5-35b-a3b",
+        model: "qwen35",
         chips: 64,
         ep: None,
         batch: 4,
@@ -139,7 +139,7 @@ pub const SCENARIOS: [Scenario; 4] = [
     Scenario {
         name: "DeepSeek-V3, 64 chips, full remat",
         slug: "deepseek-v3-64-remat",
-        model: "deepseek-v3",
+        model: "deepseek3",
         chips: 64,
         ep: Some(4),
         batch: 4,

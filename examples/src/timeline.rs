@@ -42,11 +42,9 @@ fn positive_count(s: &str) -> std::result::Result<usize, String> {
 #[derive(Clone, Debug, clap::Parser)]
 #[command(about = "Predict a training step and draw its timelines")]
 pub struct TimelineArgs {
-    /// Model: `llama`, `deepseek3`, `qwen35` (the published size, or `--config`'s),
-    /// `llama3-8b`, `deepseek-v3`, `qwen3.5-35b-a3b` (full size), `llama-tiny`,
-    /// `deepseek-v3-tiny`, or a Hugging Face `config.json` of Llama, DeepSeek-V3 or Qwen3.5.
-    /// Default: `llama` at its published size, `llama3-8b` (a user's command line: its first
-    /// model at its published size).
+    /// Model: `llama`, `deepseek3`, `qwen35`, `llama-swa` (the published size, or
+    /// `--config`'s; a user's command line: its own models), or a Hugging Face `config.json`
+    /// of Llama, DeepSeek-V3 or Qwen3.5. Default: the first model at its published size.
     #[arg(long)]
     pub model: Option<String>,
     /// The config of `--model llama|deepseek3|qwen35`: a preset, a TOML path or a Hugging
@@ -161,20 +159,10 @@ impl PricedModel {
     }
 }
 
-/// The model names `--model` knows, besides `llama`, `deepseek3`, `qwen35` and a
-/// `config.json` path: each a model and one of its presets.
-pub const MODEL_NAMES: [(&str, &str, &str); 5] = [
-    ("llama3-8b", "llama", "llama3-8b"),
-    ("llama-tiny", "llama", "tiny"),
-    ("deepseek-v3", "deepseek3", "deepseek3"),
-    ("deepseek-v3-tiny", "deepseek3", "tiny"),
-    ("qwen3.5-35b-a3b", "qwen35", "qwen35-35b-a3b"),
-];
-
-/// The model named on the command line: a built-in name ([`MODEL_NAMES`]) or the path of a
-/// Hugging Face `config.json` of Llama, DeepSeek-V3 or Qwen3.5 ([`crate::hf_config`]).
+/// The model `--model name` names at its published size: a model the command line knows,
+/// or a Hugging Face `config.json` path.
 pub fn model_by_name(name: &str) -> Result<PricedModel> {
-    model_with(name, None, None)
+    model_configured(name, None, None, None)
 }
 
 /// [`model_by_name`] with `batch` sequences per device and `layers` decoder layers instead
@@ -184,8 +172,8 @@ pub fn model_with(name: &str, batch: Option<i64>, layers: Option<usize>) -> Resu
 }
 
 /// The config `--model name [--config spec]` names: a model name with its config loaded as
-/// every command loads one ([`ModelName::load`], the published size by default), one of
-/// [`MODEL_NAMES`], or a `config.json` path.
+/// every command loads one ([`ModelName::load`], the published size by default), or a
+/// `config.json` path.
 pub fn config_by_name(name: &str, config: Option<&str>) -> Result<ModelConfig> {
     if let Ok(model) = name.parse::<ModelName>() {
         return model.load_or(config, Preset::Published);
@@ -197,19 +185,12 @@ pub fn config_by_name(name: &str, config: Option<&str>) -> Result<ModelConfig> {
             models.join("|")
         )));
     }
-    if let Some((_, model, preset)) = MODEL_NAMES.iter().find(|(n, _, _)| *n == name) {
-        let model: ModelName = model
-            .parse()
-            .map_err(|e: crate::registry::UnknownModel| invalid(e.to_string()))?;
-        return model.load(preset);
-    }
     if name.ends_with(".json") {
         return crate::hf_config::load(std::path::Path::new(name)).map(|m| m.into_config());
     }
-    let names: Vec<&str> = BUILT_IN
+    let names: Vec<&str> = crate::registry::models()
         .iter()
         .map(|m| m.as_str())
-        .chain(MODEL_NAMES.iter().map(|(n, _, _)| *n))
         .collect();
     Err(invalid(format!(
         "unknown model `{name}` (known: {}, or a config.json path)",
@@ -476,10 +457,11 @@ fn timeline_json(t: &Timeline) -> Value {
 mod tests {
     use super::*;
 
+    /// The timeline of `model` at its tiny preset, written to `out`.
     fn args(model: &str, out: PathBuf) -> TimelineArgs {
         TimelineArgs {
             model: Some(model.into()),
-            config: None,
+            config: Some("tiny".into()),
             hardware: "tpu7x".into(),
             chips: 16,
             ep: None,
@@ -495,7 +477,7 @@ mod tests {
     #[test]
     fn writes_svgs_and_a_schedule_that_agree_with_the_prediction() {
         let out = std::env::temp_dir().join(format!("stackscan-timeline-{}", std::process::id()));
-        let s = run(&args("llama-tiny", out.clone())).unwrap();
+        let s = run(&args("llama", out.clone())).unwrap();
         assert_eq!(s.files.len(), 3);
         let json: Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("schedule.json")).unwrap())
@@ -519,29 +501,30 @@ mod tests {
     #[test]
     fn a_benchmark_depth_replaces_the_configs() {
         // DeepSeek-V3 keeps its 3 dense layers in front of the shallower stack.
-        let m = model_with("deepseek-v3-tiny", Some(2), Some(6))
+        let m = model_configured("deepseek3", Some("tiny"), Some(2), Some(6))
             .unwrap()
             .model;
         assert_eq!(m.stack.len(), 6);
         assert_eq!(
-            model_by_name("deepseek-v3-tiny").unwrap().model.stack.len(),
+            model_configured("deepseek3", Some("tiny"), None, None)
+                .unwrap()
+                .model
+                .stack
+                .len(),
             8
         );
+        assert_eq!(model_by_name("deepseek3").unwrap().model.stack.len(), 61);
         // Qwen3.5's depth must be whole blocks of four, and says so.
-        let e = model_with("qwen3.5-35b-a3b", None, Some(6))
-            .unwrap_err()
-            .to_string();
+        let e = model_with("qwen35", None, Some(6)).unwrap_err().to_string();
         assert!(e.contains("`Qwen35Config.layers` is 6"), "{e}");
-        let e = model_with("llama-tiny", None, Some(0))
-            .unwrap_err()
-            .to_string();
+        let e = model_with("llama", None, Some(0)).unwrap_err().to_string();
         assert!(e.contains("`--layers`"), "{e}");
     }
 
     #[test]
     fn a_tpu7x_chip_is_two_devices_on_the_mesh() {
         let out = std::env::temp_dir().join(format!("stackscan-timeline-d-{}", std::process::id()));
-        let s = run(&args("llama-tiny", out.clone())).unwrap();
+        let s = run(&args("llama", out.clone())).unwrap();
         let json: Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("schedule.json")).unwrap())
                 .unwrap();
@@ -556,9 +539,11 @@ mod tests {
     #[test]
     fn bad_arguments_are_errors() {
         let out = std::env::temp_dir().join("stackscan-timeline-unused");
-        let e = run(&args("gpt-5", out.clone())).unwrap_err().to_string();
+        let mut unknown = args("gpt-5", out.clone());
+        unknown.config = None;
+        let e = run(&unknown).unwrap_err().to_string();
         assert!(e.contains("unknown model `gpt-5`"), "{e}");
-        let mut a = args("llama-tiny", out);
+        let mut a = args("llama", out);
         a.ep = Some(4);
         assert!(run(&a).unwrap_err().to_string().contains("`--ep 4`"));
         a.ep = None;

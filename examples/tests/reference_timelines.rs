@@ -80,7 +80,7 @@ fn reference_timelines_parse_and_show_what_was_replayed() {
             if pass == "backward" {
                 assert!(has("RS dW0 ("));
             }
-            if row.scenario.model == "deepseek-v3" {
+            if row.scenario.model == "deepseek3" {
                 // The dense prefix ends at layer 2, the MoE layers run from 3.
                 assert!(has(&format!("{compute} L2 (")) && has(&format!("{compute} L3 (")));
             }
@@ -109,7 +109,7 @@ fn reference_timelines_parse_and_show_what_was_replayed() {
     // The recipe's mesh: 64 TPU7x chips are 128 devices; DeepSeek-V3 runs 10 layers.
     for row in &rows {
         assert_eq!((row.devices, row.batch), (128, 4), "{}", row.scenario.slug);
-        if row.scenario.model == "deepseek-v3" {
+        if row.scenario.model == "deepseek3" {
             assert_eq!(row.layers, 10);
         }
     }

@@ -25,7 +25,7 @@ mod element;
 #[cfg(target_os = "linux")]
 mod elf;
 mod error;
-pub mod ffi;
+mod ffi;
 pub mod hf;
 pub mod mesh;
 #[expect(

@@ -39,7 +39,7 @@ use std::time::Instant;
 use stackscan::DType;
 use stackscan::auxiliary::AuxOutput;
 use stackscan::fsdp::{
-    Adam, Init, InputSpec, ParamSpec, StackModel, accumulate, train_step_on, with_adam,
+    Adam, Init, InputSpec, ParamSpec, StackModel, TrainingProgram, training_program,
 };
 use stackscan::plan::{Plan, PlanOptions};
 
@@ -178,12 +178,11 @@ impl Trainer {
             });
         }
         let n = mesh.size();
-        let step = accumulate(
-            &train_step_on(model, options, mesh.layout())?,
-            micro_batches,
-        )?;
-        let program = with_adam(&step, adam)?;
-        let aux = stackscan::fsdp::adam_outputs(&step);
+        let TrainingProgram {
+            update: program,
+            step,
+            aux,
+        } = training_program(model, options, mesh.layout(), adam, micro_batches)?;
         let eval_program = step.program.clone();
         let started = Instant::now();
         let exe = client.compile_program(&program, mesh)?;

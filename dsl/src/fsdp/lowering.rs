@@ -15,7 +15,7 @@ use crate::ir::{Axis, Function};
 use crate::mesh::Mesh;
 use crate::ops::optimization_barrier;
 use crate::plan::{Plan, Stack};
-use crate::precision::Precision;
+use crate::precision::{Precision, traced_under};
 use crate::types::TensorType;
 
 use super::loops::Trip;
@@ -100,7 +100,8 @@ impl<'a> Lowering<'a> {
                 .iter()
                 .map(|p| s.param(precision.compute_type(&p.gathered_type(n))))
                 .collect();
-            let out = (kind.forward)(&h, &w)?;
+            let out = (kind.forward)(&h, &w)
+                .map_err(|e| traced_under(precision, &format!("layer `{}`", kind.name), e))?;
             if out.ty() != &activation {
                 return Err(Error::invalid(
                     "fsdp",

@@ -47,6 +47,7 @@ mod schedule;
 mod state;
 mod step;
 mod tags;
+mod training;
 
 pub use accumulate::accumulate;
 pub use forward::forward_step_on;
@@ -61,3 +62,4 @@ pub use step::{
     GradientReduction, TrainStep, train_step, train_step_on, train_step_on_with, train_step_with,
 };
 pub use tags::{EXPLICIT_FSDP, SCHEDULING_GROUP};
+pub use training::{TrainingProgram, training_program};

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::ir::{Axis, Function};
 use crate::mesh::Mesh;
 use crate::plan::{Plan, PlanOptions};
-use crate::precision::Precision;
+use crate::precision::{Precision, traced_under};
 use crate::types::TensorType;
 
 use super::lowering::Lowering;
@@ -282,7 +282,8 @@ pub(super) fn pre_activation(
     inputs: &[Tensor],
     outer: &[Tensor],
 ) -> Result<Tensor> {
-    let h = (m.pre)(inputs, outer)?;
+    let h = (m.pre)(inputs, outer)
+        .map_err(|e| traced_under(precision, "the part before the stack", e))?;
     if h.ty() != &m.activation && h.ty() != &precision.compute_type(&m.activation) {
         return Err(Error::invalid(
             "fsdp",
@@ -302,7 +303,8 @@ fn trace_post(m: &StackModel, precision: Precision) -> Result<Function> {
     let s = Scope::new("post");
     let h = s.param(precision.compute_type(&m.activation));
     let (inputs, outer) = input_and_outer_params(&s, m, precision);
-    let loss = (m.post)(&h, &inputs, &outer)?;
+    let loss = (m.post)(&h, &inputs, &outer)
+        .map_err(|e| traced_under(precision, "the part after the stack", e))?;
     if loss.rank() != 0 || !loss.dtype().is_float() {
         return Err(Error::invalid(
             "fsdp",

@@ -140,6 +140,21 @@ pub fn preset<C: ConfigFile>(name: &str) -> Option<Result<C>> {
     }))
 }
 
+/// A preset of `C` compiled into the binary, parsed: what `LlamaConfig::tiny()` and the other
+/// Rust constructors return, so a preset's sizes are written once, in its TOML file.
+///
+/// # Panics
+///
+/// If the preset is missing or does not parse: a mistake in this crate's own files, which
+/// `configs::tests::every_preset_parses_and_names_its_model` catches, never a user's input.
+pub fn built_in<C: ConfigFile>(name: &str) -> C {
+    match preset::<C>(name) {
+        Some(Ok(c)) => c,
+        Some(Err(e)) => panic!("the built-in preset `{name}` does not parse: {e}"),
+        None => panic!("`{}` has no built-in preset `{name}`", C::MODEL),
+    }
+}
+
 /// A config of `C` by `spec`: a preset name ([`ConfigFile::PRESETS`]), a Hugging Face
 /// `config.json` (a path ending in `.json`, or a model directory holding one; it must
 /// describe this model's architecture), or a TOML file ([`from_toml`]: `extends` and

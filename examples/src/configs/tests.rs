@@ -3,20 +3,64 @@
 use super::*;
 use crate::llama::LlamaConfig;
 
+/// The presets are the one source of the sizes (the Rust constructors read them): each
+/// parses, and holds the published figures (model cards and `config.json`s) and the design's
+/// tiny sizes, written here by hand.
 #[test]
-fn the_files_hold_the_configs_of_the_code() {
-    assert_eq!(LlamaConfig::load("tiny"), Ok(LlamaConfig::tiny()));
-    assert_eq!(LlamaConfig::load("llama3-8b"), Ok(LlamaConfig::llama3_8b()));
-}
-
-#[test]
-fn the_qwen35_files_hold_the_configs_of_the_code() {
+fn every_preset_parses_and_names_its_model() {
+    use crate::deepseek3::DeepSeek3Config;
     use crate::qwen35::Qwen35Config;
-    assert_eq!(Qwen35Config::load("tiny"), Ok(Qwen35Config::tiny()));
+    fn all<C: ConfigFile>() {
+        for (name, _) in C::PRESETS {
+            assert!(
+                matches!(preset::<C>(name), Some(Ok(_))),
+                "{}: {name}",
+                C::MODEL
+            );
+        }
+    }
+    all::<LlamaConfig>();
+    all::<Qwen35Config>();
+    all::<DeepSeek3Config>();
+    let l = LlamaConfig::llama3_8b();
     assert_eq!(
-        Qwen35Config::load("qwen35-35b-a3b"),
-        Ok(Qwen35Config::qwen35_35b_a3b())
+        (l.vocab, l.d_model, l.layers, l.heads, l.kv_heads, l.ffn),
+        (128_256, 4096, 32, 32, 8, 14_336)
     );
+    let t = LlamaConfig::tiny();
+    assert_eq!(
+        (t.vocab, t.d_model, t.layers, t.heads, t.kv_heads),
+        (512, 256, 4, 8, 2)
+    );
+    let q = Qwen35Config::qwen35_35b_a3b();
+    assert_eq!(
+        (
+            q.vocab,
+            q.d_model,
+            q.layers,
+            q.experts,
+            q.top_k,
+            q.expert_width
+        ),
+        (248_320, 2048, 40, 256, 8, 512)
+    );
+    let q = Qwen35Config::tiny();
+    assert_eq!((q.d_model, q.layers, q.experts, q.top_k), (128, 8, 16, 4));
+    let d = DeepSeek3Config::deepseek3();
+    assert_eq!(
+        (
+            d.vocab,
+            d.d,
+            d.layers,
+            d.dense_layers,
+            d.experts,
+            d.top_k,
+            d.dense_ffn
+        ),
+        (129_280, 7168, 61, 3, 256, 8, 18_432)
+    );
+    let d = DeepSeek3Config::tiny();
+    assert_eq!((d.d, d.layers, d.dense_layers, d.experts), (128, 8, 3, 16));
 }
 
 #[test]
@@ -67,13 +111,8 @@ fn a_qwen35_config_that_does_not_fit_names_its_field() {
 }
 
 #[test]
-fn the_deepseek3_files_hold_the_configs_of_the_code() {
+fn deepseek3_tables_default_per_field_and_refuse_unknown_ones() {
     use crate::deepseek3::DeepSeek3Config;
-    assert_eq!(DeepSeek3Config::load("tiny"), Ok(DeepSeek3Config::tiny()));
-    assert_eq!(
-        DeepSeek3Config::load("deepseek3"),
-        Ok(DeepSeek3Config::deepseek3())
-    );
     // A nested table defaults field by field; an unknown field in it is named.
     let c: DeepSeek3Config = from_toml("layers = 8\n[mla]\nheads = 8", "inline").unwrap();
     assert_eq!((c.mla.heads, c.mla.q_lora), (8, 48));

@@ -120,30 +120,9 @@ impl DeepSeek3Config {
     /// tokens need, and a token beyond an expert's 20 is dropped (it keeps its residual and
     /// the shared expert). Tests that compare against an unsharded run use
     /// [`DeepSeek3Config::small`], whose capacity drops nothing.
-    pub const fn tiny() -> Self {
-        DeepSeek3Config {
-            vocab: 512,
-            d: 128,
-            layers: 8,
-            dense_layers: 3,
-            mla: MlaConfig::deepseek3_tiny(),
-            dense_ffn: 256,
-            experts: 16,
-            top_k: 4,
-            groups: 4,
-            top_groups: 2,
-            expert_width: 64,
-            shared_experts: 1,
-            scaling: 2.5,
-            capacity_factor: 1.25,
-            bias_update_speed: 0.001,
-            aux_loss_alpha: 0.1,
-            direct_token_gather: false,
-            dlhs_transpose_rhs: false,
-            seq: 64,
-            batch_per_device: 1,
-            expert_mesh: ExpertMesh::OFF,
-        }
+    /// Read from its preset file, `examples/configs/deepseek3-tiny.toml`.
+    pub fn tiny() -> Self {
+        crate::configs::built_in("tiny")
     }
 
     /// A small config for equivalence tests: every sharded dimension divisible by 8, 8
@@ -187,30 +166,9 @@ impl DeepSeek3Config {
     }
 
     /// DeepSeek-V3 (671B) as published.
-    pub const fn deepseek3() -> Self {
-        DeepSeek3Config {
-            vocab: 129_280,
-            d: 7168,
-            layers: 61,
-            dense_layers: 3,
-            mla: MlaConfig::deepseek3(),
-            dense_ffn: 18_432,
-            experts: 256,
-            top_k: 8,
-            groups: 8,
-            top_groups: 4,
-            expert_width: 2048,
-            shared_experts: 1,
-            scaling: 2.5,
-            capacity_factor: 1.25,
-            bias_update_speed: 0.001,
-            aux_loss_alpha: 0.0,
-            direct_token_gather: false,
-            dlhs_transpose_rhs: false,
-            seq: 4096,
-            batch_per_device: 1,
-            expert_mesh: ExpertMesh::OFF,
-        }
+    /// Read from its preset file, `examples/configs/deepseek3.toml`.
+    pub fn deepseek3() -> Self {
+        crate::configs::built_in("deepseek3")
     }
 
     /// A config kept in the repository by name (`tiny`, `deepseek3`), a TOML file or a

@@ -148,25 +148,9 @@ impl Qwen35Config {
     /// shared expert of 32, vocab 512, seq 64. Capacity 2 × a balanced load (64 slots per
     /// expert for the 128 tokens of a device): the main job may drop a token of an expert
     /// that more than half the tokens choose.
-    pub const fn tiny() -> Self {
-        Qwen35Config {
-            vocab: 512,
-            d_model: 128,
-            layers: 8,
-            seq: 64,
-            batch_per_device: 2,
-            experts: 16,
-            top_k: 4,
-            expert_width: 32,
-            shared_width: 32,
-            capacity_factor: 2.0,
-            router_aux_loss_coef: ROUTER_AUX_LOSS_COEF,
-            gdn: GdnConfig::tiny(),
-            attention: AttentionConfig::tiny(),
-            direct_token_gather: false,
-            dlhs_transpose_rhs: false,
-            expert_mesh: crate::moe::ExpertMesh::OFF,
-        }
+    /// Read from its preset file, `examples/configs/qwen35-tiny.toml`.
+    pub fn tiny() -> Self {
+        crate::configs::built_in("tiny")
     }
 
     /// Qwen3.5-35B-A3B's published sizes (for plans and cost models; far too big to run
@@ -175,25 +159,9 @@ impl Qwen35Config {
     /// the model arguments a public training framework publishes for the checkpoint (also
     /// 16 query / 2 key-value heads of 256, rotary on 25 %, base 10⁷, GDN 16 key / 32 value
     /// heads of 128, conv 4, one attention layer in four).
-    pub const fn qwen35_35b_a3b() -> Self {
-        Qwen35Config {
-            vocab: 248_320,
-            d_model: 2048,
-            layers: 40,
-            seq: 4096,
-            batch_per_device: 1,
-            experts: 256,
-            top_k: 8,
-            expert_width: 512,
-            shared_width: 512,
-            capacity_factor: 1.25,
-            router_aux_loss_coef: ROUTER_AUX_LOSS_COEF,
-            gdn: GdnConfig::qwen35_35b_a3b(),
-            attention: AttentionConfig::qwen35_35b_a3b(),
-            direct_token_gather: false,
-            dlhs_transpose_rhs: false,
-            expert_mesh: crate::moe::ExpertMesh::OFF,
-        }
+    /// Read from its preset file, `examples/configs/qwen35-35b-a3b.toml`.
+    pub fn qwen35_35b_a3b() -> Self {
+        crate::configs::built_in("qwen35-35b-a3b")
     }
 
     /// Output projections start smaller, `0.02 / √(2·layers)` (GPT-2's residual scaling).

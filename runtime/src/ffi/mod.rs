@@ -1,7 +1,7 @@
 //! Raw `#[repr(C)]` mirror of the parts of `pjrt_c_api.h` (PJRT C API 0.81) that stackscan
 //! calls. No logic lives here: the safe layer in `crate::pjrt` fills these structs and checks
 //! every result. Field names follow the header so that the layout test
-//! (`tests/layout/`) can compare `offset_of!` against the C compiler field by field.
+//! (`layout_tests`, inside this private module) can compare `offset_of!` against the C compiler field by field.
 //!
 //! Enums of the header are plain `c_int` here: a plugin may return a value this binding does
 //! not know, and a Rust `enum` holding it would be undefined behaviour.
@@ -15,6 +15,8 @@
 use std::ffi::{c_char, c_int, c_void};
 
 mod executable;
+#[cfg(test)]
+mod layout_tests;
 pub use executable::*;
 
 /// An argument struct of the API: plain C data (integers, raw pointers, optional function
@@ -98,7 +100,21 @@ pub const PJRT_Buffer_Type_BF16: PJRT_Buffer_Type = 13;
 
 pub const PJRT_NamedValue_kString: PJRT_NamedValue_Type = 0;
 pub const PJRT_NamedValue_kInt64: PJRT_NamedValue_Type = 1;
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "the header's value, checked by the layout test; no option uses it yet"
+    )
+)]
 pub const PJRT_NamedValue_kInt64List: PJRT_NamedValue_Type = 2;
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "the header's value, checked by the layout test; no option uses it yet"
+    )
+)]
 pub const PJRT_NamedValue_kFloat: PJRT_NamedValue_Type = 3;
 pub const PJRT_NamedValue_kBool: PJRT_NamedValue_Type = 4;
 

@@ -1,4 +1,4 @@
-//! The `#[repr(C)]` structs of `stackscan_runtime::ffi` are written by hand, and the plugin
+//! The `#[repr(C)]` structs of [`crate::ffi`] are written by hand, and the plugin
 //! reads and writes them through the layout of `pjrt_c_api.h`. Nothing in Rust ties the two
 //! together: a field skipped, reordered or given the wrong width still compiles, and then the
 //! plugin reads garbage. This test compiles a C program against the header that ships in the
@@ -10,17 +10,12 @@
 //! C program both come from that list, and `coverage::table_covers_ffi_module` checks it against
 //! the source of every file of `ffi/` so that a struct or field added there cannot be left out.
 
-#![allow(
-    clippy::unwrap_used,
-    reason = "a test that cannot go on should fail loudly"
-)]
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use stackscan_runtime::ffi;
-use stackscan_runtime::plugin;
+use crate::ffi;
+use crate::plugin;
 
 mod coverage;
 
