@@ -177,6 +177,7 @@ fn bf16_training_follows_f32_over_100_steps() {
         let model: ModelName = name.parse().unwrap();
         let f32 = losses(model, Precision::F32);
         let bf16 = losses(model, Precision::BF16);
+        println!("{name}: first step f32 {}, bf16 {}", f32[0], bf16[0]);
         assert!(
             (f32[0] - bf16[0]).abs() <= 0.01,
             "{name}: the first step's loss is {} in bf16, {} in f32",

@@ -115,8 +115,11 @@ fn reference_timelines_parse_and_show_what_was_replayed() {
     }
     // The predictions against the published reductions, in points. Rows 1 and 4 are within
     // ±5. EP = 4 is not (the reference's EP = 4 run cannot be the recipe's batch: the same
-    // mesh and batch is row 4, published −7.5 %), nor is Qwen3.5 quite (its GDN kernels'
-    // achieved rate on TPU7x is not known); both are held where they are, to notice a change.
+    // mesh and batch is row 4, published −7.5 %); it is held where it is, to notice a change.
+    // Qwen3.5 is held too: priced from the program built under the recipe's policy (bf16
+    // weights: bf16 gathers and reduce-scatters, norms, softmaxes, the GDN recurrence and
+    // the loss in f32) it is −3.1; when every f32 byte was halved instead it was −5 to −10
+    // (its GDN kernels' achieved rate on TPU7x is not known).
     let gap = |slug: &str| {
         let r = rows.iter().find(|r| r.scenario.slug == slug).unwrap();
         r.change_percent() - r.scenario.published.change_percent
@@ -130,7 +133,7 @@ fn reference_timelines_parse_and_show_what_was_replayed() {
         gap("deepseek-v3-ep4")
     );
     assert!(
-        (-10.0..-5.0).contains(&gap("qwen3.5-35b-a3b")),
+        (-6.0..-1.0).contains(&gap("qwen3.5-35b-a3b")),
         "{}",
         gap("qwen3.5-35b-a3b")
     );
