@@ -188,33 +188,14 @@ mod tests {
         );
     }
 
-    /// A residual tanh stack on rows of 2 whose loss is the squared error to an f32 target:
-    /// under bf16 the target must meet the activation in one type.
+    /// The toy stack, its activation compared with the f32 target as it is (`widen`
+    /// false: a mismatch under bf16) or widened first.
     fn toy(widen: bool) -> crate::fsdp::StackModel {
-        use std::rc::Rc;
-
-        use crate::fsdp::{InputSpec, LayerKind, ParamSpec, StackModel};
-        let row = TensorType::new(DType::F32, [2, 8]);
-        StackModel {
-            stack: crate::plan::Stack::homogeneous("mlp", 3).unwrap(),
-            kinds: vec![LayerKind {
-                name: "mlp".into(),
-                params: vec![ParamSpec::sharded("w", &[8, 8], DType::F32, 0)],
-                forward: Rc::new(|h, w| h.add(&h.matmul(&w[0])?.tanh()?)),
-            }],
-            activation: row.clone(),
-            inputs: vec![InputSpec::new("x", row.clone()), InputSpec::new("y", row)],
-            outer_params: vec![],
-            pre: Rc::new(|inputs, _| Ok(inputs[0].clone())),
-            post: Rc::new(move |h, inputs, _| {
-                let h = if widen {
-                    crate::nn::at_least_f32(h)?
-                } else {
-                    h.clone()
-                };
-                h.sub(&inputs[1])?.square()?.mean(&[0, 1])
-            }),
-        }
+        crate::fsdp::toy::residual_tanh(if widen {
+            crate::nn::at_least_f32
+        } else {
+            |h| Ok(h.clone())
+        })
     }
 
     #[test]

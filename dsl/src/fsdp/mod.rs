@@ -47,6 +47,8 @@ mod schedule;
 mod state;
 mod step;
 mod tags;
+#[cfg(test)]
+pub(crate) mod toy;
 mod training;
 
 pub use accumulate::accumulate;

@@ -50,29 +50,13 @@ pub fn training_program(
 
 #[cfg(test)]
 mod tests {
-    use std::rc::Rc;
-
     use super::*;
-    use crate::fsdp::{InputSpec, LayerKind, OPTIMIZER_OUTPUTS, ParamSpec};
-    use crate::plan::Stack;
-    use crate::{Axis, DType, TensorType};
+    use crate::Axis;
+    use crate::fsdp::OPTIMIZER_OUTPUTS;
 
     #[test]
     fn the_program_is_the_accumulated_step_then_adam() {
-        let row = TensorType::new(DType::F32, [2, 8]);
-        let model = StackModel {
-            stack: Stack::homogeneous("mlp", 3).unwrap(),
-            kinds: vec![LayerKind {
-                name: "mlp".into(),
-                params: vec![ParamSpec::sharded("w", &[8, 8], DType::F32, 0)],
-                forward: Rc::new(|h, w| h.add(&h.matmul(&w[0])?.tanh()?)),
-            }],
-            activation: row.clone(),
-            inputs: vec![InputSpec::new("x", row.clone()), InputSpec::new("y", row)],
-            outer_params: vec![],
-            pre: Rc::new(|inputs, _| Ok(inputs[0].clone())),
-            post: Rc::new(|h, inputs, _| h.sub(&inputs[1])?.square()?.mean(&[0, 1])),
-        };
+        let model = crate::fsdp::toy::residual_tanh(|h| Ok(h.clone()));
         let mesh = Mesh::line(&Axis::new("fsdp", 2)).unwrap();
         let options = PlanOptions::prefetch_deferred();
         let t = training_program(&model, options, &mesh, Adam::default(), 2).unwrap();

@@ -105,10 +105,9 @@ pub enum Command {
     Collectives(RuntimeArgs),
     /// Print a named set of compiler flags as shell `export` lines, each flag with its reason
     /// (`tpu-fsdp`: the reference's latency-hiding scheduler and SparseCore offload of the
-    /// FSDP collectives, through `LIBTPU_INIT_ARGS`).
-    #[command(
-        after_help = "Example: eval \"$(stackscan xla-preset tpu-fsdp)\" && stackscan train --plugin tpu --devices 4"
-    )]
+    /// FSDP collectives, through `LIBTPU_INIT_ARGS`); `eval "$(stackscan xla-preset
+    /// tpu-fsdp)"` sets them for the commands that follow.
+    #[command(after_help = "Example: stackscan xla-preset tpu-fsdp")]
     XlaPreset(XlaPresetArgs),
 }
 
