@@ -98,18 +98,51 @@ impl CompileCache {
     }
 }
 
-/// The cache key of compiling `program` with `options` on `client`, with the options the
-/// plugin's workarounds add (see `workarounds`), since those change the executable.
+/// Environment variables a plugin reads its compiler flags from (XLA's and libtpu's): their
+/// values change the executable as much as the options do, so they are part of the key.
+pub const COMPILER_ENV: [&str; 2] = ["XLA_FLAGS", "LIBTPU_INIT_ARGS"];
+
+/// [`COMPILER_ENV`]'s values in this process, one `NAME=value` line each (empty when unset).
+pub fn compiler_environment() -> String {
+    COMPILER_ENV
+        .iter()
+        .map(|name| {
+            let value = std::env::var_os(name).unwrap_or_default();
+            format!("{name}={}\n", value.to_string_lossy())
+        })
+        .collect()
+}
+
+/// The cache key of compiling `program` with `options` on `client` in this process's
+/// compiler environment ([`compiler_environment`]), with the options the plugin's workarounds
+/// add (see `workarounds`), since those change the executable.
 pub fn key(client: &Client, program: &str, options: &CompileOptions) -> [u8; 32] {
+    key_in(client, program, options, &compiler_environment())
+}
+
+/// [`key`] under the compiler environment `environment` (as [`compiler_environment`] writes
+/// it) rather than this process's.
+pub fn key_in(
+    client: &Client,
+    program: &str,
+    options: &CompileOptions,
+    environment: &str,
+) -> [u8; 32] {
     adjusted_key(
         client,
         program,
         &crate::workarounds::compile_options(client, options),
+        environment,
     )
 }
 
-/// [`key`] of options the workarounds have already adjusted (what [`compile`] holds).
-fn adjusted_key(client: &Client, program: &str, options: &CompileOptions) -> [u8; 32] {
+/// [`key_in`] of options the workarounds have already adjusted (what [`compile`] holds).
+fn adjusted_key(
+    client: &Client,
+    program: &str,
+    options: &CompileOptions,
+    environment: &str,
+) -> [u8; 32] {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
         h.update((bytes.len() as u64).to_le_bytes());
@@ -118,6 +151,7 @@ fn adjusted_key(client: &Client, program: &str, options: &CompileOptions) -> [u8
     field(MAGIC);
     field(client.identity().as_bytes());
     field(&options.encode());
+    field(environment.as_bytes());
     field(program.as_bytes());
     h.finalize().into()
 }
@@ -179,7 +213,7 @@ pub(crate) fn compile(
     let Some(cache) = client.compile_cache() else {
         return Executable::compile(client, program, options, &signature, donated);
     };
-    let key = adjusted_key(client, program, options);
+    let key = adjusted_key(client, program, options, &compiler_environment());
     let rejected = match cache.read(&key) {
         Ok(Some(payload)) => {
             match Executable::deserialize(client, &payload, &signature, donated.clone()) {

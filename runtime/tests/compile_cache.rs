@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use stackscan_runtime::compile_cache::key;
+use stackscan_runtime::compile_cache::{compiler_environment, key, key_in};
 use stackscan_runtime::testing as common;
 use stackscan_runtime::{
     CacheOutcome, Client, ClientOptions, CompileCache, CompileOptions, Plugin,
@@ -104,6 +104,25 @@ fn check_hit_and_corruption(plugin: &Plugin, name: &str) {
     assert_ne!(
         key(&client, PROGRAM, &options),
         key(&client, &renamed, &options)
+    );
+    // Compiler flags from the environment (XLA_FLAGS, LIBTPU_INIT_ARGS) change the
+    // executable: another value is another key, and the key is this process's.
+    let here = compiler_environment();
+    assert!(
+        here.contains("XLA_FLAGS=") && here.contains("LIBTPU_INIT_ARGS="),
+        "{here}"
+    );
+    assert_eq!(
+        key(&client, PROGRAM, &options),
+        key_in(&client, PROGRAM, &options, &here)
+    );
+    let flagged = format!("{here}extra\n").replace(
+        "XLA_FLAGS=",
+        "XLA_FLAGS=--xla_backend_optimization_level=1 ",
+    );
+    assert_ne!(
+        key_in(&client, PROGRAM, &options, &here),
+        key_in(&client, PROGRAM, &options, &flagged)
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
