@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod calibrate;
+pub mod causal_lm;
 pub mod cli;
 pub mod collectives;
 pub mod configs;

@@ -18,6 +18,8 @@ use stackscan::model::{Layers, ModelForward};
 use stackscan::{Error, Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, nn};
 use stackscan_runtime::rng::Rng;
 
+use crate::causal_lm::CausalLm;
+
 /// Sizes of a Llama-style model; data (`examples/configs/llama-*.toml`, [`LlamaConfig::load`]:
 /// a file's missing fields are its base preset's, see [`crate::configs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -213,9 +215,9 @@ pub struct Decoder<T> {
 
 impl Forward for Decoder<Tensor> {
     fn forward(&self, c: &LlamaConfig, h: &Tensor) -> Result<Tensor> {
-        let x = nn::rms_norm(h, &self.attn_norm, 1e-5)?;
+        let x = nn::rms_norm(h, &self.attn_norm, NORM_EPS)?;
         let h = h.add(&self.attn.forward(&c.attention(), &x)?)?;
-        let y = nn::rms_norm(&h, &self.mlp_norm, 1e-5)?;
+        let y = nn::rms_norm(&h, &self.mlp_norm, NORM_EPS)?;
         h.add(&self.mlp.forward(&y)?)
     }
 }
@@ -257,63 +259,37 @@ pub struct Llama<T, S> {
 }
 
 impl<S> Llama<Tensor, S> {
+    /// The parts outside the stack ([`CausalLm`]), with Llama's norm epsilon.
+    pub fn outer(&self) -> CausalLm<'_> {
+        CausalLm::new(&self.embed, &self.final_norm, &self.lm_head, NORM_EPS)
+    }
+
     /// The embedding lookup of `tokens: [B, T]`.
     pub fn embed_tokens(&self, tokens: &Tensor) -> Result<Tensor> {
-        self.embed.take(tokens, 0)
+        self.outer().embed(tokens)
     }
 
     /// Final norm, LM head and mean next-token cross-entropy of `h: [B, T, d]` against
     /// `labels: [B, T]`.
-    pub fn head_loss(&self, vocab: i64, h: &Tensor, labels: &Tensor) -> Result<Tensor> {
-        lm_loss(vocab, h, &self.final_norm, &self.lm_head, labels)
+    pub fn head_loss(&self, h: &Tensor, labels: &Tensor) -> Result<Tensor> {
+        self.outer().loss(h, labels)
     }
 }
 
-/// The language-model loss after a stack: RMSNorm of `h: [B, T, d]` with `final_norm`, the
-/// LM head `[d, vocab]` and the mean next-token cross-entropy against `labels: [B, T]` (every
-/// decoder of the examples ends this way), the norm's epsilon Llama's 1e-5.
-pub fn lm_loss(
-    vocab: i64,
-    h: &Tensor,
-    final_norm: &Tensor,
-    lm_head: &Tensor,
-    labels: &Tensor,
-) -> Result<Tensor> {
-    lm_loss_with_eps(1e-5, vocab, h, final_norm, lm_head, labels)
-}
-
-/// [`lm_loss`] with the final norm's epsilon `eps` (DeepSeek-V3's is 1e-6).
-pub fn lm_loss_with_eps(
-    eps: f64,
-    vocab: i64,
-    h: &Tensor,
-    final_norm: &Tensor,
-    lm_head: &Tensor,
-    labels: &Tensor,
-) -> Result<Tensor> {
-    let (b, t) = (h.dims()[0], h.dims()[1]);
-    let logits = lm_logits(eps, h, final_norm, lm_head)?.reshape(&[b * t, vocab])?;
-    nn::cross_entropy(&logits, &labels.reshape(&[b * t])?)
-}
-
-/// The logits `[B, T, vocab]` of the LM head after a stack: RMSNorm of `h: [B, T, d]` with
-/// `final_norm` (epsilon `eps`), then `lm_head: [d, vocab]`; what [`lm_loss_with_eps`]
-/// scores.
-pub fn lm_logits(eps: f64, h: &Tensor, final_norm: &Tensor, lm_head: &Tensor) -> Result<Tensor> {
-    nn::rms_norm(h, final_norm, eps)?.matmul(lm_head)
-}
+/// Llama's RMSNorm epsilon (`rms_norm_eps` of its `config.json`).
+pub const NORM_EPS: f64 = 1e-5;
 
 impl<S: LayerStack<Config = LlamaConfig> + 'static> ModelForward for Llama<Tensor, S> {
     fn embed(&self, _: &LlamaConfig, x: &Tokens<Tensor>) -> Result<Tensor> {
-        self.embed_tokens(&x.tokens)
+        self.outer().embed(&x.tokens)
     }
 
-    fn loss(&self, c: &LlamaConfig, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
-        self.head_loss(c.vocab, h, &x.labels)
+    fn loss(&self, _: &LlamaConfig, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
+        self.outer().loss(h, &x.labels)
     }
 
     fn logits(&self, _: &LlamaConfig, h: &Tensor, _: &Tokens<Tensor>) -> Result<Tensor> {
-        lm_logits(1e-5, h, &self.final_norm, &self.lm_head)
+        self.outer().logits(h)
     }
 
     fn check(c: &LlamaConfig) -> Result<()> {

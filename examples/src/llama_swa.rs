@@ -25,8 +25,9 @@ use stackscan::{
     layer_stack, nn,
 };
 
+use crate::causal_lm::CausalLm;
 use crate::configs::ConfigFile;
-use crate::llama::{Attention, AttentionDims, LlamaConfig, Residual, SwiGlu, lm_loss};
+use crate::llama::{Attention, AttentionDims, LlamaConfig, NORM_EPS, Residual, SwiGlu};
 use crate::registry::{Architecture, Shape};
 
 /// Llama's sizes (the TOML table `[llama]`, completed field by field from the base preset's)
@@ -201,13 +202,23 @@ pub struct SwaLlama<T, S> {
     pub lm_head: T,
 }
 
+impl<S> SwaLlama<Tensor, S> {
+    fn outer(&self) -> CausalLm<'_> {
+        CausalLm::new(&self.embed, &self.final_norm, &self.lm_head, NORM_EPS)
+    }
+}
+
 impl<S: LayerStack<Config = SwaConfig> + 'static> ModelForward for SwaLlama<Tensor, S> {
     fn embed(&self, _: &SwaConfig, x: &Tokens<Tensor>) -> Result<Tensor> {
-        self.embed.take(&x.tokens, 0)
+        self.outer().embed(&x.tokens)
     }
 
-    fn loss(&self, c: &SwaConfig, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
-        lm_loss(c.llama.vocab, h, &self.final_norm, &self.lm_head, &x.labels)
+    fn loss(&self, _: &SwaConfig, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
+        self.outer().loss(h, &x.labels)
+    }
+
+    fn logits(&self, _: &SwaConfig, h: &Tensor, _: &Tokens<Tensor>) -> Result<Tensor> {
+        self.outer().logits(h)
     }
 
     fn check(c: &SwaConfig) -> Result<()> {

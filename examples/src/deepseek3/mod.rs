@@ -48,6 +48,7 @@ use stackscan::{
     Error, Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, layer_stack, nn,
 };
 
+use crate::causal_lm::CausalLm;
 use crate::llama::{MlpDims, SwiGlu};
 use crate::mla::{Mla, MlaConfig};
 use crate::moe::{ExpertMesh, Experts, Moe, MoeConfig, MoeDims, RouterConfig, RouterKind};
@@ -415,24 +416,23 @@ pub struct DeepSeek3<T, S> {
     pub lm_head: T,
 }
 
+impl<S> DeepSeek3<Tensor, S> {
+    fn outer(&self) -> CausalLm<'_> {
+        CausalLm::new(&self.embed, &self.final_norm, &self.lm_head, NORM_EPS)
+    }
+}
+
 impl<S: LayerStack<Config = DeepSeek3Config> + 'static> ModelForward for DeepSeek3<Tensor, S> {
     fn embed(&self, _: &DeepSeek3Config, x: &Tokens<Tensor>) -> Result<Tensor> {
-        self.embed.take(&x.tokens, 0)
+        self.outer().embed(&x.tokens)
     }
 
-    fn loss(&self, c: &DeepSeek3Config, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
-        crate::llama::lm_loss_with_eps(
-            NORM_EPS,
-            c.vocab,
-            h,
-            &self.final_norm,
-            &self.lm_head,
-            &x.labels,
-        )
+    fn loss(&self, _: &DeepSeek3Config, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
+        self.outer().loss(h, &x.labels)
     }
 
     fn logits(&self, _: &DeepSeek3Config, h: &Tensor, _: &Tokens<Tensor>) -> Result<Tensor> {
-        crate::llama::lm_logits(NORM_EPS, h, &self.final_norm, &self.lm_head)
+        self.outer().logits(h)
     }
 
     fn check(c: &DeepSeek3Config) -> Result<()> {

@@ -35,6 +35,7 @@ use stackscan::model::{Layers, ModelForward, stack_model};
 use stackscan::plan::PlanOptions;
 use stackscan::{Error, Inputs, LayerStack, Model, Result, SubLayer, Tensor, layer_stack, nn};
 
+use crate::causal_lm::CausalLm;
 use crate::gated_attention::{AttentionConfig, GatedAttention, GatedAttentionDims};
 use crate::gdn_layer::{GatedDeltaNet, GdnConfig, GdnDims, GdnForm};
 use crate::moe::{GatedMoe, MoeConfig, MoeDims, RouterConfig, RouterKind};
@@ -383,24 +384,23 @@ pub struct Qwen35<T, S> {
     pub lm_head: T,
 }
 
+impl<S> Qwen35<Tensor, S> {
+    fn outer(&self) -> CausalLm<'_> {
+        CausalLm::new(&self.embed, &self.final_norm, &self.lm_head, NORM_EPS)
+    }
+}
+
 impl<S: LayerStack<Config = Qwen35Config> + 'static> ModelForward for Qwen35<Tensor, S> {
     fn embed(&self, _: &Qwen35Config, x: &Tokens<Tensor>) -> Result<Tensor> {
-        self.embed.take(&x.tokens, 0)
+        self.outer().embed(&x.tokens)
     }
 
-    fn loss(&self, c: &Qwen35Config, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
-        crate::llama::lm_loss_with_eps(
-            NORM_EPS,
-            c.vocab,
-            h,
-            &self.final_norm,
-            &self.lm_head,
-            &x.labels,
-        )
+    fn loss(&self, _: &Qwen35Config, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
+        self.outer().loss(h, &x.labels)
     }
 
     fn logits(&self, _: &Qwen35Config, h: &Tensor, _: &Tokens<Tensor>) -> Result<Tensor> {
-        crate::llama::lm_logits(NORM_EPS, h, &self.final_norm, &self.lm_head)
+        self.outer().logits(h)
     }
 
     fn check(c: &Qwen35Config) -> Result<()> {

@@ -74,7 +74,7 @@ pub fn outer(c: &LlamaConfig) -> Result<Outer> {
         }),
         post: Rc::new(move |h, inputs, w| {
             let (OuterInputs { labels, .. }, w) = named(inputs, w)?;
-            w.head_loss(vocab, h, labels)
+            w.head_loss(h, labels)
         }),
     })
 }
