@@ -419,15 +419,12 @@ fn header_path() -> PathBuf {
     header
 }
 
-/// The C program that prints `index value` for every check, in order.
+/// The C program that reports `index value` for every check, in order (`report.h`).
 fn c_program(checks: &[Check]) -> String {
-    let mut src =
-        String::from("#include <stdio.h>\n#include \"pjrt_c_api.h\"\n\nint main(void) {\n");
+    let mut src = String::from(include_str!("report.h"));
+    src.push_str("#include \"pjrt_c_api.h\"\n\nint main(void) {\n");
     for (i, check) in checks.iter().enumerate() {
-        src.push_str(&format!(
-            "  printf(\"{i} %lld\\n\", (long long)({}));\n",
-            check.c_expr
-        ));
+        src.push_str(&format!("  REPORT({i}, {});\n", check.c_expr));
     }
     src.push_str("  return 0;\n}\n");
     src
@@ -520,9 +517,11 @@ fn ffi_layout_matches_pjrt_c_api_header() {
         header.display(),
         mismatches.join("\n  ")
     );
+    // Every field's offset and every struct's size were among them.
     let fields: usize = table().iter().map(|entry| entry.fields.len()).sum();
-    eprintln!(
-        "layout: {} checks passed ({} structs, {fields} fields)",
+    assert!(
+        checks.len() >= fields + table().len(),
+        "{} checks for {} structs of {fields} fields",
         checks.len(),
         table().len()
     );
