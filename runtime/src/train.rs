@@ -142,8 +142,9 @@ impl Trainer {
 
     /// Lowers, compiles and initialises `model` on `mesh` (weights from `seed`).
     ///
-    /// The optimizer's hyper-parameters and the weights' element types are checked first, so
-    /// a bad argument costs no lowering or compile.
+    /// The weights' element types and then the optimizer's hyper-parameters
+    /// ([`training_program`] checks them before it lowers) are checked first, so a bad
+    /// argument costs no lowering or compile.
     pub fn new(
         client: &Client,
         mesh: &Mesh,
@@ -169,7 +170,6 @@ impl Trainer {
         seed: u64,
         micro_batches: usize,
     ) -> Result<Trainer> {
-        adam.validate()?;
         let specs = model.weights();
         if let Some((bad, _)) = specs.iter().find(|(p, _)| p.dtype != DType::F32) {
             return Err(Error::WeightType {

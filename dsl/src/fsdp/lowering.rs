@@ -86,7 +86,6 @@ impl<'a> Lowering<'a> {
     ) -> Result<Self> {
         let n = mesh.size();
         let precision = plan.options.precision;
-        precision.validate()?;
         let activation = precision.compute_type(&model.activation);
         let mut layers = Vec::new();
         let mut layer_vjps = Vec::new();
