@@ -4,10 +4,12 @@
 # plugin:
 #   1. `bench` of a ~1.1B-parameter Llama (llama-1b.toml: d 2048, 16 layers, seq 2048) in f32
 #      and in bf16, prefetch off / on / deferred, 5 timed steps each;
-#   2. one training step of each tiny model (llama, deepseek3, qwen35) in f32 and bf16.
+#   2. `compile-report` of the same Llama in f32 and bf16: compile time, the compiled temp
+#      memory and the bytes of each collective by element type, from the optimized program;
+#   3. one training step of each tiny model (llama, deepseek3, qwen35) in f32 and bf16.
 # It writes the reports, logs and versions under OUT. Each command is capped (a bench at
-# 140 s, a training step at 40 s: 520 s in all), so the whole stays under 10 minutes; a command over its
-# cap is reported and the rest still run. Not yet run on a GPU: no device machine has been
+# 130 s, a compile report and a training step at 35 s: 540 s in all), so the whole stays under
+# 10 minutes; a command over its cap is reported and the rest still run. Not yet run on a GPU: no device machine has been
 # lent to a session since it was written.
 #
 #   examples/gpu/run.sh [STACKSCAN_BINARY] [OUT]
@@ -68,14 +70,19 @@ step() {
 }
 
 for precision in f32 bf16; do
-  step "bench-llama-1b-$precision" 140 \
+  step "bench-llama-1b-$precision" 130 \
     "$bin" bench --plugin "$plugin" --devices 1 --model llama --config "$here/llama-1b.toml" \
     --precision "$precision" --options off,on,deferred --steps 5 --warmup 2 \
     --compile-depths --out "$out/bench-llama-1b-$precision.json"
 done
+for precision in f32 bf16; do
+  step "compile-report-llama-1b-$precision" 35 \
+    "$bin" compile-report --plugin "$plugin" --devices 1 --model llama \
+    --config "$here/llama-1b.toml" --precision "$precision" --json
+done
 for model in llama deepseek3 qwen35; do
   for precision in f32 bf16; do
-    step "train-$model-$precision" 40 \
+    step "train-$model-$precision" 35 \
       "$bin" train --plugin "$plugin" --devices 1 --model "$model" --steps 1 \
       --precision "$precision" --no-compile-cache
   done

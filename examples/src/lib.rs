@@ -5,6 +5,7 @@ pub mod calibrate;
 pub mod causal_lm;
 pub mod cli;
 pub mod collectives;
+pub mod compile_report;
 pub mod configs;
 pub mod deepseek3;
 pub mod gated_attention;

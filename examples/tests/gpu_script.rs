@@ -87,8 +87,8 @@ fn every_command_of_the_script_reaches_the_plugin() {
             path.display()
         );
     }
-    // Two benches and two steps of each of three models.
-    assert_eq!(logs, 2 + 3 * 2, "{stdout}");
+    // Two benches, two compile reports and two steps of each of three models.
+    assert_eq!(logs, 2 + 2 + 3 * 2, "{stdout}");
     let versions = std::fs::read_to_string(out.join("versions.txt")).unwrap();
     assert!(versions.contains("stackscan "), "{versions}");
     std::fs::remove_dir_all(&scratch).unwrap();

@@ -1,4 +1,4 @@
-//! Non-finite steps and bad optimizer settings: a step whose loss, gradients or update are not
+//! Non-finite steps and bad optimizer settings: a step whose loss or gradients are not
 //! all finite leaves every weight and moment as it was (later steps match a trainer that never
 //! saw it) and is reported under either policy; hyper-parameters and weight types the trainer
 //! cannot use are refused before the model is lowered.

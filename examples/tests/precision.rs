@@ -7,11 +7,14 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
+use std::collections::BTreeMap;
+
 use sha2::{Digest, Sha256};
 use stackscan::cost::{self, Collective, Cost};
 use stackscan::fsdp::{Adam, train_step};
 use stackscan::{Axis, DType, Precision};
 use stackscan_examples::registry::{BUILT_IN, ModelName, Preset};
+use stackscan_runtime::hlo::{OptimizedModule, primitive};
 use stackscan_runtime::testing as common;
 use stackscan_runtime::train::{HostInput, Trainer};
 use stackscan_runtime::{Client, ClientOptions, Mesh};
@@ -107,6 +110,50 @@ fn bf16_gathers_move_half_the_bytes_and_reduce_in_the_chosen_type() {
             2 * moved(&both, Collective::ReduceScatter, DType::BF16),
             scattered,
             "{model}: bf16 reduce-scatters do not move half the bytes"
+        );
+    }
+}
+
+/// The bytes the compiled program's all-gathers write, per XLA element type, read from the
+/// optimized module the plugin returns: the gathered-weight buffers XLA allocates after its
+/// own passes, rather than what stackscan emitted.
+fn compiled_gathers(client: &Client, model: ModelName, precision: Precision) -> BTreeMap<i32, u64> {
+    let mesh = Mesh::new(client, "fsdp", 4).unwrap();
+    let exe = client
+        .compile_program(&step_program(model, precision), &mesh)
+        .unwrap();
+    let (format, bytes) = exe.optimized_program().unwrap();
+    OptimizedModule::parse(&format, &bytes)
+        .unwrap()
+        .collective_bytes()
+        .into_iter()
+        .filter(|((kind, _), _)| kind == "all-gather")
+        .map(|((_, dtype), n)| (dtype, n))
+        .collect()
+}
+
+/// What the CPU plugin makes of the bf16 gathers: the program stackscan emits gathers bf16
+/// (half the bytes, above), and XLA's CPU compiler, which has no bf16 collectives, widens
+/// every one of them back to f32 (its float-normalization pass), so the compiled bf16 step
+/// gathers exactly the f32 step's bytes in f32. This is why the CPU plugin's temp memory
+/// barely moves under bf16; the halving of gathered-weight buffers is for plugins with bf16
+/// collectives (CUDA, TPU), where `compile-report` shows it (`examples/gpu/run.sh`). If this
+/// fails because the CPU plugin gathers bf16 now, assert half the bytes instead.
+#[test]
+fn the_cpu_plugin_widens_bf16_gathers_to_f32() {
+    let client = common::cpu_client(4);
+    for &model in BUILT_IN {
+        let f32 = compiled_gathers(&client, model, Precision::F32);
+        let bf16 = compiled_gathers(&client, model, Precision::BF16);
+        let wide = f32.get(&primitive::F32).copied().unwrap_or(0);
+        assert!(
+            wide > 0,
+            "{model}: the compiled f32 step gathers nothing: {f32:?}"
+        );
+        assert_eq!(f32.len(), 1, "{model}: f32 gathers of other types: {f32:?}");
+        assert_eq!(
+            bf16, f32,
+            "{model}: compiled bf16 gathers {bf16:?}, f32's {f32:?}"
         );
     }
 }

@@ -197,7 +197,7 @@ pub enum Error {
         /// The declared range.
         expected: Range<i64>,
     },
-    /// A step's loss, gradients or update were not all finite; the update was not applied.
+    /// A step's loss or gradients were not all finite; the update was not applied.
     #[error(
         "step {step}: the loss ({loss}) or a gradient is not finite; the update was skipped, weights and optimizer state are unchanged"
     )]
@@ -226,6 +226,14 @@ pub enum Error {
     /// The plugin reported a buffer type stackscan has no mapping for.
     #[error("PJRT buffer type {0} is not supported by stackscan")]
     UnsupportedBufferType(i32),
+    /// The optimized program a plugin returned could not be read.
+    #[error("cannot read the optimized program the plugin returned (format `{format}`): {reason}")]
+    OptimizedProgram {
+        /// The format the plugin named.
+        format: String,
+        /// What could not be read.
+        reason: String,
+    },
     /// The program text could not be understood.
     #[error("invalid program: {0}")]
     Program(String),

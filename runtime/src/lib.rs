@@ -27,6 +27,7 @@ mod elf;
 mod error;
 mod ffi;
 pub mod hf;
+pub mod hlo;
 pub mod mesh;
 #[expect(
     unsafe_code,

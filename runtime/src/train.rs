@@ -2,7 +2,7 @@
 //! shards the weights, keeps weights and optimizer state on the devices, and runs steps.
 //!
 //! Nothing a caller passes can corrupt the state: inputs are checked against the model's
-//! [`InputSpec`]s before they are uploaded, and a step whose loss, gradients or update are not
+//! [`InputSpec`]s before they are uploaded, and a step whose loss or gradients are not
 //! finite leaves weights and moments as they were, reported as [`NonFinitePolicy`] says.
 //!
 //! [`Trainer::step`] runs one step and waits for it. A loop that should keep the host off the
@@ -53,7 +53,7 @@ pub use checkpoint::{Progress, weight_names};
 pub use input::HostInput;
 pub use pending::{DeviceBatch, HostTimes, PendingStep, StepReport};
 
-/// What [`Trainer::step`] does with a step whose loss, gradients or update are not all
+/// What [`Trainer::step`] does with a step whose loss or gradients are not all
 /// finite. Under either policy the update is not applied: weights, moments and Adam's step
 /// count stay as they were, and [`Trainer::skipped_steps`] counts the step.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -349,7 +349,7 @@ impl Trainer {
     /// it: [`upload`](Self::upload), [`launch`](Self::launch), [`wait`](Self::wait).
     ///
     /// Every input is checked against the model's [`InputSpec`] before anything is uploaded.
-    /// A step whose loss, gradients or update are not all finite changes nothing and is
+    /// A step whose loss or gradients are not all finite changes nothing and is
     /// handled by the [`NonFinitePolicy`].
     pub fn step(&mut self, inputs: &[Vec<HostInput>]) -> Result<StepReport> {
         let batch = self.upload(inputs)?;

@@ -1,5 +1,5 @@
 //! The `stackscan` command line: one clap parser with a subcommand per job (`train`, `plan`,
-//! `params`, `bench`, `calibrate`, `timeline`, `collectives`). Flags that several commands share are
+//! `params`, `bench`, `compile-report`, `calibrate`, `timeline`, `collectives`). Flags that several commands share are
 //! defined once in [`args`] and flattened into each command's struct; global flags (`-v`,
 //! `--quiet`) are on [`Cli`]. The binaries only call [`main`] with the process's arguments and
 //! standard streams, so everything here is testable and prints nothing on its own.
@@ -80,6 +80,13 @@ pub enum Command {
         after_help = "Example: stackscan bench --model llama --layers 8 --options off,deferred --out bench.json"
     )]
     Bench(BenchCommand),
+    /// Compile the training step once (no cache) and report where the compile goes: lowering
+    /// and XLA times, the StableHLO's size, and the optimized program's instructions by
+    /// opcode and by loop body.
+    #[command(
+        after_help = "Example: stackscan compile-report --model qwen35 --config tiny --top 8"
+    )]
+    CompileReport(crate::compile_report::CompileReportArgs),
     /// Measure this CPU as a hardware profile and check its predicted step times (JSON).
     #[command(after_help = "Example: stackscan calibrate --profile cpu.toml --out check.json")]
     Calibrate(CalibrateArgs),
@@ -148,6 +155,18 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Params(a) => plan::params(a, out),
         Command::Bench(a) => bench::run(a, out),
         Command::Calibrate(a) => calibrate::run(a, out),
+        Command::CompileReport(a) => {
+            let report = crate::compile_report::run(a).map_err(|e| match e {
+                crate::compile_report::CompileReportError::Config(why) => CliError::Usage(why),
+                other => CliError::failed(other),
+            })?;
+            if a.json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+            } else {
+                write!(out, "{report}")?;
+            }
+            Ok(())
+        }
         Command::Timeline(a) => crate::timeline::report(a, out),
         Command::Export(a) => export::run(a, out),
         Command::Eval(a) => eval::run(a, out),

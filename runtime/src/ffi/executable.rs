@@ -11,8 +11,8 @@ use std::ffi::{c_char, c_int, c_void};
 
 use super::{
     PJRT_Buffer, PJRT_Buffer_Type, PJRT_Client, PJRT_Device, PJRT_Event, PJRT_Executable,
-    PJRT_ExecuteContext, PJRT_Extension_Base, PJRT_LoadedExecutable, PJRT_RecvCallbackInfo,
-    PJRT_SendCallbackInfo, PJRT_SerializedExecutable,
+    PJRT_ExecuteContext, PJRT_Extension_Base, PJRT_LoadedExecutable, PJRT_Program,
+    PJRT_RecvCallbackInfo, PJRT_SendCallbackInfo, PJRT_SerializedExecutable,
 };
 
 #[repr(C)]
@@ -70,6 +70,15 @@ pub struct PJRT_Executable_GetCompiledMemoryStats_Args {
     pub host_alias_size_in_bytes: i64,
     pub host_temp_size_in_bytes: i64,
     pub peak_memory_in_bytes: i64,
+}
+
+#[repr(C)]
+#[derive(Debug)]
+pub struct PJRT_Executable_OptimizedProgram_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub executable: *mut PJRT_Executable,
+    pub program: *mut PJRT_Program,
 }
 
 /// Frees the bytes `PJRT_Executable_Serialize` returned.

@@ -377,6 +377,7 @@ args! {
     PJRT_Executable_OutputElementTypes_Args => num_output_types,
     PJRT_Executable_OutputDimensions_Args => dim_sizes,
     PJRT_Executable_GetCompiledMemoryStats_Args => peak_memory_in_bytes,
+    PJRT_Executable_OptimizedProgram_Args => program,
     PJRT_Executable_Serialize_Args => serialized_executable_deleter,
     PJRT_Executable_DeserializeAndLoad_Args => overridden_serialized_compile_options_size,
     PJRT_LoadedExecutable_Destroy_Args => executable,
@@ -464,7 +465,7 @@ pub struct PJRT_Api {
     pub PJRT_Executable_SizeOfGeneratedCodeInBytes: Unused,
     pub PJRT_Executable_GetCostAnalysis: Unused,
     pub PJRT_Executable_OutputMemoryKinds: Unused,
-    pub PJRT_Executable_OptimizedProgram: Unused,
+    pub PJRT_Executable_OptimizedProgram: Option<PjrtFn<PJRT_Executable_OptimizedProgram_Args>>,
     pub PJRT_Executable_Serialize: Option<PjrtFn<PJRT_Executable_Serialize_Args>>,
 
     pub PJRT_LoadedExecutable_Destroy: Option<PjrtFn<PJRT_LoadedExecutable_Destroy_Args>>,

@@ -497,6 +497,37 @@ impl Executable {
         Ok(())
     }
 
+    /// The program XLA compiled, after its optimization passes: the plugin's serialized
+    /// module and the format it names (`hlo_with_config` or `hlo`; see
+    /// [`crate::hlo::OptimizedModule`], which reads it). What fused, what was rematerialised
+    /// and which buffers the collectives move are read here, not guessed from the program
+    /// stackscan emitted.
+    pub fn optimized_program(&self) -> Result<(String, Vec<u8>)> {
+        let api = &self.client.api;
+        let f = pjrt_fn!(api, PJRT_Executable_OptimizedProgram)?;
+        let mut program = args::<ffi::PJRT_Program>();
+        let mut a = args::<ffi::PJRT_Executable_OptimizedProgram_Args>();
+        a.executable = self.executable;
+        a.program = &mut program;
+        // SAFETY: `executable` is live and `program` outlives the call; with a null `code`
+        // the plugin only writes `code_size` and the format fields.
+        let err = unsafe { f(&mut a) };
+        api.check("PJRT_Executable_OptimizedProgram", err)?;
+        let mut code = vec![0u8; program.code_size];
+        program.code = code.as_mut_ptr().cast();
+        let mut a = args::<ffi::PJRT_Executable_OptimizedProgram_Args>();
+        a.executable = self.executable;
+        a.program = &mut program;
+        // SAFETY: `code` holds `code_size` writable bytes, the size the plugin asked for, and
+        // outlives the call.
+        let err = unsafe { f(&mut a) };
+        api.check("PJRT_Executable_OptimizedProgram", err)?;
+        code.truncate(program.code_size);
+        // SAFETY: the plugin set `format` to a string it owns for the executable's life.
+        let format = unsafe { super::plugin_string(program.format, program.format_size) };
+        Ok((format, code))
+    }
+
     /// The memory XLA planned for one device of this program.
     pub fn memory_stats(&self) -> Result<CompiledMemoryStats> {
         let api = &self.client.api;

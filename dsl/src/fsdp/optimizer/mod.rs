@@ -51,8 +51,11 @@ impl Default for Adam {
 
 impl Adam {
     /// Checks that the update is defined: `lr` finite and positive, both betas in `[0, 1)`,
-    /// `eps` finite and non-negative. A NaN or zero learning rate lowers and compiles fine and
+    /// `eps` finite and positive. A NaN or zero learning rate lowers and compiles fine and
     /// then trains nothing or poisons every weight, so it is refused before anything is built.
+    /// A zero `eps` is refused for the same reason: an element whose gradients have all been
+    /// 0 (an embedding row no batch has used) divides 0 by 0 in the update, and the update is
+    /// not checked for finiteness after it is computed ([`with_adam`] says why).
     pub fn validate(&self) -> Result<()> {
         let reject = |field, value, expected| {
             Err(Error::InvalidHyperParameter {
@@ -71,8 +74,8 @@ impl Adam {
                 return reject(field, beta, "a number in [0, 1)");
             }
         }
-        if !(self.eps.is_finite() && self.eps >= 0.0) {
-            return reject("eps", self.eps, "a finite number >= 0");
+        if !(self.eps.is_finite() && self.eps > 0.0) {
+            return reject("eps", self.eps, "a finite number > 0");
         }
         if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
             return reject("weight_decay", self.weight_decay, "a finite number >= 0");
@@ -106,13 +109,21 @@ impl Adam {
 /// devices idle between every two steps. With the count on the devices, a runtime can launch
 /// step k + 1 while step k runs and read either flag whenever it likes.
 ///
-/// `applied` is an `i32[]`, 1 when the loss, every gradient and every updated weight and
-/// moment are finite on every device, else 0; when it is 0 every state result is its
-/// parameter unchanged, so one bad batch cannot poison the weights. The flag is agreed
-/// across the mesh (each device counts its own non-finite values, a `psum` adds the counts)
-/// because each device holds different gradient shards and all must skip together. The
-/// updated state is checked as well as the gradients because a finite gradient can still
-/// overflow `g²` in the second moment.
+/// `applied` is an `i32[]`, 1 when the loss and the global gradient norm are finite, else 0;
+/// when it is 0 every state result is its parameter unchanged, so one bad batch cannot poison
+/// the weights. The norm is the one clipping uses (the shards' sums of squares added by one
+/// `psum`), so the verdict is agreed across the mesh at no extra cost. The norm is finite
+/// only when every gradient element is, and infinite whenever one `g²` overflows — the case
+/// in which the second moment would. The verdict is reached before the update, from values
+/// the update only reads: each new state tensor is then `applied ? new : old`, one
+/// elementwise pass XLA writes over the donated old state. Checking the updated state as
+/// well, as this function did until 2026-12-05, made every new tensor an input of a
+/// reduction that had to finish before any select could run, so the whole new state was
+/// materialised beside the old: one more copy of the weights and both moments in every
+/// step's temp memory. What that check caught beyond this one needs values within a factor
+/// of ~10 of `f32::MAX` in the moments or weights, or a zero `eps` (refused by
+/// [`Adam::validate`]). Sign-descent weights' gradients, outside the norm, are checked on
+/// their own.
 pub fn with_adam(step: &TrainStep, adam: Adam) -> Result<Program> {
     adam.validate()?;
     for update in &step.updates {
@@ -228,8 +239,8 @@ struct AdamState<'a> {
 
 impl Adam {
     /// The update as [`with_adam`] applies it: `[applied, weights…, first moments…, second
-    /// moments…]`, each state result its parameter unchanged unless `loss`, every gradient and
-    /// every updated value are finite on every device of `axis` (one `psum` of the counts).
+    /// moments…]`, each state result its parameter unchanged unless `loss` and the global
+    /// gradient norm over `axis` are finite (and sign descent's gradients, if any).
     fn update(
         &self,
         s: &Scope,
@@ -282,9 +293,42 @@ impl Adam {
         };
         let lr_t = self.schedule.on_device(s, self.lr, t)?;
         let scheduled = !matches!(self.schedule, Schedule::Constant);
+        // The verdict from what the update reads, never from what it writes (see
+        // `with_adam`): the loss and the norm, and sign descent's gradients (outside the norm)
+        // counted on each device and agreed by a `psum` of their own, only when there are any.
+        let mut bad = non_finite_count(s, loss)?.add(&non_finite_count(s, &grad_norm)?)?;
+        let signed: Vec<&Tensor> = (0..grads.len())
+            .filter(|&j| sign_descent(j))
+            .map(|j| &grads[j])
+            .collect();
+        if !signed.is_empty() {
+            let mut local = s.scalar(0.0, DType::F32)?;
+            for g in signed {
+                local = local.add(&non_finite_count(s, g)?)?;
+            }
+            bad = bad.add(&local.psum(axis)?)?;
+        }
+        let applied = bad.eq(&s.scalar(0.0, DType::F32)?)?;
+        // Each new state tensor is `old · keep − select(applied, −term, 0)`: with the step
+        // applied, `keep` is the decay and the select the term, the same operations as
+        // `β·old + term` bit for bit (`a − (−b)` is `a + b` in IEEE arithmetic); skipped,
+        // `keep` is 1 and the select +0, and `old · 1 − 0` is `old` bit for bit (−0 too).
+        // The old value is read once, by the elementwise pass that writes the new one, and
+        // never after it, so XLA can write that pass over the donated buffer; a `select(new,
+        // old)` read the old state after the new one existed, and XLA copied the whole state.
+        let gate = |term: &Tensor| -> Result<Tensor> {
+            applied
+                .broadcast_to(term.dims())?
+                .select(term, &term.zeros_like()?)
+        };
+        let decay_or_one = |beta: f64, dt: DType, dims: &[i64]| -> Result<Tensor> {
+            applied
+                .select(&s.scalar(beta, dt)?, &s.scalar(1.0, dt)?)?
+                .broadcast_to(dims)
+        };
         for (j, (((w, g), m), v)) in weights.iter().zip(grads).zip(m).zip(v).enumerate() {
             if let Some(&Update::SignDescent { rate }) = updates.get(j) {
-                new_w.push(w.sub(&g.sign()?.scale(rate)?)?);
+                new_w.push(w.sub(&gate(&g.sign()?.scale(rate)?)?)?);
                 new_m.push(m.clone());
                 new_v.push(v.clone());
                 continue;
@@ -300,10 +344,12 @@ impl Adam {
                 }
                 None => g,
             };
-            let m2 = m.scale(self.beta1)?.add(&g.scale(1.0 - self.beta1)?)?;
+            let m2 = m
+                .mul(&decay_or_one(self.beta1, dt, m.dims())?)?
+                .sub(&gate(&g.scale(1.0 - self.beta1)?.neg()?)?)?;
             let v2 = v
-                .scale(self.beta2)?
-                .add(&g.square()?.scale(1.0 - self.beta2)?)?;
+                .mul(&decay_or_one(self.beta2, dt, v.dims())?)?
+                .sub(&gate(&g.square()?.scale(1.0 - self.beta2)?.neg()?)?)?;
             // 1 − βᵗ = 1 − exp(t ln β)
             let bias =
                 |beta: f64| -> Result<Tensor> { c(1.0)?.sub(&tt.mul(&c(beta.ln())?)?.exp()?) };
@@ -318,26 +364,12 @@ impl Adam {
             } else {
                 update.scale(self.lr)?
             };
-            new_w.push(w.sub(&step)?);
+            new_w.push(w.sub(&gate(&step)?)?);
             new_m.push(m2);
             new_v.push(v2);
         }
-        let checked = std::iter::once(loss)
-            .chain(grads)
-            .chain(&new_w)
-            .chain(&new_m)
-            .chain(&new_v);
-        let mut local = s.scalar(0.0, DType::F32)?;
-        for x in checked {
-            local = local.add(&non_finite_count(s, x)?)?;
-        }
-        let applied = local.psum(axis)?.eq(&s.scalar(0.0, DType::F32)?)?;
-        let old_state = weights.iter().chain(m).chain(v);
-        let new_state = new_w.iter().chain(&new_m).chain(&new_v);
         let mut results = vec![applied.convert(DType::I32)?];
-        for (old, new) in old_state.zip(new_state) {
-            results.push(applied.broadcast_to(old.dims())?.select(new, old)?);
-        }
+        results.extend(new_w.into_iter().chain(new_m).chain(new_v));
         // The next step count, kept on the devices: it advances only when the step applied.
         results.push(t.add(&applied.convert(DType::F32)?)?);
         Ok((results, [lr_t, grad_norm]))

@@ -25,17 +25,25 @@ fn the_default_is_valid_and_each_bad_field_is_named() {
         beta2.validate(),
         Err(Error::InvalidHyperParameter { field: "beta2", .. })
     ));
-    // A zero `beta1` (no momentum) and a zero `eps` are valid Adam.
+    // A zero `beta1` (no momentum) is valid Adam; a zero `eps` is not (0/0 where every
+    // gradient so far was 0).
     let edge = Adam {
         beta1: 0.0,
-        eps: 0.0,
         ..Adam::default()
     };
     assert_eq!(edge.validate(), Ok(()));
+    let eps = Adam {
+        eps: 0.0,
+        ..Adam::default()
+    };
+    assert!(matches!(
+        eps.validate(),
+        Err(Error::InvalidHyperParameter { field: "eps", .. })
+    ));
 }
 
 /// `[loss, applied, weights…, first moments…, second moments…]`, the flag agreed over the
-/// mesh by one `psum` of the per-device counts.
+/// mesh by the `psum` that also gives the global gradient norm.
 #[test]
 fn the_update_returns_the_applied_flag_after_the_loss() -> Result<()> {
     let row = TensorType::new(DType::F32, [2, 8]);
@@ -170,11 +178,12 @@ fn auxiliary_outputs_follow_the_state() -> Result<()> {
 
 /// The standalone update is what a cost model prices: for one f32 weight of 1024 elements
 /// on 4 devices it reads the weight, gradient and both moments and writes the three new
-/// state tensors (after fusion the moments, the step, the counts of the new values and
-/// the selects are one pass), and the gradient's own finiteness count, which shares no
-/// producer with that pass, reads the gradient once more, and so does the global norm's
-/// sum of squares: 9 × 4 KiB, plus a few scalars (loss, step, counts, the schedule's and
-/// the norm's); the verdict and the norm are agreed with one all-reduce of an `f32[]` each.
+/// state tensors (after fusion the moments, the step and the selects are one pass), and the
+/// global norm's sum of squares reads the gradient once more: 8 × 4 KiB, plus a few scalars
+/// (loss, step, the schedule's and the norm's). The norm is the verdict too, so one
+/// all-reduce of an `f32[]` agrees both. Until 2026-12-05 the update's new values were
+/// counted for finiteness as well, which read all three again (and, in XLA, kept them
+/// beside the old state until the count was done).
 #[test]
 fn the_standalone_update_reads_the_state_once_and_writes_it_once() -> Result<()> {
     let axis = Axis {
@@ -201,11 +210,11 @@ fn the_standalone_update_reads_the_state_once_and_writes_it_once() -> Result<()>
         ]
     );
     let c = crate::cost::of(&f)?;
-    let state = 9 * 4096;
+    let state = 8 * 4096;
     let scalars = c.hbm_bytes.total() - state;
     assert!(scalars <= 96, "{} bytes beyond the state's", scalars);
-    // 2·(n−1)/n of 4 bytes, rounded down: 6, twice.
-    assert_eq!(c.collective(crate::cost::Collective::AllReduce).total(), 12);
+    // 2·(n−1)/n of 4 bytes, rounded down: 6, once.
+    assert_eq!(c.collective(crate::cost::Collective::AllReduce).total(), 6);
     assert!(
         Adam {
             lr: -1.0,

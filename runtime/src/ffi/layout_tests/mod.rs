@@ -308,6 +308,10 @@ layout_table! {
         args PJRT_Buffer_IsDeleted_Args => [PJRT_Buffer_IsDeleted_Args] {
             struct_size, extension_start, buffer, is_deleted,
         }
+        args PJRT_Executable_OptimizedProgram_Args
+            => [PJRT_Executable_OptimizedProgram_Args] {
+            struct_size, extension_start, executable, program,
+        }
         args PJRT_Executable_Serialize_Args => [PJRT_Executable_Serialize_Args] {
             struct_size, extension_start, executable, serialized_bytes, serialized_bytes_size,
             serialized_executable, serialized_executable_deleter,

@@ -1,0 +1,369 @@
+//! `compile-report`: where a training step's compile time goes. It lowers the step `train`
+//! would run (the model's config, the schedule, the precision, Adam), times the lowering and
+//! XLA's compile (no compile cache), and reads back the program XLA optimized
+//! ([`OptimizedModule`]): instructions by opcode outside and inside fusions, and every loop
+//! body with the instructions it holds. A slow compile is a big program, and this says which
+//! part of it is big.
+//!
+//! Figures for reading, never asserts; [`CompileReport`] is also written as JSON (`--json`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::Instant;
+
+use clap::Args;
+use serde::Serialize;
+use stackscan::fsdp::{Adam, training_program};
+use stackscan::plan::PlanOptions;
+use stackscan_runtime::hlo::{HloComputation, OptimizedModule, primitive};
+use stackscan_runtime::{Client, Mesh, Plugin, plugin};
+
+use crate::cli::args::{RuntimeArgs, ScheduleArgs};
+use crate::registry::ModelName;
+
+/// The flags of `compile-report`.
+#[derive(Clone, Debug, Args)]
+pub struct CompileReportArgs {
+    /// Model (default: the first of the command line's models).
+    #[arg(long, value_name = "NAME", value_parser = crate::cli::args::model_name)]
+    pub model: Option<ModelName>,
+    /// The model's config: a preset or a TOML/`config.json` file (default: the tiny preset,
+    /// what `train` compiles).
+    #[arg(long, value_name = "NAME|PATH")]
+    pub config: Option<String>,
+    /// Decoder layers (default: the config's).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub layers: Option<u16>,
+    /// Sequences per step over all devices (default: the config's per-device batch times the
+    /// devices).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub batch: Option<u32>,
+    /// Tokens per sequence (default: the config's).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub seq: Option<u32>,
+    /// Plugin and devices.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Schedule overrides of the model's attribute.
+    #[command(flatten)]
+    pub schedule: ScheduleArgs,
+    /// Rows of each table (opcodes, loop bodies).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u16).range(1..=10_000))]
+    pub top: u16,
+    /// Print the report as JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One loop of the optimized program.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoopBody {
+    /// The `while` instruction's name, with the names of the loops around it
+    /// (`while.12 > while.40`).
+    pub path: String,
+    /// Loops around it.
+    pub depth: usize,
+    /// Instructions of its body outside fusions, its own and those of the calls it makes
+    /// (nested loops not counted: they have rows of their own).
+    pub instructions: usize,
+    /// Instructions inside the fusions of its body.
+    pub fused: usize,
+}
+
+/// The report.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompileReport {
+    /// The model.
+    pub model: String,
+    /// The config as JSON.
+    pub config: serde_json::Value,
+    /// Devices of the mesh.
+    pub devices: usize,
+    /// The schedule and precision, as `plan` prints them.
+    pub options: String,
+    /// The plugin's platform and version.
+    pub platform: String,
+    /// Seconds to lower the step with Adam and emit its text.
+    pub lower_seconds: f64,
+    /// Bytes of the emitted StableHLO text.
+    pub stablehlo_bytes: usize,
+    /// Operations in it (lines naming a `stablehlo.` op).
+    pub stablehlo_ops: usize,
+    /// Seconds XLA took to compile it (no cache).
+    pub xla_compile_seconds: f64,
+    /// Compiled temp memory per device, bytes.
+    pub temp_bytes: i64,
+    /// Computations of the optimized module.
+    pub computations: usize,
+    /// Instructions outside fused computations.
+    pub instructions: usize,
+    /// Instructions inside them.
+    pub fused_instructions: usize,
+    /// Instructions by opcode outside fused computations, most first.
+    pub by_opcode: Vec<(String, usize)>,
+    /// Instructions by opcode inside fused computations, most first.
+    pub fused_by_opcode: Vec<(String, usize)>,
+    /// Bytes the compiled collectives write per device, by opcode and element type: what
+    /// XLA gathers, scatters and exchanges after its own passes (the CPU plugin widens bf16
+    /// collectives to f32, an accelerator keeps them).
+    pub collective_bytes: Vec<(String, String, u64)>,
+    /// Every loop, biggest body first.
+    pub loops: Vec<LoopBody>,
+    /// Rows of the printed loop table.
+    #[serde(skip)]
+    pub top: usize,
+}
+
+/// What went wrong.
+#[derive(Debug)]
+pub enum CompileReportError {
+    /// The flags describe nothing that can be built.
+    Config(String),
+    /// Lowering failed.
+    Lower(stackscan::Error),
+    /// Loading the plugin, compiling or reading the optimized program failed.
+    Runtime(stackscan_runtime::Error),
+}
+
+impl fmt::Display for CompileReportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompileReportError::Config(why) => f.write_str(why),
+            CompileReportError::Lower(e) => e.fmt(f),
+            CompileReportError::Runtime(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for CompileReportError {}
+
+impl From<stackscan::Error> for CompileReportError {
+    fn from(e: stackscan::Error) -> Self {
+        CompileReportError::Lower(e)
+    }
+}
+
+impl From<stackscan_runtime::Error> for CompileReportError {
+    fn from(e: stackscan_runtime::Error) -> Self {
+        CompileReportError::Runtime(e)
+    }
+}
+
+/// Builds, compiles and measures the step the flags describe.
+pub fn run(args: &CompileReportArgs) -> Result<CompileReport, CompileReportError> {
+    let name = args.model.unwrap_or_else(crate::registry::default_model);
+    let devices = args.runtime.devices;
+    let mut c = crate::cli::args::shaped_config(
+        name,
+        args.config.as_deref(),
+        None,
+        args.batch,
+        args.seq,
+        devices,
+    )?;
+    if let Some(layers) = args.layers {
+        c = c.with_layers(usize::from(layers));
+    }
+    // The attribute's options with the config's precision; the flags over both.
+    let (model, declared) = c.build()?;
+    let options: PlanOptions = args.schedule.apply(declared);
+    model
+        .validate(devices)
+        .map_err(|e| CompileReportError::Config(format!("`{name}` on {devices} devices: {e}")))?;
+    let plugin = Plugin::load(plugin::resolve(&args.runtime.plugin)?)?;
+    let client = Client::for_devices(&plugin, devices)?;
+    let mesh = Mesh::new(&client, "fsdp", devices)?;
+    let started = Instant::now();
+    let program = training_program(&model, options, mesh.layout(), Adam::default(), 1)?.update;
+    let text = program.emit()?;
+    let lower_seconds = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let exe = client.compile_program(&program, &mesh)?;
+    let xla_compile_seconds = started.elapsed().as_secs_f64();
+    let temp_bytes = exe.memory_stats()?.temp;
+    let (format, bytes) = exe.optimized_program()?;
+    let module = OptimizedModule::parse(&format, &bytes)?;
+    let (outer, inner) = module.opcode_counts();
+    let top = usize::from(args.top);
+    Ok(CompileReport {
+        model: name.to_string(),
+        config: c.to_json(),
+        devices,
+        options: format!(
+            "prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}, precision={}",
+            options.prefetch_fsdp_weights,
+            options.defer_grad_reduce_scatter,
+            options.unroll,
+            options.precision
+        ),
+        platform: format!("{} {}", client.platform(), client.platform_version()),
+        lower_seconds,
+        stablehlo_bytes: text.len(),
+        stablehlo_ops: text.lines().filter(|l| l.contains("stablehlo.")).count(),
+        xla_compile_seconds,
+        temp_bytes,
+        computations: module.computations.len(),
+        instructions: outer.values().sum(),
+        fused_instructions: inner.values().sum(),
+        by_opcode: most_first(outer, top),
+        fused_by_opcode: most_first(inner, top),
+        collective_bytes: module
+            .collective_bytes()
+            .into_iter()
+            .map(|((kind, dtype), n)| (kind, primitive::name(dtype), n))
+            .collect(),
+        loops: loops(&module),
+        top,
+    })
+}
+
+/// The `top` largest counts, largest first (ties by name).
+fn most_first(counts: BTreeMap<String, usize>, top: usize) -> Vec<(String, usize)> {
+    let mut v: Vec<(String, usize)> = counts.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v.truncate(top);
+    v
+}
+
+/// Every `while` of the module reachable from the entry, with its body's size, biggest first.
+fn loops(module: &OptimizedModule) -> Vec<LoopBody> {
+    let by_id: BTreeMap<i64, &HloComputation> =
+        module.computations.iter().map(|c| (c.id, c)).collect();
+    let fused = module.fused_computations();
+    let mut out = Vec::new();
+    if let Some(entry) = module.computations.iter().find(|c| c.name == module.entry) {
+        walk(entry, "", 0, &by_id, &fused, &mut out);
+    }
+    out.sort_by(|a, b| {
+        (b.instructions + b.fused)
+            .cmp(&(a.instructions + a.fused))
+            .then_with(|| a.path.cmp(&b.path))
+    });
+    out
+}
+
+/// Records each loop `c` (and the calls it makes) runs, and the loops in their bodies.
+fn walk(
+    c: &HloComputation,
+    path: &str,
+    depth: usize,
+    by_id: &BTreeMap<i64, &HloComputation>,
+    fused: &BTreeSet<i64>,
+    out: &mut Vec<LoopBody>,
+) {
+    for i in &c.instructions {
+        let called = i.called.iter().filter_map(|id| by_id.get(id));
+        if i.opcode == "while" {
+            let here = if path.is_empty() {
+                i.name.clone()
+            } else {
+                format!("{path} > {}", i.name)
+            };
+            // A while calls its condition and its body; both run every trip.
+            let (mut own, mut inside) = (0, 0);
+            for body in called {
+                let (o, f) = size(body, by_id, fused);
+                own += o;
+                inside += f;
+                walk(body, &here, depth + 1, by_id, fused, out);
+            }
+            out.push(LoopBody {
+                path: here,
+                depth,
+                instructions: own,
+                fused: inside,
+            });
+        } else if i.opcode != "fusion" {
+            for callee in called {
+                walk(callee, path, depth, by_id, fused, out);
+            }
+        }
+    }
+}
+
+/// Instructions of `c` and of what it calls outside loops: `(outside fusions, inside them)`.
+fn size(
+    c: &HloComputation,
+    by_id: &BTreeMap<i64, &HloComputation>,
+    fused: &BTreeSet<i64>,
+) -> (usize, usize) {
+    let (mut own, mut inside) = (c.instructions.len(), 0);
+    for i in &c.instructions {
+        if i.opcode == "while" {
+            continue;
+        }
+        for callee in i.called.iter().filter_map(|id| by_id.get(id)) {
+            if fused.contains(&callee.id) {
+                let (o, f) = size(callee, by_id, fused);
+                inside += o + f;
+            } else {
+                let (o, f) = size(callee, by_id, fused);
+                own += o;
+                inside += f;
+            }
+        }
+    }
+    (own, inside)
+}
+
+impl fmt::Display for CompileReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} on {} devices ({}), {}",
+            self.model, self.devices, self.platform, self.options
+        )?;
+        writeln!(
+            f,
+            "lower + emit      {:>9.2} s   StableHLO {} bytes, {} ops",
+            self.lower_seconds, self.stablehlo_bytes, self.stablehlo_ops
+        )?;
+        writeln!(
+            f,
+            "XLA compile       {:>9.2} s   temp {:.1} MiB per device",
+            self.xla_compile_seconds,
+            self.temp_bytes as f64 / (1024.0 * 1024.0)
+        )?;
+        writeln!(
+            f,
+            "optimized module  {} computations, {} instructions + {} inside fusions, {} loops",
+            self.computations,
+            self.instructions,
+            self.fused_instructions,
+            self.loops.len()
+        )?;
+        for (kind, dtype, bytes) in &self.collective_bytes {
+            writeln!(
+                f,
+                "{kind:<18}{dtype:>5} {:>10.2} MiB written per device",
+                *bytes as f64 / (1024.0 * 1024.0)
+            )?;
+        }
+        writeln!(f, "\n{:<28}{:>10}{:>14}", "opcode", "count", "fused opcode")?;
+        let rows = self.by_opcode.len().max(self.fused_by_opcode.len());
+        for r in 0..rows {
+            let (a, n) = self
+                .by_opcode
+                .get(r)
+                .map_or(("", String::new()), |(o, n)| (o.as_str(), n.to_string()));
+            let (b, m) = self
+                .fused_by_opcode
+                .get(r)
+                .map_or(("", String::new()), |(o, n)| (o.as_str(), n.to_string()));
+            writeln!(f, "{a:<28}{n:>10}    {b:<24}{m:>8}")?;
+        }
+        writeln!(
+            f,
+            "\n{:<6}{:>14}{:>10}  loop (outermost first)",
+            "depth", "instructions", "fused"
+        )?;
+        for l in self.loops.iter().take(self.top) {
+            writeln!(
+                f,
+                "{:<6}{:>14}{:>10}  {}",
+                l.depth, l.instructions, l.fused, l.path
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,89 @@
+//! `compile-report` on the tiny Llama: its figures agree with what they are computed from
+//! (the emitted program, the optimized module's own counts), and a bad flag is a usage error.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+use clap::Parser;
+use stackscan::fsdp::{Adam, training_program};
+use stackscan_examples::cli::{Cli, Command};
+use stackscan_examples::compile_report::{self, CompileReportError};
+use stackscan_examples::registry::{ModelName, Preset};
+use stackscan_runtime::Mesh;
+use stackscan_runtime::testing as common;
+
+fn args(devices: &str, extra: &[&str]) -> compile_report::CompileReportArgs {
+    let mut argv = vec![
+        "stackscan",
+        "compile-report",
+        "--model",
+        "llama",
+        "--devices",
+        devices,
+    ];
+    argv.extend_from_slice(extra);
+    match Cli::try_parse_from(argv).unwrap().command {
+        Command::CompileReport(a) => a,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_report_counts_what_it_compiled() {
+    let report = compile_report::run(&args("2", &["--top", "10000"])).unwrap();
+    // The StableHLO figure is the text the trainer's program emits, built here on its own.
+    let llama: ModelName = "llama".parse().unwrap();
+    let (m, options) = llama.preset(Preset::Tiny).unwrap().build().unwrap();
+    let client = common::cpu_client(2);
+    let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
+    let text = training_program(&m, options, mesh.layout(), Adam::default(), 1)
+        .unwrap()
+        .update
+        .emit()
+        .unwrap();
+    assert_eq!(report.stablehlo_bytes, text.len());
+    // With every row kept, the opcode rows add up to the totals.
+    let sum = |rows: &[(String, usize)]| rows.iter().map(|(_, n)| n).sum::<usize>();
+    assert_eq!(sum(&report.by_opcode), report.instructions);
+    assert_eq!(sum(&report.fused_by_opcode), report.fused_instructions);
+    assert!(report.by_opcode.iter().any(|(op, _)| op == "while"));
+    // One row per `while` of the module, and no loop body holds more than the module.
+    let whiles = report
+        .by_opcode
+        .iter()
+        .find(|(op, _)| op == "while")
+        .map_or(0, |(_, n)| *n);
+    assert_eq!(report.loops.len(), whiles);
+    assert!(
+        report
+            .loops
+            .iter()
+            .all(|l| l.instructions <= report.instructions)
+    );
+    // FSDP on 2 devices gathers f32 weights and scatters f32 gradients.
+    for kind in ["all-gather", "reduce-scatter"] {
+        assert!(
+            report
+                .collective_bytes
+                .iter()
+                .any(|(k, t, n)| k == kind && t == "f32" && *n > 0),
+            "{kind}: {:?}",
+            report.collective_bytes
+        );
+    }
+    assert!(report.xla_compile_seconds > 0.0 && report.temp_bytes > 0);
+    let printed = report.to_string();
+    assert!(
+        printed.contains("XLA compile") && printed.contains("loop"),
+        "{printed}"
+    );
+}
+
+#[test]
+fn a_model_that_does_not_fit_is_a_usage_error() {
+    // The tiny Llama's shards do not split over 3 devices.
+    let err = compile_report::run(&args("3", &[]));
+    assert!(matches!(err, Err(CompileReportError::Config(_))), "{err:?}");
+}

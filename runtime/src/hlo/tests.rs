@@ -1,0 +1,162 @@
+//! The reader against modules encoded here by hand, field by field, as `hlo.proto` numbers
+//! them; the reader against a real plugin's output is tested in `tests/optimized_program.rs`.
+
+use super::*;
+
+/// A length-delimited field.
+fn msg(number: u32, body: &[u8]) -> Vec<u8> {
+    let mut out = key(number, 2);
+    out.extend(varint(body.len() as u64));
+    out.extend_from_slice(body);
+    out
+}
+
+fn key(number: u32, wire_type: u64) -> Vec<u8> {
+    varint((u64::from(number) << 3) | wire_type)
+}
+
+fn varint(mut v: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return out;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn int_field(number: u32, v: u64) -> Vec<u8> {
+    let mut out = key(number, 0);
+    out.extend(varint(v));
+    out
+}
+
+fn shape(element_type: u64, dims: &[u64]) -> Vec<u8> {
+    let mut body = int_field(2, element_type);
+    let packed: Vec<u8> = dims.iter().flat_map(|&d| varint(d)).collect();
+    body.extend(msg(3, &packed));
+    body
+}
+
+fn instruction(name: &str, opcode: &str, shape_body: &[u8], called: &[u64]) -> Vec<u8> {
+    let mut body = msg(1, name.as_bytes());
+    body.extend(msg(2, opcode.as_bytes()));
+    body.extend(msg(3, shape_body));
+    for &c in called {
+        body.extend(int_field(38, c));
+    }
+    body
+}
+
+fn computation(name: &str, id: u64, instructions: &[Vec<u8>]) -> Vec<u8> {
+    let mut body = msg(1, name.as_bytes());
+    for i in instructions {
+        body.extend(msg(2, i));
+    }
+    body.extend(int_field(5, id));
+    body
+}
+
+/// An entry with a parameter, a bf16 all-gather-start of 4 × 8, a fusion calling computation
+/// 2 and a while calling 3 and 4; computation 2 holds a multiply and an add.
+fn module() -> Vec<u8> {
+    let f32_8 = shape(11, &[8]);
+    let bf16_4x8 = shape(16, &[4, 8]);
+    let entry = computation(
+        "main",
+        1,
+        &[
+            instruction("p", "parameter", &f32_8, &[]),
+            instruction("ag", "all-gather-start", &bf16_4x8, &[]),
+            instruction("f", "fusion", &f32_8, &[2]),
+            instruction("w", "while", &f32_8, &[3, 4]),
+        ],
+    );
+    let fused = computation(
+        "fused",
+        2,
+        &[
+            instruction("m", "multiply", &f32_8, &[]),
+            instruction("a", "add", &f32_8, &[]),
+        ],
+    );
+    let body = computation("body", 3, &[instruction("g", "all-gather", &f32_8, &[])]);
+    let cond = computation(
+        "cond",
+        4,
+        &[instruction("c", "compare", &shape(1, &[]), &[])],
+    );
+    let mut out = msg(1, b"m");
+    out.extend(msg(2, b"main"));
+    for c in [entry, fused, body, cond] {
+        out.extend(msg(3, &c));
+    }
+    out
+}
+
+#[test]
+fn a_hand_encoded_module_reads_back() -> Result<()> {
+    let m = OptimizedModule::parse("hlo", &module())?;
+    assert_eq!((m.name.as_str(), m.entry.as_str()), ("m", "main"));
+    assert_eq!(m.computations.len(), 4);
+    assert_eq!(m.instructions().count(), 8);
+    let ag = &m.computations[0].instructions[1];
+    assert_eq!(ag.shape.element_type, primitive::BF16);
+    assert_eq!(ag.shape.dims, [4, 8]);
+    assert_eq!(ag.shape.bytes(), 64);
+    assert_eq!(m.computations[0].instructions[3].called, [3, 4]);
+    let (outer, inner) = m.opcode_counts();
+    assert_eq!(outer.get("fusion"), Some(&1));
+    assert_eq!(outer.get("multiply"), None);
+    assert_eq!(inner.get("multiply"), Some(&1));
+    assert_eq!(outer.values().sum::<usize>(), 6);
+    let gathers: Vec<&str> = m
+        .collectives("all-gather")
+        .map(|i| i.name.as_str())
+        .collect();
+    assert_eq!(gathers, ["ag", "g"]);
+    Ok(())
+}
+
+#[test]
+fn the_wrapped_format_and_bad_input() -> Result<()> {
+    let wrapped = msg(1, &module());
+    assert_eq!(
+        OptimizedModule::parse("hlo_with_config", &wrapped)?,
+        OptimizedModule::parse("hlo", &module())?
+    );
+    let named = |r: Result<OptimizedModule>| match r {
+        Err(Error::OptimizedProgram { format, .. }) => format,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(named(OptimizedModule::parse("mlir", &module())), "mlir");
+    let cut = &module()[..20];
+    assert_eq!(named(OptimizedModule::parse("hlo", cut)), "hlo");
+    assert_eq!(named(OptimizedModule::parse("hlo", &[])), "hlo");
+    Ok(())
+}
+
+#[test]
+fn shapes_size_their_elements() {
+    let tuple = HloShape {
+        element_type: primitive::TUPLE,
+        dims: vec![],
+        tuple: vec![
+            HloShape {
+                element_type: primitive::F32,
+                dims: vec![2, 3],
+                tuple: vec![],
+            },
+            HloShape {
+                element_type: primitive::BF16,
+                dims: vec![5],
+                tuple: vec![],
+            },
+        ],
+    };
+    assert_eq!(tuple.bytes(), 24 + 10);
+    assert_eq!(tuple.element_bytes(), None);
+}
