@@ -58,9 +58,12 @@ pub struct CompileReportArgs {
 /// One loop of the optimized program.
 #[derive(Clone, Debug, Serialize)]
 pub struct LoopBody {
-    /// The `while` instruction's name, with the names of the loops around it
-    /// (`while.12 > while.40`).
+    /// What the loop runs: stackscan's label of it ([`stackscan::fsdp::LOOP_LABEL`]) where
+    /// XLA kept one, else the `while` instruction's name, after the loops around it
+    /// (`backward blocks, 3 trips > backward gdn, layers 2–0, ping-pong`).
     pub path: String,
+    /// Trips per run, where XLA knew them.
+    pub trips: Option<u64>,
     /// Loops around it.
     pub depth: usize,
     /// Instructions of its body outside fusions, its own and those of the calls it makes
@@ -254,10 +257,13 @@ fn walk(
     for i in &c.instructions {
         let called = i.called.iter().filter_map(|id| by_id.get(id));
         if i.opcode == "while" {
+            let name = i
+                .attribute(stackscan::fsdp::LOOP_LABEL)
+                .map_or_else(|| i.name.clone(), str::to_owned);
             let here = if path.is_empty() {
-                i.name.clone()
+                name
             } else {
-                format!("{path} > {}", i.name)
+                format!("{path} > {name}")
             };
             // A while calls its condition and its body; both run every trip.
             let (mut own, mut inside) = (0, 0);
@@ -269,6 +275,7 @@ fn walk(
             }
             out.push(LoopBody {
                 path: here,
+                trips: i.known_trip_count(),
                 depth,
                 instructions: own,
                 fused: inside,
@@ -354,14 +361,15 @@ impl fmt::Display for CompileReport {
         }
         writeln!(
             f,
-            "\n{:<6}{:>14}{:>10}  loop (outermost first)",
-            "depth", "instructions", "fused"
+            "\n{:<6}{:>6}{:>14}{:>10}  loop (outermost first)",
+            "depth", "trips", "instructions", "fused"
         )?;
         for l in self.loops.iter().take(self.top) {
+            let trips = l.trips.map_or_else(|| "?".to_owned(), |n| n.to_string());
             writeln!(
                 f,
-                "{:<6}{:>14}{:>10}  {}",
-                l.depth, l.instructions, l.fused, l.path
+                "{:<6}{:>6}{:>14}{:>10}  {}",
+                l.depth, trips, l.instructions, l.fused, l.path
             )?;
         }
         Ok(())

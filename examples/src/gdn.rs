@@ -261,26 +261,31 @@ pub fn gdn_recurrent(
         gate_time_major(&p.g)?,
         gate_time_major(&p.beta)?,
     ];
-    let (_, ys) = scope.scan(&[s0], &xs, t as usize, false, |_, carry, x| {
-        let ([s], [q, k, v, g, beta]) = (carry, x) else {
-            return Err(Error::InvalidOp {
-                op: OP,
-                message: "the scan body got the wrong inputs".into(),
-            });
-        };
-        let alpha = g.exp()?;
-        let per_head = |x: &Tensor| x.broadcast_in_dim(&[h, dv], &[0]);
-        // u_t = β_t (v_t − α_t S_{t−1} k_t): the part of v_t the decayed state does not predict.
-        let predicted = batched_dot(s, k, 1, 2, 1)?.mul(&per_head(&alpha)?)?;
-        let u = v.sub(&predicted)?.mul(&per_head(beta)?)?;
-        let decayed = s.mul(&alpha.broadcast_in_dim(&state.dims, &[0])?)?;
-        let write = u
-            .broadcast_in_dim(&state.dims, &[0, 1])?
-            .mul(&k.broadcast_in_dim(&state.dims, &[0, 2])?)?;
-        let s = decayed.add(&write)?;
-        let o = batched_dot(&s, q, 1, 2, 1)?;
-        Ok((vec![s], vec![o]))
-    })?;
+    let label = [(
+        stackscan::fsdp::LOOP_LABEL,
+        "gdn recurrence, one step per token",
+    )];
+    let (_, ys) =
+        scope.scan_with_attributes(&[s0], &xs, t as usize, false, &label, |_, carry, x| {
+            let ([s], [q, k, v, g, beta]) = (carry, x) else {
+                return Err(Error::InvalidOp {
+                    op: OP,
+                    message: "the scan body got the wrong inputs".into(),
+                });
+            };
+            let alpha = g.exp()?;
+            let per_head = |x: &Tensor| x.broadcast_in_dim(&[h, dv], &[0]);
+            // u_t = β_t (v_t − α_t S_{t−1} k_t): the part of v_t the decayed state does not predict.
+            let predicted = batched_dot(s, k, 1, 2, 1)?.mul(&per_head(&alpha)?)?;
+            let u = v.sub(&predicted)?.mul(&per_head(beta)?)?;
+            let decayed = s.mul(&alpha.broadcast_in_dim(&state.dims, &[0])?)?;
+            let write = u
+                .broadcast_in_dim(&state.dims, &[0, 1])?
+                .mul(&k.broadcast_in_dim(&state.dims, &[0, 2])?)?;
+            let s = decayed.add(&write)?;
+            let o = batched_dot(&s, q, 1, 2, 1)?;
+            Ok((vec![s], vec![o]))
+        })?;
     let o = ys.into_iter().next().ok_or_else(|| Error::InvalidOp {
         op: OP,
         message: "the scan returned no output".into(),
@@ -411,19 +416,24 @@ pub fn gdn_chunked(
     let state = TensorType::new(dtype, [h, dv, dk]);
     let s0 = scope.full(0.0, state.clone())?;
     let xs = [u_free, w, attend, q_decayed, k_to_end, chunk_decay];
-    let (_, ys) = scope.scan(&[s0], &xs, n as usize, false, |_, carry, x| {
-        let ([s], [u_free, w, attend, q_decayed, k_to_end, chunk_decay]) = (carry, x) else {
-            return Err(Error::InvalidOp {
-                op: OP,
-                message: "the scan body got the wrong inputs".into(),
-            });
-        };
-        let u = u_free.sub(&batched_dot(w, s, 1, 2, 2)?)?;
-        let o = batched_dot(q_decayed, s, 1, 2, 2)?.add(&batched_dot(attend, &u, 1, 2, 1)?)?;
-        let carried = s.mul(&chunk_decay.broadcast_in_dim(&state.dims, &[0])?)?;
-        let s = carried.add(&batched_dot(&u, k_to_end, 1, 1, 1)?)?;
-        Ok((vec![s], vec![o]))
-    })?;
+    let label = [(
+        stackscan::fsdp::LOOP_LABEL,
+        "gdn chunks, one step per chunk",
+    )];
+    let (_, ys) =
+        scope.scan_with_attributes(&[s0], &xs, n as usize, false, &label, |_, carry, x| {
+            let ([s], [u_free, w, attend, q_decayed, k_to_end, chunk_decay]) = (carry, x) else {
+                return Err(Error::InvalidOp {
+                    op: OP,
+                    message: "the scan body got the wrong inputs".into(),
+                });
+            };
+            let u = u_free.sub(&batched_dot(w, s, 1, 2, 2)?)?;
+            let o = batched_dot(q_decayed, s, 1, 2, 2)?.add(&batched_dot(attend, &u, 1, 2, 1)?)?;
+            let carried = s.mul(&chunk_decay.broadcast_in_dim(&state.dims, &[0])?)?;
+            let s = carried.add(&batched_dot(&u, k_to_end, 1, 1, 1)?)?;
+            Ok((vec![s], vec![o]))
+        })?;
     let o = ys.into_iter().next().ok_or_else(|| Error::InvalidOp {
         op: OP,
         message: "the scan returned no output".into(),

@@ -234,9 +234,21 @@ pub(crate) fn vjp_scan(
         .filter(|&p| is_float(&params[p]))
         .collect();
     let n_fc = init.len() - float_consts.len();
+    // The reverse loop keeps the forward loop's attributes; its label says it is the VJP.
+    let labels: Vec<String> = attrs
+        .iter()
+        .map(|(k, v)| {
+            if k == crate::fsdp::LOOP_LABEL {
+                format!("vjp of {v}")
+            } else {
+                v.clone()
+            }
+        })
+        .collect();
     let attrs: Vec<(&str, &str)> = attrs
         .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .zip(&labels)
+        .map(|((k, _), v)| (k.as_str(), v.as_str()))
         .collect();
     let (final_carry, stacked) =
         s.scan_with_attributes(&init, &scanned, length, !reverse, &attrs, |bs, c, sl| {

@@ -112,7 +112,8 @@ pub fn accumulate(step: &TrainStep, micro_batches: usize) -> Result<TrainStep> {
         .iter()
         .map(|t| s.full(0.0, t.clone()))
         .collect::<Result<_>>()?;
-    let (sums, _) = s.scan(&zeros, &micro, k, false, |b, carry, x| {
+    let label = [(super::LOOP_LABEL, "micro-batches")];
+    let (sums, _) = s.scan_with_attributes(&zeros, &micro, k, false, &label, |b, carry, x| {
         let mut args = x.to_vec();
         args.extend(weights.iter().cloned());
         let out = b.inline(main, &args)?;

@@ -14,9 +14,35 @@ use super::state::Carry;
 /// Keeps XLA from folding a peeled single-trip loop into its surroundings.
 const KEEP_LOOP: (&str, &str) = ("skip-simplify-while-loops_trip-count-one", "true");
 
-/// Loops of one trip keep their loop (and so the same structure at every depth).
-fn keep_if_single(trips: usize) -> &'static [(&'static str, &'static str)] {
-    if trips == 1 { &[KEEP_LOOP] } else { &[] }
+/// The frontend attribute that names what a loop of a pass runs (`forward attn, layers 1–6,
+/// ping-pong`). XLA keeps frontend attributes through its passes, so a report on the optimized
+/// program (`stackscan compile-report`) can say which loop is which.
+pub const LOOP_LABEL: &str = "stackscan_loop";
+
+/// The attributes of a loop of `trips` trips labelled `label`: the label, and for one trip
+/// the mark that keeps its loop (and so the same structure at every depth).
+fn attributes(trips: usize, label: &str) -> Vec<(&str, &str)> {
+    let mut out = vec![(LOOP_LABEL, label)];
+    if trips == 1 {
+        out.push(KEEP_LOOP);
+    }
+    out
+}
+
+/// What a group's loop runs, for its [`LOOP_LABEL`]: `pass`, the kind's name, its layers and
+/// its loop form.
+fn group_label(pass: &str, g: &Group, kind: &str) -> String {
+    let layers = match (g.layers.first(), g.layers.last()) {
+        (Some(a), Some(b)) if a != b => format!("layers {a}–{b}"),
+        (Some(a), _) => format!("layer {a}"),
+        _ => "no layers".to_owned(),
+    };
+    let form = match g.form {
+        LoopForm::Simple { .. } => "simple",
+        LoopForm::PingPong { .. } => "ping-pong",
+        LoopForm::Peeled => "peeled",
+    };
+    format!("{pass} {kind}, {layers}, {form}")
 }
 
 /// The trip counter of the enclosing block loop, if any, and the layer offset per trip.
@@ -30,31 +56,42 @@ pub(super) struct Trip {
 pub(super) type StepFn<'a, C> = dyn Fn(&Group, Option<&Trip>, &Tensor, C) -> Result<C> + 'a;
 
 /// Runs a pass's segments in order: each group as its loop of `step`s, each block loop as a
-/// counted loop whose trip shifts the groups' layers.
+/// counted loop whose trip shifts the groups' layers. `pass` (`forward`, `backward`) and
+/// `kind` (a step's kind name by index) label the loops ([`LOOP_LABEL`]).
 pub(super) fn run_pass<C: Carry>(
     s: &Scope,
+    pass: &str,
+    kind: &dyn Fn(usize) -> String,
     segments: &[Segment],
     state: C,
     step: &StepFn<'_, C>,
 ) -> Result<C> {
+    let label = |g: &Group| group_label(pass, g, &kind(g.signature.run));
     let mut st = state;
     for seg in segments {
         st = match seg {
-            Segment::Group(g) => run_group(s, g.form, st, &|q, st| step(g, None, q, st))?,
+            Segment::Group(g) => {
+                run_group(s, g.form, &label(g), st, &|q, st| step(g, None, q, st))?
+            }
             Segment::Blocks {
                 trips,
                 stride,
                 groups,
-            } => counted_loop(s, *trips, st, |t, mut st| {
-                let trip = Trip {
-                    t: t.clone(),
-                    stride: *stride,
-                };
-                for g in groups {
-                    st = run_group(t.scope(), g.form, st, &|q, st| step(g, Some(&trip), q, st))?;
-                }
-                Ok(st)
-            })?,
+            } => {
+                let blocks = format!("{pass} blocks, {trips} trips");
+                counted_loop(s, *trips, &blocks, st, |t, mut st| {
+                    let trip = Trip {
+                        t: t.clone(),
+                        stride: *stride,
+                    };
+                    for g in groups {
+                        st = run_group(t.scope(), g.form, &label(g), st, &|q, st| {
+                            step(g, Some(&trip), q, st)
+                        })?;
+                    }
+                    Ok(st)
+                })?
+            }
         };
     }
     Ok(st)
@@ -65,6 +102,7 @@ pub(super) fn run_pass<C: Carry>(
 fn counted_loop<C: Carry>(
     s: &Scope,
     trips: usize,
+    label: &str,
     state: C,
     body: impl FnOnce(&Tensor, C) -> Result<C>,
 ) -> Result<C> {
@@ -76,7 +114,7 @@ fn counted_loop<C: Carry>(
         &[],
         trips,
         false,
-        keep_if_single(trips),
+        &attributes(trips, label),
         |bs, c, _| {
             let st = body(&c[0], C::unflatten(&c[1..], &layout))?;
             let mut next = vec![c[0].add(&bs.scalar(1.0, DType::I32)?)?];
@@ -93,20 +131,22 @@ fn counted_loop<C: Carry>(
 fn run_group<C: Carry>(
     s: &Scope,
     form: LoopForm,
+    label: &str,
     state: C,
     step: &dyn Fn(&Tensor, C) -> Result<C>,
 ) -> Result<C> {
     let (trips, per_trip, peel) = match form {
         LoopForm::Simple { trips } => (trips, 1, false),
         LoopForm::PingPong { trips, peel_first } => (trips, 2, peel_first),
-        LoopForm::Peeled => return peeled(s, state, step),
+        LoopForm::Peeled => return peeled(s, label, state, step),
     };
     let mut state = state;
     if peel {
-        state = counted_loop(s, 1, state, |i, st| step(i, st))?;
+        let first = format!("{label}, odd first step");
+        state = counted_loop(s, 1, &first, state, |i, st| step(i, st))?;
     }
     let first = i64::from(peel);
-    counted_loop(s, trips, state, |i, mut st| {
+    counted_loop(s, trips, label, state, |i, mut st| {
         let bs = i.scope();
         for j in 0..per_trip {
             let q = i
@@ -121,11 +161,16 @@ fn run_group<C: Carry>(
 /// A peeled step: its neighbours run other kinds, so the weights and gradient it takes and
 /// passes on have shapes unlike the ones it computes with. They enter as captured values and
 /// leave as the scanned outputs of a single-trip loop; only the fixed part is carried.
-fn peeled<C: Carry>(s: &Scope, state: C, step: &dyn Fn(&Tensor, C) -> Result<C>) -> Result<C> {
+fn peeled<C: Carry>(
+    s: &Scope,
+    label: &str,
+    state: C,
+    step: &dyn Fn(&Tensor, C) -> Result<C>,
+) -> Result<C> {
     let layout_in = state.layout();
     let mut layout_out = layout_in.clone();
     let (fixed, by_kind) = state.split();
-    let (out, ys) = single_trip(s, &fixed, |q, c| {
+    let (out, ys) = single_trip(s, label, &fixed, |q, c| {
         let st = step(q, C::join(c, &by_kind, &layout_in))?;
         layout_out = st.layout();
         Ok(st.split())
@@ -137,12 +182,14 @@ fn peeled<C: Carry>(s: &Scope, state: C, step: &dyn Fn(&Tensor, C) -> Result<C>)
 /// of another shape than the carry; those leave as the loop's scanned outputs.
 fn single_trip(
     s: &Scope,
+    label: &str,
     carry: &[Tensor],
     body: impl FnOnce(&Tensor, &[Tensor]) -> Result<(Vec<Tensor>, Vec<Tensor>)>,
 ) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
-    let (out, ys) = s.scan_with_attributes(carry, &[], 1, false, &[KEEP_LOOP], |bs, c, _| {
-        body(&bs.scalar(0.0, DType::I32)?, c)
-    })?;
+    let (out, ys) =
+        s.scan_with_attributes(carry, &[], 1, false, &attributes(1, label), |bs, c, _| {
+            body(&bs.scalar(0.0, DType::I32)?, c)
+        })?;
     let ys = ys
         .iter()
         .map(|y| y.reshape(&y.dims()[1..]))

@@ -54,6 +54,7 @@ mod training;
 pub use accumulate::accumulate;
 pub use forward::forward_step_on;
 pub use listing::NamedParam;
+pub use loops::LOOP_LABEL;
 pub use model::{
     Init, InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel, Update,
 };

@@ -47,9 +47,15 @@ impl Lowering<'_> {
             saved,
             aux: self.aux_zeros(s)?,
         };
-        let st = run_pass(s, &self.plan.forward.segments, st, &|g, trip, q, st| {
-            self.forward_step(g, q, trip, st, stacked)
-        })?;
+        let kind = |k: usize| self.model.kinds[k].name.clone();
+        let st = run_pass(
+            s,
+            "forward",
+            &kind,
+            &self.plan.forward.segments,
+            st,
+            &|g, trip, q, st| self.forward_step(g, q, trip, st, stacked),
+        )?;
         Ok((st.h, st.saved, st.aux))
     }
 
@@ -158,9 +164,15 @@ impl Lowering<'_> {
             pending: Vec::new(),
             grads,
         };
-        let st = run_pass(s, &pass.segments, st, &|g, trip, q, st| {
-            self.backward_step(g, q, trip, st, &stacked, saved)
-        })?;
+        let kind = |k: usize| self.model.kinds[k].name.clone();
+        let st = run_pass(
+            s,
+            "backward",
+            &kind,
+            &pass.segments,
+            st,
+            &|g, trip, q, st| self.backward_step(g, q, trip, st, &stacked, saved),
+        )?;
         let BwdState {
             dh,
             pending,

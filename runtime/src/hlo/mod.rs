@@ -14,6 +14,14 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 
+/// `HloInstructionProto.called_computation_ids`.
+const CALLED_COMPUTATION_IDS: u32 = 38;
+/// `HloInstructionProto.backend_config`.
+const BACKEND_CONFIG: u32 = 43;
+/// `HloInstructionProto.frontend_attributes` (a `FrontendAttributes`, whose field 1 is its
+/// map, each entry a message of key 1 and value 2).
+const FRONTEND_ATTRIBUTES: u32 = 68;
+
 /// One shape: an array's element type and dimensions, or a tuple of shapes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HloShape {
@@ -103,6 +111,32 @@ pub struct HloInstruction {
     /// The ids of the computations it calls (a fusion's, a loop's body and condition, a
     /// reduction's reducer).
     pub called: Vec<i64>,
+    /// Its frontend attributes (stackscan's loop labels, scheduling tags), in wire order.
+    pub frontend_attributes: Vec<(String, String)>,
+    /// Its backend configuration, a JSON text on the CPU and GPU compilers ("" when none).
+    pub backend_config: String,
+}
+
+impl HloInstruction {
+    /// The value of frontend attribute `key`.
+    pub fn attribute(&self, key: &str) -> Option<&str> {
+        self.frontend_attributes
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A loop's trip count, where XLA's analysis knew it (`known_trip_count` in the backend
+    /// configuration it gives a `while`).
+    pub fn known_trip_count(&self) -> Option<u64> {
+        let key = "\"known_trip_count\":{\"n\":\"";
+        let at = self.backend_config.find(key)? + key.len();
+        let digits: String = self.backend_config[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    }
 }
 
 /// One computation.
@@ -160,11 +194,20 @@ impl OptimizedModule {
                     Some(s) => HloShape::parse(s)?,
                     None => HloShape::default(),
                 };
+                let mut frontend_attributes = Vec::new();
+                for attrs in wire::messages(&inf, FRONTEND_ATTRIBUTES) {
+                    for entry in wire::messages(&wire::fields(attrs)?, 1) {
+                        let e = wire::fields(entry)?;
+                        frontend_attributes.push((wire::string(&e, 1)?, wire::string(&e, 2)?));
+                    }
+                }
                 instructions.push(HloInstruction {
                     name: wire::string(&inf, 1)?,
                     opcode: wire::string(&inf, 2)?,
                     shape,
-                    called: wire::repeated_ints(&inf, 38)?,
+                    called: wire::repeated_ints(&inf, CALLED_COMPUTATION_IDS)?,
+                    frontend_attributes,
+                    backend_config: wire::string(&inf, BACKEND_CONFIG)?,
                 });
             }
             computations.push(HloComputation {

@@ -51,6 +51,16 @@ fn instruction(name: &str, opcode: &str, shape_body: &[u8], called: &[u64]) -> V
     body
 }
 
+/// `instruction` with a frontend attribute and a backend configuration.
+fn annotated(base: Vec<u8>, key: &str, value: &str, backend: &str) -> Vec<u8> {
+    let mut entry = msg(1, key.as_bytes());
+    entry.extend(msg(2, value.as_bytes()));
+    let mut out = base;
+    out.extend(msg(68, &msg(1, &entry)));
+    out.extend(msg(43, backend.as_bytes()));
+    out
+}
+
 fn computation(name: &str, id: u64, instructions: &[Vec<u8>]) -> Vec<u8> {
     let mut body = msg(1, name.as_bytes());
     for i in instructions {
@@ -72,7 +82,12 @@ fn module() -> Vec<u8> {
             instruction("p", "parameter", &f32_8, &[]),
             instruction("ag", "all-gather-start", &bf16_4x8, &[]),
             instruction("f", "fusion", &f32_8, &[2]),
-            instruction("w", "while", &f32_8, &[3, 4]),
+            annotated(
+                instruction("w", "while", &f32_8, &[3, 4]),
+                "stackscan_loop",
+                "forward mlp",
+                r#"{"known_trip_count":{"n":"7"},"known_init_step":{"init":"0"}}"#,
+            ),
         ],
     );
     let fused = computation(
@@ -107,7 +122,12 @@ fn a_hand_encoded_module_reads_back() -> Result<()> {
     assert_eq!(ag.shape.element_type, primitive::BF16);
     assert_eq!(ag.shape.dims, [4, 8]);
     assert_eq!(ag.shape.bytes(), 64);
-    assert_eq!(m.computations[0].instructions[3].called, [3, 4]);
+    let w = &m.computations[0].instructions[3];
+    assert_eq!(w.called, [3, 4]);
+    assert_eq!(w.attribute("stackscan_loop"), Some("forward mlp"));
+    assert_eq!(w.attribute("other"), None);
+    assert_eq!(w.known_trip_count(), Some(7));
+    assert_eq!(m.computations[0].instructions[0].known_trip_count(), None);
     let (outer, inner) = m.opcode_counts();
     assert_eq!(outer.get("fusion"), Some(&1));
     assert_eq!(outer.get("multiply"), None);
