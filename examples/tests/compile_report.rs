@@ -87,3 +87,36 @@ fn a_model_that_does_not_fit_is_a_usage_error() {
     let err = compile_report::run(&args("3", &[]));
     assert!(matches!(err, Err(CompileReportError::Config(_))), "{err:?}");
 }
+
+/// `--phases` splits XLA's compile from the compiler's own timing lines, read from a second
+/// run of the command in a child process.
+#[test]
+fn phases_split_the_compile_into_passes_and_backend() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stackscan"))
+        .args([
+            "compile-report",
+            "--model",
+            "llama",
+            "--devices",
+            "2",
+            "--phases",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let phases = &report["phases"];
+    let passes = phases["hlo_pass_seconds"].as_f64().unwrap();
+    let backend = phases["backend_seconds"].as_f64().unwrap();
+    assert!(passes > 0.0 && backend > 0.0, "{phases}");
+    let named = phases["passes"].as_array().unwrap();
+    assert!(
+        named.iter().any(|p| p[0] == "fusion"),
+        "XLA's fusion pass is among the slowest: {phases}"
+    );
+}

@@ -156,10 +156,16 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Bench(a) => bench::run(a, out),
         Command::Calibrate(a) => calibrate::run(a, out),
         Command::CompileReport(a) => {
-            let report = crate::compile_report::run(a).map_err(|e| match e {
+            let usage = |e| match e {
                 crate::compile_report::CompileReportError::Config(why) => CliError::Usage(why),
                 other => CliError::failed(other),
-            })?;
+            };
+            let mut report = crate::compile_report::run(a).map_err(usage)?;
+            if a.phases {
+                let exe = std::env::current_exe()?;
+                let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
+                report = crate::compile_report::with_phases(report, &exe, &argv).map_err(usage)?;
+            }
             if a.json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
             } else {

@@ -7,6 +7,10 @@
 //!
 //! Figures for reading, never asserts; [`CompileReport`] is also written as JSON (`--json`).
 
+mod phases;
+
+pub use phases::{LOG_ENV, Phases};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Instant;
@@ -53,6 +57,11 @@ pub struct CompileReportArgs {
     /// Print the report as JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Also split XLA's compile time into HLO passes and the backend (code generation and
+    /// LLVM), from the compiler's own timing lines: the report runs once more in a child
+    /// process that turns them on (twice the compile time).
+    #[arg(long)]
+    pub phases: bool,
 }
 
 /// One loop of the optimized program.
@@ -112,6 +121,9 @@ pub struct CompileReport {
     pub collective_bytes: Vec<(String, String, u64)>,
     /// Every loop, biggest body first.
     pub loops: Vec<LoopBody>,
+    /// XLA's compile time by phase (`--phases`), from a second compile in a child process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Phases>,
     /// Rows of the printed loop table.
     #[serde(skip)]
     pub top: usize,
@@ -216,8 +228,46 @@ pub fn run(args: &CompileReportArgs) -> Result<CompileReport, CompileReportError
             .map(|((kind, dtype), n)| (kind, primitive::name(dtype), n))
             .collect(),
         loops: loops(&module),
+        phases: None,
         top,
     })
+}
+
+/// `report` with [`Phases`]: runs `exe` (this program) with `argv` (the command line that
+/// asked for `--phases`, without it) and `--json` (once), under [`LOG_ENV`], and reads the phase
+/// timings from its standard error. The child compiles the same program; its own figures are
+/// not used, only its log.
+pub fn with_phases(
+    mut report: CompileReport,
+    exe: &std::path::Path,
+    argv: &[std::ffi::OsString],
+) -> Result<CompileReport, CompileReportError> {
+    let mut child = std::process::Command::new(exe);
+    child
+        .args(argv.iter().filter(|a| *a != "--phases" && *a != "--json"))
+        .arg("--json");
+    for (k, v) in LOG_ENV {
+        child.env(k, v);
+    }
+    let out = child
+        .output()
+        .map_err(|e| CompileReportError::Config(format!("cannot run {}: {e}", exe.display())))?;
+    let log = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        let last = log.lines().last().unwrap_or("").to_owned();
+        return Err(CompileReportError::Config(format!(
+            "the timing run failed ({}): {last}",
+            out.status
+        )));
+    }
+    report.phases = phases::parse(&log, report.top.min(8));
+    if report.phases.is_none() {
+        return Err(CompileReportError::Config(
+            "the plugin logged no compile timings (`--phases` reads XLA's own timing lines)"
+                .to_owned(),
+        ));
+    }
+    Ok(report)
 }
 
 /// The `top` largest counts, largest first (ties by name).
@@ -331,6 +381,20 @@ impl fmt::Display for CompileReport {
             self.xla_compile_seconds,
             self.temp_bytes as f64 / (1024.0 * 1024.0)
         )?;
+        if let Some(p) = &self.phases {
+            let passes: Vec<String> = p
+                .passes
+                .iter()
+                .map(|(name, s)| format!("{name} {s:.2} s"))
+                .collect();
+            writeln!(
+                f,
+                "  of which        {:>9.2} s HLO passes ({}), {:.2} s backend (code generation, LLVM)",
+                p.hlo_pass_seconds,
+                passes.join(", "),
+                p.backend_seconds
+            )?;
+        }
         writeln!(
             f,
             "optimized module  {} computations, {} instructions + {} inside fusions, {} loops",
