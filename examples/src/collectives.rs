@@ -57,7 +57,7 @@ pub fn run(args: &RuntimeArgs, out: &mut dyn Write) -> Result<bool, Box<dyn std:
         "plugin {} (PJRT API {major}.{minor})",
         plugin.path().display()
     )?;
-    let client = Client::for_devices(&plugin, args.devices)?;
+    let client = Client::for_devices_with(&plugin, args.devices, args.accelerator())?;
     let mesh = Mesh::new(&client, "fsdp", args.devices)?;
     let n = mesh.size();
     writeln!(

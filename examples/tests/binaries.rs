@@ -614,7 +614,18 @@ fn the_cuda_plugin_fails_only_for_want_of_a_gpu() {
     }
     let out = run(
         "train",
-        &["--plugin", "cuda", "--devices", "1", "--steps", "1"],
+        &[
+            "--plugin",
+            "cuda",
+            "--devices",
+            "1",
+            "--steps",
+            "1",
+            "--gpu-memory-fraction",
+            "0.5",
+            "--gpu-preallocate",
+            "false",
+        ],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");

@@ -52,7 +52,7 @@ pub use element::Element;
 pub use error::{Error, ErrorCode, Result};
 pub use mesh::{Mesh, ProgramForm};
 pub use pjrt::{
-    Buffer, CacheOutcome, Client, ClientOptions, CompiledMemoryStats, Completion, Device,
-    Executable, Launched, MAX_CPU_DEVICES, Plugin,
+    AcceleratorOptions, Buffer, CacheOutcome, Client, ClientOptions, CompiledMemoryStats,
+    Completion, Device, Executable, Launched, MAX_CPU_DEVICES, Plugin,
 };
 pub use stackscan::{DType, TensorType};

@@ -10,7 +10,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use stackscan_runtime::{Client, ClientOptions, CompileOptions, Error, Plugin, plugin};
+use stackscan_runtime::{
+    AcceleratorOptions, Client, ClientOptions, CompileOptions, Error, Plugin, plugin,
+};
 
 /// Runs the ignored test `name` of this binary in a child process and requires it to pass.
 fn run_child(name: &str) {
@@ -308,5 +310,31 @@ fn child_cuda_without_gpu() {
     assert!(
         refused.to_string().contains("cpu_device_count"),
         "{refused}"
+    );
+    // The options stackscan gives the CUDA plugin itself (visible devices, an integer list;
+    // the memory share, a float; preallocation, a bool) are all accepted by name and type:
+    // the plugin still fails only for want of a GPU, as it does for an option it does not
+    // know.
+    let accelerator = AcceleratorOptions {
+        memory_fraction: Some(0.5),
+        preallocate: Some(false),
+    };
+    let err = Client::new(&plugin, &ClientOptions::cuda(2, accelerator)).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("GPU") && !message.contains("option"),
+        "{message}"
+    );
+    let err = Client::for_devices_with(&plugin, 1, accelerator).unwrap_err();
+    assert!(err.to_string().contains("GPU"), "{err}");
+    // A share outside (0, 1] is refused before the plugin sees it.
+    let bad = AcceleratorOptions {
+        memory_fraction: Some(1.5),
+        preallocate: None,
+    };
+    let err = Client::new(&plugin, &ClientOptions::cuda(1, bad)).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidOption { name, .. } if name == "memory_fraction"),
+        "{err:?}"
     );
 }

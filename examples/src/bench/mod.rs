@@ -122,6 +122,12 @@ pub struct BenchArgs {
     /// PJRT plugin: `cpu`, `cpu-0.115`, `cuda`, `tpu`, or a path to a plugin library.
     #[arg(long, default_value = "cpu")]
     pub plugin: String,
+    /// On the CUDA plugin: the share of each GPU's memory it may use, in (0, 1].
+    #[arg(long, value_name = "F", value_parser = crate::cli::args::memory_fraction)]
+    pub gpu_memory_fraction: Option<f32>,
+    /// On the CUDA plugin: whether that share is allocated when the client starts.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub gpu_preallocate: Option<bool>,
 }
 
 /// What went wrong.
@@ -358,7 +364,11 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
     let devices = usize::from(args.devices);
     let tags = !args.no_scheduling_tags;
     let plugin = Plugin::load(plugin::resolve(&args.plugin)?)?;
-    let client = Client::for_devices(&plugin, devices)?;
+    let accelerator = stackscan_runtime::AcceleratorOptions {
+        memory_fraction: args.gpu_memory_fraction,
+        preallocate: args.gpu_preallocate,
+    };
+    let client = Client::for_devices_with(&plugin, devices, accelerator)?;
     let mesh = Mesh::new(&client, "fsdp", devices)?;
     let axis = Axis {
         name: "fsdp".into(),

@@ -6,7 +6,7 @@
 use clap::Args;
 use stackscan::Precision;
 use stackscan::plan::PlanOptions;
-use stackscan_runtime::MAX_CPU_DEVICES;
+use stackscan_runtime::{AcceleratorOptions, MAX_CPU_DEVICES};
 
 /// Where the programs run.
 #[derive(Clone, Debug, Args)]
@@ -20,6 +20,33 @@ pub struct RuntimeArgs {
     /// model's sharded dimensions must divide by it.
     #[arg(long, default_value_t = 4, value_parser = device_count, value_name = "N", allow_negative_numbers = true)]
     pub devices: usize,
+    /// On the CUDA plugin: the share of each GPU's memory it may use, in (0, 1] (its
+    /// `memory_fraction`; default: the plugin's, 0.75).
+    #[arg(long, value_name = "F", value_parser = memory_fraction)]
+    pub gpu_memory_fraction: Option<f32>,
+    /// On the CUDA plugin: whether that share is allocated when the client starts (its
+    /// `preallocate`; default: the plugin's, true).
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub gpu_preallocate: Option<bool>,
+}
+
+impl RuntimeArgs {
+    /// The accelerator memory options these flags ask for.
+    pub fn accelerator(&self) -> AcceleratorOptions {
+        AcceleratorOptions {
+            memory_fraction: self.gpu_memory_fraction,
+            preallocate: self.gpu_preallocate,
+        }
+    }
+}
+
+/// A share of device memory: a number in (0, 1].
+pub fn memory_fraction(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        Ok(_) => Err("expected a share of memory in (0, 1]".to_owned()),
+        Err(e) => Err(format!("not a number: {e}")),
+    }
 }
 
 /// Schedule flags: each overrides one option of the model's `#[layer_stack]` attribute.
@@ -185,6 +212,10 @@ mod tests {
         assert_eq!(learning_rate("3e-3"), Ok(3e-3));
         for bad in ["0", "-1", "nan", "inf", "-inf", "x"] {
             assert!(learning_rate(bad).is_err(), "{bad}");
+        }
+        assert_eq!(memory_fraction("0.5"), Ok(0.5));
+        for bad in ["0", "1.5", "-0.1", "nan", "x"] {
+            assert!(memory_fraction(bad).is_err(), "{bad}");
         }
     }
 

@@ -116,7 +116,7 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
         None => None,
     };
     let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
-    let client = Client::for_devices(&plugin, devices)?;
+    let client = Client::for_devices_with(&plugin, devices, a.runtime.accelerator())?;
     let mesh = Mesh::for_layout(&client, &layout)?;
     let mut trainer = Trainer::new(&client, &mesh, &job.model, job.options, Adam::default(), 0)?;
     match (&checkpoint, &a.init_from, &map) {

@@ -372,7 +372,8 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
     let devices = a.runtime.devices;
     let cache = CompileCache::from_env().filter(|_| !a.no_compile_cache);
-    let client = Client::for_devices(&plugin, devices)?.with_compile_cache(cache);
+    let client = Client::for_devices_with(&plugin, devices, a.runtime.accelerator())?
+        .with_compile_cache(cache);
     let mesh = Mesh::for_layout(&client, &layout)?;
     writeln!(
         out,

@@ -186,7 +186,7 @@ pub fn run(args: &CompileReportArgs) -> Result<CompileReport, CompileReportError
         .validate(devices)
         .map_err(|e| CompileReportError::Config(format!("`{name}` on {devices} devices: {e}")))?;
     let plugin = Plugin::load(plugin::resolve(&args.runtime.plugin)?)?;
-    let client = Client::for_devices(&plugin, devices)?;
+    let client = Client::for_devices_with(&plugin, devices, args.runtime.accelerator())?;
     let mesh = Mesh::new(&client, "fsdp", devices)?;
     let started = Instant::now();
     let program = training_program(&model, options, mesh.layout(), Adam::default(), 1)?.update;

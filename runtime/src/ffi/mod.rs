@@ -100,21 +100,7 @@ pub const PJRT_Buffer_Type_BF16: PJRT_Buffer_Type = 13;
 
 pub const PJRT_NamedValue_kString: PJRT_NamedValue_Type = 0;
 pub const PJRT_NamedValue_kInt64: PJRT_NamedValue_Type = 1;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the header's value, checked by the layout test; no option uses it yet"
-    )
-)]
 pub const PJRT_NamedValue_kInt64List: PJRT_NamedValue_Type = 2;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the header's value, checked by the layout test; no option uses it yet"
-    )
-)]
 pub const PJRT_NamedValue_kFloat: PJRT_NamedValue_Type = 3;
 pub const PJRT_NamedValue_kBool: PJRT_NamedValue_Type = 4;
 

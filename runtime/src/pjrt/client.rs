@@ -20,6 +20,18 @@ use stackscan::TensorType;
 const CPU_DEVICE_COUNT: &str = "cpu_device_count";
 
 /// Whether the library at `path` is one of XLA's CPU plugins, by its file name.
+/// Whether `path` names an XLA CUDA plugin (`xla_cuda_plugin.so`, `pjrt_c_api_gpu_plugin.so`).
+fn is_cuda_library(path: &std::path::Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.contains("cuda") || n.contains("gpu"))
+}
+
+/// The CUDA plugin's create options stackscan sets.
+const VISIBLE_DEVICES: &str = "visible_devices";
+const MEMORY_FRACTION: &str = "memory_fraction";
+const PREALLOCATE: &str = "preallocate";
+
 fn is_cpu_library(path: &std::path::Path) -> bool {
     path.file_name()
         .and_then(|n| n.to_str())
@@ -40,8 +52,22 @@ pub struct ClientOptions {
 #[derive(Clone, Debug)]
 enum OptionValue {
     Int(i64),
+    IntList(Vec<i64>),
+    Float(f32),
     Bool(bool),
     Str(String),
+}
+
+/// What an accelerator client may be told beyond its device count: how much of each device's
+/// memory it takes up front. `None` leaves the plugin's default (the CUDA plugin preallocates
+/// 75 % of every visible GPU).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AcceleratorOptions {
+    /// The share of each device's memory the allocator may use, in (0, 1]
+    /// (`memory_fraction`).
+    pub memory_fraction: Option<f32>,
+    /// Whether that share is allocated when the client starts (`preallocate`).
+    pub preallocate: Option<bool>,
 }
 
 impl ClientOptions {
@@ -50,11 +76,40 @@ impl ClientOptions {
         ClientOptions::default().int(CPU_DEVICE_COUNT, i64::try_from(devices).unwrap_or(i64::MAX))
     }
 
+    /// Options for XLA's CUDA plugin: only the first `devices` GPUs visible
+    /// (`visible_devices`, so the others are neither claimed nor preallocated), and the
+    /// memory options given.
+    pub fn cuda(devices: usize, accelerator: AcceleratorOptions) -> Self {
+        let ids = (0..i64::try_from(devices).unwrap_or(i64::MAX)).collect();
+        ClientOptions::default()
+            .int_list(VISIBLE_DEVICES, ids)
+            .with_memory(accelerator)
+    }
+
+    /// These options with `accelerator`'s memory options added.
+    fn with_memory(mut self, accelerator: AcceleratorOptions) -> Self {
+        if let Some(f) = accelerator.memory_fraction {
+            self = self.float(MEMORY_FRACTION, f);
+        }
+        if let Some(p) = accelerator.preallocate {
+            self = self.bool(PREALLOCATE, p);
+        }
+        self
+    }
+
     /// Rejects values known to crash or cripple a plugin before they reach it: newer CPU
     /// plugins abort the process on a negative `cpu_device_count`, and both read it as a
     /// 32-bit count, so 2^31 gives a client with no devices and 2^32 + 2 one with two.
     fn validate(&self) -> Result<()> {
         for (name, value) in &self.values {
+            if name == MEMORY_FRACTION
+                && !matches!(value, OptionValue::Float(f) if *f > 0.0 && *f <= 1.0)
+            {
+                return Err(Error::InvalidOption {
+                    name: name.clone(),
+                    reason: format!("expected a share of memory in (0, 1], got {value:?}"),
+                });
+            }
             if name == CPU_DEVICE_COUNT
                 && !matches!(value, OptionValue::Int(n) if (1..=MAX_CPU_DEVICES).contains(n))
             {
@@ -84,6 +139,20 @@ impl ClientOptions {
     /// Adds an integer option.
     pub fn int(mut self, name: &str, value: i64) -> Self {
         self.values.push((name.to_owned(), OptionValue::Int(value)));
+        self
+    }
+
+    /// Adds a list-of-integers option.
+    pub fn int_list(mut self, name: &str, value: Vec<i64>) -> Self {
+        self.values
+            .push((name.to_owned(), OptionValue::IntList(value)));
+        self
+    }
+
+    /// Adds a floating-point option.
+    pub fn float(mut self, name: &str, value: f32) -> Self {
+        self.values
+            .push((name.to_owned(), OptionValue::Float(value)));
         self
     }
 
@@ -168,14 +237,29 @@ impl Client {
     ///
     /// - a CPU plugin exposes exactly `devices` virtual devices (`cpu_device_count`, the one
     ///   option XLA's CPU plugins take and the others refuse by name);
-    /// - an accelerator plugin (CUDA, TPU, another) keeps its own defaults, and must have at
-    ///   least `devices` devices ([`Error::DeviceCount`] says how many it has); meshes take
-    ///   the first `devices` ([`Mesh::new`](crate::Mesh::new)).
+    /// - the CUDA plugin sees only the first `devices` GPUs (`visible_devices`), so the others
+    ///   are neither claimed nor preallocated; it is first created without preallocation to
+    ///   count them, so too few is [`Error::DeviceCount`], not the plugin's own message;
+    /// - another accelerator plugin (TPU, …) keeps its own defaults, and must have at least
+    ///   `devices` devices ([`Error::DeviceCount`] says how many it has); meshes take the
+    ///   first `devices` ([`Mesh::new`](crate::Mesh::new)).
     ///
     /// A plugin is known to be a CPU one by its library's name (XLA's `xla_cpu_pjrt.so`,
-    /// `pjrt_c_api_cpu_plugin.so`); any other is first created with its defaults, and made
+    /// `pjrt_c_api_cpu_plugin.so`), a CUDA one likewise (`xla_cuda_plugin.so`,
+    /// `pjrt_c_api_gpu_plugin.so`); any other is first created with its defaults, and made
     /// again with the device count if it says its platform is `cpu`.
     pub fn for_devices(plugin: &Plugin, devices: usize) -> Result<Client> {
+        Client::for_devices_with(plugin, devices, AcceleratorOptions::default())
+    }
+
+    /// [`Client::for_devices`] with memory options for an accelerator (the CUDA plugin's
+    /// `memory_fraction` and `preallocate`; a CPU plugin has no such options and ignores
+    /// them).
+    pub fn for_devices_with(
+        plugin: &Plugin,
+        devices: usize,
+        accelerator: AcceleratorOptions,
+    ) -> Result<Client> {
         if devices == 0 {
             return Err(Error::DeviceCount {
                 requested: 0,
@@ -184,6 +268,18 @@ impl Client {
         }
         if is_cpu_library(plugin.path()) {
             return Client::new(plugin, &ClientOptions::cpu(devices));
+        }
+        if is_cuda_library(plugin.path()) {
+            let probe = Client::new(plugin, &ClientOptions::default().bool(PREALLOCATE, false))?;
+            let available = probe.devices().len();
+            drop(probe);
+            if available < devices {
+                return Err(Error::DeviceCount {
+                    requested: devices,
+                    available,
+                });
+            }
+            return Client::new(plugin, &ClientOptions::cuda(devices, accelerator));
         }
         let client = Client::new(plugin, &ClientOptions::default())?;
         if client.platform() == "cpu" && client.devices().len() != devices {
@@ -221,6 +317,15 @@ impl Client {
                     nv.type_ = ffi::PJRT_NamedValue_kInt64;
                     nv.value.int64_value = *v;
                 }
+                OptionValue::IntList(v) => {
+                    nv.type_ = ffi::PJRT_NamedValue_kInt64List;
+                    nv.value.int64_array_value = v.as_ptr();
+                    nv.value_size = v.len();
+                }
+                OptionValue::Float(v) => {
+                    nv.type_ = ffi::PJRT_NamedValue_kFloat;
+                    nv.value.float_value = *v;
+                }
                 OptionValue::Bool(v) => {
                     nv.type_ = ffi::PJRT_NamedValue_kBool;
                     nv.value.bool_value = *v;
@@ -237,8 +342,8 @@ impl Client {
         let mut a = args::<ffi::PJRT_Client_Create_Args>();
         a.create_options = named.as_ptr();
         a.num_options = named.len();
-        // SAFETY: `named`, the names and string values it points to outlive the call; no
-        // key-value callbacks are given (single process).
+        // SAFETY: `named`, the names and the string and list values it points to (owned by
+        // `options`) outlive the call; no key-value callbacks are given (single process).
         let err = unsafe { create(&mut a) };
         api.check("PJRT_Client_Create", err)?;
         let raw = a.client;

@@ -17,7 +17,7 @@ pub mod os;
 
 pub use api::Plugin;
 pub use buffer::Buffer;
-pub use client::{Client, ClientOptions, Device, MAX_CPU_DEVICES};
+pub use client::{AcceleratorOptions, Client, ClientOptions, Device, MAX_CPU_DEVICES};
 pub use completion::Completion;
 pub use executable::{CacheOutcome, CompiledMemoryStats, Executable, Launched};
 
