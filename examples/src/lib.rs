@@ -2,34 +2,21 @@
 
 pub mod bench;
 pub mod calibrate;
-pub mod causal_lm;
 pub mod cli;
 pub mod collectives;
 pub mod compile_report;
-pub mod configs;
-pub mod deepseek3;
-pub mod gated_attention;
-pub mod gdn;
-pub mod gdn_layer;
 pub mod hardware;
-pub mod hf_config;
-pub mod hf_weights;
-pub mod jobs;
-pub mod llama;
-pub mod llama_macro;
-pub mod llama_swa;
 pub mod metrics;
-pub mod mla;
-pub mod moe;
 pub mod plot;
 pub mod predict;
 pub mod progress;
-pub mod qwen35;
 pub mod reference;
-pub mod registry;
 pub mod timeline;
 pub mod tokenize;
-pub mod toy;
-pub mod weights;
 pub mod xla_preset;
-pub mod yarn;
+
+// The models live in their own crate; the tool's modules and its users reach them here too.
+pub use stackscan_models::{
+    causal_lm, configs, deepseek3, gated_attention, gdn, gdn_layer, hf_config, hf_weights, jobs,
+    llama, llama_macro, llama_swa, mla, moe, qwen35, registry, toy, weights, yarn,
+};

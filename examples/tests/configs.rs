@@ -8,7 +8,7 @@ use common::{fails, run, succeeds};
 
 #[test]
 fn every_command_that_takes_a_model_takes_one_config() {
-    let hf = |f: &str| format!("{}/configs/hf/{f}", env!("CARGO_MANIFEST_DIR"));
+    let hf = |f: &str| format!("{}/models/configs/hf/{f}", env!("CARGO_MANIFEST_DIR"));
     let dir = std::env::temp_dir().join(format!("stackscan-one-config-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     // Two Qwen3.5-35B-A3B blocks: everything but the depth from the published preset.

@@ -40,7 +40,7 @@ pub struct TrainArgs {
     #[arg(long, value_name = "NAME", value_parser = super::args::model_name)]
     pub model: Option<ModelName>,
     /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
-    /// `qwen35-35b-a3b`), a TOML file (fields as in `examples/configs/*.toml`; `extends =
+    /// `qwen35-35b-a3b`), a TOML file (fields as in `examples/models/configs/*.toml`; `extends =
     /// "<preset>"` names the base its missing fields come from, the tiny one by default; an
     /// unknown field is an error) or a Hugging Face `config.json` of the model.
     #[arg(long, value_name = "NAME|PATH")]

@@ -23,7 +23,7 @@
 //! expert counts are free.
 //!
 //! ```
-//! use stackscan_examples::hf_config::{HfModel, parse};
+//! use stackscan_models::hf_config::{HfModel, parse};
 //!
 //! let text = include_str!("../../configs/hf/deepseek-v3.json");
 //! let HfModel::DeepSeek3(c) = parse(text)? else { unreachable!() };

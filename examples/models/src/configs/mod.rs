@@ -1,5 +1,5 @@
 //! Model configs as data, loaded one way for every command that takes a model (`train`,
-//! `params`, `plan`, `timeline`): a preset kept in `examples/configs/` by name, a TOML file by
+//! `params`, `plan`, `timeline`): a preset kept in `examples/models/configs/` by name, a TOML file by
 //! path, or a Hugging Face `config.json` by path ([`crate::hf_config`]). [`load`] does it for
 //! one config type, [`ModelName::load`](crate::registry::ModelName::load) for a model named
 //! at run time.
@@ -12,9 +12,9 @@
 //! an error naming it, not a silently ignored line.
 //!
 //! ```
-//! use stackscan_examples::configs;
-//! use stackscan_examples::qwen35::Qwen35Config;
-//! use stackscan_examples::registry::ModelName;
+//! use stackscan_models::configs;
+//! use stackscan_models::qwen35::Qwen35Config;
+//! use stackscan_models::registry::ModelName;
 //!
 //! let c: Qwen35Config = configs::from_toml("extends = \"qwen35-35b-a3b\"\nlayers = 8", "inline")?;
 //! assert_eq!((c.layers, c.d_model, c.gdn.key_dim), (8, 2048, 128));

@@ -5,8 +5,8 @@
 //! and what the commands need to know of it.
 //!
 //! ```
-//! use stackscan_examples::llama_swa::SwaConfig;
-//! use stackscan_examples::registry::{ModelName, Preset};
+//! use stackscan_models::llama_swa::SwaConfig;
+//! use stackscan_models::registry::{ModelName, Preset};
 //!
 //! let swa: ModelName = "llama-swa".parse()?;
 //! let c = swa.preset(Preset::Tiny)?;

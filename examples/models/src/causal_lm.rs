@@ -6,7 +6,7 @@
 //!
 //! ```
 //! use stackscan::{DType, Scope, TensorType};
-//! use stackscan_examples::causal_lm::CausalLm;
+//! use stackscan_models::causal_lm::CausalLm;
 //!
 //! let s = Scope::new("lm");
 //! let (embed, norm, head) = (

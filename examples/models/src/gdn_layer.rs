@@ -20,7 +20,7 @@
 //! ```
 //! use stackscan::layer::Params;
 //! use stackscan::{DType, Module, Scope, Tensor, TensorType};
-//! use stackscan_examples::gdn_layer::{GatedDeltaNet, GdnConfig, GdnDims};
+//! use stackscan_models::gdn_layer::{GatedDeltaNet, GdnConfig, GdnDims};
 //!
 //! let c = GdnDims::new(128, 8, GdnConfig::tiny());
 //! let s = Scope::new("gdn_layer");

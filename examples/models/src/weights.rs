@@ -7,7 +7,7 @@
 //! use stackscan::Scope;
 //! use stackscan::fsdp::ParamSpec;
 //! use stackscan::{DType, TensorType};
-//! use stackscan_examples::weights::check_shapes;
+//! use stackscan_models::weights::check_shapes;
 //!
 //! let specs = [ParamSpec::replicated("gain", &[4], DType::F32)];
 //! let scope = Scope::new("norm");

@@ -6,8 +6,8 @@
 //! lowered by [`llama_macro::for_config`](crate::llama_macro::for_config).
 //!
 //! ```
-//! use stackscan_examples::llama::LlamaConfig;
-//! let (m, _) = stackscan_examples::llama_macro::for_config(&LlamaConfig::tiny())?;
+//! use stackscan_models::llama::LlamaConfig;
+//! let (m, _) = stackscan_models::llama_macro::for_config(&LlamaConfig::tiny())?;
 //! assert_eq!(m.stack.len(), 4);
 //! # Ok::<(), stackscan::Error>(())
 //! ```
@@ -20,7 +20,7 @@ use stackscan_runtime::rng::Rng;
 
 use crate::causal_lm::CausalLm;
 
-/// Sizes of a Llama-style model; data (`examples/configs/llama-*.toml`, [`LlamaConfig::load`]:
+/// Sizes of a Llama-style model; data (`examples/models/configs/llama-*.toml`, [`LlamaConfig::load`]:
 /// a file's missing fields are its base preset's, see [`crate::configs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -61,13 +61,13 @@ impl LlamaConfig {
     }
 
     /// The tiny config of the design (Llama-3-8B's structure at d 256, 4 layers).
-    /// Read from its preset file, `examples/configs/llama-tiny.toml`.
+    /// Read from its preset file, `examples/models/configs/llama-tiny.toml`.
     pub fn tiny() -> Self {
         crate::configs::built_in("tiny")
     }
 
     /// Llama-3-8B's published sizes (for plans and cost models; far too big to run here).
-    /// Read from its preset file, `examples/configs/llama3-8b.toml`.
+    /// Read from its preset file, `examples/models/configs/llama3-8b.toml`.
     pub fn llama3_8b() -> Self {
         crate::configs::built_in("llama3-8b")
     }

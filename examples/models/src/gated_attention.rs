@@ -14,7 +14,7 @@
 //! ```
 //! use stackscan::layer::Params;
 //! use stackscan::{DType, Module, Scope, Tensor, TensorType};
-//! use stackscan_examples::gated_attention::{AttentionConfig, GatedAttention, GatedAttentionDims};
+//! use stackscan_models::gated_attention::{AttentionConfig, GatedAttention, GatedAttentionDims};
 //!
 //! let c = GatedAttentionDims::new(128, 8, AttentionConfig::tiny());
 //! let s = Scope::new("attention");

@@ -6,8 +6,8 @@
 //!
 //! ```
 //! use stackscan::LayerStack;
-//! use stackscan_examples::llama::LlamaConfig;
-//! use stackscan_examples::llama_macro::{LlamaStack, model};
+//! use stackscan_models::llama::LlamaConfig;
+//! use stackscan_models::llama_macro::{LlamaStack, model};
 //!
 //! let m = model::<LlamaStack>(&LlamaConfig::tiny())?;
 //! assert_eq!(m.kinds[0].params[1].name, "attn.wq");

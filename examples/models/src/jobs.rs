@@ -4,7 +4,7 @@
 //! binaries do not each keep their own list.
 //!
 //! ```
-//! use stackscan_examples::jobs::{Job, ModelName, MoeFlags};
+//! use stackscan_models::jobs::{Job, ModelName, MoeFlags};
 //!
 //! let name: ModelName = "deepseek3".parse()?;
 //! let job = Job::tiny(name)?;

@@ -3,11 +3,11 @@
 //! the [`Moe`] FFN), and the whole model [`DeepSeek3`] — embedding, the stack, final norm,
 //! LM head and cross-entropy. [`DeepSeek3Config::tiny`] is the test and training config;
 //! [`DeepSeek3Config::deepseek3`] the published model's, for plans and cost models; both are
-//! data too (`examples/configs/deepseek3-tiny.toml`, `deepseek3.toml`, [`DeepSeek3Config::load`]).
+//! data too (`examples/models/configs/deepseek3-tiny.toml`, `deepseek3.toml`, [`DeepSeek3Config::load`]).
 //!
 //! ```
 //! use stackscan::LayerStack;
-//! use stackscan_examples::deepseek3::{DeepSeek3Config, DeepSeek3Stack, model};
+//! use stackscan_models::deepseek3::{DeepSeek3Config, DeepSeek3Stack, model};
 //!
 //! assert_eq!(
 //!     DeepSeek3Stack::plan_notation(&DeepSeek3Config::tiny())?.0,
@@ -53,7 +53,7 @@ use crate::llama::{MlpDims, SwiGlu};
 use crate::mla::{Mla, MlaConfig};
 use crate::moe::{ExpertMesh, Experts, Moe, MoeConfig, MoeDims, RouterConfig, RouterKind};
 
-/// Sizes of a DeepSeek-V3-style model; data (`examples/configs/deepseek3*.toml`,
+/// Sizes of a DeepSeek-V3-style model; data (`examples/models/configs/deepseek3*.toml`,
 /// [`DeepSeek3Config::load`]; a file's missing fields are its base preset's). The
 /// names follow the published `config.json` where one exists (`n_group` → `groups`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -121,7 +121,7 @@ impl DeepSeek3Config {
     /// tokens need, and a token beyond an expert's 20 is dropped (it keeps its residual and
     /// the shared expert). Tests that compare against an unsharded run use
     /// [`DeepSeek3Config::small`], whose capacity drops nothing.
-    /// Read from its preset file, `examples/configs/deepseek3-tiny.toml`.
+    /// Read from its preset file, `examples/models/configs/deepseek3-tiny.toml`.
     pub fn tiny() -> Self {
         crate::configs::built_in("tiny")
     }
@@ -167,7 +167,7 @@ impl DeepSeek3Config {
     }
 
     /// DeepSeek-V3 (671B) as published.
-    /// Read from its preset file, `examples/configs/deepseek3.toml`.
+    /// Read from its preset file, `examples/models/configs/deepseek3.toml`.
     pub fn deepseek3() -> Self {
         crate::configs::built_in("deepseek3")
     }

@@ -18,7 +18,7 @@
 //!
 //! ```
 //! use stackscan::{DType, Scope, TensorType};
-//! use stackscan_examples::gdn::{gdn_chunked, gdn_recurrent};
+//! use stackscan_models::gdn::{gdn_chunked, gdn_recurrent};
 //!
 //! let (t, h, dk, dv) = (8, 2, 4, 3);
 //! let s = Scope::new("gdn");

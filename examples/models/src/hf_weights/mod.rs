@@ -4,8 +4,8 @@
 //! ([`stackscan_runtime::hf`]); this module only knows the names and conventions.
 //!
 //! ```
-//! use stackscan_examples::hf_weights;
-//! use stackscan_examples::llama::LlamaConfig;
+//! use stackscan_models::hf_weights;
+//! use stackscan_models::llama::LlamaConfig;
 //!
 //! let map = hf_weights::llama::map(&LlamaConfig::tiny())?;
 //! let head = map.weights.iter().find(|w| w.name == "lm_head").unwrap();

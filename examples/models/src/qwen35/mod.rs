@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use stackscan::LayerStack;
-//! use stackscan_examples::qwen35::{Qwen35Config, Qwen35Stack, model};
+//! use stackscan_models::qwen35::{Qwen35Config, Qwen35Stack, model};
 //!
 //! let m = model::<Qwen35Stack>(&Qwen35Config::tiny())?;
 //! assert_eq!(m.kinds.len(), 2);
@@ -43,7 +43,7 @@ use crate::moe::{GatedMoe, MoeConfig, MoeDims, RouterConfig, RouterKind};
 /// RMSNorm epsilon of the layers' pre-norms and the final norm (`rms_norm_eps`).
 pub const NORM_EPS: f64 = 1e-6;
 
-/// Sizes of the hybrid model, data (`examples/configs/qwen35-*.toml`,
+/// Sizes of the hybrid model, data (`examples/models/configs/qwen35-*.toml`,
 /// [`Qwen35Config::load`]): the model's own sizes, the `[gdn]` and `[attention]` tables of
 /// the two mixers, and the MoE FFN's. A file's missing fields, in the tables too, are its
 /// base preset's ([`crate::configs`]).
@@ -149,7 +149,7 @@ impl Qwen35Config {
     /// shared expert of 32, vocab 512, seq 64. Capacity 2 × a balanced load (64 slots per
     /// expert for the 128 tokens of a device): the main job may drop a token of an expert
     /// that more than half the tokens choose.
-    /// Read from its preset file, `examples/configs/qwen35-tiny.toml`.
+    /// Read from its preset file, `examples/models/configs/qwen35-tiny.toml`.
     pub fn tiny() -> Self {
         crate::configs::built_in("tiny")
     }
@@ -160,7 +160,7 @@ impl Qwen35Config {
     /// the model arguments a public training framework publishes for the checkpoint (also
     /// 16 query / 2 key-value heads of 256, rotary on 25 %, base 10⁷, GDN 16 key / 32 value
     /// heads of 128, conv 4, one attention layer in four).
-    /// Read from its preset file, `examples/configs/qwen35-35b-a3b.toml`.
+    /// Read from its preset file, `examples/models/configs/qwen35-35b-a3b.toml`.
     pub fn qwen35_35b_a3b() -> Self {
         crate::configs::built_in("qwen35-35b-a3b")
     }

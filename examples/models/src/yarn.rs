@@ -10,7 +10,7 @@
 //! are equal).
 //!
 //! ```
-//! use stackscan_examples::yarn::Yarn;
+//! use stackscan_models::yarn::Yarn;
 //!
 //! let yarn = Yarn::deepseek3();
 //! let inv = yarn.inv_freq(10_000.0, 64);

@@ -5,7 +5,7 @@
 //!
 //! ```
 //! use stackscan::LayerStack;
-//! use stackscan_examples::toy::{Toy, ToyConfig, ToyRepeated, model};
+//! use stackscan_models::toy::{Toy, ToyConfig, ToyRepeated, model};
 //!
 //! let (forward, backward) = Toy::plan_notation(&ToyConfig::small())?;
 //! assert_eq!(forward, "[A0, A1] → [A2] → [B]");

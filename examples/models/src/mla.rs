@@ -11,7 +11,7 @@
 //! ```
 //! use stackscan::layer::Params;
 //! use stackscan::{DType, Module, Scope, Tensor, TensorType};
-//! use stackscan_examples::mla::{Mla, MlaConfig};
+//! use stackscan_models::mla::{Mla, MlaConfig};
 //! let c = MlaConfig::deepseek3_tiny();
 //! let s = Scope::new("mla");
 //! let w = <Mla<Tensor> as Module>::param_specs(&c)

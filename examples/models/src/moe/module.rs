@@ -14,7 +14,7 @@
 //!
 //! ```
 //! use stackscan::{DType, Module, Scope, TensorType};
-//! use stackscan_examples::moe::{ExpertMesh, Moe, MoeConfig, MoeDims, RouterConfig, RouterKind};
+//! use stackscan_models::moe::{ExpertMesh, Moe, MoeConfig, MoeDims, RouterConfig, RouterKind};
 //! let c = MoeDims {
 //!     d_model: 32,
 //!     expert_width: 16,

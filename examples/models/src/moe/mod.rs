@@ -14,7 +14,7 @@
 //!
 //! ```
 //! use stackscan::{DType, Scope, TensorType};
-//! use stackscan_examples::moe::{RouterConfig, RouterKind, route};
+//! use stackscan_models::moe::{RouterConfig, RouterKind, route};
 //! let s = Scope::new("router");
 //! let logits = s.param(TensorType::new(DType::F32, [64, 16]));
 //! let cfg = RouterConfig { experts: 16, top_k: 4, kind: RouterKind::Softmax };

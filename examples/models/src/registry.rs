@@ -6,7 +6,7 @@
 //! model and its `Architecture` impl) and one line in [`BUILT_IN`].
 //!
 //! ```
-//! use stackscan_examples::registry::{ModelName, Preset};
+//! use stackscan_models::registry::{ModelName, Preset};
 //!
 //! let name: ModelName = "deepseek3".parse()?;
 //! let c = name.preset(Preset::Tiny)?;
@@ -174,7 +174,7 @@ pub static BUILT_IN: &[ModelName] = &[
 ];
 
 /// The models the commands know in this process: those [`install`]ed (a user's command line,
-/// [`crate::cli::main_with`]), else [`BUILT_IN`].
+/// `stackscan_examples::cli::main_with`), else [`BUILT_IN`].
 pub fn models() -> &'static [ModelName] {
     INSTALLED.get().copied().unwrap_or(BUILT_IN)
 }

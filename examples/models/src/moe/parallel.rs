@@ -13,7 +13,7 @@
 //! are the same two exchanges reversed.
 //!
 //! ```
-//! use stackscan_examples::moe::ExpertMesh;
+//! use stackscan_models::moe::ExpertMesh;
 //! let em = ExpertMesh::new(8, 4, 16)?;
 //! assert_eq!((em.fsdp, em.expert), (2, 4));
 //! // Device (f, x) stores experts 2(4f + x) and 2(4f + x) + 1; rank 0 gathers experts
