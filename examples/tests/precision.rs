@@ -31,66 +31,54 @@ fn cost_of(model: ModelName, precision: Precision) -> Cost {
     cost::of(step_program(model, precision).main()).unwrap()
 }
 
-/// SHA-256 of the emitted f32 step of each tiny model, taken at the commit before the
-/// precision policy (054029d). A change here is a change of every f32 run's program: update
-/// a digest only for a change that means to alter it, and say so in its commit.
+/// SHA-256 of the emitted f32 step of each tiny model. First taken at the commit before the
+/// precision policy (054029d), so the policy provably left every f32 program alone; taken
+/// again on 2026-12-05 for three deliberate changes, each shown to keep the results within
+/// the project's tests: loop labels (frontend attributes, no computation), the deferred
+/// last gradient stored inside the backward pass's last loop rather than after it (the same
+/// reduce-scatter and update, `deferred_memory.rs`), and the Gated DeltaNet's chunk inverse
+/// by doubling rather than a triangular solve (`gdn.rs`: chunked against recurrent to 1e-12
+/// in f64). A change here is a change of every f32 run's program: update a digest only for a
+/// change that means to alter it, and say so in its commit.
 const F32_DIGESTS: [(&str, &str); 4] = [
     (
         "llama",
-        "b83c6a4e18ba4b7f78e9f252b9df4753a329ba261040ad5f80b2f07f09eb9b00",
+        "45653785da57742139922fe5e45cbfe0377cfac4be921db10ed3d87f039d8610",
     ),
     (
         "deepseek3",
-        "8bfd764b7fc74a34e5c97c95ec94d790aeae1a79ca967185963da769ddb9022d",
+        "f4be142c6fbcb0a7c1aeb95a1a508114c14dc2632f2aabb4ded325eb4551b2ef",
     ),
     (
         "qwen35",
-        "9b7f53de898905d2cc5327ca306e50d0ba456b1773cacb637aeaeba4f887d0bb",
+        "71475341820c6d0dc92c4993bc261c916b2b6ef4efd0c25d80cbf1961d058a66",
     ),
     (
         "llama-swa",
-        "27c876c17783753af588105e141b86fcfb6614a39a823b17292d7f9fe1fb1fce",
+        "8f3deb45777f03a2d2a9265fe44508dea21dd940bc92269d19cd980174fa28d6",
     ),
 ];
 
-/// `text` without the loop labels added after the digests were taken (2026-12-05,
-/// [`stackscan::fsdp::LOOP_LABEL`]): frontend attributes, which name loops for
-/// `compile-report` and change no computation. A label alone on an op takes its attribute
-/// dictionary with it.
-fn without_loop_labels(text: &str) -> String {
-    let key = format!("\"{}\" = \"", stackscan::fsdp::LOOP_LABEL);
-    let alone = " {mhlo.frontend_attributes = {";
-    let mut out = text.to_owned();
-    while let Some(at) = out.find(&key) {
-        let value = at + key.len();
-        let end = value + out[value..].find('"').unwrap() + 1;
-        if out[end..].starts_with(", ") {
-            out.replace_range(at..end + 2, "");
-        } else {
-            assert!(out[..at].ends_with(alone) && out[end..].starts_with("}}"));
-            out.replace_range(at - alone.len()..end + 2, "");
-        }
-    }
-    out
-}
-
 #[test]
-fn the_f32_step_is_the_program_of_before_the_policy() {
+fn the_f32_step_is_the_program_it_was() {
+    let mut changed = Vec::new();
     for (name, digest) in F32_DIGESTS {
         let model: ModelName = name.parse().unwrap();
-        let labelled = step_program(model, Precision::F32).emit().unwrap();
+        let text = step_program(model, Precision::F32).emit().unwrap();
         assert!(
-            labelled.contains(stackscan::fsdp::LOOP_LABEL),
+            text.contains(stackscan::fsdp::LOOP_LABEL),
             "{name}: no loop labels"
         );
-        let text = without_loop_labels(&labelled);
         let got: String = Sha256::digest(text.as_bytes())
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        assert_eq!(got, digest, "the f32 step of `{name}` changed");
+        if got != digest {
+            changed.push(format!("{name}: {got}"));
+        }
         assert!(!text.contains("bf16"), "{name}: an f32 step names bf16");
     }
+    assert!(changed.is_empty(), "the f32 step changed: {changed:?}");
     assert_eq!(
         BUILT_IN.len(),
         F32_DIGESTS.len(),

@@ -171,7 +171,12 @@ impl Lowering<'_> {
             &kind,
             &pass.segments,
             st,
-            &|g, trip, q, st| self.backward_step(g, q, trip, st, &stacked, saved),
+            &|g, trip, q, st| {
+                let last = pass
+                    .epilogue_scatter()
+                    .is_some_and(|layer| g.layers == [layer]);
+                self.backward_step(g, q, trip, st, &stacked, saved, last && trip.is_none())
+            },
         )?;
         let BwdState {
             dh,
@@ -179,7 +184,9 @@ impl Lowering<'_> {
             mut grads,
             ..
         } = st;
-        if let Some(layer) = pass.epilogue_scatter() {
+        if let Some(layer) = pass.epilogue_scatter()
+            && !pending.is_empty()
+        {
             // The last step carried its gradient out of the pass.
             let row = self.fixed_row(s, layer)?;
             let k = self.stack().kind_of(layer);
@@ -191,6 +198,10 @@ impl Lowering<'_> {
     /// One backward step at position `q` of group `g` (layers descending): scatter the
     /// gradient carried in, take this layer's weights and gather the next (lower) layer's,
     /// recompute the layer from its saved input and differentiate it.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the step's place, its state and the pass's tensors, as the forward step"
+    )]
     fn backward_step(
         &self,
         g: &Group,
@@ -199,13 +210,23 @@ impl Lowering<'_> {
         st: BwdState,
         stacked: &[Vec<Tensor>],
         saved: &[Tensor],
+        last: bool,
     ) -> Result<BwdState> {
         self.scheduling_group(q.scope(), || {
-            self.backward_step_ops(g, q, trip, st, stacked, saved)
+            self.backward_step_ops(g, q, trip, st, stacked, saved, last)
         })
     }
 
-    /// The ops of [`Self::backward_step`], built in its scheduling group.
+    /// The ops of [`Self::backward_step`], built in its scheduling group. `last`: this is
+    /// the pass's last step, alone in its (peeled) loop, whose gradient the plan defers past
+    /// the pass ([`crate::plan::Pass::epilogue_scatter`]); it is stored here, at the end of
+    /// that loop's body, rather than after the loop. Stored after the loop, its
+    /// dynamic-update-slice into the gradient stack had two readers (the optimizer's norm and
+    /// its update), and XLA duplicated it into each, so every stacked gradient was written
+    /// twice more at the end of the step: three whole stacks of temp for the 32-layer tiny
+    /// Llama (`examples/tests/deferred_memory.rs`). In the loop body it updates the carried
+    /// stack in place, and the loop's result has no producer left to duplicate.
+    #[allow(clippy::too_many_arguments, reason = "as `backward_step`")]
     fn backward_step_ops(
         &self,
         g: &Group,
@@ -214,6 +235,7 @@ impl Lowering<'_> {
         st: BwdState,
         stacked: &[Vec<Tensor>],
         saved: &[Tensor],
+        last: bool,
     ) -> Result<BwdState> {
         let s = q.scope().clone();
         let base = g.layers[0];
@@ -242,6 +264,10 @@ impl Lowering<'_> {
         let mut d = self.layer_vjp(k, x, w_now, dh)?;
         let dx = d.remove(0);
         let pending = match g.signature.own_grad {
+            OwnGradient::Deferred if last => {
+                self.store(k, &row, &d, &mut grads[k])?;
+                Vec::new()
+            }
             OwnGradient::Deferred => d,
             // A backward step always has a gradient; `Absent` describes forward steps.
             OwnGradient::Scattered | OwnGradient::Absent => {

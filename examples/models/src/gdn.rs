@@ -36,7 +36,7 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
-use stackscan::{DotDims, Error, Result, Tensor, TensorType, TriangularSolve};
+use stackscan::{DotDims, Error, Result, Tensor, TensorType};
 
 /// Added to `Σ x²` before the inverse square root of the L2 normalisation.
 const L2_EPS: f64 = 1e-6;
@@ -227,6 +227,23 @@ fn batched_dot(
     )
 }
 
+/// `(I + A)⁻¹` for `A` strictly lower triangular in its last two dimensions (`[…, c, c]`, two
+/// leading batch dimensions), `eye` the identity of its shape. `N = −A` is nilpotent
+/// (`N^c = 0`), so `(I − N)⁻¹ = I + N + … + N^{c−1} = (I + N)(I + N²)(I + N⁴)⋯`, with as
+/// many factors as doublings reach `c`: `2·⌈log₂ c⌉ − 2` products of `c × c` matrices, all
+/// exact in exact arithmetic (the chunked-vs-recurrent tests hold it to 1e-12 in f64).
+fn unit_lower_inverse(a: &Tensor, eye: &Tensor, chunk: usize) -> Result<Tensor> {
+    let mut power = a.neg()?;
+    let mut inverse = eye.add(&power)?;
+    let mut span = 2;
+    while span < chunk {
+        power = batched_dot(&power, &power, 2, 3, 2)?;
+        inverse = inverse.add(&batched_dot(&inverse, &power, 2, 3, 2)?)?;
+        span *= 2;
+    }
+    Ok(inverse)
+}
+
 /// The recurrence itself, one `scan` step per token; the reference the chunked form must
 /// match.
 ///
@@ -311,8 +328,12 @@ pub fn gdn_recurrent(
 /// so the rows `u_i` solve the unit lower-triangular system `(I + A) U = β ⊙ (V − e^γ ⊙ K S₀ᵀ)`
 /// with `A_ij = β_i Γ_ij k_iᵀ k_j` for `j < i`. The right-hand side is linear in `S₀`, so
 /// one solve per chunk, independent of the state, gives `Ũ = (I + A)⁻¹ (β ⊙ V)` and
-/// `W = (I + A)⁻¹ (β e^γ ⊙ K)` (the WY representation), and `U = Ũ − W S₀ᵀ`. All the solves
-/// run batched before the loop; the `scan` over chunks carries only `S` and does
+/// `W = (I + A)⁻¹ (β e^γ ⊙ K)` (the WY representation), and `U = Ũ − W S₀ᵀ`. The inverse
+/// is formed by doubling ([`unit_lower_inverse`]): a few batched matrix products, which
+/// every backend runs well and XLA compiles in a few kernels, where its triangular solve
+/// expands into a row-by-row program of ~400 instructions (and its gradient into two more),
+/// 16 % of the tiny Qwen3.5's compiled step. All of it runs batched before the loop; the
+/// `scan` over chunks carries only `S` and does
 ///
 /// ```text
 /// O     = (e^γ ⊙ Q) S₀ᵀ + (Γ ⊙ Q Kᵀ) U,
@@ -392,15 +413,10 @@ pub fn gdn_chunked(
         ],
         3,
     )?;
-    let solved = a.triangular_solve(
-        &rhs,
-        TriangularSolve {
-            left_side: true,
-            lower: true,
-            unit_diagonal: true,
-            transpose_a: false,
-        },
-    )?;
+    let eye = i
+        .eq(&j)?
+        .select(&scope.full(1.0, TensorType::new(dtype, pairs))?, &zeros)?;
+    let solved = batched_dot(&unit_lower_inverse(&a, &eye, chunk)?, &rhs, 2, 3, 2)?;
     let u_free = solved.slice_axis(3, 0, dv)?;
     let w = solved.slice_axis(3, dv, dv + dk)?;
     let attend = decay.mul(&batched_dot(&q, &k, 2, 3, 3)?)?;

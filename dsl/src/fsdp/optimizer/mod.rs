@@ -270,11 +270,24 @@ impl Adam {
             if sign_descent(j) {
                 continue;
             }
-            let squares = g.convert(DType::F32)?.square()?;
+            // `g · g` as one dot of the flattened gradient with itself: XLA's CPU compiler
+            // fuses no producer into a reduction, so `sum(g²)` wrote a whole `g²` to temp
+            // first, one gradient's worth per weight at the end of the step (three stacked
+            // gradients of the 32-layer tiny Llama; `examples/tests/deferred_memory.rs`).
+            let g32 = g.convert(DType::F32)?;
             let sq = if g.rank() == 0 {
-                squares
+                g32.square()?
             } else {
-                squares.sum_all()?
+                let all: Vec<usize> = (0..g32.rank()).collect();
+                g32.dot_general(
+                    &g32,
+                    crate::ir::DotDims {
+                        lhs_batch: vec![],
+                        rhs_batch: vec![],
+                        lhs_contract: all.clone(),
+                        rhs_contract: all,
+                    },
+                )?
             };
             if replicated.get(j).copied().unwrap_or(false) {
                 same = same.add(&sq)?;
