@@ -47,11 +47,16 @@ fn loops(f: &Function) -> Vec<&stackscan::ir::Node> {
         .collect()
 }
 
-/// Whether any node of `f` or of its regions is a `name` op.
-fn contains(f: &Function, name: &str) -> bool {
-    f.nodes
-        .iter()
-        .any(|n| n.op.name() == name || n.op.regions().into_iter().any(|r| contains(r, name)))
+/// Whether `f` runs the chunked delta rule: a loop over chunks, labelled as the GDN core
+/// labels it, at any depth.
+fn runs_gdn_chunks(f: &Function) -> bool {
+    f.nodes.iter().any(|n| {
+        let labelled = matches!(&n.op, Op::Scan { frontend_attributes, .. }
+        if frontend_attributes.iter().any(|(k, v)| {
+            k == stackscan::fsdp::LOOP_LABEL && v.starts_with("gdn chunks")
+        }));
+        labelled || n.op.regions().into_iter().any(runs_gdn_chunks)
+    })
 }
 
 /// The full shapes of `kind`'s sharded weights, sorted: what one layer's gathers produce.
@@ -151,9 +156,9 @@ fn check_step_loop(m: &StackModel, node: &stackscan::ir::Node, e: &Expected, wha
         "{what}: a counted loop with scanned outputs"
     );
     let name = &m.kinds[e.sig.run].name;
-    // The body runs the planned kind: only the GDN layer solves the chunked delta rule.
+    // The body runs the planned kind: only the GDN layer runs the chunked delta rule.
     assert_eq!(
-        contains(body, "triangular_solve"),
+        runs_gdn_chunks(body),
         name == "GDN",
         "{what}: body runs {name}"
     );
