@@ -243,7 +243,8 @@ fn executed(l: &Loop) -> (usize, usize) {
 /// peeled step, the loop of its trips), each body issuing the collectives of the steps of
 /// one trip as the step description lists them; per block loop, one loop around its groups'.
 /// Returns the loops and the reduce-scatters issued outside them, between loops of the pass:
-/// its epilogue scatter and the deferred scatter of each peeled step. The latter reads only
+/// its epilogue scatter (unless its last step is alone in a group, whose loop then issues
+/// it) and the deferred scatter of each peeled step. The latter reads only
 /// the gradient that enters the single-trip loop as a captured value, so it is built in front
 /// of the loop, still after the previous step and before the step's own work. The pass's
 /// prologue gather, which its first step lists, is outside every loop too.
@@ -262,6 +263,13 @@ fn planned_loops(stack: &Stack, pass: &Pass) -> (Vec<Loop>, usize) {
             .sum()
     };
     let (prologue, epilogue) = (pass.prologue_gather(), pass.epilogue_scatter());
+    // A last step alone in a group of the pass (not inside a block loop) stores its deferred
+    // gradient at the end of its own loop's body; otherwise the pass stores it after its loops.
+    let epilogue_inside = epilogue.is_some_and(|layer| {
+        pass.segments
+            .iter()
+            .any(|s| matches!(s, Segment::Group(g) if g.layers == [layer]))
+    });
     // `(gathers, scatters)` in the body of a loop running `layers` in one trip, and the
     // scatters in front of it.
     let body = |layers: &[usize], peeled: bool| -> (usize, usize, usize) {
@@ -277,7 +285,7 @@ fn planned_loops(stack: &Stack, pass: &Pass) -> (Vec<Loop>, usize) {
                 .reduce_scatters
                 .iter()
                 .copied()
-                .filter(|&x| !(x == l && epilogue == Some(l)))
+                .filter(|&x| !(x == l && epilogue == Some(l) && !epilogue_inside))
                 .partition(|&x| x == l);
             let (inside, outside) = if peeled {
                 (weights(&own), weights(&pending))
@@ -318,7 +326,11 @@ fn planned_loops(stack: &Stack, pass: &Pass) -> (Vec<Loop>, usize) {
         (loops.into_iter().map(|(l, _)| l).collect(), front)
     };
     let mut loops = Vec::new();
-    let mut outside = weights(&epilogue.into_iter().collect::<Vec<_>>());
+    let mut outside = if epilogue_inside {
+        0
+    } else {
+        weights(&epilogue.into_iter().collect::<Vec<_>>())
+    };
     for s in &pass.segments {
         match s {
             Segment::Group(g) => {
