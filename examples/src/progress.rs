@@ -3,7 +3,7 @@
 //! `--quiet`. Log lines printed meanwhile go through [`suspended`], so they appear above the
 //! bar instead of tearing it.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -41,7 +41,7 @@ impl Display {
     pub fn for_stderr(quiet: bool) -> Display {
         if quiet {
             Display::Off
-        } else if std::io::stderr().is_terminal() {
+        } else if stackscan_runtime::xla_log::stderr_is_terminal() {
             Display::Bar
         } else {
             Display::Lines

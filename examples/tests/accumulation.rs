@@ -38,6 +38,7 @@ fn config(batch_per_device: i64) -> LlamaConfig {
         rope_theta: 10_000.0,
         seq: SEQ,
         batch_per_device,
+        context: 1,
     }
 }
 

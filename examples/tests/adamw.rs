@@ -63,6 +63,7 @@ fn llama(rows: usize) -> StackModel {
         rope_theta: 10_000.0,
         seq: SEQ,
         batch_per_device: rows as i64,
+        context: 1,
     })
     .unwrap()
     .0

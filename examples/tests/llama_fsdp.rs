@@ -27,6 +27,7 @@ fn config(batch_per_device: i64) -> LlamaConfig {
         rope_theta: 10_000.0,
         seq: 8,
         batch_per_device,
+        context: 1,
     }
 }
 

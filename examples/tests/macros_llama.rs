@@ -88,6 +88,7 @@ fn small(batch_per_device: i64) -> LlamaConfig {
         rope_theta: 10_000.0,
         seq: 8,
         batch_per_device,
+        context: 1,
     }
 }
 

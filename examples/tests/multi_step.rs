@@ -106,6 +106,7 @@ impl Model {
                 rope_theta: 10_000.0,
                 seq: SEQ as i64,
                 batch_per_device: rows,
+                context: 1,
             }),
             // The selection bias's sign steps are held still: a load deviation that is exactly
             // zero in exact arithmetic rounds to either sign in f32, and one flipped sign moves

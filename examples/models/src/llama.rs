@@ -15,7 +15,8 @@
 use serde::{Deserialize, Serialize};
 use stackscan::layer::{ActivationMarker, Forward};
 use stackscan::model::{Layers, ModelForward};
-use stackscan::{Error, Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, nn};
+use stackscan::nn::context;
+use stackscan::{Axis, Error, Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, nn};
 use stackscan_runtime::rng::Rng;
 
 use crate::causal_lm::CausalLm;
@@ -45,6 +46,19 @@ pub struct LlamaConfig {
     pub seq: i64,
     /// Sequences per device.
     pub batch_per_device: i64,
+    /// Devices each sequence is split over (context parallelism, `--cp`): a device holds
+    /// `seq / context` positions of each of its sequences, and attention gathers the keys and
+    /// values of the others ([`stackscan::nn::context`]). 1, the default, splits nothing.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub context: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 impl Default for LlamaConfig {
@@ -89,6 +103,8 @@ pub struct AttentionDims {
     pub rope_theta: f64,
     /// Standard deviation of the output projection's initialiser.
     pub out_std: f64,
+    /// Devices the sequence is split over ([`LlamaConfig::context`]).
+    pub context: usize,
 }
 
 /// The sizes the SwiGLU MLP reads.
@@ -117,7 +133,23 @@ impl LlamaConfig {
             head_dim: self.head_dim,
             rope_theta: self.rope_theta,
             out_std: self.out_std(),
+            context: self.context,
         }
+    }
+
+    /// Positions of each sequence on one device: `seq / context`.
+    pub fn seq_per_device(&self) -> i64 {
+        self.seq / self.context.max(1) as i64
+    }
+
+    /// This config with each sequence split over `cp` devices, checked: `cp` divides the
+    /// sequence and the `devices` (the mesh is `fsdp × context`, `devices / cp` by `cp`).
+    pub fn with_context_parallel(self, devices: usize, cp: usize) -> Result<Self> {
+        context_split(self.seq, devices, cp)?;
+        Ok(LlamaConfig {
+            context: cp,
+            ..self
+        })
     }
 
     /// What [`SwiGlu`] reads.
@@ -150,16 +182,32 @@ pub struct Attention<T> {
 
 impl Attention<Tensor> {
     /// Attention of the normalised stream `x: [B, T, d]`, projected back to `[B, T, d]`.
+    ///
+    /// Under context parallelism (`c.context > 1`) `x` is this device's piece of each
+    /// sequence: RoPE rotates it from the piece's start, and the key/value heads of every piece
+    /// are gathered (before grouped-query repetition, so the exchange moves `kv_heads`, not
+    /// `heads`) for a causal mask offset by that start.
     pub fn forward(&self, c: &AttentionDims, x: &Tensor) -> Result<Tensor> {
         let (b, t) = (x.dims()[0], x.dims()[1]);
         let (nh, nkv, hd) = (c.heads, c.kv_heads, c.head_dim);
         let heads = |w: &Tensor, n: i64| x.matmul(w)?.reshape(&[b, t, n, hd]);
+        let scale = 1.0 / (hd as f64).sqrt();
+        if c.context > 1 {
+            let axis = Axis::new(context::CONTEXT_AXIS, c.context);
+            let start = context::sequence_start(x, t, &axis)?;
+            let q = nn::rope_from(&heads(&self.wq, nh)?, c.rope_theta, hd as usize, &start)?;
+            let k = nn::rope_from(&heads(&self.wk, nkv)?, c.rope_theta, hd as usize, &start)?;
+            let k = context::gather_sequence(&k, &axis)?;
+            let v = context::gather_sequence(&heads(&self.wv, nkv)?, &axis)?;
+            let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
+            return nn::causal_attention_at(&q, &k, &v, scale, &start)?.matmul(&self.wo);
+        }
         let q = nn::rope(&heads(&self.wq, nh)?, c.rope_theta, hd as usize)?;
         let k = nn::rope(&heads(&self.wk, nkv)?, c.rope_theta, hd as usize)?;
         let v = heads(&self.wv, nkv)?;
         // Grouped-query attention: each key/value head serves heads/kv_heads query heads.
         let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
-        nn::causal_attention(&q, &k, &v, 1.0 / (hd as f64).sqrt())?.matmul(&self.wo)
+        nn::causal_attention(&q, &k, &v, scale)?.matmul(&self.wo)
     }
 }
 
@@ -230,10 +278,10 @@ impl Forward for Decoder<Tensor> {
 #[inputs(config = LlamaConfig)]
 pub struct Tokens<T> {
     /// Token ids.
-    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
+    #[input(shape = [cfg.batch_per_device, cfg.seq_per_device()], dtype = i32, values = 0..cfg.vocab)]
     pub tokens: T,
     /// The next token of each position.
-    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
+    #[input(shape = [cfg.batch_per_device, cfg.seq_per_device()], dtype = i32, values = 0..cfg.vocab)]
     pub labels: T,
 }
 
@@ -297,8 +345,29 @@ impl<S: LayerStack<Config = LlamaConfig> + 'static> ModelForward for Llama<Tenso
     }
 }
 
+/// Checks a context-parallel split: `cp` devices per sequence divide the `devices` and the
+/// sequence's `seq` positions.
+pub fn context_split(seq: i64, devices: usize, cp: usize) -> Result<()> {
+    if cp == 0 || devices == 0 || !devices.is_multiple_of(cp) {
+        return Err(Error::InvalidOp {
+            op: "context_parallel",
+            message: format!("--cp {cp} must be at least 1 and divide the {devices} devices"),
+        });
+    }
+    if seq % cp as i64 != 0 {
+        return Err(Error::InvalidOp {
+            op: "context_parallel",
+            message: format!("--cp {cp} must divide the sequence length {seq}"),
+        });
+    }
+    Ok(())
+}
+
 /// Heads must group evenly and a head's width must be even (RoPE rotates pairs).
 fn check_heads(c: &LlamaConfig) -> Result<()> {
+    if c.context > 1 {
+        context_split(c.seq, c.context, c.context)?;
+    }
     if c.kv_heads <= 0 || c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0 {
         return Err(Error::InvalidOp {
             op: "llama",

@@ -3,7 +3,7 @@
 //! through it; and the XLA plugin's own log threshold, which has to be in the environment
 //! before the plugin loads.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::fmt::MakeWriter;
@@ -56,7 +56,7 @@ pub fn init(verbose: u8, quiet: bool) -> stackscan_runtime::Result<()> {
     stackscan_runtime::plugin::show_fetch_progress(!quiet);
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(AroundProgress)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(stackscan_runtime::xla_log::stderr_is_terminal())
         .with_target(false)
         .without_time();
     // A second init (tests calling `main` twice in one process) keeps the first subscriber.

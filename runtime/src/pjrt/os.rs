@@ -1,9 +1,13 @@
-//! The two operating-system calls outside PJRT that need `unsafe`: mapping a file read-only
-//! and setting an environment variable. They live here so that all of the crate's `unsafe`
-//! stays in one module, each block with its argument.
+//! The operating-system calls outside PJRT that need `unsafe`: mapping a file read-only,
+//! setting an environment variable, and relaying stderr through a child process. They live
+//! here so that all of the crate's `unsafe` stays in one module, each block with its argument.
 
+use std::ffi::c_int;
 use std::fs::File;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
@@ -66,6 +70,135 @@ pub fn set_env_single_threaded(key: &str, value: &str) -> Result<()> {
     // thread could start another, so nothing reads or writes the environment concurrently.
     unsafe { std::env::set_var(key, value) };
     Ok(())
+}
+
+// The POSIX calls the relay needs (glibc and musl export them under these names; `pid_t` is
+// `int` on Linux).
+unsafe extern "C" {
+    fn pipe(fds: *mut c_int) -> c_int;
+    fn fork() -> c_int;
+    fn dup(fd: c_int) -> c_int;
+    fn dup2(from: c_int, to: c_int) -> c_int;
+    fn close(fd: c_int) -> c_int;
+    fn waitpid(pid: c_int, status: *mut c_int, options: c_int) -> c_int;
+    fn atexit(at_exit: extern "C" fn()) -> c_int;
+    fn signal(signal: c_int, handler: usize) -> usize;
+    fn _exit(status: c_int) -> !;
+}
+
+const STDERR: c_int = 2;
+const SIGINT: c_int = 2;
+const SIGQUIT: c_int = 3;
+const SIG_IGN: usize = 1;
+const WNOHANG: c_int = 1;
+
+/// The relay's process id, for the wait at exit; 0 while there is none.
+static RELAY: AtomicI32 = AtomicI32::new(0);
+
+/// How long the exit of this process waits for the relay to show the last lines: long enough
+/// for a pipe's worth of bytes, short enough that a grandchild still holding stderr open
+/// cannot hold up the exit.
+const RELAY_DRAIN: Duration = Duration::from_secs(2);
+
+/// Routes this process's stderr (fd 2) through `relay`, run in a child process forked here:
+/// `relay` gets the read end of a pipe whose write end becomes fd 2, and the original stderr
+/// to write to. A child process, not a thread, so that the last lines before an abort (a
+/// plugin's fatal error) still reach the terminal: the pipe outlives this process and the
+/// relay drains it to the end. At exit this process closes its stderr and waits briefly for
+/// the relay, so that its last lines come before the shell's prompt.
+///
+/// Refused with [`Error::EnvironmentAfterThreads`] unless this process has one thread: the
+/// child of a fork has only the forking thread, which is sound only when there were no others.
+pub fn relay_stderr_single_threaded(relay: fn(File, File)) -> Result<()> {
+    if thread_count() != Some(1) {
+        return Err(Error::EnvironmentAfterThreads {
+            variable: "stderr (its relay process)".to_owned(),
+        });
+    }
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: `fds` is an array of two `int`s, which `pipe` fills with two new descriptors.
+    if unsafe { pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(Error::io(
+            "creating the stderr relay's pipe",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: `pipe` succeeded, so both are open descriptors that nothing else owns.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: fd 2 is this process's stderr; `dup` returns a new descriptor or -1.
+    let original = unsafe { dup(STDERR) };
+    if original < 0 {
+        return Err(Error::io(
+            "keeping the original stderr",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: `dup` succeeded, so `original` is an open descriptor that nothing else owns.
+    let original = unsafe { OwnedFd::from_raw_fd(original) };
+    // SAFETY: this process has one thread (checked above), so the child starts in a consistent
+    // state (no lock held by a thread that does not exist in it) and may run ordinary code.
+    let pid = unsafe { fork() };
+    if pid < 0 {
+        return Err(Error::io(
+            "starting the stderr relay",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    if pid == 0 {
+        drop(write);
+        // SAFETY: the relay reads nothing from stdin and writes nothing to stdout; closing its
+        // copies keeps a reader of this process's stdout from waiting on the relay.
+        unsafe {
+            close(0);
+            close(1);
+        }
+        // SAFETY: setting a signal's disposition to "ignore" has no handler to be unsound in.
+        // The terminal sends Ctrl-C and Ctrl-\ to the whole process group; the relay outlives
+        // its parent by design and ends when the pipe does.
+        unsafe {
+            signal(SIGINT, SIG_IGN);
+            signal(SIGQUIT, SIG_IGN);
+        }
+        relay(File::from(read), File::from(original));
+        // SAFETY: `_exit` ends the child without running the parent's exit handlers or
+        // flushing buffers it inherited from the parent, which the parent flushes itself.
+        unsafe { _exit(0) }
+    }
+    drop(read);
+    drop(original);
+    // SAFETY: both are open descriptors; `dup2` makes fd 2 a second reference to the pipe's
+    // write end (the write end itself is closed when `write` drops).
+    if unsafe { dup2(std::os::fd::AsRawFd::as_raw_fd(&write), STDERR) } < 0 {
+        return Err(Error::io(
+            "routing stderr to its relay",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    RELAY.store(pid, Ordering::SeqCst);
+    // SAFETY: `wait_for_relay` is an `extern "C" fn()` that does not unwind.
+    unsafe { atexit(wait_for_relay) };
+    Ok(())
+}
+
+/// Run at exit: closes this process's stderr, so that the relay sees the end of its pipe once
+/// no child holds it either, and waits up to [`RELAY_DRAIN`] for the relay to finish.
+extern "C" fn wait_for_relay() {
+    let pid = RELAY.swap(0, Ordering::SeqCst);
+    if pid == 0 {
+        return;
+    }
+    // SAFETY: closing fd 2 at exit; nothing in this process writes to stderr afterwards (a
+    // late write from another thread fails with EBADF, which is harmless).
+    unsafe { close(STDERR) };
+    let start = Instant::now();
+    while start.elapsed() < RELAY_DRAIN {
+        let mut status = 0;
+        // SAFETY: `pid` is this process's child; `status` is a valid `int` to write to.
+        if unsafe { waitpid(pid, &mut status, WNOHANG) } != 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 #[cfg(test)]

@@ -79,5 +79,6 @@ pub(super) fn read(f: &Fields) -> Result<LlamaConfig> {
             None => SEQ,
         },
         batch_per_device: 1,
+        context: 1,
     })
 }

@@ -7,6 +7,12 @@
 //! environment is only sound before any other thread starts, so a binary calls [`configure`]
 //! first thing in `main`.
 //!
+//! At the default level, [`XlaLog::Errors`], [`configure`] also routes stderr through a small
+//! relay process that drops one ERROR block: XLA's "Very slow compile?" notice, which every
+//! plugin prints when a compilation passes two minutes and which no option turns off (see
+//! [`alarm`]); and absl's one-line note that logging was not initialised. Every other line reaches stderr unchanged and in order, the last lines before
+//! a crash included. `-v` ([`XlaLog::Info`]) shows the notice with the plugin's other lines.
+//!
 //! ```no_run
 //! use stackscan_runtime::xla_log::{self, XlaLog};
 //!
@@ -15,8 +21,16 @@
 //! # Ok::<(), stackscan_runtime::Error>(())
 //! ```
 
+use std::fs::File;
+use std::io::{IsTerminal, Read, Write};
+use std::sync::OnceLock;
+
 use crate::error::Result;
-use crate::pjrt::os::set_env_single_threaded;
+use crate::pjrt::os::{relay_stderr_single_threaded, set_env_single_threaded};
+
+pub mod alarm;
+
+use alarm::AlarmFilter;
 
 /// TSL's log threshold variable, which XLA's plugins read.
 pub const LEVEL_ENV: &str = "TF_CPP_MIN_LOG_LEVEL";
@@ -47,14 +61,51 @@ impl XlaLog {
     }
 }
 
+/// Whether stderr was a terminal when [`configure`] ran, before any relay replaced it.
+static STDERR_TERMINAL: OnceLock<bool> = OnceLock::new();
+
 /// Sets the plugin's log threshold, unless the user already set [`LEVEL_ENV`] themselves
-/// (theirs wins). Returns the value in force. Fails with
+/// (theirs wins, and nothing is filtered). At [`XlaLog::Errors`] it also starts the relay that
+/// drops XLA's slow-compile notice. Returns the value in force. Fails with
 /// [`Error::EnvironmentAfterThreads`](crate::Error::EnvironmentAfterThreads) once other
 /// threads have started.
 pub fn configure(log: XlaLog) -> Result<String> {
+    STDERR_TERMINAL.get_or_init(|| std::io::stderr().is_terminal());
     if let Some(set) = std::env::var_os(LEVEL_ENV).and_then(|v| v.into_string().ok()) {
         return Ok(set);
     }
     set_env_single_threaded(LEVEL_ENV, log.level())?;
+    if log == XlaLog::Errors {
+        relay_stderr_single_threaded(relay)?;
+    }
     Ok(log.level().to_owned())
+}
+
+/// Whether this process's stderr is a terminal, as it was before [`configure`] routed it
+/// through the relay (a pipe): what a progress bar or coloured log should ask.
+pub fn stderr_is_terminal() -> bool {
+    *STDERR_TERMINAL.get_or_init(|| std::io::stderr().is_terminal())
+}
+
+/// The relay process's work: copies `input` to `output` without XLA's slow-compile notice,
+/// until the pipe ends or the output is gone.
+fn relay(mut input: File, mut output: File) {
+    let mut filter = AlarmFilter::default();
+    let mut buffer = vec![0u8; 1 << 16];
+    let mut shown = Vec::new();
+    loop {
+        let read = match input.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        filter.feed(&buffer[..read], &mut shown);
+        if output.write_all(&shown).is_err() {
+            return;
+        }
+        shown.clear();
+    }
+    filter.finish(&mut shown);
+    let _ = output.write_all(&shown);
 }

@@ -24,6 +24,8 @@ use crate::ir::DotDims;
 use crate::ops::concatenate;
 use crate::types::TensorType;
 
+pub mod context;
+
 /// `x` in f32 if it is narrower (bf16), as it is otherwise (f32, f64 references, integers):
 /// how a layer computes a part that needs range and precision (a router, a recurrence) in
 /// f32 under mixed precision without narrowing an f64 reference.
@@ -116,16 +118,7 @@ pub fn softplus(x: &Tensor) -> Result<Tensor> {
 /// first `rotary_dim` features of each head by position-dependent angles with base `theta`
 /// (rotate-half convention); the remaining features pass through (partial RoPE).
 pub fn rope(x: &Tensor, theta: f64, rotary_dim: usize) -> Result<Tensor> {
-    if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) {
-        return Err(Error::invalid(
-            "rope",
-            format!("rotary_dim {rotary_dim} must be even and above 0"),
-        ));
-    }
-    let inv: Vec<f64> = (0..rotary_dim / 2)
-        .map(|i| theta.powf(-2.0 * i as f64 / rotary_dim as f64))
-        .collect();
-    rope_with_frequencies(x, &inv, 1.0)
+    rope_with_frequencies(x, &rope_frequencies(theta, rotary_dim)?, 1.0)
 }
 
 /// [`rope`] with the angle of feature pair `i` at position `t` being `t · inv_freq[i]`, and
@@ -134,10 +127,66 @@ pub fn rope(x: &Tensor, theta: f64, rotary_dim: usize) -> Result<Tensor> {
 /// A bf16 `x` is rotated in f32: bf16 holds integers exactly only up to 256, so its angles
 /// `t · inv_freq` would be wrong from the 257th position on.
 pub fn rope_with_frequencies(x: &Tensor, inv_freq: &[f64], magnitude: f64) -> Result<Tensor> {
-    in_f32(x, |x| rope_same_type(x, inv_freq, magnitude))
+    in_f32(x, |x| rope_same_type(x, inv_freq, magnitude, None))
 }
 
-fn rope_same_type(x: &Tensor, inv_freq: &[f64], magnitude: f64) -> Result<Tensor> {
+/// [`rope`] of a piece of the sequence that starts at position `start` (an integer scalar,
+/// which may differ between devices: a context-parallel shard's
+/// [`sequence_start`](context::sequence_start)), so that position `t` of `x` is rotated as
+/// position `start + t` of the whole sequence.
+pub fn rope_from(x: &Tensor, theta: f64, rotary_dim: usize, start: &Tensor) -> Result<Tensor> {
+    rope_with_frequencies_from(x, &rope_frequencies(theta, rotary_dim)?, 1.0, start)
+}
+
+/// [`rope_with_frequencies`] of a piece of the sequence that starts at position `start`
+/// ([`rope_from`]).
+pub fn rope_with_frequencies_from(
+    x: &Tensor,
+    inv_freq: &[f64],
+    magnitude: f64,
+    start: &Tensor,
+) -> Result<Tensor> {
+    in_f32(x, |x| rope_same_type(x, inv_freq, magnitude, Some(start)))
+}
+
+/// RoPE's inverse frequencies `theta^(-2i / rotary_dim)`, `i < rotary_dim / 2`.
+fn rope_frequencies(theta: f64, rotary_dim: usize) -> Result<Vec<f64>> {
+    if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) {
+        return Err(Error::invalid(
+            "rope",
+            format!("rotary_dim {rotary_dim} must be even and above 0"),
+        ));
+    }
+    Ok((0..rotary_dim / 2)
+        .map(|i| theta.powf(-2.0 * i as f64 / rotary_dim as f64))
+        .collect())
+}
+
+/// `iota` along `dim` of `ty` plus `start` (an integer scalar) where given: positions of a
+/// piece of a sequence that starts at `start`.
+fn positions(x: &Tensor, ty: TensorType, dim: usize, start: Option<&Tensor>) -> Result<Tensor> {
+    let at = x.scope().iota(ty.clone(), dim)?;
+    let Some(start) = start else {
+        return Ok(at);
+    };
+    if start.rank() != 0 || start.dtype().is_float() {
+        return Err(Error::invalid(
+            "positions",
+            format!(
+                "a sequence's start must be an integer scalar, got {}",
+                start.ty()
+            ),
+        ));
+    }
+    at.add(&start.convert(ty.dtype)?.broadcast_in_dim(&ty.dims, &[])?)
+}
+
+fn rope_same_type(
+    x: &Tensor,
+    inv_freq: &[f64],
+    magnitude: f64,
+    start: Option<&Tensor>,
+) -> Result<Tensor> {
     let r = x.rank();
     if r < 3 {
         return Err(Error::invalid(
@@ -168,8 +217,8 @@ fn rope_same_type(x: &Tensor, inv_freq: &[f64], magnitude: f64) -> Result<Tensor
     let half = rotary_dim as i64 / 2;
     let s = x.scope();
     let dtype = x.dtype();
-    // angle[t, i] = t · inv_freq[i]
-    let pos = s.iota(TensorType::new(dtype, [t, half]), 0)?;
+    // angle[t, i] = (start + t) · inv_freq[i]
+    let pos = positions(x, TensorType::new(dtype, [t, half]), 0, start)?;
     let inv = s
         .from_f64s(inv_freq, dtype, &[half])?
         .broadcast_in_dim(&[t, half], &[1])?;
@@ -200,6 +249,16 @@ fn rope_same_type(x: &Tensor, inv_freq: &[f64], magnitude: f64) -> Result<Tensor
 /// Keeps `scores[.., q, k]` where `k ≤ q` and replaces the rest by a large negative value, so
 /// a following softmax gives them zero weight.
 pub fn causal_mask(scores: &Tensor) -> Result<Tensor> {
+    causal_mask_from(scores, None)
+}
+
+/// [`causal_mask`] for queries that start at position `q_start` (an integer scalar) of a
+/// sequence whose keys all are present: `scores[.., q, k]` is kept where `k ≤ q_start + q`.
+pub fn causal_mask_at(scores: &Tensor, q_start: &Tensor) -> Result<Tensor> {
+    causal_mask_from(scores, Some(q_start))
+}
+
+fn causal_mask_from(scores: &Tensor, q_start: Option<&Tensor>) -> Result<Tensor> {
     let r = scores.rank();
     if r < 2 {
         return Err(Error::invalid(
@@ -209,7 +268,7 @@ pub fn causal_mask(scores: &Tensor) -> Result<Tensor> {
     }
     let s = scores.scope();
     let ty = TensorType::new(DType::I32, scores.dims());
-    let q = s.iota(ty.clone(), r - 2)?;
+    let q = positions(scores, ty.clone(), r - 2, q_start)?;
     let k = s.iota(ty, r - 1)?;
     let keep = k.le(&q)?;
     keep.select(scores, &scores.full_like(-1e30)?)
@@ -239,17 +298,42 @@ pub fn repeat_kv(z: &Tensor, heads: i64) -> Result<Tensor> {
 /// `v: [B, T, H, Dv]`, scores scaled by `scale`, query `i` attending to keys `j ≤ i`; the
 /// heads' outputs side by side, `[B, T, H·Dv]`, ready for the output projection.
 pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Tensor> {
-    let (&[b, t, h, dk], &[_, _, _, dv]) = (q.dims(), v.dims()) else {
+    attention(q, k, v, scale, None)
+}
+
+/// [`causal_attention`] of queries `q: [B, T, H, Dk]` that start at position `q_start` (an
+/// integer scalar) of a sequence of `S` keys `k: [B, S, H, Dk]` and values `v: [B, S, H, Dv]`:
+/// query `i` attends to keys `j ≤ q_start + i`. What a shard of the sequence computes once it
+/// has every shard's keys and values (context parallelism, [`context`]).
+pub fn causal_attention_at(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    q_start: &Tensor,
+) -> Result<Tensor> {
+    attention(q, k, v, scale, Some(q_start))
+}
+
+fn attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    q_start: Option<&Tensor>,
+) -> Result<Tensor> {
+    let (&[b, t, h, dk], &[_, keys, _, dv]) = (q.dims(), v.dims()) else {
         return Err(Error::invalid(
             "causal_attention",
             format!("needs rank-4 q and v, got {} and {}", q.ty(), v.ty()),
         ));
     };
-    if k.dims() != [b, t, h, dk] || v.dims()[..3] != [b, t, h] {
+    let keys = if q_start.is_some() { keys } else { t };
+    if k.dims() != [b, keys, h, dk] || v.dims()[..3] != [b, keys, h] {
         return Err(Error::invalid(
             "causal_attention",
             format!(
-                "expected k [{b}, {t}, {h}, {dk}] and v [{b}, {t}, {h}, Dv], got {} and {}",
+                "expected k [{b}, {keys}, {h}, {dk}] and v [{b}, {keys}, {h}, Dv], got {} and {}",
                 k.ty(),
                 v.ty()
             ),
@@ -266,7 +350,7 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Resul
             },
         )?
         .scale(scale)?; // [B, H, T, S]
-    let probs = softmax(&causal_mask(&scores)?, 3)?;
+    let probs = softmax(&causal_mask_from(&scores, q_start)?, 3)?;
     probs
         .dot_general(
             v,
