@@ -160,3 +160,51 @@ fn the_schedule_warms_up_then_decays_to_its_floor() {
     assert!((at(linear, 5) - 0.325).abs() < 1e-15);
     assert_eq!(at(Schedule::Constant, 9), 1.0);
 }
+
+/// The reported gradient norm is the norm of the gradient the update used, at the scale of
+/// the tiny preset (d 256, stacked gradients of 10⁶ elements), on 1 and 4 devices. After the
+/// first step Adam's first moment is `(1 − β₁)·g` to f32 rounding, so its f64 norm read from
+/// the checkpoint is the reference. A norm summed as one long f32 dot loses the small squares
+/// once the running sum is large (0.7 % low on one device, and less the more devices share
+/// the sum, so the same step reported different norms on different meshes).
+#[test]
+fn the_gradient_norm_is_the_norm_of_the_gradient_at_preset_scale() {
+    let c = LlamaConfig {
+        batch_per_device: 1,
+        ..LlamaConfig::tiny()
+    };
+    for devices in [1, 4] {
+        let client = cpu_client(devices);
+        let mesh = Mesh::new(&client, "fsdp", devices).unwrap();
+        let (m, _) = llama_macro::for_config(&c).unwrap();
+        let mut trainer = Trainer::new(
+            &client,
+            &mesh,
+            &m,
+            PlanOptions::prefetch_deferred(),
+            ADAM,
+            7,
+        )
+        .unwrap();
+        let (tokens, labels) = synthetic_tokens(c.vocab, c.seq, devices as i64, 3);
+        let batch = [Data::I(tokens), Data::I(labels)];
+        let r = trainer.step(&multi_step::split(&batch, devices)).unwrap();
+        let reported = f64::from(r.aux("grad_norm").unwrap());
+        let ckpt = trainer
+            .checkpoint(stackscan_runtime::train::Progress::default())
+            .unwrap();
+        let squares: f64 = ckpt
+            .tensors
+            .iter()
+            .filter(|t| t.name.starts_with("adam.m."))
+            .flat_map(|t| t.data.iter())
+            .map(|&x| (f64::from(x) / (1.0 - ADAM.beta1)).powi(2))
+            .sum();
+        let want = squares.sqrt();
+        assert!(
+            (reported - want).abs() <= 1e-5 * want,
+            "{devices} devices: reported {reported} vs {want} ({:.2e} off)",
+            (reported - want) / want
+        );
+    }
+}

@@ -1,7 +1,10 @@
 //! Context parallelism: the Llama-style stack on `fsdp × context` meshes (2 × 2 and 2 × 4:
-//! each sequence split over the `context` devices, weights co-sharded over all devices) equals
-//! the unsharded single-device reference: loss and every gradient, f32, at the derived
-//! tolerance, with prefetch off, on and on + deferred, unroll 1 and 2.
+//! each sequence split over the `context` devices, weights co-sharded over all devices), and
+//! the DeepSeek-V3-style stack on 2 × 2 and on `fsdp × expert × context` 2 × 2 × 2 (MLA's
+//! compressed keys and values exchanged; expert banks gathered over `fsdp × context`, tokens
+//! exchanged over `expert`), equal the unsharded single-device reference: loss and every
+//! gradient, f32, at the derived tolerance, with prefetch off, on and on + deferred, unroll 1
+//! and 2.
 //!
 //! The reference runs the plain model on whole sequences. The context-parallel model has the
 //! same weights; device `(f, c)` holds rows `f` of the batch and positions `c·S/cp ..` of each,
@@ -21,8 +24,14 @@ use common::fsdp::{Fixture, check_on_mesh, fixture};
 use common::graph::{Arg, Data};
 use stackscan::nn::context::CONTEXT_AXIS;
 use stackscan::plan::PlanOptions;
-use stackscan::{DType, Mesh, TensorType};
+use stackscan::{DType, Mesh, TensorType, layer_stack};
+use stackscan_examples::deepseek3::{self, DeepSeek3Config, Dense, MoeLayer};
 use stackscan_examples::llama::{LlamaConfig, synthetic_batch};
+
+/// One dense layer, then MoE layers (the config's depth: 3, two MoE layers).
+#[layer_stack(prefix = [Dense], block = [MoeLayer], layers = cfg.layers)]
+#[derive(Debug)]
+struct CpDeepSeek3;
 
 const SEQ: i64 = 8;
 
@@ -48,12 +57,12 @@ fn model(c: &LlamaConfig) -> stackscan::fsdp::StackModel {
 }
 
 /// The global batch `[rows, SEQ]` laid out so that the test harness's split (device `d` takes
-/// the `d`-th contiguous chunk) gives device `d = f·cp + c` rows `f·rows/fsdp ..` and positions
-/// `c·SEQ/cp ..` of each.
-fn by_device(values: &[i32], rows: usize, fsdp: usize, cp: usize) -> Vec<i32> {
-    let (per_rows, per_seq) = (rows / fsdp, SEQ as usize / cp);
+/// the `d`-th contiguous chunk) gives device `d = g·cp + c` (`context` is the mesh's minor-most
+/// axis) rows `g·rows/groups ..` and positions `c·SEQ/cp ..` of each.
+fn by_device(values: &[i32], rows: usize, groups: usize, cp: usize) -> Vec<i32> {
+    let (per_rows, per_seq) = (rows / groups, SEQ as usize / cp);
     let mut out = Vec::with_capacity(values.len());
-    for f in 0..fsdp {
+    for f in 0..groups {
         for c in 0..cp {
             for r in f * per_rows..(f + 1) * per_rows {
                 let row = &values[r * SEQ as usize..(r + 1) * SEQ as usize];
@@ -95,18 +104,61 @@ fn llama_on_fsdp_by_context_meshes_equals_the_unsharded_reference() {
         let c = plain.with_context_parallel(fsdp * cp, cp).unwrap();
         assert_eq!(c.seq_per_device(), SEQ / cp as i64);
         let mesh = Mesh::new(&[("fsdp", fsdp), (CONTEXT_AXIS, cp)]).unwrap();
-        let options: Vec<PlanOptions> = [
-            PlanOptions::baseline(),
-            PlanOptions::prefetch(),
-            PlanOptions::prefetch_deferred(),
-        ]
-        .into_iter()
-        .flat_map(|o| [o.with_unroll(1), o.with_unroll(2)])
-        .collect();
-        let d = check_on_mesh(&client, &model(&c), &split, &mesh, &options);
+        let d = check_on_mesh(&client, &model(&c), &split, &mesh, &every_option_set());
         eprintln!(
             "{fsdp} × {cp}: worst norm-wise deviation {:.2e}, worst element {:.2e}",
             d.normwise, d.elementwise
+        );
+    }
+}
+
+/// {prefetch off, on, on + deferred} × {unroll 1, 2}.
+fn every_option_set() -> Vec<PlanOptions> {
+    [
+        PlanOptions::baseline(),
+        PlanOptions::prefetch(),
+        PlanOptions::prefetch_deferred(),
+    ]
+    .into_iter()
+    .flat_map(|o| [o.with_unroll(1), o.with_unroll(2)])
+    .collect()
+}
+
+#[test]
+fn deepseek3_on_context_and_expert_meshes_equals_the_unsharded_reference() {
+    let client = common::cpu_client(8);
+    // (fsdp, ep, cp): the data-parallel groups are fsdp × ep, each sequence over cp.
+    for (fsdp, ep, cp) in [(2, 1, 2), (2, 2, 2)] {
+        let (groups, devices) = (fsdp * ep, fsdp * ep * cp);
+        let rows = 2 * groups;
+        let plain = DeepSeek3Config::small(3, 1, (rows / groups) as i64);
+        assert_eq!(plain.seq, SEQ);
+        let (tokens, labels) = deepseek3::synthetic_batch(&plain, rows as i64, 5);
+        let inputs = vec![
+            tokens_arg(tokens.clone(), rows),
+            tokens_arg(labels.clone(), rows),
+        ];
+        let reference_model = deepseek3::model::<CpDeepSeek3>(&plain).unwrap();
+        let reference = fixture(&client, &reference_model, inputs, groups, 19);
+        let split = Fixture {
+            inputs: vec![
+                tokens_arg(by_device(&tokens, rows, groups, cp), rows),
+                tokens_arg(by_device(&labels, rows, groups, cp), rows),
+            ],
+            weights: reference.weights.clone(),
+            grads: reference.grads.clone(),
+            ..reference
+        };
+        let c = plain.with_context_parallel(devices, cp, ep).unwrap();
+        let mesh = c.context_mesh(devices).unwrap();
+        assert_eq!(mesh.size(), devices);
+        let m = deepseek3::model::<CpDeepSeek3>(&c).unwrap();
+        let d = check_on_mesh(&client, &m, &split, &mesh, &every_option_set());
+        eprintln!(
+            "DeepSeek-V3 {}: worst norm-wise deviation {:.2e}, worst element {:.2e}",
+            mesh.describe(),
+            d.normwise,
+            d.elementwise
         );
     }
 }

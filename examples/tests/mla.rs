@@ -26,6 +26,7 @@ const SMALL: MlaConfig = MlaConfig {
     rope_theta: 10_000.0,
     eps: 1e-6,
     rope_scaling: None,
+    context: 1,
 };
 
 fn layer(c: &MlaConfig) -> impl Fn(&[Tensor]) -> stackscan::Result<Tensor> + '_ {

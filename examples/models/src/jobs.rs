@@ -47,14 +47,18 @@ pub struct Job {
     pub describe: String,
     /// The learning rate the model trains well with on its synthetic data.
     pub default_lr: f64,
-    /// The synthetic batches, one per device and step.
+    /// The synthetic batches of whole sequences, one per `fsdp` group and step (one per device
+    /// without context parallelism).
     pub batch: Batches,
     /// The vocabulary size (token ids of `--data` must be below it).
     pub vocab: i64,
     /// Sequences per device batch.
     pub batch_per_device: i64,
-    /// Tokens per sequence.
+    /// Tokens per sequence (the whole sequence, not a device's piece of it).
     pub seq: i64,
+    /// Devices each sequence is split over (`--cp`); a device's inputs are positions
+    /// `c·seq/context ..` of its group's batch, `c` its coordinate on `context`.
+    pub context: usize,
 }
 
 impl fmt::Debug for Job {
@@ -117,6 +121,7 @@ impl Job {
             vocab: tokens.vocab,
             batch_per_device: tokens.batch_per_device,
             seq: tokens.seq,
+            context: 1,
         })
     }
 }
@@ -170,6 +175,37 @@ impl Job {
         ep: usize,
         moe: MoeFlags,
     ) -> Result<(Job, Mesh)> {
+        Job::on_layout(c, devices, ep, 1, moe)
+    }
+
+    /// [`Job::on_config`] with each sequence split over `cp` devices (context parallelism):
+    /// the mesh is `fsdp × context` (`fsdp × context × expert` with `ep > 1`), and only models
+    /// whose layers have a context-parallel form accept `cp > 1`.
+    pub fn on_layout(
+        c: ModelConfig,
+        devices: usize,
+        ep: usize,
+        cp: usize,
+        moe: MoeFlags,
+    ) -> Result<(Job, Mesh)> {
+        if cp != 1 {
+            let name = c.model();
+            return match c.context_parallel(devices, cp, ep) {
+                Some(split) => {
+                    let (c, mesh) = split?;
+                    let mut job = Job::from_config(c, moe)?;
+                    job.context = cp;
+                    Ok((job, mesh))
+                }
+                None => Err(Error::InvalidOp {
+                    op: "context_parallel",
+                    message: format!(
+                        "--cp {cp}: the model `{name}` has no context-parallel form; {}",
+                        with_context_parallel()
+                    ),
+                }),
+            };
+        }
         if ep == 1 {
             let mesh = Mesh::line(&Axis::new(FSDP_AXIS, devices))?;
             return Ok((Job::from_config(c, moe)?, mesh));
@@ -202,6 +238,19 @@ fn with_parallel_experts() -> String {
         .map(|m| format!("`{m}`"))
         .collect();
     names.join(" or ")
+}
+
+/// The built-in models with context parallelism, as an error lists them.
+fn with_context_parallel() -> String {
+    let names: Vec<String> = BUILT_IN
+        .iter()
+        .filter(|m| {
+            m.preset(Preset::Tiny)
+                .is_ok_and(|c| c.context_parallel(1, 1, 1).is_some_and(|r| r.is_ok()))
+        })
+        .map(|m| format!("`{m}`"))
+        .collect();
+    format!("`--cp` needs {}", names.join(" or "))
 }
 
 /// The MoE dispatch options a job may switch on (`--direct-token-gather`,

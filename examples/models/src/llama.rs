@@ -49,16 +49,14 @@ pub struct LlamaConfig {
     /// Devices each sequence is split over (context parallelism, `--cp`): a device holds
     /// `seq / context` positions of each of its sequences, and attention gathers the keys and
     /// values of the others ([`stackscan::nn::context`]). 1, the default, splits nothing.
-    #[serde(default = "one", skip_serializing_if = "is_one")]
+    /// A run's layout rather than a size (`--cp`, never read from a file), like DeepSeek-V3's
+    /// expert mesh.
+    #[serde(skip, default = "one")]
     pub context: usize,
 }
 
-fn one() -> usize {
+pub(crate) fn one() -> usize {
     1
-}
-
-fn is_one(n: &usize) -> bool {
-    *n == 1
 }
 
 impl Default for LlamaConfig {
@@ -361,6 +359,36 @@ pub fn context_split(seq: i64, devices: usize, cp: usize) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// The `fsdp × context` mesh of `devices` with `cp` along `context`, for a model without
+/// routed experts (`ep` must be 1).
+pub fn context_mesh(devices: usize, cp: usize, ep: usize) -> Result<stackscan::Mesh> {
+    if ep != 1 {
+        return Err(Error::InvalidOp {
+            op: "expert_parallel",
+            message: format!("--ep {ep}: this model has no routed experts"),
+        });
+    }
+    if cp == 0 || devices == 0 || !devices.is_multiple_of(cp) {
+        return Err(Error::InvalidOp {
+            op: "context_parallel",
+            message: format!("--cp {cp} must be at least 1 and divide the {devices} devices"),
+        });
+    }
+    stackscan::Mesh::new(&[
+        (crate::moe::FSDP_AXIS, devices / cp),
+        (context::CONTEXT_AXIS, cp),
+    ])
+}
+
+/// `, each sequence of S split over cp devices` for a description, or nothing when `cp` is 1.
+pub fn describe_context(seq: i64, cp: usize) -> String {
+    if cp > 1 {
+        format!(" (each sequence of {seq} split over {cp} devices)")
+    } else {
+        String::new()
+    }
 }
 
 /// Heads must group evenly and a head's width must be even (RoPE rotates pairs).

@@ -90,7 +90,19 @@ impl crate::registry::Architecture for LlamaModel {
             c.ffn,
             c.vocab,
             c.batch_per_device,
-            c.seq
+            c.seq_per_device()
+        ) + &crate::llama::describe_context(c.seq, c.context)
+    }
+
+    fn context_parallel(
+        c: &LlamaConfig,
+        devices: usize,
+        cp: usize,
+        ep: usize,
+    ) -> Option<Result<(LlamaConfig, stackscan::Mesh)>> {
+        Some(
+            crate::llama::context_mesh(devices, cp, ep)
+                .and_then(|mesh| Ok((c.with_context_parallel(devices, cp)?, mesh))),
         )
     }
 

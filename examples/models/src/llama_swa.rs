@@ -222,6 +222,14 @@ impl<S: LayerStack<Config = SwaConfig> + 'static> ModelForward for SwaLlama<Tens
     }
 
     fn check(c: &SwaConfig) -> Result<()> {
+        if c.llama.context > 1 {
+            return Err(Error::InvalidOp {
+                op: "llama_swa",
+                message: "sliding-window attention has no context-parallel form here (`--cp` \
+                          needs its window's keys from the piece before); use `--cp 1`"
+                    .to_owned(),
+            });
+        }
         if c.window < 1 {
             return Err(Error::InvalidOp {
                 op: "llama_swa",

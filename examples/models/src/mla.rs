@@ -26,7 +26,7 @@
 
 use serde::{Deserialize, Serialize};
 use stackscan::layer::Params;
-use stackscan::{Error, Module, Result, Tensor, concatenate, nn};
+use stackscan::{Axis, Error, Module, Result, Tensor, concatenate, nn};
 
 use crate::yarn::Yarn;
 
@@ -57,6 +57,10 @@ pub struct MlaConfig {
     /// config); none: plain RoPE.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rope_scaling: Option<Yarn>,
+    /// Devices each sequence is split over (context parallelism): set by the model from its
+    /// run's layout, never read from a file. 1: none.
+    #[serde(skip, default = "crate::llama::one")]
+    pub context: usize,
 }
 
 impl Default for MlaConfig {
@@ -169,7 +173,17 @@ pub fn mla(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<Tensor> {
             1.0,
         ),
     };
-    let rot = |z: &Tensor| nn::rope_with_frequencies(z, &inv_freq, magnitude);
+    // Under context parallelism `x` is this device's piece of each sequence, starting at
+    // `start`; RoPE rotates from there.
+    let context = (c.context > 1).then(|| Axis::new(nn::context::CONTEXT_AXIS, c.context));
+    let start = match &context {
+        Some(axis) => Some(nn::context::sequence_start(x, t, axis)?),
+        None => None,
+    };
+    let rot = |z: &Tensor| match &start {
+        Some(start) => nn::rope_with_frequencies_from(z, &inv_freq, magnitude, start),
+        None => nn::rope_with_frequencies(z, &inv_freq, magnitude),
+    };
 
     let q = nn::rms_norm(&x.matmul(&w.q_down)?, &w.q_norm, c.eps)?
         .matmul(&w.q_up)?
@@ -181,14 +195,27 @@ pub fn mla(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<Tensor> {
     let latent = x.matmul(&w.kv_down)?;
     let k_rope = rot(&latent
         .slice_axis(2, c.kv_lora, c.kv_lora + rope)?
-        .reshape(&[b, t, 1, rope])?)?
-    .broadcast_in_dim(&[b, t, h, rope], &[0, 1, 2, 3])?;
-    let kv = nn::rms_norm(&latent.slice_axis(2, 0, c.kv_lora)?, &w.kv_norm, c.eps)?
-        .matmul(&w.kv_up)?
-        .reshape(&[b, t, h, nope + c.v])?;
+        .reshape(&[b, t, 1, rope])?)?;
+    let c_kv = nn::rms_norm(&latent.slice_axis(2, 0, c.kv_lora)?, &w.kv_norm, c.eps)?;
+    // Context parallelism exchanges the compressed keys and values: the normalised latent and
+    // the rotated shared key, `kv_lora + rope` numbers a position, not the expanded heads'
+    // `heads·(nope + v) + rope`; every device then expands the whole sequence's latent.
+    let (c_kv, k_rope, keys) = match &context {
+        Some(axis) => (
+            nn::context::gather_sequence(&c_kv, axis)?,
+            nn::context::gather_sequence(&k_rope, axis)?,
+            t * c.context as i64,
+        ),
+        None => (c_kv, k_rope, t),
+    };
+    let k_rope = k_rope.broadcast_in_dim(&[b, keys, h, rope], &[0, 1, 2, 3])?;
+    let kv = c_kv.matmul(&w.kv_up)?.reshape(&[b, keys, h, nope + c.v])?;
     let k = concatenate(&[&kv.slice_axis(3, 0, nope)?, &k_rope], 3)?;
     let v = kv.slice_axis(3, nope, nope + c.v)?;
 
     let scale = attention_factor / (c.qk_head() as f64).sqrt();
-    nn::causal_attention(&q, &k, &v, scale)?.matmul(&w.out)
+    match &start {
+        Some(start) => nn::causal_attention_at(&q, &k, &v, scale, start)?.matmul(&w.out),
+        None => nn::causal_attention(&q, &k, &v, scale)?.matmul(&w.out),
+    }
 }

@@ -87,6 +87,17 @@ pub trait Architecture: 'static {
     ) -> Option<Result<(Self::Config, Mesh)>> {
         None
     }
+    /// `c` with each sequence split over `cp` devices of `devices` (context parallelism) and,
+    /// for a model with routed experts, `ep` expert ranks, and the mesh (`fsdp × context`, or
+    /// `fsdp × context × expert`); `None` for a model without context parallelism.
+    fn context_parallel(
+        _: &Self::Config,
+        _: usize,
+        _: usize,
+        _: usize,
+    ) -> Option<Result<(Self::Config, Mesh)>> {
+        None
+    }
     /// What `plan` prints without `--config`, when more than the published config's plan
     /// (Qwen3.5's tiny and full stacks side by side); `None`: the published plan alone.
     fn default_plans(_: PlanOptions) -> Option<Result<String>> {
@@ -465,6 +476,20 @@ impl ModelConfig {
         self.model
             .0
             .expert_parallel(self, devices, ep)
+            .map(|r| r.map(|(c, mesh)| (self.keep(c), mesh)))
+    }
+
+    /// This config with each sequence split over `cp` devices (and `ep` expert ranks), and
+    /// its mesh ([`Architecture::context_parallel`]); `None` for a model without it.
+    pub fn context_parallel(
+        &self,
+        devices: usize,
+        cp: usize,
+        ep: usize,
+    ) -> Option<Result<(ModelConfig, Mesh)>> {
+        self.model
+            .0
+            .context_parallel(self, devices, cp, ep)
             .map(|r| r.map(|(c, mesh)| (self.keep(c), mesh)))
     }
 

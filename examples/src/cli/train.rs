@@ -18,7 +18,7 @@ use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
 use stackscan_runtime::train::{HostInput, Progress, Trainer};
 use stackscan_runtime::{Client, CompileCache, Mesh, Plugin, plugin};
 
-use batches::{Batches, DEFAULT_EVAL_EVERY, step_inputs};
+use batches::{Batches, DEFAULT_EVAL_EVERY, Layout, step_inputs};
 use shown::{IN_FLIGHT, InFlight, Shown, evaluate};
 
 use super::CliError;
@@ -68,6 +68,12 @@ pub struct TrainArgs {
     /// the devices the experts.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N", allow_negative_numbers = true)]
     pub ep: u32,
+    /// Context parallelism (llama, deepseek3): each sequence split over N devices of an
+    /// `fsdp × context` mesh (devices/N × N; `fsdp × context × expert` with `--ep`), keys and
+    /// values gathered over `context` in attention. N must divide the devices and the
+    /// sequence length.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N", allow_negative_numbers = true)]
+    pub cp: u32,
     /// MoE dispatch (deepseek3, qwen35): gather each routed row straight from the token
     /// matrix by index instead of scattering a top-k-fold replicated copy of the tokens.
     #[arg(long)]
@@ -266,8 +272,9 @@ impl TrainArgs {
                 None => None,
             };
         let config_precision = config.precision();
-        let (job, layout) = Job::on_config(config, devices, self.ep as usize, moe)
-            .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
+        let (job, layout) =
+            Job::on_layout(config, devices, self.ep as usize, self.cp as usize, moe)
+                .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
         let options = self.schedule.apply(job.options);
         options
             .validate()
@@ -417,7 +424,7 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
         writeln!(
             out,
             "gradient accumulation: {k} micro-batches of {} sequences a step",
-            job.batch_per_device * devices as i64
+            job.batch_per_device * (devices / job.context) as i64
         )?;
     }
     writeln!(out, "plan:\n{}", trainer.plan().describe(&m.stack))?;
@@ -473,8 +480,13 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     // flight the devices would then wait for the next launch. A checkpoint drains the
     // pipeline: it saves the state after its own step.
     let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(IN_FLIGHT + 1);
+    let split = Layout {
+        devices: devices as u64,
+        context: job.context as u64,
+        seq: job.seq as usize,
+    };
     for step in start..total {
-        let inputs = step_inputs(|i| batches.get(i), position, devices as u64, k as u64);
+        let inputs = step_inputs(|i| batches.get(i), position, split, k as u64);
         let tokens: usize = inputs
             .iter()
             .map(|i| match &i[0] {
@@ -484,7 +496,7 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
             .sum();
         let batch = trainer.upload(&inputs)?;
         let pending = trainer.launch(batch)?;
-        position += (devices * k) as u64;
+        position += split.groups() * k as u64;
         let launched = InFlight {
             pending,
             step: step + 1,
@@ -523,6 +535,7 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
             evaluate(
                 &mut trainer,
                 eval,
+                split,
                 a.eval_batches,
                 step + 1,
                 &mut shown,

@@ -270,25 +270,7 @@ impl Adam {
             if sign_descent(j) {
                 continue;
             }
-            // `g · g` as one dot of the flattened gradient with itself: XLA's CPU compiler
-            // fuses no producer into a reduction, so `sum(g²)` wrote a whole `g²` to temp
-            // first, one gradient's worth per weight at the end of the step (three stacked
-            // gradients of the 32-layer tiny Llama; `examples/tests/deferred_memory.rs`).
-            let g32 = g.convert(DType::F32)?;
-            let sq = if g.rank() == 0 {
-                g32.square()?
-            } else {
-                let all: Vec<usize> = (0..g32.rank()).collect();
-                g32.dot_general(
-                    &g32,
-                    crate::ir::DotDims {
-                        lhs_batch: vec![],
-                        rhs_batch: vec![],
-                        lhs_contract: all.clone(),
-                        rhs_contract: all,
-                    },
-                )?
-            };
+            let sq = squared_norm(&g.convert(DType::F32)?)?;
             if replicated.get(j).copied().unwrap_or(false) {
                 same = same.add(&sq)?;
             } else {
@@ -440,6 +422,41 @@ fn non_finite_count(s: &Scope, x: &Tensor) -> Result<Tensor> {
     } else {
         bad.sum_all()
     }
+}
+
+/// `Σ g²` of a gradient, in f32, summed in two levels: each row (the last dimension) as
+/// one dot of the row with itself, then the rows' sums.
+///
+/// Two levels, because a single running f32 sum over a stacked gradient (10⁶ squares at the
+/// tiny preset) loses the small squares once it is large: each is below half a unit in the
+/// last place of the sum and rounds away, so the norm came out 0.5 % low on one device, and
+/// less on more devices (each sums a shard), a different number for the same step on each
+/// mesh. A row holds at most a few thousand squares, and a gradient at most a few thousand
+/// rows, so neither sum is long enough to swamp its terms. Dots rather than `sum(g²)`:
+/// XLA's CPU compiler fuses no producer into a reduction, so `g²` would be written to temp
+/// first, one gradient's worth per weight at the end of the step.
+fn squared_norm(g: &Tensor) -> Result<Tensor> {
+    let dims = g.dims().to_vec();
+    let Some(&cols) = dims.last() else {
+        return g.square();
+    };
+    let rows: i64 = dims[..dims.len() - 1].iter().product();
+    let dot = |x: &Tensor, batch: Vec<usize>, contract: Vec<usize>| {
+        x.dot_general(
+            x,
+            crate::ir::DotDims {
+                lhs_batch: batch.clone(),
+                rhs_batch: batch,
+                lhs_contract: contract.clone(),
+                rhs_contract: contract,
+            },
+        )
+    };
+    if rows <= 1 {
+        return dot(g, vec![], (0..dims.len()).collect());
+    }
+    let per_row = dot(&g.reshape(&[rows, cols])?, vec![0], vec![1])?;
+    per_row.sum(&[0])
 }
 
 #[cfg(test)]

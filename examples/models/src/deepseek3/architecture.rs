@@ -40,12 +40,14 @@ impl Architecture for DeepSeek3Model {
             c.expert_width,
             c.vocab,
             c.batch_per_device,
-            c.seq
+            c.seq_per_device()
         );
+        line.push_str(&crate::llama::describe_context(c.seq, c.context));
         if c.expert_mesh.is_parallel() {
             line.push_str(&format!(
                 "; expert parallel: fsdp {} × expert {}",
-                c.expert_mesh.fsdp, c.expert_mesh.expert
+                c.expert_mesh.fsdp * c.expert_mesh.context,
+                c.expert_mesh.expert
             ));
         }
         line
@@ -85,6 +87,18 @@ impl Architecture for DeepSeek3Model {
     ) -> Option<Result<(DeepSeek3Config, stackscan::Mesh)>> {
         Some(c.with_expert_parallel(devices, ep).and_then(|c| {
             let mesh = c.expert_mesh.mesh()?;
+            Ok((c, mesh))
+        }))
+    }
+
+    fn context_parallel(
+        c: &DeepSeek3Config,
+        devices: usize,
+        cp: usize,
+        ep: usize,
+    ) -> Option<Result<(DeepSeek3Config, stackscan::Mesh)>> {
+        Some(c.with_context_parallel(devices, cp, ep).and_then(|c| {
+            let mesh = c.context_mesh(devices)?;
             Ok((c, mesh))
         }))
     }

@@ -105,6 +105,10 @@ pub struct DeepSeek3Config {
     /// sees only the config.
     #[serde(skip)]
     pub expert_mesh: ExpertMesh,
+    /// Devices each sequence is split over (context parallelism, `--cp`; never read from a
+    /// file). MLA gathers the compressed keys and values of the other pieces.
+    #[serde(skip, default = "crate::llama::one")]
+    pub context: usize,
 }
 
 impl Default for DeepSeek3Config {
@@ -146,6 +150,7 @@ impl DeepSeek3Config {
                 rope_theta: 10_000.0,
                 eps: 1e-6,
                 rope_scaling: None,
+                context: 1,
             },
             dense_ffn: 32,
             experts: 8,
@@ -163,6 +168,7 @@ impl DeepSeek3Config {
             seq: 8,
             batch_per_device,
             expert_mesh: ExpertMesh::OFF,
+            context: 1,
         }
     }
 
@@ -230,7 +236,46 @@ impl DeepSeek3Config {
 
     /// What the attention module ([`Mla`]) reads.
     pub const fn mla(&self) -> MlaConfig {
-        self.mla
+        MlaConfig {
+            context: self.context,
+            ..self.mla
+        }
+    }
+
+    /// Positions of each sequence on one device: `seq / context`.
+    pub const fn seq_per_device(&self) -> i64 {
+        self.seq / self.context as i64
+    }
+
+    /// The same model with each sequence split over `cp` devices and `ep` expert ranks of
+    /// `devices` (checked: `cp` divides the sequence, `cp · ep` the devices, the devices the
+    /// experts); the mesh is `fsdp × context`, or `fsdp × context × expert` with `ep > 1`.
+    pub fn with_context_parallel(self, devices: usize, cp: usize, ep: usize) -> Result<Self> {
+        crate::llama::context_split(self.seq, devices, cp)?;
+        // Without expert parallelism the mesh still records the context split: the MoE
+        // layer's sequence-wise balance loss sums each sequence over its pieces.
+        let expert_mesh = if ep > 1 {
+            ExpertMesh::new(devices, ep, self.experts)?.with_context(cp)?
+        } else {
+            ExpertMesh {
+                fsdp: devices / cp,
+                expert: 1,
+                context: cp,
+            }
+        };
+        Ok(DeepSeek3Config {
+            expert_mesh,
+            context: cp,
+            ..self
+        })
+    }
+
+    /// The mesh of this config's layout: `fsdp × context` of `devices`, or the expert mesh's.
+    pub fn context_mesh(&self, devices: usize) -> Result<stackscan::Mesh> {
+        if self.expert_mesh.is_parallel() {
+            return self.expert_mesh.mesh();
+        }
+        crate::llama::context_mesh(devices, self.context, 1)
     }
 
     /// What the dense layers' FFN ([`SwiGlu`]) reads.
@@ -382,10 +427,10 @@ pub struct DeepSeek3Stack;
 #[inputs(config = DeepSeek3Config)]
 pub struct Tokens<T> {
     /// Token ids.
-    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
+    #[input(shape = [cfg.batch_per_device, cfg.seq_per_device()], dtype = i32, values = 0..cfg.vocab)]
     pub tokens: T,
     /// The next token of each position.
-    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
+    #[input(shape = [cfg.batch_per_device, cfg.seq_per_device()], dtype = i32, values = 0..cfg.vocab)]
     pub labels: T,
 }
 

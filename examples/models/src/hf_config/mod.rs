@@ -459,6 +459,7 @@ fn deepseek3(f: &Fields) -> Result<DeepSeek3Config> {
             // epsilon there; `rms_norm_eps` is the layers' and the final norm's (checked above).
             eps: crate::deepseek3::NORM_EPS,
             rope_scaling: yarn(f.rope_scaling.as_ref())?,
+            context: 1,
         },
         dense_ffn: positive(f.intermediate_size, "intermediate_size")?,
         experts,
@@ -474,6 +475,7 @@ fn deepseek3(f: &Fields) -> Result<DeepSeek3Config> {
         direct_token_gather: false,
         dlhs_transpose_rhs: false,
         expert_mesh: crate::moe::ExpertMesh::OFF,
+        context: 1,
         seq: SEQ,
         batch_per_device: 1,
     })

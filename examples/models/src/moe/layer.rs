@@ -28,7 +28,8 @@
 //! Both are off at 0, and the layer then computes what it did without them.
 
 use stackscan::auxiliary::AuxRole;
-use stackscan::{DType, Error, Result, Tensor, nn};
+use stackscan::nn::context::CONTEXT_AXIS;
+use stackscan::{Axis, DType, Error, Result, Tensor, nn};
 
 use crate::moe::dispatch::{DispatchOptions, ExpertWeights, capacity, routed_experts};
 use crate::moe::parallel::ExpertMesh;
@@ -172,18 +173,26 @@ fn balance(
     if cfg.aux_loss_coef > 0.0 {
         let n = sequences.max(1) as i64;
         let per_seq = t / n;
-        let p = routing
-            .affinities
-            .reshape(&[n, per_seq, e as i64])?
-            .mean(&[1])?;
+        // Under context parallelism this device holds one piece of each sequence: the
+        // sequence's sums are the pieces' sums over `context` (a `psum`, whose VJP sends each
+        // piece its share back), over all `cp · per_seq` positions.
+        let context = cfg.expert_mesh.context;
+        let axis = Axis::new(CONTEXT_AXIS, context);
+        let over_sequence =
+            |x: Tensor| -> Result<Tensor> { if context > 1 { x.psum(&axis) } else { Ok(x) } };
+        let positions = (per_seq * context as i64) as f64;
+        let affinities = routing.affinities.reshape(&[n, per_seq, e as i64])?;
+        let p = if context > 1 {
+            over_sequence(affinities.sum(&[1])?)?.scale(1.0 / positions)?
+        } else {
+            affinities.mean(&[1])?
+        };
         let per_choice = match cfg.router.kind {
             RouterKind::SigmoidGrouped { .. } => k as f64,
             RouterKind::Softmax => 1.0,
         };
-        let f = chosen
-            .reshape(&[n, per_seq, e as i64])?
-            .sum(&[1])?
-            .scale(e as f64 / (per_choice * per_seq as f64))?
+        let f = over_sequence(chosen.reshape(&[n, per_seq, e as i64])?.sum(&[1])?)?
+            .scale(e as f64 / (per_choice * positions))?
             .convert(p.dtype())?;
         terms.push(f.mul(&p)?.sum(&[1])?.mean(&[0])?.scale(cfg.aux_loss_coef)?);
     }

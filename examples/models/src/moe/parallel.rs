@@ -25,6 +25,7 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
+use stackscan::nn::context::CONTEXT_AXIS;
 use stackscan::{Axis, Error, Mesh, Result, Tensor};
 
 /// The FSDP axis of an expert-parallel mesh (the major one).
@@ -40,6 +41,10 @@ pub struct ExpertMesh {
     pub fsdp: usize,
     /// Devices along `expert` (expert-parallel ranks, `--ep`).
     pub expert: usize,
+    /// Devices along `context`, the minor-most axis (context parallelism, `--cp`; 1: no such
+    /// axis). An expert bank is then gathered over `fsdp × context`: every piece of a sequence
+    /// routes its tokens to the same experts of its expert rank.
+    pub context: usize,
 }
 
 impl Default for ExpertMesh {
@@ -50,7 +55,11 @@ impl Default for ExpertMesh {
 
 impl ExpertMesh {
     /// No expert parallelism.
-    pub const OFF: ExpertMesh = ExpertMesh { fsdp: 1, expert: 1 };
+    pub const OFF: ExpertMesh = ExpertMesh {
+        fsdp: 1,
+        expert: 1,
+        context: 1,
+    };
 
     /// `devices` split into `devices / ep` along `fsdp` and `ep` along `expert`, for a model
     /// of `experts` routed experts. `ep` must divide the devices, and the devices must divide
@@ -74,6 +83,26 @@ impl ExpertMesh {
         Ok(ExpertMesh {
             fsdp: devices / ep,
             expert: ep,
+            context: 1,
+        })
+    }
+
+    /// This mesh with each sequence split over `cp` of its `fsdp` devices: `fsdp / cp × expert
+    /// × cp`. `cp` must divide the `fsdp` devices.
+    pub fn with_context(self, cp: usize) -> Result<ExpertMesh> {
+        let groups = self.fsdp * self.context;
+        if cp == 0 || !groups.is_multiple_of(cp) {
+            return Err(Error::InvalidOp {
+                op: "context_parallel",
+                message: format!(
+                    "--cp {cp} must be at least 1 and divide the {groups} devices of an expert rank"
+                ),
+            });
+        }
+        Ok(ExpertMesh {
+            fsdp: groups / cp,
+            context: cp,
+            ..self
         })
     }
 
@@ -84,11 +113,20 @@ impl ExpertMesh {
 
     /// Devices of the mesh.
     pub fn devices(&self) -> usize {
-        self.fsdp * self.expert
+        self.fsdp * self.context * self.expert
     }
 
-    /// The mesh `["fsdp"=f, "expert"=ep]`.
+    /// The mesh `["fsdp"=f, "expert"=ep]`, or `["fsdp"=f, "expert"=ep, "context"=cp]`:
+    /// `context` minor-most, so the devices that share a sequence (and exchange keys and values
+    /// in every attention layer) are neighbours, and device `d` holds piece `d % cp`.
     pub fn mesh(&self) -> Result<Mesh> {
+        if self.context > 1 {
+            return Mesh::new(&[
+                (FSDP_AXIS, self.fsdp),
+                (EXPERT_AXIS, self.expert),
+                (CONTEXT_AXIS, self.context),
+            ]);
+        }
         Mesh::new(&[(FSDP_AXIS, self.fsdp), (EXPERT_AXIS, self.expert)])
     }
 
@@ -97,9 +135,14 @@ impl ExpertMesh {
         Axis::new(EXPERT_AXIS, self.expert)
     }
 
-    /// The `fsdp` axis, which expert banks are gathered over.
+    /// The axis expert banks are gathered over: `fsdp`, or `fsdp × context` under context
+    /// parallelism (the devices of one expert rank, in device order).
     pub fn fsdp_axis(&self) -> Axis {
-        Axis::new(FSDP_AXIS, self.fsdp)
+        let fsdp = Axis::new(FSDP_AXIS, self.fsdp);
+        if self.context > 1 {
+            return Axis::compound(&[&fsdp, &Axis::new(CONTEXT_AXIS, self.context)]);
+        }
+        fsdp
     }
 
     /// For each expert id, its position in rank-major order: rank `x`'s experts (see the
@@ -110,8 +153,15 @@ impl ExpertMesh {
         (0..experts)
             .map(|g| {
                 let (device, j) = (g / per_device, g % per_device);
-                let (f, x) = (device / self.expert, device % self.expert);
-                (x * self.fsdp * per_device + f * per_device + j) as i64
+                // Device `((f·ep + x)·cp + c)`; rank `x` gathers over `fsdp × context`, so its
+                // experts come in `(f, c)` order.
+                let c = device % self.context;
+                let (f, x) = (
+                    device / self.context / self.expert,
+                    device / self.context % self.expert,
+                );
+                let group = f * self.context + c;
+                (x * self.fsdp * self.context * per_device + group * per_device + j) as i64
             })
             .collect()
     }
@@ -150,6 +200,33 @@ mod tests {
                 assert_eq!(p as usize / (16 / ep), rank, "expert {g} on {devices}/{ep}");
             }
         }
+    }
+
+    #[test]
+    fn with_a_context_axis_each_rank_still_owns_its_block() {
+        for (devices, ep, cp) in [(8, 2, 2), (8, 4, 2), (16, 2, 4)] {
+            let em = ExpertMesh::new(devices, ep, 16)
+                .unwrap()
+                .with_context(cp)
+                .unwrap();
+            assert_eq!(em.devices(), devices);
+            assert_eq!(em.fsdp_axis().size, devices / ep);
+            let perm = em.rank_major(16);
+            let mut sorted = perm.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..16).collect::<Vec<i64>>());
+            let per_device = 16 / devices;
+            for (g, &p) in perm.iter().enumerate() {
+                // Device d = (f·ep + x)·cp + c: its expert coordinate is (d / cp) % ep.
+                let rank = (g / per_device / cp) % ep;
+                assert_eq!(
+                    p as usize / (16 / ep),
+                    rank,
+                    "expert {g} on {devices}/{ep}/{cp}"
+                );
+            }
+        }
+        assert!(ExpertMesh::new(8, 4, 16).unwrap().with_context(4).is_err());
     }
 
     #[test]

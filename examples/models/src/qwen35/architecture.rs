@@ -93,6 +93,28 @@ impl Architecture for Qwen35Model {
         }))
     }
 
+    /// Refused: a Gated DeltaNet layer carries its recurrent state along the sequence, so the
+    /// piece of a sequence on device `c` needs the state the pieces before it end with. That
+    /// state could be passed on (each piece's chunk recurrence is affine in its initial state,
+    /// so the pieces' transitions compose by a prefix scan over `context`), but it is not
+    /// built yet; running the layers on each piece from a zero state would train a different
+    /// model without a word.
+    fn context_parallel(
+        _: &Qwen35Config,
+        _: usize,
+        cp: usize,
+        _: usize,
+    ) -> Option<Result<(Qwen35Config, stackscan::Mesh)>> {
+        Some(Err(stackscan::Error::InvalidOp {
+            op: "context_parallel",
+            message: format!(
+                "--cp {cp}: Qwen3.5's Gated DeltaNet layers carry a recurrent state along the \
+                 sequence, and passing it from one device's piece to the next is not built; \
+                 train it with --cp 1"
+            ),
+        }))
+    }
+
     fn logits_head(c: &Qwen35Config) -> Option<stackscan::fsdp::PostFn> {
         Some(stackscan::model::logits_head::<Qwen35<Tensor, Qwen35Stack>>(c))
     }

@@ -41,6 +41,13 @@ pub(super) trait Erased: Sync {
         devices: usize,
         ep: usize,
     ) -> Option<Result<(ModelConfig, Mesh)>>;
+    fn context_parallel(
+        &self,
+        c: &ModelConfig,
+        devices: usize,
+        cp: usize,
+        ep: usize,
+    ) -> Option<Result<(ModelConfig, Mesh)>>;
     fn active_parameters(&self, c: &ModelConfig, m: &StackModel) -> Option<u64>;
     fn logits_head(&self, c: &ModelConfig) -> Option<PostFn>;
     fn hf_weights(&self, c: &ModelConfig) -> Option<Result<HfMap>>;
@@ -131,6 +138,16 @@ impl<A: Architecture> Erased for Registered<A> {
         ep: usize,
     ) -> Option<Result<(ModelConfig, Mesh)>> {
         A::expert_parallel(self.of(c), devices, ep)
+            .map(|r| r.map(|(c, mesh)| (ModelConfig::new::<A>(c), mesh)))
+    }
+    fn context_parallel(
+        &self,
+        c: &ModelConfig,
+        devices: usize,
+        cp: usize,
+        ep: usize,
+    ) -> Option<Result<(ModelConfig, Mesh)>> {
+        A::context_parallel(self.of(c), devices, cp, ep)
             .map(|r| r.map(|(c, mesh)| (ModelConfig::new::<A>(c), mesh)))
     }
     fn active_parameters(&self, c: &ModelConfig, m: &StackModel) -> Option<u64> {

