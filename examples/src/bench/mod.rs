@@ -32,7 +32,7 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use stackscan::fsdp::{Adam, train_step, with_adam};
+use stackscan::fsdp::{Adam, train_step_on, with_adam};
 use stackscan::plan::PlanOptions;
 use stackscan::{Axis, Precision, Program};
 use stackscan_runtime::train::{HostInput, StepReport, Trainer};
@@ -42,6 +42,7 @@ pub use flops::{StepFlops, step_flops};
 pub use output::{check_destination, write_json};
 pub use peak::{MatmulPeak, measure as measure_matmul_peak};
 
+use crate::cli::train::batches::{Layout, step_inputs};
 use crate::registry::{ModelConfig, ModelName, Preset};
 
 /// A schedule the bench runs.
@@ -96,6 +97,10 @@ pub struct BenchArgs {
     /// Devices on the FSDP axis (CPU: virtual devices; an accelerator: the first N).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub devices: u16,
+    /// Context parallelism (llama, deepseek3): each sequence split over N of the devices, an
+    /// `fsdp × context` mesh of devices/N × N, as `train --cp`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096), value_name = "N")]
+    pub cp: u16,
     /// Timed steps per schedule, after the warm-up steps.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub steps: u32,
@@ -175,8 +180,10 @@ pub struct Setup {
     pub config: serde_json::Value,
     /// Sequences per step over all devices.
     pub global_batch: i64,
-    /// Devices on the FSDP axis.
+    /// Devices of the mesh.
     pub devices: usize,
+    /// Devices each sequence is split over (`--cp`; 1: none).
+    pub context: usize,
     /// Timed steps per schedule.
     pub steps: usize,
     /// Untimed steps before them.
@@ -312,7 +319,9 @@ fn median(v: &[f64]) -> f64 {
 /// layers, 16 sequences of 128 tokens) resized by `--layers`, `--seq` and `--batch` over
 /// `--devices`.
 pub fn config(args: &BenchArgs) -> Result<ModelConfig, BenchError> {
-    let devices = i64::from(args.devices);
+    // The batch splits over the groups of devices that share sequences (all of them without
+    // context parallelism).
+    let devices = i64::from(args.devices / args.cp.max(1)).max(1);
     let name = args.model.unwrap_or_else(crate::registry::default_model);
     let base = match &args.config {
         Some(spec) => name.load(spec),
@@ -343,10 +352,33 @@ pub fn config(args: &BenchArgs) -> Result<ModelConfig, BenchError> {
         .with_layers(layers)
         .with_seq(seq)
         .with_batch_per_device(batch / devices);
+    let (c, layout) = layout(c, args)?;
     c.build()
-        .and_then(|(m, _)| m.validate(usize::from(args.devices)))
-        .map_err(|e| BenchError::Config(format!("`{name}` does not fit {devices} devices: {e}")))?;
+        .and_then(|(m, _)| m.validate_on(&layout))
+        .map_err(|e| {
+            BenchError::Config(format!(
+                "`{name}` does not fit {} devices: {e}",
+                args.devices
+            ))
+        })?;
     Ok(c)
+}
+
+/// `c` on the mesh of the flags: one `fsdp` axis, or `fsdp × context` with `--cp`.
+fn layout(c: ModelConfig, args: &BenchArgs) -> Result<(ModelConfig, stackscan::Mesh), BenchError> {
+    let devices = usize::from(args.devices);
+    let cp = usize::from(args.cp);
+    if cp == 1 {
+        let mesh = stackscan::Mesh::line(&Axis::new("fsdp", devices))?;
+        return Ok((c, mesh));
+    }
+    let name = c.model();
+    match c.context_parallel(devices, cp, 1) {
+        Some(split) => Ok(split?),
+        None => Err(BenchError::Config(format!(
+            "--cp {cp}: the model `{name}` has no context-parallel form"
+        ))),
+    }
 }
 
 /// The options of `schedule` under the flags: scheduling tags, and the precision asked for
@@ -360,8 +392,9 @@ fn schedule_options(args: &BenchArgs, declared: Precision, schedule: Schedule) -
 
 /// Runs the bench the flags describe.
 pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
-    let c = config(args)?;
+    let (c, layout) = layout(config(args)?, args)?;
     let devices = usize::from(args.devices);
+    let cp = usize::from(args.cp);
     let tags = !args.no_scheduling_tags;
     let plugin = Plugin::load(plugin::resolve(&args.plugin)?)?;
     let accelerator = stackscan_runtime::AcceleratorOptions {
@@ -369,12 +402,8 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
         preallocate: args.gpu_preallocate,
     };
     let client = Client::for_devices_with(&plugin, devices, accelerator)?;
-    let mesh = Mesh::new(&client, "fsdp", devices)?;
-    let axis = Axis {
-        name: "fsdp".into(),
-        size: devices,
-    };
-    let global_batch = c.batch_per_device() * devices as i64;
+    let mesh = Mesh::for_layout(&client, &layout)?;
+    let global_batch = c.batch_per_device() * (devices / cp) as i64;
     let (model, declared) = c.build()?;
     let declared = declared.precision;
     let deferred = schedule_options(args, declared, Schedule::Deferred);
@@ -382,7 +411,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
     let flops = step_flops(
         &model,
         global_batch * c.tokens().seq,
-        &train_step(&model, deferred, &axis)?,
+        &train_step_on(&model, deferred, &layout)?,
         devices,
     )?;
     let mut runs = Vec::new();
@@ -401,7 +430,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
             .map_err(|e| BenchError::Config(format!("`--compile-depths` {layers}: {e}")))?
             .0;
         let started = Instant::now();
-        let step = train_step(&m, deferred, &axis)?;
+        let step = train_step_on(&m, deferred, &layout)?;
         let program: Program = with_adam(&step, Adam::default())?;
         let text = program.emit()?;
         let lowered = started.elapsed().as_secs_f64();
@@ -429,6 +458,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
             config: c.to_json(),
             global_batch,
             devices,
+            context: cp,
             steps: args.steps as usize,
             warmup: args.warmup as usize,
             scheduling_tags: tags,
@@ -467,20 +497,17 @@ fn time_schedule(
     peak: &MatmulPeak,
     flops: &StepFlops,
 ) -> Result<ScheduleRun, BenchError> {
-    let devices = mesh.size();
+    let split = Layout {
+        devices: mesh.size() as u64,
+        context: u64::from(args.cp),
+        seq: c.tokens().seq as usize,
+    };
     let mut trainer = Trainer::new(client, mesh, &c.build()?.0, options, Adam::default(), 1)?;
     // The batches are made before the clock starts: the host overhead measured is the
     // trainer's, not the synthetic data's.
-    let total = (args.warmup + args.steps) as usize;
+    let total = (args.warmup + args.steps) as u64;
     let batches: Vec<Vec<Vec<HostInput>>> = (0..total)
-        .map(|step| {
-            (0..devices)
-                .map(|d| {
-                    let (t, l) = c.synthetic_batch((step * devices + d) as u64);
-                    vec![HostInput::I32(t), HostInput::I32(l)]
-                })
-                .collect()
-        })
+        .map(|step| step_inputs(|i| c.synthetic_batch(i), step * split.groups(), split, 1))
         .collect();
     let warmup = args.warmup as usize;
     let reports = if args.sync {

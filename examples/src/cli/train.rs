@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-mod batches;
+pub(crate) mod batches;
 mod shown;
 
 use clap::Args;
@@ -217,7 +217,8 @@ impl TrainArgs {
             self.init_from.as_deref(),
             self.batch,
             self.seq,
-            self.runtime.devices,
+            // `--batch` is split over the groups of devices that share sequences.
+            (self.runtime.devices / self.cp.max(1) as usize).max(1),
         )
     }
 

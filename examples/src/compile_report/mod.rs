@@ -48,6 +48,10 @@ pub struct CompileReportArgs {
     /// Plugin and devices.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    /// Context parallelism (llama, deepseek3): each sequence split over N devices, as `train
+    /// --cp` (the memory per device of a long context is what it changes).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N")]
+    pub cp: u32,
     /// Schedule overrides of the model's attribute.
     #[command(flatten)]
     pub schedule: ScheduleArgs,
@@ -168,26 +172,30 @@ impl From<stackscan_runtime::Error> for CompileReportError {
 pub fn run(args: &CompileReportArgs) -> Result<CompileReport, CompileReportError> {
     let name = args.model.unwrap_or_else(crate::registry::default_model);
     let devices = args.runtime.devices;
+    let cp = args.cp as usize;
     let mut c = crate::cli::args::shaped_config(
         name,
         args.config.as_deref(),
         None,
         args.batch,
         args.seq,
-        devices,
+        (devices / cp).max(1),
     )?;
     if let Some(layers) = args.layers {
         c = c.with_layers(usize::from(layers));
     }
     // The attribute's options with the config's precision; the flags over both.
-    let (model, declared) = c.build()?;
+    let config = c.to_json();
+    let (job, layout) =
+        crate::jobs::Job::on_layout(c, devices, 1, cp, crate::jobs::MoeFlags::default())?;
+    let (model, declared) = (job.model, job.options);
     let options: PlanOptions = args.schedule.apply(declared);
     model
-        .validate(devices)
+        .validate_on(&layout)
         .map_err(|e| CompileReportError::Config(format!("`{name}` on {devices} devices: {e}")))?;
     let plugin = Plugin::load(plugin::resolve(&args.runtime.plugin)?)?;
     let client = Client::for_devices_with(&plugin, devices, args.runtime.accelerator())?;
-    let mesh = Mesh::new(&client, "fsdp", devices)?;
+    let mesh = Mesh::for_layout(&client, &layout)?;
     let started = Instant::now();
     let program = training_program(&model, options, mesh.layout(), Adam::default(), 1)?.update;
     let text = program.emit()?;
@@ -202,7 +210,7 @@ pub fn run(args: &CompileReportArgs) -> Result<CompileReport, CompileReportError
     let top = usize::from(args.top);
     Ok(CompileReport {
         model: name.to_string(),
-        config: c.to_json(),
+        config,
         devices,
         options: format!(
             "prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}, precision={}",

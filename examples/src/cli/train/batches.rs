@@ -36,7 +36,7 @@ impl Batches<'_> {
 /// `(g, c) = (d / context, d % context)` on the `fsdp × context` mesh, reads its group `g`'s
 /// batches and keeps positions `c·seq/context ..` of each sequence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Layout {
+pub(crate) struct Layout {
     /// Devices of the mesh.
     pub devices: u64,
     /// Devices each sequence is split over (1: none).
@@ -56,7 +56,7 @@ impl Layout {
 /// of group `g` runs its `k` micro-batches (device batches `position + i·groups + g`,
 /// i < k) one after another, as an accumulating trainer takes them, each cut to the device's
 /// piece of every sequence ([`Layout`]).
-pub(super) fn step_inputs(
+pub(crate) fn step_inputs(
     batch: impl Fn(u64) -> (Vec<i32>, Vec<i32>),
     position: u64,
     layout: Layout,
