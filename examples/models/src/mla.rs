@@ -196,19 +196,24 @@ pub fn mla(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<Tensor> {
     let k_rope = rot(&latent
         .slice_axis(2, c.kv_lora, c.kv_lora + rope)?
         .reshape(&[b, t, 1, rope])?)?;
-    let c_kv = nn::rms_norm(&latent.slice_axis(2, 0, c.kv_lora)?, &w.kv_norm, c.eps)?;
+    let c_kv =
+        |latent: &Tensor| nn::rms_norm(&latent.slice_axis(2, 0, c.kv_lora)?, &w.kv_norm, c.eps);
     // Context parallelism exchanges the compressed keys and values: the normalised latent and
     // the rotated shared key, `kv_lora + rope` numbers a position, not the expanded heads'
     // `heads·(nope + v) + rope`; every device then expands the whole sequence's latent.
-    let (c_kv, k_rope, keys) = match &context {
-        Some(axis) => (
-            nn::context::gather_sequence(&c_kv, axis)?,
-            nn::context::gather_sequence(&k_rope, axis)?,
-            t * c.context as i64,
-        ),
-        None => (c_kv, k_rope, t),
+    let (k_rope, c_kv, keys) = match &context {
+        Some(axis) => {
+            let c_kv = nn::context::gather_sequence(&c_kv(&latent)?, axis)?;
+            let k_rope = nn::context::gather_sequence(&k_rope, axis)?;
+            let keys = t * c.context as i64;
+            let k_rope = k_rope.broadcast_in_dim(&[b, keys, h, rope], &[0, 1, 2, 3])?;
+            (k_rope, c_kv, keys)
+        }
+        None => {
+            let k_rope = k_rope.broadcast_in_dim(&[b, t, h, rope], &[0, 1, 2, 3])?;
+            (k_rope, c_kv(&latent)?, t)
+        }
     };
-    let k_rope = k_rope.broadcast_in_dim(&[b, keys, h, rope], &[0, 1, 2, 3])?;
     let kv = c_kv.matmul(&w.kv_up)?.reshape(&[b, keys, h, nope + c.v])?;
     let k = concatenate(&[&kv.slice_axis(3, 0, nope)?, &k_rope], 3)?;
     let v = kv.slice_axis(3, nope, nope + c.v)?;
