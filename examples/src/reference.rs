@@ -238,6 +238,7 @@ pub fn predict_all(hardware: &str, batch: Option<usize>, out: &Path) -> Result<V
                 hardware: hardware.into(),
                 chips: s.chips,
                 ep: s.ep,
+                cp: None,
                 batch: Some(batch),
                 layers: s.layers,
                 unroll: Some(MAXTEXT_UNROLL),

@@ -62,6 +62,12 @@ pub struct TimelineArgs {
     /// by all_to_all on the second collective lane (needs an MoE model).
     #[arg(long, value_parser = positive_count)]
     pub ep: Option<usize>,
+    /// Context parallelism (llama, deepseek3): each sequence split over N devices, as `train
+    /// --cp`. Each device computes `seq / N` positions, and attention's gather of the other
+    /// pieces' keys and values (and its reduce-scatter in the backward) is priced inside the
+    /// layer, on the compute lane, as every collective a layer runs itself.
+    #[arg(long, value_parser = positive_count)]
+    pub cp: Option<usize>,
     /// Sequences per device (default: the model config's).
     #[arg(long, value_parser = positive_count)]
     pub batch: Option<usize>,
@@ -222,6 +228,29 @@ pub fn model_configured(
     priced(&c)
 }
 
+/// The model `args` name with each sequence split over `cp` of `devices` ([`TimelineArgs::cp`]).
+fn context_parallel(
+    name: &str,
+    config: Option<&str>,
+    args: &TimelineArgs,
+    devices: usize,
+    cp: usize,
+) -> Result<PricedModel> {
+    let mut c = config_by_name(name, config)?;
+    if let Some(b) = args.batch {
+        c = c.with_batch_per_device(b as i64);
+    }
+    if let Some(l) = args.layers {
+        c = c.with_layers(l);
+    }
+    let split = c.context_parallel(devices, cp, 1).ok_or_else(|| {
+        invalid(format!(
+            "`--cp {cp}`: the model `{name}` has no context-parallel form"
+        ))
+    })??;
+    priced(&split.0)
+}
+
 /// The model of `config` as the cost model prices it.
 pub fn priced(config: &ModelConfig) -> Result<PricedModel> {
     let (model, options) = config.build()?;
@@ -247,14 +276,18 @@ impl Loaded {
         if args.chips == 0 {
             return Err(invalid("`--chips` must be at least 1"));
         }
-        let priced = model_configured(
+        let chip = Hardware::load(&args.hardware)?;
+        let mut priced = model_configured(
             &args.model(),
             args.config.as_deref(),
             args.batch.map(|b| b as i64),
             args.layers,
         )?;
+        if let Some(cp) = args.cp.filter(|&cp| cp > 1) {
+            let devices = args.chips.saturating_mul(chip.devices_per_chip);
+            priced = context_parallel(&args.model(), args.config.as_deref(), args, devices, cp)?;
+        }
         let accounting = priced.accounting(args.ep)?;
-        let chip = Hardware::load(&args.hardware)?;
         // The model must split over the mesh as `train` requires, or the prediction prices
         // a step that cannot be built.
         let devices = args
@@ -348,6 +381,7 @@ fn run_loaded(args: &TimelineArgs, loaded: Loaded) -> Result<Summary> {
         "devices": devices,
         "layers": priced.model.stack.len(),
         "ep": args.ep,
+        "cp": args.cp,
         "assumptions": ASSUMPTIONS,
         "off": prediction_json(&off),
         "on": prediction_json(&on),
@@ -377,10 +411,15 @@ pub fn report(
     let (off, on) = (s.off.step_seconds(), s.on.step_seconds());
     writeln!(
         out,
-        "{} on {} chips of {}: predicted step {:.2} ms off, {:.2} ms on ({:+.1} %)",
+        "{} on {} chips of {}{}: predicted step {:.2} ms off, {:.2} ms on ({:+.1} %)",
         args.model(),
         args.chips,
         args.hardware,
+        args.cp
+            .filter(|&cp| cp > 1)
+            .map_or(String::new(), |cp| format!(
+                ", each sequence over {cp} devices"
+            )),
         off * 1e3,
         on * 1e3,
         (on / off - 1.0) * 100.0
@@ -465,6 +504,7 @@ mod tests {
             hardware: "tpu7x".into(),
             chips: 16,
             ep: None,
+            cp: None,
             batch: None,
             layers: None,
             unroll: None,
@@ -496,6 +536,46 @@ mod tests {
         assert!(svg.starts_with("<svg") && svg.contains("RS dW3"));
         assert!(s.on.step_seconds() <= s.off.step_seconds());
         std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    /// With `--cp 4` each device prices a quarter of each sequence, and the layer its
+    /// gather of the other pieces' keys and values (the VJP's reduce-scatter in the backward):
+    /// 3 of 4 pieces of K and V, `[2, 16, 2, 32]` bf16 each, 24 576 bytes a layer.
+    #[test]
+    fn context_parallelism_prices_the_key_value_exchange_inside_the_layer() {
+        use stackscan::cost::{Collective, layer_costs};
+        let out = std::env::temp_dir().join("stackscan-timeline-cp-unused");
+        let mut a = args("llama", out);
+        let plain = Loaded::new(&a).unwrap();
+        a.cp = Some(4);
+        let split = Loaded::new(&a).unwrap();
+        assert_eq!(plain.priced.model.activation.dims[1], 64);
+        assert_eq!(split.priced.model.activation.dims[1], 16);
+        let devices = 32;
+        let cost = |l: &Loaded| {
+            layer_costs(
+                &l.priced.model,
+                devices,
+                &l.accounting,
+                stackscan::Precision::BF16,
+            )
+            .unwrap()
+            .remove(0)
+        };
+        let (p, s) = (cost(&plain), cost(&split));
+        assert_eq!(p.forward.collective(Collective::AllGather).total(), 0);
+        assert_eq!(s.forward.collective(Collective::AllGather).total(), 24_576);
+        assert_eq!(
+            s.backward.collective(Collective::ReduceScatter).total(),
+            24_576
+        );
+        // A model without a context-parallel form is refused by name.
+        a.model = Some("qwen35".into());
+        let e = match Loaded::new(&a) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("Qwen3.5 with --cp 4 was accepted"),
+        };
+        assert!(e.contains("Gated DeltaNet"), "{e}");
     }
 
     #[test]

@@ -65,6 +65,10 @@ pub struct PlanArgs {
     /// Expert-parallel degree of the prediction (a K-way expert axis).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536), requires = "predict")]
     pub ep: Option<u32>,
+    /// Context parallelism of the prediction (llama, deepseek3): each sequence split over N
+    /// devices, attention's key/value exchange priced inside the layer (as `timeline --cp`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536), requires = "predict")]
+    pub cp: Option<u32>,
 }
 
 /// Arguments of `params`.
@@ -141,9 +145,26 @@ fn predict_line(
             ep: args.ep.map(|k| k as usize),
             precision: args.schedule.precision,
         };
-        let priced = crate::timeline::priced(config)?;
+        let (priced, split) = match args.cp.filter(|&cp| cp > 1) {
+            Some(cp) => {
+                let chip = crate::hardware::Hardware::load(&args.hardware)?;
+                let devices = target.chips.saturating_mul(chip.devices_per_chip);
+                let name = config.model();
+                let (c, _) = config
+                    .context_parallel(devices, cp as usize, 1)
+                    .ok_or_else(|| {
+                        CliError::Usage(format!(
+                            "`--cp {cp}`: the model `{name}` has no context-parallel form"
+                        ))
+                    })?
+                    .map_err(usage)?;
+                let split = format!(" (each sequence over {cp} devices)");
+                (crate::timeline::priced(&c)?, split)
+            }
+            None => (crate::timeline::priced(config)?, String::new()),
+        };
         let line = crate::predict::describe(&priced, options, &target)?;
-        writeln!(out, "{line}")?;
+        writeln!(out, "{line}{split}")?;
     }
     Ok(())
 }
