@@ -263,6 +263,42 @@ fn causal_attention_of_a_hand_derived_case() {
     close(&y, &[2.0, 2.0, 3.0, 3.5], 1e-14);
 }
 
+/// Blockwise attention (context parallelism's, `nn::context`) is causal attention: over a
+/// whole sequence of 6 in blocks of 2 and 3, and for the last 4 queries of it starting at
+/// position 2 (a context-parallel piece) against all 6 keys; its gradient agrees with finite
+/// differences, queries, keys and values alike.
+#[test]
+fn blocked_attention_is_causal_attention() {
+    let client = common::cpu_client(1);
+    let mut rng = Rng::new(21);
+    let qkv: Vec<Arg> = (0..3)
+        .map(|_| float_arg(&mut rng, &[2, 6, 2, 3], -1.5, 1.5))
+        .collect();
+    let start = |p: &stackscan::Tensor, at: f64| p.scope().scalar(at, DType::I32);
+    let whole = run1(&qkv, |p| nn::causal_attention(&p[0], &p[1], &p[2], 0.7));
+    for block in [2, 3, 6] {
+        let blocked = run1(&qkv, |p| {
+            let at = start(&p[0], 0.0)?;
+            nn::context::blocked_causal_attention(&p[0], &p[1], &p[2], 0.7, &at, block)
+        });
+        close(&blocked, &whole, 1e-13);
+    }
+    // Rows 2..6 of each sequence: [2, 4, 6] of the output.
+    let piece = run1(&qkv, |p| {
+        let q = p[0].slice_axis(1, 2, 6)?;
+        let at = start(&p[0], 2.0)?;
+        nn::context::blocked_causal_attention(&q, &p[1], &p[2], 0.7, &at, 2)
+    });
+    let expected: Vec<f64> = (0..2)
+        .flat_map(|b| whole[(b * 6 + 2) * 6..(b + 1) * 6 * 6].to_vec())
+        .collect();
+    close(&piece, &expected, 1e-13);
+    check_vjp(&client, "blocked_attention", &qkv, TOL, |p| {
+        let at = start(&p[0], 0.0)?;
+        nn::context::blocked_causal_attention(&p[0], &p[1], &p[2], 0.7, &at, 2)
+    });
+}
+
 #[test]
 fn attention_shapes_that_do_not_fit_are_typed_errors() {
     let s = stackscan::Scope::new("bad");

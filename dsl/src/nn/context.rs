@@ -22,6 +22,10 @@
 //! keeps one attention kernel for every mesh; a ring pays off when the keys of the whole
 //! sequence no longer fit, far beyond the contexts a CPU mesh tests.
 //!
+//! The gathered keys are attended to a block at a time ([`blocked_causal_attention`]), so a
+//! piece of `t` queries never holds a `t × cp·t` score matrix: the memory a device spends on
+//! attention scores does not grow with the context.
+//!
 //! ```
 //! use stackscan::{Axis, DType, Scope, TensorType, nn};
 //! let s = Scope::new("cp");
@@ -39,7 +43,8 @@
 use crate::builder::Tensor;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::ir::Axis;
+use crate::ir::{Axis, DotDims};
+use crate::types::TensorType;
 
 /// The name of the mesh axis the sequence is split over.
 pub const CONTEXT_AXIS: &str = "context";
@@ -84,5 +89,130 @@ pub fn causal_attention(
     }
     let start = sequence_start(q, q.dims()[1], axis)?;
     let (k, v) = (gather_sequence(k, axis)?, gather_sequence(v, axis)?);
-    super::causal_attention_at(q, &k, &v, scale, &start)
+    blocked_causal_attention(q, &k, &v, scale, &start, q.dims()[1])
+}
+
+/// [`super::causal_attention_at`] computed `block` keys at a time: a scan over the key blocks
+/// that keeps each query's running maximum, softmax denominator and weighted sum of values
+/// (the online softmax of blockwise and flash attention), so that no `[B, H, t, S]` score
+/// matrix exists, only one block's `[B, H, t, block]`.
+///
+/// Why it matters here: a piece of `t` queries against the gathered `S = cp·t` keys would hold
+/// `cp` times the scores of a device without context parallelism, in the forward and again in
+/// the recompute and VJP of its layer. The scan's VJP saves only each step's carry (the
+/// running statistics, `[B, H, t, Dv]` and two `[B, H, t]`) and recomputes the step, so the
+/// scores of one block are live at a time. The running maximum is held without gradient: the
+/// result does not depend on the shift it subtracts, so the gradient is exact without it.
+///
+/// Scores, statistics and the sum are f32 for f32 and bf16 inputs (f64 for f64);
+/// the result has `q`'s type. Block 0 holds key 0, which every query may see, so every query's
+/// maximum is finite after the first step and a fully masked later block adds exactly zero.
+pub fn blocked_causal_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    q_start: &Tensor,
+    block: i64,
+) -> Result<Tensor> {
+    let (&[b, t, h, dk], &[_, keys, _, dv]) = (q.dims(), v.dims()) else {
+        return Err(Error::invalid(
+            "blocked_attention",
+            format!("needs rank-4 q and v, got {} and {}", q.ty(), v.ty()),
+        ));
+    };
+    if k.dims() != [b, keys, h, dk] || v.dims()[..3] != [b, keys, h] {
+        return Err(Error::invalid(
+            "blocked_attention",
+            format!(
+                "expected k [{b}, {keys}, {h}, {dk}] and v [{b}, {keys}, {h}, Dv], got {} and {}",
+                k.ty(),
+                v.ty()
+            ),
+        ));
+    }
+    if block <= 0 || keys % block != 0 {
+        return Err(Error::invalid(
+            "blocked_attention",
+            format!("blocks of {block} keys do not split {keys} keys"),
+        ));
+    }
+    let s = q.scope();
+    let n = keys / block;
+    // [n, B, block, H, D]: the scan's rows.
+    let blocks = |z: &Tensor, d: i64| z.reshape(&[b, n, block, h, d])?.transpose(&[1, 0, 2, 3, 4]);
+    let starts = s
+        .iota(TensorType::new(DType::I32, [n]), 0)?
+        .mul(&s.full(block as f64, TensorType::new(DType::I32, [n]))?)?;
+    // The statistics' type: f32, or f64 for an f64 reference.
+    let wide = if q.dtype() == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    let stats = TensorType::new(wide, [b, h, t]);
+    let init = [
+        s.full(-1e30, stats.clone())?,
+        s.full(0.0, stats.clone())?,
+        s.full(0.0, TensorType::new(wide, [b, h, t, dv]))?,
+    ];
+    let xs = [blocks(k, dk)?, blocks(v, dv)?, starts];
+    let label = [(
+        crate::fsdp::LOOP_LABEL,
+        "attention, one block of keys a step",
+    )];
+    let (carry, _) =
+        s.scan_with_attributes(&init, &xs, n as usize, false, &label, |_, carry, x| {
+            let ([m, l, acc], [kj, vj, first]) = (carry, x) else {
+                return Err(Error::invalid(
+                    "blocked_attention",
+                    "the scan got the wrong inputs",
+                ));
+            };
+            let scores = super::at_least_f32(
+                &q.dot_general(
+                    kj,
+                    DotDims {
+                        lhs_batch: vec![0, 2],
+                        rhs_batch: vec![0, 2],
+                        lhs_contract: vec![3],
+                        rhs_contract: vec![3],
+                    },
+                )?
+                .scale(scale)?,
+            )?; // [B, H, t, block]
+            let ty = TensorType::new(DType::I32, scores.dims());
+            let query = super::positions(&scores, ty.clone(), 2, Some(q_start))?;
+            let key = super::positions(&scores, ty, 3, Some(first))?;
+            let scores = key.le(&query)?.select(&scores, &scores.full_like(-1e30)?)?;
+            let spread = |z: &Tensor, last: i64| z.broadcast_in_dim(&[b, h, t, last], &[0, 1, 2]);
+            let m_new = m.max(&scores.max_over(&[3])?)?.stop_gradient()?;
+            let p = scores.sub(&spread(&m_new, block)?)?.exp()?;
+            let rescale = m.sub(&m_new)?.exp()?;
+            let l_new = l.mul(&rescale)?.add(&p.sum(&[3])?)?;
+            let weighted = p
+                .convert(vj.dtype())?
+                .dot_general(
+                    vj,
+                    DotDims {
+                        lhs_batch: vec![0, 1],
+                        rhs_batch: vec![0, 2],
+                        lhs_contract: vec![3],
+                        rhs_contract: vec![1],
+                    },
+                )?
+                .convert(wide)?; // [B, H, t, Dv]
+            let acc_new = acc.mul(&spread(&rescale, dv)?)?.add(&weighted)?;
+            Ok((vec![m_new, l_new, acc_new], vec![]))
+        })?;
+    let [_, l, acc] = carry.as_slice() else {
+        return Err(Error::invalid(
+            "blocked_attention",
+            "the scan lost its carry",
+        ));
+    };
+    acc.div(&l.broadcast_in_dim(&[b, h, t, dv], &[0, 1, 2])?)?
+        .convert(q.dtype())?
+        .transpose(&[0, 2, 1, 3])?
+        .reshape(&[b, t, h * dv])
 }

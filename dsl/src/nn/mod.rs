@@ -164,7 +164,12 @@ fn rope_frequencies(theta: f64, rotary_dim: usize) -> Result<Vec<f64>> {
 
 /// `iota` along `dim` of `ty` plus `start` (an integer scalar) where given: positions of a
 /// piece of a sequence that starts at `start`.
-fn positions(x: &Tensor, ty: TensorType, dim: usize, start: Option<&Tensor>) -> Result<Tensor> {
+pub(crate) fn positions(
+    x: &Tensor,
+    ty: TensorType,
+    dim: usize,
+    start: Option<&Tensor>,
+) -> Result<Tensor> {
     let at = x.scope().iota(ty.clone(), dim)?;
     let Some(start) = start else {
         return Ok(at);

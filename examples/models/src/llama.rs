@@ -198,7 +198,8 @@ impl Attention<Tensor> {
             let k = context::gather_sequence(&k, &axis)?;
             let v = context::gather_sequence(&heads(&self.wv, nkv)?, &axis)?;
             let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
-            return nn::causal_attention_at(&q, &k, &v, scale, &start)?.matmul(&self.wo);
+            return context::blocked_causal_attention(&q, &k, &v, scale, &start, t)?
+                .matmul(&self.wo);
         }
         let q = nn::rope(&heads(&self.wq, nh)?, c.rope_theta, hd as usize)?;
         let k = nn::rope(&heads(&self.wk, nkv)?, c.rope_theta, hd as usize)?;

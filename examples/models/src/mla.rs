@@ -220,7 +220,9 @@ pub fn mla(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<Tensor> {
 
     let scale = attention_factor / (c.qk_head() as f64).sqrt();
     match &start {
-        Some(start) => nn::causal_attention_at(&q, &k, &v, scale, start)?.matmul(&w.out),
+        Some(start) => {
+            nn::context::blocked_causal_attention(&q, &k, &v, scale, start, t)?.matmul(&w.out)
+        }
         None => nn::causal_attention(&q, &k, &v, scale)?.matmul(&w.out),
     }
 }
