@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use serde::Serialize;
-use stackscan::{Axis, DType, Program, Scope, Sharding, TensorType};
+use stackscan::{DType, Program, Scope, Sharding, TensorType};
 use stackscan_runtime::{Client, Mesh};
 
 /// Width of the square matrices on a CPU: large enough to run at the kernel's full rate, small
@@ -62,13 +62,9 @@ pub fn measure(
     // One scalar back per device: the readback costs nothing next to the products.
     let total = y.convert(DType::F32)?.sum(&[0, 1])?;
     let main = s.finish(&[total])?;
-    let axis = Axis {
-        name: mesh.axis().to_owned(),
-        size: devices,
-    };
-    let program = Program::on_mesh(
+    let program = Program::on_device_mesh(
         main,
-        axis,
+        mesh.layout().clone(),
         vec![Sharding::Replicated; 2],
         vec![Sharding::Replicated],
     )?;
