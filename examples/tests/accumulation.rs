@@ -28,17 +28,9 @@ const DEVICES: usize = 2;
 
 fn config(batch_per_device: i64) -> LlamaConfig {
     LlamaConfig {
-        vocab: 64,
-        d_model: 32,
-        layers: 3,
-        heads: 4,
-        kv_heads: 2,
-        head_dim: 8,
-        ffn: 48,
-        rope_theta: 10_000.0,
         seq: SEQ,
         batch_per_device,
-        context: 1,
+        ..LlamaConfig::small(0)
     }
 }
 

@@ -53,17 +53,9 @@ const ADAMW: Adam = Adam {
 /// The declared Llama at a small size, `rows` sequences a device.
 fn llama(rows: usize) -> StackModel {
     llama_macro::for_config(&LlamaConfig {
-        vocab: 64,
-        d_model: 32,
-        layers: 3,
-        heads: 4,
-        kv_heads: 2,
-        head_dim: 8,
-        ffn: 48,
-        rope_theta: 10_000.0,
         seq: SEQ,
         batch_per_device: rows as i64,
-        context: 1,
+        ..LlamaConfig::small(0)
     })
     .unwrap()
     .0

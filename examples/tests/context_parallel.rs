@@ -36,19 +36,7 @@ struct CpDeepSeek3;
 const SEQ: i64 = 8;
 
 fn config(batch_per_device: i64) -> LlamaConfig {
-    LlamaConfig {
-        vocab: 64,
-        d_model: 32,
-        layers: 3,
-        heads: 4,
-        kv_heads: 2,
-        head_dim: 8,
-        ffn: 48,
-        rope_theta: 10_000.0,
-        seq: SEQ,
-        batch_per_device,
-        context: 1,
-    }
+    LlamaConfig::small(batch_per_device)
 }
 
 /// The declared Llama at `c`, as the run-time model.
@@ -73,6 +61,25 @@ fn by_device(values: &[i32], rows: usize, groups: usize, cp: usize) -> Vec<i32> 
     out
 }
 
+/// The reference's fixture with its inputs laid out for `groups × cp` devices ([`by_device`]):
+/// the same weights, loss and gradients to compare with.
+fn split_fixture(
+    reference: Fixture,
+    tokens: &[i32],
+    labels: &[i32],
+    groups: usize,
+    cp: usize,
+) -> Fixture {
+    let rows = tokens.len() / SEQ as usize;
+    Fixture {
+        inputs: vec![
+            tokens_arg(by_device(tokens, rows, groups, cp), rows),
+            tokens_arg(by_device(labels, rows, groups, cp), rows),
+        ],
+        ..reference
+    }
+}
+
 fn tokens_arg(values: Vec<i32>, rows: usize) -> Arg {
     Arg {
         ty: TensorType::new(DType::I32, [rows as i64, SEQ]),
@@ -92,15 +99,7 @@ fn llama_on_fsdp_by_context_meshes_equals_the_unsharded_reference() {
             tokens_arg(labels.clone(), rows),
         ];
         let reference = fixture(&client, &model(&plain), inputs, fsdp, 17);
-        let split = Fixture {
-            inputs: vec![
-                tokens_arg(by_device(&tokens, rows, fsdp, cp), rows),
-                tokens_arg(by_device(&labels, rows, fsdp, cp), rows),
-            ],
-            weights: reference.weights.clone(),
-            grads: reference.grads.clone(),
-            ..reference
-        };
+        let split = split_fixture(reference, &tokens, &labels, fsdp, cp);
         let c = plain.with_context_parallel(fsdp * cp, cp).unwrap();
         assert_eq!(c.seq_per_device(), SEQ / cp as i64);
         let mesh = Mesh::new(&[("fsdp", fsdp), (CONTEXT_AXIS, cp)]).unwrap();
@@ -140,15 +139,7 @@ fn deepseek3_on_context_and_expert_meshes_equals_the_unsharded_reference() {
         ];
         let reference_model = deepseek3::model::<CpDeepSeek3>(&plain).unwrap();
         let reference = fixture(&client, &reference_model, inputs, groups, 19);
-        let split = Fixture {
-            inputs: vec![
-                tokens_arg(by_device(&tokens, rows, groups, cp), rows),
-                tokens_arg(by_device(&labels, rows, groups, cp), rows),
-            ],
-            weights: reference.weights.clone(),
-            grads: reference.grads.clone(),
-            ..reference
-        };
+        let split = split_fixture(reference, &tokens, &labels, groups, cp);
         let c = plain.with_context_parallel(devices, cp, ep).unwrap();
         let mesh = c.context_mesh(devices).unwrap();
         assert_eq!(mesh.size(), devices);

@@ -16,19 +16,7 @@ use stackscan_examples::llama::{LlamaConfig, synthetic_batch};
 
 /// Small enough to compile 24 variants quickly; the structure of the tiny config.
 fn config(batch_per_device: i64) -> LlamaConfig {
-    LlamaConfig {
-        vocab: 64,
-        d_model: 32,
-        layers: 3,
-        heads: 4,
-        kv_heads: 2,
-        head_dim: 8,
-        ffn: 48,
-        rope_theta: 10_000.0,
-        seq: 8,
-        batch_per_device,
-        context: 1,
-    }
+    LlamaConfig::small(batch_per_device)
 }
 
 #[test]

@@ -78,17 +78,9 @@ fn macro_llama_lowers_to_the_hand_built_program() {
 /// three device counts quickly.
 fn small(batch_per_device: i64) -> LlamaConfig {
     LlamaConfig {
-        vocab: 64,
-        d_model: 32,
         layers: 4,
-        heads: 4,
-        kv_heads: 2,
-        head_dim: 8,
-        ffn: 48,
-        rope_theta: 10_000.0,
-        seq: 8,
         batch_per_device,
-        context: 1,
+        ..LlamaConfig::small(0)
     }
 }
 

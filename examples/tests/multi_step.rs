@@ -96,17 +96,9 @@ impl Model {
         let rows = rows as i64;
         match self {
             Model::Llama => stackscan_examples::llama_macro::model::<LlamaStack>(&LlamaConfig {
-                vocab: 64,
-                d_model: 32,
-                layers: 3,
-                heads: 4,
-                kv_heads: 2,
-                head_dim: 8,
-                ffn: 48,
-                rope_theta: 10_000.0,
                 seq: SEQ as i64,
                 batch_per_device: rows,
-                context: 1,
+                ..LlamaConfig::small(0)
             }),
             // The selection bias's sign steps are held still: a load deviation that is exactly
             // zero in exact arithmetic rounds to either sign in f32, and one flipped sign moves

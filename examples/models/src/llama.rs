@@ -78,6 +78,25 @@ impl LlamaConfig {
         crate::configs::built_in("tiny")
     }
 
+    /// A small config for equivalence tests: the tiny config's structure (grouped-query heads,
+    /// a wider MLP) at width 32, 3 layers, sequences of 8 tokens, every sharded dimension
+    /// divisible by 8.
+    pub const fn small(batch_per_device: i64) -> Self {
+        LlamaConfig {
+            vocab: 64,
+            d_model: 32,
+            layers: 3,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 8,
+            ffn: 48,
+            rope_theta: 10_000.0,
+            seq: 8,
+            batch_per_device,
+            context: 1,
+        }
+    }
+
     /// Llama-3-8B's published sizes (for plans and cost models; far too big to run here).
     /// Read from its preset file, `examples/models/configs/llama3-8b.toml`.
     pub fn llama3_8b() -> Self {
