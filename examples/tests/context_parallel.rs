@@ -1,8 +1,8 @@
 //! Context parallelism: the Llama-style stack on `fsdp × context` meshes (2 × 2 and 2 × 4:
 //! each sequence split over the `context` devices, weights co-sharded over all devices), and
 //! the DeepSeek-V3-style stack on 2 × 2 and on `fsdp × expert × context` 2 × 2 × 2 (MLA's
-//! compressed keys and values exchanged; expert banks gathered over `fsdp × context`, tokens
-//! exchanged over `expert`), equal the unsharded single-device reference: loss and every
+//! compressed keys and values exchanged; expert and context parallelism co-sharded: expert
+//! banks gathered over `fsdp` alone, experts and token exchanges over `expert × context`), equal the unsharded single-device reference: loss and every
 //! gradient, f32, at the derived tolerance, with prefetch off, on and on + deferred, unroll 1
 //! and 2.
 //!
@@ -144,6 +144,18 @@ fn deepseek3_on_context_and_expert_meshes_equals_the_unsharded_reference() {
         let mesh = c.context_mesh(devices).unwrap();
         assert_eq!(mesh.size(), devices);
         let m = deepseek3::model::<CpDeepSeek3>(&c).unwrap();
+        if ep > 1 {
+            // Co-sharded: the banks are gathered over `fsdp` alone, so the experts split over
+            // the `expert × context` ranks.
+            let banks: Vec<_> = m
+                .kinds
+                .iter()
+                .flat_map(|k| &k.params)
+                .filter_map(|p| p.gathered_over.as_ref())
+                .collect();
+            assert!(!banks.is_empty());
+            assert!(banks.iter().all(|a| a.name == "fsdp" && a.size == fsdp));
+        }
         let d = check_on_mesh(&client, &m, &split, &mesh, &every_option_set());
         eprintln!(
             "DeepSeek-V3 {}: worst norm-wise deviation {:.2e}, worst element {:.2e}",

@@ -45,9 +45,17 @@ impl Architecture for DeepSeek3Model {
         line.push_str(&crate::llama::describe_context(c.seq, c.context));
         if c.expert_mesh.is_parallel() {
             line.push_str(&format!(
-                "; expert parallel: fsdp {} × expert {}",
-                c.expert_mesh.fsdp * c.expert_mesh.context,
-                c.expert_mesh.expert
+                "; expert parallel: fsdp {} × expert {}{}",
+                c.expert_mesh.fsdp,
+                c.expert_mesh.expert,
+                if c.expert_mesh.context > 1 {
+                    format!(
+                        " × context {} (experts over expert × context)",
+                        c.expert_mesh.context
+                    )
+                } else {
+                    String::new()
+                }
             ));
         }
         line

@@ -94,7 +94,7 @@ pub fn routed_experts(
 ) -> Result<Tensor> {
     let (local_experts, d) = check(x, routing, w, opts)?;
     let em = opts.expert_mesh;
-    let e = local_experts * em.expert as i64;
+    let e = local_experts * em.ranks() as i64;
     let (t, k) = (x.dims()[0], routing.experts.dims()[1]);
     let (n, c) = (t * k, opts.capacity as i64);
     let s = x.scope();

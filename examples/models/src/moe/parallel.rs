@@ -12,6 +12,13 @@
 //! of the group, and the inverse `all_to_all` ([`combine`]) brings the results back. Their VJPs
 //! are the same two exchanges reversed.
 //!
+//! With context parallelism (`fsdp × expert × context`, [`ExpertMesh::with_context`]) the two
+//! are co-sharded: the `context` devices that hold pieces of the same sequences are expert
+//! ranks as well. Expert banks are still gathered over `fsdp` alone, so the experts split over
+//! the `expert × context` compound (`ep · cp` ranks, each holding `E / (ep·cp)` of them after
+//! its gather), and tokens are exchanged over that compound. Device `(f, x, c)` is rank
+//! `x·cp + c`, and every formula above holds with `ep · cp` in place of `ep`.
+//!
 //! ```
 //! use stackscan_models::moe::ExpertMesh;
 //! let em = ExpertMesh::new(8, 4, 16)?;
@@ -42,8 +49,7 @@ pub struct ExpertMesh {
     /// Devices along `expert` (expert-parallel ranks, `--ep`).
     pub expert: usize,
     /// Devices along `context`, the minor-most axis (context parallelism, `--cp`; 1: no such
-    /// axis). An expert bank is then gathered over `fsdp × context`: every piece of a sequence
-    /// routes its tokens to the same experts of its expert rank.
+    /// axis). Under expert parallelism they are expert ranks too (see the module docs).
     pub context: usize,
 }
 
@@ -88,7 +94,8 @@ impl ExpertMesh {
     }
 
     /// This mesh with each sequence split over `cp` of its `fsdp` devices: `fsdp / cp × expert
-    /// × cp`. `cp` must divide the `fsdp` devices.
+    /// × cp`, the `cp` devices of a sequence also expert ranks. `cp` must divide the `fsdp`
+    /// devices (the experts already split over all devices, so over `ep · cp` ranks too).
     pub fn with_context(self, cp: usize) -> Result<ExpertMesh> {
         let groups = self.fsdp * self.context;
         if cp == 0 || !groups.is_multiple_of(cp) {
@@ -104,6 +111,16 @@ impl ExpertMesh {
             context: cp,
             ..self
         })
+    }
+
+    /// The ranks experts are split over and tokens exchanged among: `expert · context` under
+    /// expert parallelism, else 1.
+    pub fn ranks(&self) -> usize {
+        if self.is_parallel() {
+            self.expert * self.context
+        } else {
+            1
+        }
     }
 
     /// Whether tokens are exchanged between expert ranks.
@@ -130,19 +147,18 @@ impl ExpertMesh {
         Mesh::new(&[(FSDP_AXIS, self.fsdp), (EXPERT_AXIS, self.expert)])
     }
 
-    /// The `expert` axis, which tokens are exchanged over.
+    /// The axis tokens are exchanged over: `expert`, or the `expert × context` compound.
     pub fn expert_axis(&self) -> Axis {
-        Axis::new(EXPERT_AXIS, self.expert)
+        let expert = Axis::new(EXPERT_AXIS, self.expert);
+        if self.context > 1 {
+            return Axis::compound(&[&expert, &Axis::new(CONTEXT_AXIS, self.context)]);
+        }
+        expert
     }
 
-    /// The axis expert banks are gathered over: `fsdp`, or `fsdp × context` under context
-    /// parallelism (the devices of one expert rank, in device order).
+    /// The `fsdp` axis, which expert banks are gathered over.
     pub fn fsdp_axis(&self) -> Axis {
-        let fsdp = Axis::new(FSDP_AXIS, self.fsdp);
-        if self.context > 1 {
-            return Axis::compound(&[&fsdp, &Axis::new(CONTEXT_AXIS, self.context)]);
-        }
-        fsdp
+        Axis::new(FSDP_AXIS, self.fsdp)
     }
 
     /// For each expert id, its position in rank-major order: rank `x`'s experts (see the
@@ -153,15 +169,10 @@ impl ExpertMesh {
         (0..experts)
             .map(|g| {
                 let (device, j) = (g / per_device, g % per_device);
-                // Device `((f·ep + x)·cp + c)`; rank `x` gathers over `fsdp × context`, so its
-                // experts come in `(f, c)` order.
-                let c = device % self.context;
-                let (f, x) = (
-                    device / self.context / self.expert,
-                    device / self.context % self.expert,
-                );
-                let group = f * self.context + c;
-                (x * self.fsdp * self.context * per_device + group * per_device + j) as i64
+                // Device `(f·ep + x)·cp + c` = `f·R + r` is rank `r` of `R = ep·cp`.
+                let ranks = self.expert * self.context;
+                let (f, x) = (device / ranks, device % ranks);
+                (x * self.fsdp * per_device + f * per_device + j) as i64
             })
             .collect()
     }
@@ -203,24 +214,26 @@ mod tests {
     }
 
     #[test]
-    fn with_a_context_axis_each_rank_still_owns_its_block() {
+    fn with_a_context_axis_the_ranks_are_expert_by_context() {
         for (devices, ep, cp) in [(8, 2, 2), (8, 4, 2), (16, 2, 4)] {
             let em = ExpertMesh::new(devices, ep, 16)
                 .unwrap()
                 .with_context(cp)
                 .unwrap();
             assert_eq!(em.devices(), devices);
-            assert_eq!(em.fsdp_axis().size, devices / ep);
+            assert_eq!(em.ranks(), ep * cp);
+            assert_eq!(em.fsdp_axis().size, devices / ep / cp);
+            assert_eq!(em.expert_axis().size, ep * cp);
             let perm = em.rank_major(16);
             let mut sorted = perm.clone();
             sorted.sort_unstable();
             assert_eq!(sorted, (0..16).collect::<Vec<i64>>());
             let per_device = 16 / devices;
             for (g, &p) in perm.iter().enumerate() {
-                // Device d = (f·ep + x)·cp + c: its expert coordinate is (d / cp) % ep.
-                let rank = (g / per_device / cp) % ep;
+                // Device d = (f·ep + x)·cp + c is rank x·cp + c = d % (ep·cp).
+                let rank = (g / per_device) % (ep * cp);
                 assert_eq!(
-                    p as usize / (16 / ep),
+                    p as usize / (16 / (ep * cp)),
                     rank,
                     "expert {g} on {devices}/{ep}/{cp}"
                 );
