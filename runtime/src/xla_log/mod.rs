@@ -76,7 +76,11 @@ pub fn configure(log: XlaLog) -> Result<String> {
     }
     set_env_single_threaded(LEVEL_ENV, log.level())?;
     if log == XlaLog::Errors {
-        relay_stderr_single_threaded(relay)?;
+        // The relay only hides two notices: a process whose stderr cannot be relayed (closed
+        // at start, or no process to spare) runs without it rather than not at all.
+        if let Err(e) = relay_stderr_single_threaded(relay) {
+            tracing::debug!("stderr is not relayed: {e}");
+        }
     }
     Ok(log.level().to_owned())
 }
