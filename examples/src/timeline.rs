@@ -243,11 +243,7 @@ fn context_parallel(
     if let Some(l) = args.layers {
         c = c.with_layers(l);
     }
-    let split = c.context_parallel(devices, cp, 1).ok_or_else(|| {
-        invalid(format!(
-            "`--cp {cp}`: the model `{name}` has no context-parallel form"
-        ))
-    })??;
+    let split = c.context_parallel(devices, cp, 1)?;
     priced(&split.0)
 }
 

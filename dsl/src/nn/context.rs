@@ -43,7 +43,7 @@
 use crate::builder::Tensor;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::ir::{Axis, DotDims};
+use crate::ir::Axis;
 use crate::types::TensorType;
 
 /// The name of the mesh axis the sequence is split over.
@@ -115,22 +115,8 @@ pub fn blocked_causal_attention(
     q_start: &Tensor,
     block: i64,
 ) -> Result<Tensor> {
-    let (&[b, t, h, dk], &[_, keys, _, dv]) = (q.dims(), v.dims()) else {
-        return Err(Error::invalid(
-            "blocked_attention",
-            format!("needs rank-4 q and v, got {} and {}", q.ty(), v.ty()),
-        ));
-    };
-    if k.dims() != [b, keys, h, dk] || v.dims()[..3] != [b, keys, h] {
-        return Err(Error::invalid(
-            "blocked_attention",
-            format!(
-                "expected k [{b}, {keys}, {h}, {dk}] and v [{b}, {keys}, {h}, Dv], got {} and {}",
-                k.ty(),
-                v.ty()
-            ),
-        ));
-    }
+    let [b, t, h, dv] = super::attention_shapes("blocked_attention", q, k, v, true)?;
+    let (keys, dk) = (k.dims()[1], k.dims()[3]);
     if block <= 0 || keys % block != 0 {
         return Err(Error::invalid(
             "blocked_attention",
@@ -169,18 +155,8 @@ pub fn blocked_causal_attention(
                     "the scan got the wrong inputs",
                 ));
             };
-            let scores = super::at_least_f32(
-                &q.dot_general(
-                    kj,
-                    DotDims {
-                        lhs_batch: vec![0, 2],
-                        rhs_batch: vec![0, 2],
-                        lhs_contract: vec![3],
-                        rhs_contract: vec![3],
-                    },
-                )?
-                .scale(scale)?,
-            )?; // [B, H, t, block]
+            // [B, H, t, block]
+            let scores = super::at_least_f32(&super::head_scores(q, kj)?.scale(scale)?)?;
             let ty = TensorType::new(DType::I32, scores.dims());
             let query = super::positions(&scores, ty.clone(), 2, Some(q_start))?;
             let key = super::positions(&scores, ty, 3, Some(first))?;
@@ -190,18 +166,8 @@ pub fn blocked_causal_attention(
             let p = scores.sub(&spread(&m_new, block)?)?.exp()?;
             let rescale = m.sub(&m_new)?.exp()?;
             let l_new = l.mul(&rescale)?.add(&p.sum(&[3])?)?;
-            let weighted = p
-                .convert(vj.dtype())?
-                .dot_general(
-                    vj,
-                    DotDims {
-                        lhs_batch: vec![0, 1],
-                        rhs_batch: vec![0, 2],
-                        lhs_contract: vec![3],
-                        rhs_contract: vec![1],
-                    },
-                )?
-                .convert(wide)?; // [B, H, t, Dv]
+            // [B, H, t, Dv]
+            let weighted = super::weighted_values(&p.convert(vj.dtype())?, vj)?.convert(wide)?;
             let acc_new = acc.mul(&spread(&rescale, dv)?)?.add(&weighted)?;
             Ok((vec![m_new, l_new, acc_new], vec![]))
         })?;

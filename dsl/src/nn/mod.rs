@@ -327,16 +327,33 @@ fn attention(
     scale: f64,
     q_start: Option<&Tensor>,
 ) -> Result<Tensor> {
+    let [b, t, h, dv] = attention_shapes("causal_attention", q, k, v, q_start.is_some())?;
+    let scores = head_scores(q, k)?.scale(scale)?; // [B, H, T, S]
+    let probs = softmax(&causal_mask_from(&scores, q_start)?, 3)?;
+    weighted_values(&probs, v)? // [B, H, T, Dv]
+        .transpose(&[0, 2, 1, 3])?
+        .reshape(&[b, t, h * dv])
+}
+
+/// Checks `q: [B, T, H, Dk]` against `k: [B, S, H, Dk]` and `v: [B, S, H, Dv]` (`S = T`
+/// unless `more_keys`); returns `[B, T, H, Dv]`. `op` names the caller in the error.
+pub(crate) fn attention_shapes(
+    op: &'static str,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    more_keys: bool,
+) -> Result<[i64; 4]> {
     let (&[b, t, h, dk], &[_, keys, _, dv]) = (q.dims(), v.dims()) else {
         return Err(Error::invalid(
-            "causal_attention",
+            op,
             format!("needs rank-4 q and v, got {} and {}", q.ty(), v.ty()),
         ));
     };
-    let keys = if q_start.is_some() { keys } else { t };
+    let keys = if more_keys { keys } else { t };
     if k.dims() != [b, keys, h, dk] || v.dims()[..3] != [b, keys, h] {
         return Err(Error::invalid(
-            "causal_attention",
+            op,
             format!(
                 "expected k [{b}, {keys}, {h}, {dk}] and v [{b}, {keys}, {h}, Dv], got {} and {}",
                 k.ty(),
@@ -344,30 +361,34 @@ fn attention(
             ),
         ));
     }
-    let scores = q
-        .dot_general(
-            k,
-            DotDims {
-                lhs_batch: vec![0, 2],
-                rhs_batch: vec![0, 2],
-                lhs_contract: vec![3],
-                rhs_contract: vec![3],
-            },
-        )?
-        .scale(scale)?; // [B, H, T, S]
-    let probs = softmax(&causal_mask_from(&scores, q_start)?, 3)?;
-    probs
-        .dot_general(
-            v,
-            DotDims {
-                lhs_batch: vec![0, 1],
-                rhs_batch: vec![0, 2],
-                lhs_contract: vec![3],
-                rhs_contract: vec![1],
-            },
-        )? // [B, H, T, Dv]
-        .transpose(&[0, 2, 1, 3])?
-        .reshape(&[b, t, h * dv])
+    Ok([b, t, h, dv])
+}
+
+/// Every head's scores `q · kᵀ`: `q: [B, T, H, D]`, `k: [B, S, H, D]` → `[B, H, T, S]`.
+pub(crate) fn head_scores(q: &Tensor, k: &Tensor) -> Result<Tensor> {
+    q.dot_general(
+        k,
+        DotDims {
+            lhs_batch: vec![0, 2],
+            rhs_batch: vec![0, 2],
+            lhs_contract: vec![3],
+            rhs_contract: vec![3],
+        },
+    )
+}
+
+/// Every head's weighted values `p · v`: `p: [B, H, T, S]`, `v: [B, S, H, Dv]` →
+/// `[B, H, T, Dv]`.
+pub(crate) fn weighted_values(p: &Tensor, v: &Tensor) -> Result<Tensor> {
+    p.dot_general(
+        v,
+        DotDims {
+            lhs_batch: vec![0, 1],
+            rhs_batch: vec![0, 2],
+            lhs_contract: vec![3],
+            rhs_contract: vec![1],
+        },
+    )
 }
 
 /// Mean cross-entropy of `logits: [N, V]` against integer `labels: [N]`; bf16 logits are

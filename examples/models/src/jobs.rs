@@ -189,22 +189,10 @@ impl Job {
         moe: MoeFlags,
     ) -> Result<(Job, Mesh)> {
         if cp != 1 {
-            let name = c.model();
-            return match c.context_parallel(devices, cp, ep) {
-                Some(split) => {
-                    let (c, mesh) = split?;
-                    let mut job = Job::from_config(c, moe)?;
-                    job.context = cp;
-                    Ok((job, mesh))
-                }
-                None => Err(Error::InvalidOp {
-                    op: "context_parallel",
-                    message: format!(
-                        "--cp {cp}: the model `{name}` has no context-parallel form; {}",
-                        with_context_parallel()
-                    ),
-                }),
-            };
+            let (c, mesh) = c.context_parallel(devices, cp, ep)?;
+            let mut job = Job::from_config(c, moe)?;
+            job.context = cp;
+            return Ok((job, mesh));
         }
         if ep == 1 {
             let mesh = Mesh::line(&Axis::new(FSDP_AXIS, devices))?;
@@ -238,19 +226,6 @@ fn with_parallel_experts() -> String {
         .map(|m| format!("`{m}`"))
         .collect();
     names.join(" or ")
-}
-
-/// The built-in models with context parallelism, as an error lists them.
-fn with_context_parallel() -> String {
-    let names: Vec<String> = BUILT_IN
-        .iter()
-        .filter(|m| {
-            m.preset(Preset::Tiny)
-                .is_ok_and(|c| c.context_parallel(1, 1, 1).is_some_and(|r| r.is_ok()))
-        })
-        .map(|m| format!("`{m}`"))
-        .collect();
-    format!("`--cp` needs {}", names.join(" or "))
 }
 
 /// The MoE dispatch options a job may switch on (`--direct-token-gather`,

@@ -381,19 +381,13 @@ pub fn context_split(seq: i64, devices: usize, cp: usize) -> Result<()> {
     Ok(())
 }
 
-/// The `fsdp × context` mesh of `devices` with `cp` along `context`, for a model without
-/// routed experts (`ep` must be 1).
+/// The `fsdp × context` mesh of `devices` with `cp` along `context` (a split
+/// [`context_split`] accepted), for a model without routed experts (`ep` must be 1).
 pub fn context_mesh(devices: usize, cp: usize, ep: usize) -> Result<stackscan::Mesh> {
     if ep != 1 {
         return Err(Error::InvalidOp {
             op: "expert_parallel",
             message: format!("--ep {ep}: this model has no routed experts"),
-        });
-    }
-    if cp == 0 || devices == 0 || !devices.is_multiple_of(cp) {
-        return Err(Error::InvalidOp {
-            op: "context_parallel",
-            message: format!("--cp {cp} must be at least 1 and divide the {devices} devices"),
         });
     }
     stackscan::Mesh::new(&[
@@ -413,8 +407,11 @@ pub fn describe_context(seq: i64, cp: usize) -> String {
 
 /// Heads must group evenly and a head's width must be even (RoPE rotates pairs).
 fn check_heads(c: &LlamaConfig) -> Result<()> {
-    if c.context > 1 {
-        context_split(c.seq, c.context, c.context)?;
+    if c.seq % c.context.max(1) as i64 != 0 {
+        return Err(Error::InvalidOp {
+            op: "llama",
+            message: format!("`context` {} does not divide `seq` {}", c.context, c.seq),
+        });
     }
     if c.kv_heads <= 0 || c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0 {
         return Err(Error::InvalidOp {

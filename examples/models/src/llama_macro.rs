@@ -100,10 +100,10 @@ impl crate::registry::Architecture for LlamaModel {
         cp: usize,
         ep: usize,
     ) -> Option<Result<(LlamaConfig, stackscan::Mesh)>> {
-        Some(
-            crate::llama::context_mesh(devices, cp, ep)
-                .and_then(|mesh| Ok((c.with_context_parallel(devices, cp)?, mesh))),
-        )
+        Some(c.with_context_parallel(devices, cp).and_then(|c| {
+            let mesh = crate::llama::context_mesh(devices, cp, ep)?;
+            Ok((c, mesh))
+        }))
     }
 
     fn shape(c: &mut LlamaConfig) -> crate::registry::Shape<'_> {

@@ -480,17 +480,25 @@ impl ModelConfig {
     }
 
     /// This config with each sequence split over `cp` devices (and `ep` expert ranks), and
-    /// its mesh ([`Architecture::context_parallel`]); `None` for a model without it.
+    /// its mesh ([`Architecture::context_parallel`]); an error naming the model, and the
+    /// built-in models that have one, for a model without a context-parallel form.
     pub fn context_parallel(
         &self,
         devices: usize,
         cp: usize,
         ep: usize,
-    ) -> Option<Result<(ModelConfig, Mesh)>> {
-        self.model
-            .0
-            .context_parallel(self, devices, cp, ep)
-            .map(|r| r.map(|(c, mesh)| (self.keep(c), mesh)))
+    ) -> Result<(ModelConfig, Mesh)> {
+        match self.model.0.context_parallel(self, devices, cp, ep) {
+            Some(split) => split.map(|(c, mesh)| (self.keep(c), mesh)),
+            None => Err(stackscan::Error::InvalidOp {
+                op: "context_parallel",
+                message: format!(
+                    "--cp {cp}: the model `{}` has no context-parallel form; `--cp` needs {}",
+                    self.model(),
+                    with_context_parallel()
+                ),
+            }),
+        }
     }
 
     /// Parameters a token uses of `m` (this config's model), if fewer than all.
@@ -548,4 +556,21 @@ impl fmt::Debug for ModelConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.model.0.debug_config(self, f)
     }
+}
+
+/// The built-in models with a context-parallel form, as an error lists them.
+fn with_context_parallel() -> String {
+    let names: Vec<String> = BUILT_IN
+        .iter()
+        .filter(|m| {
+            m.preset(Preset::Tiny).is_ok_and(|c| {
+                c.model
+                    .0
+                    .context_parallel(&c, 1, 1, 1)
+                    .is_some_and(|r| r.is_ok())
+            })
+        })
+        .map(|m| format!("`{m}`"))
+        .collect();
+    names.join(" or ")
 }

@@ -372,13 +372,7 @@ fn layout(c: ModelConfig, args: &BenchArgs) -> Result<(ModelConfig, stackscan::M
         let mesh = stackscan::Mesh::line(&Axis::new("fsdp", devices))?;
         return Ok((c, mesh));
     }
-    let name = c.model();
-    match c.context_parallel(devices, cp, 1) {
-        Some(split) => Ok(split?),
-        None => Err(BenchError::Config(format!(
-            "--cp {cp}: the model `{name}` has no context-parallel form"
-        ))),
-    }
+    Ok(c.context_parallel(devices, cp, 1)?)
 }
 
 /// The options of `schedule` under the flags: scheduling tags, and the precision asked for

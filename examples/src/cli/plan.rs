@@ -149,14 +149,8 @@ fn predict_line(
             Some(cp) => {
                 let chip = crate::hardware::Hardware::load(&args.hardware)?;
                 let devices = target.chips.saturating_mul(chip.devices_per_chip);
-                let name = config.model();
                 let (c, _) = config
                     .context_parallel(devices, cp as usize, 1)
-                    .ok_or_else(|| {
-                        CliError::Usage(format!(
-                            "`--cp {cp}`: the model `{name}` has no context-parallel form"
-                        ))
-                    })?
                     .map_err(usage)?;
                 let split = format!(" (each sequence over {cp} devices)");
                 (crate::timeline::priced(&c)?, split)
