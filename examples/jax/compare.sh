@@ -10,7 +10,8 @@
 #
 # STACKSCAN_BINARY defaults to target/release/stackscan; OUT_DIR (default jax-compare) gets
 # each run's JSON. JAX_VERSION (default 0.10.2) picks the JAX release; VENV (default
-# $OUT_DIR/venv) where it is installed; ROWS the rows as "batch:seq:layers" words.
+# $OUT_DIR/venv) where it is installed; ROWS the rows as "batch:seq:layers" words;
+# STACKSCAN_ARGS more `bench` options (e.g. `--plugin cpu-0.115`).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -48,7 +49,7 @@ for row in $rows; do
   "$venv/bin/python" "$here/llama_step.py" --devices 4 --layers "$layers" --batch "$batch" \
     --seq "$seq" --steps 10 --warmup 2 2> "$out/$name-jax.log" | tail -n 1 > "$out/$name-jax.json"
   "$bin" bench --devices 4 --model llama --layers "$layers" --batch "$batch" --seq "$seq" \
-    --steps 10 --warmup 2 --options off,on,deferred --compile-depths \
+    --steps 10 --warmup 2 --options off,on,deferred --compile-depths ${STACKSCAN_ARGS:-} \
     --out "$out/$name-stackscan.json" > /dev/null 2> "$out/$name-stackscan.log"
   jax_ms=$("$venv/bin/python" -c "print(f'{$(field "$out/$name-jax.json" step_seconds_median) * 1e3:.1f}')")
   jax_mb=$("$venv/bin/python" -c "print(f'{$(field "$out/$name-jax.json" temp_bytes) / 1e6:.1f}')")

@@ -303,16 +303,18 @@ impl<'a> Lowering<'a> {
         }
     }
 
-    /// Writes one layer's reduced gradient slabs into the kind's stacked gradients.
+    /// Writes one layer's reduced gradient slabs into the kind's stacked gradients; returns
+    /// the slabs (what a later step orders itself after, [`Lowering::after`]).
     pub(super) fn store(
         &self,
         kind: usize,
         row: &Tensor,
         grads: &[Tensor],
         acc: &mut [Tensor],
-    ) -> Result<()> {
+    ) -> Result<Vec<Tensor>> {
         let s = row.scope().clone();
         let zero = s.scalar(0.0, DType::I32)?;
+        let mut slabs = Vec::with_capacity(grads.len());
         for ((spec, g), a) in self.model.kinds[kind]
             .params
             .iter()
@@ -322,8 +324,30 @@ impl<'a> Lowering<'a> {
             let slab = self.reduce(spec, g)?;
             let starts = row_starts(row, &zero, slab.rank());
             *a = a.dynamic_update_slice(&slab.expand_dims(0)?, &starts)?;
+            slabs.push(slab);
         }
-        Ok(())
+        Ok(slabs)
+    }
+
+    /// `index` made to depend on `anchors`: `index + Σ i32(a[0, …, 0] · 0)`, the same index
+    /// while those elements are finite. A read at the result cannot start before every
+    /// anchor exists, on every backend. XLA CPU removes optimization barriers
+    /// ([`Lowering::tie`]) before it inserts the copies of loop-carried buffers: a prefetch
+    /// tied by a barrier looked free to overwrite the carried weights while the step still
+    /// read them, so XLA copied every carried weight (and deferred gradient) twice per trip,
+    /// into the loop body and out of it. A data dependency survives every pass, and XLA
+    /// folds no `x · 0` of floats (NaN · 0 is NaN). When an element is not finite the index
+    /// may move (dynamic slices clamp it), and so may what is computed from it; the loss is
+    /// then not finite either and the step is skipped.
+    pub(super) fn after(&self, anchors: &[Tensor], index: &Tensor) -> Result<Tensor> {
+        anchors.iter().try_fold(index.clone(), |index, a| {
+            let ones = vec![1; a.rank()];
+            let first = a
+                .slice(&vec![0; a.rank()], &ones, &ones)?
+                .reshape(&[])?
+                .convert(DType::F32)?;
+            index.add(&first.scale(0.0)?.convert(index.dtype())?)
+        })
     }
 
     /// Ties `values` to `anchor` so that nothing reading them starts before `anchor` exists.

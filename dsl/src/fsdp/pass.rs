@@ -118,10 +118,12 @@ impl Lowering<'_> {
         let next = match sig.prefetch {
             None => Vec::new(),
             Some(kn) => {
-                let (_, shards) = self.tie(anchor, &stacked[kn])?;
                 let next_layer = g.layers[0].wrapping_add_signed(step_dir as isize);
-                let next_row = self.row(next_layer, step_dir, trip, q)?;
-                self.gather(kn, &next_row, &shards, true)?
+                let next_row = self.after(
+                    std::slice::from_ref(anchor),
+                    &self.row(next_layer, step_dir, trip, q)?,
+                )?;
+                self.gather(kn, &next_row, &stacked[kn], true)?
             }
         };
         Ok((now, next))
@@ -160,6 +162,7 @@ impl Lowering<'_> {
         };
         let st = BwdState {
             dh,
+            fence: s.scalar(0.0, DType::I32)?,
             w,
             pending: Vec::new(),
             grads,
@@ -242,20 +245,26 @@ impl Lowering<'_> {
         let k = g.signature.run;
         let BwdState {
             dh,
+            fence,
             w,
             pending,
             mut grads,
         } = st;
+        let zero = s.scalar(0.0, DType::I32)?;
+        let mut fence_out = fence.clone();
         if let Some(kp) = g.signature.pending_grad {
             // The previous step ran the layer above.
             let row = self.row(base + 1, DOWN, trip, q)?;
-            self.store(kp, &row, &pending, &mut grads[kp])?;
+            let scattered = self.store(kp, &row, &pending, &mut grads[kp])?;
+            fence_out = self.after(&scattered, &zero)?;
         }
         let row = self.row(base, DOWN, trip, q)?;
         let (w_now, w_next) = self.step_weights(g, q, trip, &row, &dh, w, stacked, DOWN)?;
-        let zero = s.scalar(0.0, DType::I32)?;
         let act = &self.activation();
-        let starts = row_starts(&row, &zero, act.rank());
+        // The layer is recomputed after the previous step's deferred reduce-scatter: its
+        // gradient, computed now, may then reuse the carried buffer that scatter read.
+        let x_row = row.add(&fence)?;
+        let starts = row_starts(&x_row, &zero, act.rank());
         let mut sizes = vec![1];
         sizes.extend(&act.dims);
         let x = saved[k]
@@ -277,6 +286,7 @@ impl Lowering<'_> {
         };
         Ok(BwdState {
             dh: dx,
+            fence: fence_out,
             w: w_next,
             pending,
             grads,

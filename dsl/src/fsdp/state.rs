@@ -85,9 +85,12 @@ impl Carry for FwdState {
 }
 
 /// The backward state: activation cotangent, gathered weights of the layer about to run,
-/// the pending deferred gradient, and the stacked gradient slabs per kind.
+/// the pending deferred gradient, the stacked gradient slabs per kind, and the fence of the
+/// last deferred reduce-scatter (an `i32[]` zero computed from its result, see
+/// [`Lowering::after`](super::lowering::Lowering::after)).
 pub(super) struct BwdState {
     pub(super) dh: Tensor,
+    pub(super) fence: Tensor,
     pub(super) w: Vec<Tensor>,
     pub(super) pending: Vec<Tensor>,
     pub(super) grads: Vec<Vec<Tensor>>,
@@ -113,7 +116,7 @@ impl Carry for BwdState {
     }
 
     fn flatten(&self) -> Vec<Tensor> {
-        let mut v = vec![self.dh.clone()];
+        let mut v = vec![self.dh.clone(), self.fence.clone()];
         v.extend(self.w.iter().cloned());
         v.extend(self.pending.iter().cloned());
         v.extend(self.grads.iter().flatten().cloned());
@@ -121,18 +124,19 @@ impl Carry for BwdState {
     }
 
     fn unflatten(v: &[Tensor], l: &BwdLayout) -> Self {
-        let w = v[1..1 + l.w].to_vec();
-        let pending = v[1 + l.w..1 + l.w + l.pending].to_vec();
+        let w = v[2..2 + l.w].to_vec();
+        let pending = v[2 + l.w..2 + l.w + l.pending].to_vec();
         BwdState {
             dh: v[0].clone(),
+            fence: v[1].clone(),
             w,
             pending,
-            grads: regroup(&v[1 + l.w + l.pending..], &l.grads),
+            grads: regroup(&v[2 + l.w + l.pending..], &l.grads),
         }
     }
 
     fn split(self) -> (Vec<Tensor>, Vec<Tensor>) {
-        let mut fixed = vec![self.dh];
+        let mut fixed = vec![self.dh, self.fence];
         fixed.extend(self.grads.into_iter().flatten());
         let mut by_kind = self.w;
         by_kind.extend(self.pending);
@@ -142,9 +146,10 @@ impl Carry for BwdState {
     fn join(fixed: &[Tensor], by_kind: &[Tensor], l: &BwdLayout) -> Self {
         BwdState {
             dh: fixed[0].clone(),
+            fence: fixed[1].clone(),
             w: by_kind[..l.w].to_vec(),
             pending: by_kind[l.w..].to_vec(),
-            grads: regroup(&fixed[1..], &l.grads),
+            grads: regroup(&fixed[2..], &l.grads),
         }
     }
 }
