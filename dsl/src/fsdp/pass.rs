@@ -279,8 +279,11 @@ impl Lowering<'_> {
             }
             OwnGradient::Deferred => d,
             // A backward step always has a gradient; `Absent` describes forward steps.
+            // Scattered at the end of its own step: the next step recomputes after it, so
+            // this step's unreduced gradient is gone before the next one's is made.
             OwnGradient::Scattered | OwnGradient::Absent => {
-                self.store(k, &row, &d, &mut grads[k])?;
+                let scattered = self.store(k, &row, &d, &mut grads[k])?;
+                fence_out = self.after(&scattered, &zero)?;
                 Vec::new()
             }
         };
