@@ -350,7 +350,10 @@ impl<'a> Lowering<'a> {
         })
     }
 
-    /// Ties `values` to `anchor` so that nothing reading them starts before `anchor` exists.
+    /// Ties `values` to `anchor` so that nothing reading them starts before `anchor` exists:
+    /// a scheduling hint for backends that keep optimization barriers until they schedule
+    /// (XLA CPU drops them early; an order that must hold everywhere is a data dependency,
+    /// [`Lowering::after`]).
     pub(super) fn tie(&self, anchor: &Tensor, values: &[Tensor]) -> Result<(Tensor, Vec<Tensor>)> {
         let mut all = vec![anchor];
         all.extend(values.iter());

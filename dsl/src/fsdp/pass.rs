@@ -93,8 +93,9 @@ impl Lowering<'_> {
     }
 
     /// The weights a step runs on, from the carry or gathered now, and those it gathers for
-    /// the next step. The gather ahead is tied to `anchor`, the step's input: it may not
-    /// start before the previous layer's last read of the buffer it replaces.
+    /// the next step. The gather ahead depends on `anchor`, the step's input
+    /// ([`Lowering::after`]): it may not start before the previous layer's last read of the
+    /// buffer it replaces.
     #[expect(
         clippy::too_many_arguments,
         reason = "a step's position in the loop nest, its state and the stacked slabs"
@@ -261,8 +262,9 @@ impl Lowering<'_> {
         let row = self.row(base, DOWN, trip, q)?;
         let (w_now, w_next) = self.step_weights(g, q, trip, &row, &dh, w, stacked, DOWN)?;
         let act = &self.activation();
-        // The layer is recomputed after the previous step's deferred reduce-scatter: its
-        // gradient, computed now, may then reuse the carried buffer that scatter read.
+        // The layer is recomputed after the previous step's reduce-scatter (the one it
+        // deferred, or its own): the gradient computed now may then reuse the buffer that
+        // scatter read instead of living beside it.
         let x_row = row.add(&fence)?;
         let starts = row_starts(&x_row, &zero, act.rank());
         let mut sizes = vec![1];

@@ -86,7 +86,7 @@ impl Carry for FwdState {
 
 /// The backward state: activation cotangent, gathered weights of the layer about to run,
 /// the pending deferred gradient, the stacked gradient slabs per kind, and the fence of the
-/// last deferred reduce-scatter (an `i32[]` zero computed from its result, see
+/// last reduce-scatter (an `i32[]` zero computed from its results, see
 /// [`Lowering::after`](super::lowering::Lowering::after)).
 pub(super) struct BwdState {
     pub(super) dh: Tensor,
