@@ -252,12 +252,13 @@ impl Lowering<'_> {
             mut grads,
         } = st;
         let zero = s.scalar(0.0, DType::I32)?;
-        let mut fence_out = fence.clone();
+        // The fence passed on: a zero after everything this step reduce-scatters.
+        let mut fence_out = None;
         if let Some(kp) = g.signature.pending_grad {
             // The previous step ran the layer above.
             let row = self.row(base + 1, DOWN, trip, q)?;
             let scattered = self.store(kp, &row, &pending, &mut grads[kp])?;
-            fence_out = self.after(&scattered, &zero)?;
+            fence_out = Some(self.after(&scattered, &zero)?);
         }
         let row = self.row(base, DOWN, trip, q)?;
         let (w_now, w_next) = self.step_weights(g, q, trip, &row, &dh, w, stacked, DOWN)?;
@@ -285,13 +286,13 @@ impl Lowering<'_> {
             // this step's unreduced gradient is gone before the next one's is made.
             OwnGradient::Scattered | OwnGradient::Absent => {
                 let scattered = self.store(k, &row, &d, &mut grads[k])?;
-                fence_out = self.after(&scattered, &zero)?;
+                fence_out = Some(self.after(&scattered, fence_out.as_ref().unwrap_or(&zero))?);
                 Vec::new()
             }
         };
         Ok(BwdState {
             dh: dx,
-            fence: fence_out,
+            fence: fence_out.unwrap_or(fence),
             w: w_next,
             pending,
             grads,
