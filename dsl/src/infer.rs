@@ -49,7 +49,7 @@ pub(crate) fn infer(
             interior,
         } => shape::infer_pad(&a, low, high, interior),
         Op::Reduce { kind, axes } => reduce::infer_reduce(&a, *kind, axes),
-        Op::Cumsum { axis, .. } => reduce::infer_cumsum(&a, *axis),
+        Op::Cumsum { axis, .. } | Op::Softmax { axis } => reduce::infer_cumsum(&a, *axis),
         Op::DotGeneral { dims: d, .. } => linalg::infer_dot_general(&a, d),
         Op::TriangularSolve(opts) => linalg::infer_triangular_solve(&a, opts),
         Op::Take { axis } => index::infer_take(&a, *axis),

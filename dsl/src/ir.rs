@@ -335,6 +335,15 @@ pub enum Op {
         /// Reduced dimensions, ascending.
         axes: Vec<usize>,
     },
+    /// `exp(x − max x) / Σ exp(x − max x)` along a dimension. One op rather than its
+    /// composite so that its VJP, `y · (g − Σ g·y)`, needs only the result `y`: the
+    /// composite's derived VJP kept the exponentials beside the probabilities (a second
+    /// attention-score-sized buffer at the backward's peak). Emission writes the composite
+    /// ([`crate::lower`]).
+    Softmax {
+        /// The normalised dimension.
+        axis: usize,
+    },
     /// Inclusive prefix sum along a dimension.
     Cumsum {
         /// The dimension.
@@ -476,6 +485,7 @@ impl Op {
             Op::Concatenate { .. } => "concatenate",
             Op::Pad { .. } => "pad",
             Op::Reduce { .. } => "reduce",
+            Op::Softmax { .. } => "softmax",
             Op::Cumsum { .. } => "cumsum",
             Op::DotGeneral { .. } => "dot_general",
             Op::Take { .. } => "take",

@@ -1,5 +1,6 @@
-//! Lowering `scan` to `stablehlo.while`: a counter, per-step dynamic slices of the scanned
-//! inputs, and per-step dynamic updates of the stacked outputs.
+//! Lowering `scan` to `stablehlo.while` (a counter, per-step dynamic slices of the scanned
+//! inputs, and per-step dynamic updates of the stacked outputs), and `softmax` to its
+//! composite: ops that exist for what autodiff makes of them, not for the emitter.
 //!
 //! A graph pass like autodiff, run by [`Program::emit`](crate::Program::emit) before writing:
 //! it replays the function through the builder ([`replay`]), so the lowered loops are checked
@@ -12,9 +13,10 @@ use crate::ir::{Function, Op, ScanParts};
 use crate::replay::{NodeAt, Replay, replay};
 use crate::types::TensorType;
 
-/// `f` with every `scan` (at any depth) replaced by an equivalent `while`.
+/// `f` with every `scan` (at any depth) replaced by an equivalent `while`, and every
+/// `softmax` by its composite.
 pub(crate) fn lower_scans(f: &Function) -> Result<Function> {
-    if !contains_scan(f) {
+    if !needs_lowering(f) {
         return Ok(f.clone());
     }
     let s = Scope::new(&f.name);
@@ -27,13 +29,15 @@ pub(crate) fn lower_scans(f: &Function) -> Result<Function> {
     s.finish(&out)
 }
 
-fn contains_scan(f: &Function) -> bool {
-    f.nodes
-        .iter()
-        .any(|n| matches!(n.op, Op::Scan { .. }) || n.op.regions().into_iter().any(contains_scan))
+fn needs_lowering(f: &Function) -> bool {
+    f.nodes.iter().any(|n| {
+        matches!(n.op, Op::Scan { .. } | Op::Softmax { .. })
+            || n.op.regions().into_iter().any(needs_lowering)
+    })
 }
 
-/// The replay pass: scans become loops, and loop bodies are lowered in turn.
+/// The replay pass: scans become loops, softmaxes their composite, and loop bodies are
+/// lowered in turn.
 struct LowerScans;
 
 impl Replay for LowerScans {
@@ -61,9 +65,22 @@ impl Replay for LowerScans {
                     None,
                 )
             }
+            Op::Softmax { axis } => Ok(vec![softmax_composite(operands[0], *axis)?]),
             _ => at.copy(),
         }
     }
+}
+
+/// `exp(x − m) / Σ exp(x − m)` along `axis`, `m` the maximum along it (for range only).
+fn softmax_composite(x: &Tensor, axis: usize) -> Result<Tensor> {
+    let kept: Vec<usize> = (0..x.rank()).filter(|&d| d != axis).collect();
+    let m = x
+        .max_over(&[axis])?
+        .stop_gradient()?
+        .broadcast_in_dim(x.dims(), &kept)?;
+    let e = x.sub(&m)?.exp()?;
+    let z = e.sum(&[axis])?.broadcast_in_dim(x.dims(), &kept)?;
+    e.div(&z)
 }
 
 /// The loop equivalent to `scan` on `operands`, with `body` (the scan's body, already

@@ -156,6 +156,14 @@ fn composite_gradients() {
     let mut rng = Rng::new(12);
     let x = [float_arg(&mut rng, &[2, 4], -2.0, 2.0)];
     check_vjp(&client, "softmax", &x, TOL, |p| nn::softmax(&p[0], 1));
+    // Softmax is one op with its own VJP (from its result alone): every axis of a rank-3
+    // value, so the sum's broadcast back is checked along each.
+    let x3 = [float_arg(&mut rng, &[2, 3, 4], -2.0, 2.0)];
+    for axis in 0..3 {
+        check_vjp(&client, &format!("softmax_axis_{axis}"), &x3, TOL, |p| {
+            nn::softmax(&p[0], axis)
+        });
+    }
     check_vjp(&client, "log_softmax", &x, TOL, |p| {
         nn::log_softmax(&p[0], 0)
     });

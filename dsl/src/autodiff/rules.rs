@@ -50,6 +50,7 @@ pub(super) fn vjp_rule(
         } => shape::vjp_pad(&c, low, high, interior),
         Op::Reduce { kind, axes } => reduce::vjp_reduce(&c, *kind, axes),
         Op::Cumsum { axis, reverse } => reduce::vjp_cumsum(&c, *axis, *reverse),
+        Op::Softmax { axis } => reduce::vjp_softmax(&c, *axis),
         Op::DotGeneral {
             dims,
             lhs_cotangent,

@@ -72,7 +72,9 @@ fn class(op: &Op) -> Class {
         | Op::Pad { .. }
         | Op::Concatenate { .. }
         | Op::AxisIndex { .. } => Class::Fusible,
-        Op::Reduce { .. } | Op::Cumsum { .. } | Op::TopK { .. } => Class::Reduction,
+        Op::Reduce { .. } | Op::Cumsum { .. } | Op::Softmax { .. } | Op::TopK { .. } => {
+            Class::Reduction
+        }
         Op::DotGeneral { .. }
         | Op::TriangularSolve(_)
         | Op::Take { .. }

@@ -207,6 +207,12 @@ fn node_cost(f: &Function, node: &Node, accounting: &Accounting) -> Result<Cost>
             let r = result()?;
             PerDType::one(r.dtype, elements(r))
         }
+        // Its composite's passes: the maximum, the shift, the exponential, the sum and the
+        // division.
+        Op::Softmax { .. } => {
+            let r = result()?;
+            PerDType::one(r.dtype, 5 * elements(r))
+        }
         Op::Reduce { .. } | Op::Cumsum { .. } | Op::TopK { .. } => {
             let x = operand(0)?;
             PerDType::one(result()?.dtype, elements(x))

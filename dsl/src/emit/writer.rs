@@ -54,7 +54,7 @@ pub(crate) fn write_program(
 fn validate(f: &Function, mesh: Option<&Mesh>) -> Result<()> {
     for node in &f.nodes {
         match &node.op {
-            Op::Scan { .. } => control::check_lowered(node.op.name())?,
+            Op::Scan { .. } | Op::Softmax { .. } => control::check_lowered(node.op.name())?,
             Op::AllGather { axis, .. }
             | Op::ReduceScatter { axis, .. }
             | Op::AllReduce { axis }
@@ -514,7 +514,7 @@ impl<W: fmt::Write> Writer<W> {
                 frontend_attributes,
             } => control::write_while(self, s, cond, body, frontend_attributes),
             // `validate` rejects scans: they are lowered to `while` before writing.
-            Op::Scan { .. } => Err(fmt::Error),
+            Op::Scan { .. } | Op::Softmax { .. } => Err(fmt::Error),
             Op::AllGather { dim, axis } => collective::write_all_gather(self, s, *dim, axis),
             Op::ReduceScatter { dim, axis } => {
                 collective::write_reduce_scatter(self, s, *dim, axis)

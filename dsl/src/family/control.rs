@@ -105,7 +105,7 @@ pub(crate) fn infer_scan(
 pub(crate) fn check_lowered(op: &'static str) -> Result<()> {
     Err(Error::invalid(
         op,
-        "internal: scans are lowered before emission",
+        "internal: lowered to other ops before emission",
     ))
 }
 

@@ -150,6 +150,14 @@ pub(crate) fn vjp_reduce(c: &Cotangents<'_>, kind: ReduceKind, axes: &[usize]) -
 }
 
 /// A prefix sum's cotangent is the suffix sum of the result's.
+/// `y · (g − Σ g·y)` along `axis`, from the result `y` alone.
+pub(crate) fn vjp_softmax(c: &Cotangents<'_>, axis: usize) -> Result<Grads> {
+    let (y, g) = (&c.y[0], c.g0()?);
+    let kept: Vec<usize> = (0..y.rank()).filter(|&d| d != axis).collect();
+    let dot = g.mul(y)?.sum(&[axis])?.broadcast_in_dim(y.dims(), &kept)?;
+    Ok(vec![Some(y.mul(&g.sub(&dot)?)?)])
+}
+
 pub(crate) fn vjp_cumsum(c: &Cotangents<'_>, axis: usize, reverse: bool) -> Result<Grads> {
     Ok(vec![Some(c.g0()?.cumsum(axis, !reverse)?)])
 }

@@ -53,16 +53,11 @@ fn reduce_keep(x: &Tensor, axis: usize, f: impl Fn(&Tensor) -> Result<Tensor>) -
     f(x)?.broadcast_in_dim(x.dims(), &kept(x.rank(), axis))
 }
 
-/// `softmax(x)` along `axis`, shifted by the (gradient-free) maximum for stability.
+/// `softmax(x)` along `axis`, shifted by the maximum for stability, in f32 when `x` is
+/// narrower ([`Tensor::softmax`]: its VJP needs only the result).
 pub fn softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
-    in_f32(x, |x| softmax_same_type(x, axis))
-}
-
-fn softmax_same_type(x: &Tensor, axis: usize) -> Result<Tensor> {
-    let m = reduce_keep(x, axis, |x| x.max_over(&[axis])?.stop_gradient())?;
-    let e = x.sub(&m)?.exp()?;
-    let z = reduce_keep(&e, axis, |e| e.sum(&[axis]))?;
-    e.div(&z)
+    x.check_axis("softmax", axis)?;
+    in_f32(x, |x| x.softmax(axis))
 }
 
 /// `log softmax(x)` along `axis`.

@@ -36,6 +36,11 @@ impl Tensor {
         self.sum(axes)?.scale(1.0 / n as f64)
     }
 
+    /// `softmax` along `axis` ([`Op::Softmax`]): `exp(x − max) / Σ exp(x − max)`.
+    pub fn softmax(&self, axis: usize) -> Result<Tensor> {
+        Scope::apply1(Op::Softmax { axis }, &[self], None)
+    }
+
     /// Inclusive prefix sum along `axis` (from the end when `reverse`).
     pub fn cumsum(&self, axis: usize, reverse: bool) -> Result<Tensor> {
         Scope::apply1(Op::Cumsum { axis, reverse }, &[self], None)
