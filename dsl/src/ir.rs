@@ -339,7 +339,7 @@ pub enum Op {
     /// composite so that its VJP, `y · (g − Σ g·y)`, needs only the result `y`: the
     /// composite's derived VJP kept the exponentials beside the probabilities (a second
     /// attention-score-sized buffer at the backward's peak). Emission writes the composite
-    /// ([`crate::lower`]).
+    /// (the lowering pass that also turns scans into loops).
     Softmax {
         /// The normalised dimension.
         axis: usize,

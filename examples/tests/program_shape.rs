@@ -9,7 +9,7 @@
 use stackscan_runtime::testing as common;
 
 use stackscan::Axis;
-use stackscan::fsdp::train_step;
+use stackscan::fsdp::{Adam, train_step, training_program};
 use stackscan::ir::{Function, Op};
 use stackscan::plan::PlanOptions;
 use stackscan_examples::llama::LlamaConfig;
@@ -130,6 +130,49 @@ fn compiled_temp_memory_grows_only_by_the_saved_layer_inputs() {
         assert!(
             t32 - t4 <= saved + saved / 10,
             "{options:?}: temp grew by {} B",
+            t32 - t4
+        );
+    }
+}
+
+/// A layer's saved input lives in its rows of the gradient stacks until its gradient
+/// replaces it (`stackscan::fsdp`'s shared rows), so the optimizer's update, which holds the
+/// gradients in temp, grows per layer by the larger of the two; holding both, it grew by their
+/// sum (26.1 MiB from 4 to 32 layers before, the bound here is 22.8 MiB).
+#[test]
+fn the_update_grows_by_the_larger_of_a_layers_input_and_gradient() {
+    let client = common::cpu_client(4);
+    let mesh = Mesh::new(&client, "fsdp", 4).unwrap();
+    let m4 = model(&config(4)).unwrap();
+    let input = m4.activation.size_in_bytes() as i64;
+    let gradient: i64 = (0..m4.kinds[0].params.len())
+        .map(|p| m4.stacked_local_type(0, p, 4).size_in_bytes() as i64 / 4)
+        .sum();
+    // The row is the gradient's, and the bound below (+10 %) stays under input + gradient.
+    assert!(
+        input < gradient && gradient < 10 * input,
+        "input {input} B, gradient {gradient} B"
+    );
+    for options in [PlanOptions::prefetch(), PlanOptions::prefetch_deferred()] {
+        let temp = |layers: usize| {
+            let m = model(&config(layers)).unwrap();
+            let update = training_program(&m, options, mesh.layout(), Adam::default(), 1)
+                .unwrap()
+                .update;
+            let exe = client.compile_program(&update, &mesh).unwrap();
+            exe.memory_stats().unwrap().temp
+        };
+        let (t4, t32) = (temp(4), temp(32));
+        let rows = 28 * gradient;
+        eprintln!(
+            "{options:?}: update temp {t4} B at 4 layers, {t32} B at 32 (+{} B; 28 rows of \
+             max(input {input} B, gradient {gradient} B) = {rows} B, both would be {} B)",
+            t32 - t4,
+            28 * (input + gradient)
+        );
+        assert!(
+            t32 - t4 <= rows + rows / 10,
+            "{options:?}: update temp grew by {} B",
             t32 - t4
         );
     }

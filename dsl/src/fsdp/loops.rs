@@ -52,8 +52,10 @@ pub(super) struct Trip {
     pub(super) stride: isize,
 }
 
-/// One step of a pass: `(group, enclosing block trip, position in the group, state) → state`.
-pub(super) type StepFn<'a, C> = dyn Fn(&Group, Option<&Trip>, &Tensor, C) -> Result<C> + 'a;
+/// One step of a pass: `(group, enclosing block trip, position in the group, ends, state) →
+/// state`; `ends`: the step is the last of its loop body (not the first of a ping-pong trip),
+/// so what it leaves for later crosses a loop boundary.
+pub(super) type StepFn<'a, C> = dyn Fn(&Group, Option<&Trip>, &Tensor, bool, C) -> Result<C> + 'a;
 
 /// Runs a pass's segments in order: each group as its loop of `step`s, each block loop as a
 /// counted loop whose trip shifts the groups' layers. `pass` (`forward`, `backward`) and
@@ -70,9 +72,9 @@ pub(super) fn run_pass<C: Carry>(
     let mut st = state;
     for seg in segments {
         st = match seg {
-            Segment::Group(g) => {
-                run_group(s, g.form, &label(g), st, &|q, st| step(g, None, q, st))?
-            }
+            Segment::Group(g) => run_group(s, g.form, &label(g), st, &|q, ends, st| {
+                step(g, None, q, ends, st)
+            })?,
             Segment::Blocks {
                 trips,
                 stride,
@@ -85,8 +87,8 @@ pub(super) fn run_pass<C: Carry>(
                         stride: *stride,
                     };
                     for g in groups {
-                        st = run_group(t.scope(), g.form, &label(g), st, &|q, st| {
-                            step(g, Some(&trip), q, st)
+                        st = run_group(t.scope(), g.form, &label(g), st, &|q, ends, st| {
+                            step(g, Some(&trip), q, ends, st)
                         })?;
                     }
                     Ok(st)
@@ -133,7 +135,7 @@ fn run_group<C: Carry>(
     form: LoopForm,
     label: &str,
     state: C,
-    step: &dyn Fn(&Tensor, C) -> Result<C>,
+    step: &dyn Fn(&Tensor, bool, C) -> Result<C>,
 ) -> Result<C> {
     let (trips, per_trip, peel) = match form {
         LoopForm::Simple { trips } => (trips, 1, false),
@@ -143,7 +145,7 @@ fn run_group<C: Carry>(
     let mut state = state;
     if peel {
         let first = format!("{label}, odd first step");
-        state = counted_loop(s, 1, &first, state, |i, st| step(i, st))?;
+        state = counted_loop(s, 1, &first, state, |i, st| step(i, true, st))?;
     }
     let first = i64::from(peel);
     counted_loop(s, trips, label, state, |i, mut st| {
@@ -152,7 +154,7 @@ fn run_group<C: Carry>(
             let q = i
                 .mul(&bs.scalar(per_trip as f64, DType::I32)?)?
                 .add(&bs.scalar((first + j) as f64, DType::I32)?)?;
-            st = step(&q, st)?;
+            st = step(&q, j + 1 == per_trip, st)?;
         }
         Ok(st)
     })
@@ -165,13 +167,13 @@ fn peeled<C: Carry>(
     s: &Scope,
     label: &str,
     state: C,
-    step: &dyn Fn(&Tensor, C) -> Result<C>,
+    step: &dyn Fn(&Tensor, bool, C) -> Result<C>,
 ) -> Result<C> {
     let layout_in = state.layout();
     let mut layout_out = layout_in.clone();
     let (fixed, by_kind) = state.split();
     let (out, ys) = single_trip(s, label, &fixed, |q, c| {
-        let st = step(q, C::join(c, &by_kind, &layout_in))?;
+        let st = step(q, true, C::join(c, &by_kind, &layout_in))?;
         layout_out = st.layout();
         Ok(st.split())
     })?;

@@ -303,8 +303,32 @@ impl<'a> Lowering<'a> {
         }
     }
 
-    /// Writes one layer's reduced gradient slabs into the kind's stacked gradients; returns
-    /// the slabs (what a later step orders itself after, [`Lowering::after`]).
+    /// Reduces one layer's gradients of kind `kind` to this device's slabs.
+    pub(super) fn reduce_slabs(&self, kind: usize, grads: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.model.kinds[kind]
+            .params
+            .iter()
+            .zip(grads)
+            .map(|(spec, g)| self.reduce(spec, g))
+            .collect()
+    }
+
+    /// Writes one layer's reduced slabs at `row` of kind `kind`'s gradient stacks `acc`.
+    pub(super) fn store_slabs(
+        &self,
+        kind: usize,
+        row: &Tensor,
+        slabs: &[Tensor],
+        acc: &mut [Tensor],
+    ) -> Result<()> {
+        for (p, slab) in slabs.iter().enumerate() {
+            self.store_slab(kind, p, row, slab, acc)?;
+        }
+        Ok(())
+    }
+
+    /// Writes one layer's reduced gradient slabs into the kind's gradient stacks
+    /// ([`Lowering::store_slab`]); returns the slabs (what a later step orders itself after, [`Lowering::after`]).
     pub(super) fn store(
         &self,
         kind: usize,
@@ -312,18 +336,10 @@ impl<'a> Lowering<'a> {
         grads: &[Tensor],
         acc: &mut [Tensor],
     ) -> Result<Vec<Tensor>> {
-        let s = row.scope().clone();
-        let zero = s.scalar(0.0, DType::I32)?;
         let mut slabs = Vec::with_capacity(grads.len());
-        for ((spec, g), a) in self.model.kinds[kind]
-            .params
-            .iter()
-            .zip(grads)
-            .zip(acc.iter_mut())
-        {
+        for (p, (spec, g)) in self.model.kinds[kind].params.iter().zip(grads).enumerate() {
             let slab = self.reduce(spec, g)?;
-            let starts = row_starts(row, &zero, slab.rank());
-            *a = a.dynamic_update_slice(&slab.expand_dims(0)?, &starts)?;
+            self.store_slab(kind, p, row, &slab, acc)?;
             slabs.push(slab);
         }
         Ok(slabs)

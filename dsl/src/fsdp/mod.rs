@@ -43,6 +43,7 @@ mod model;
 mod optimizer;
 mod pass;
 mod reference;
+mod rows;
 mod schedule;
 mod state;
 mod step;

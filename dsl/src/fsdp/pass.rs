@@ -6,13 +6,15 @@
 //! the [`Pass`](crate::plan::Pass): the plan is the one source, the options it was made from
 //! are not consulted here.
 
+use std::cell::RefCell;
+
 use crate::builder::{Scope, Tensor};
 use crate::dtype::DType;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::plan::{Group, OwnGradient, WeightSource};
 
 use super::loops::{Trip, run_pass};
-use super::lowering::{Lowering, row_starts};
+use super::lowering::Lowering;
 use super::state::{BwdState, FwdState};
 
 /// Layer offset from one step to the next going forward.
@@ -21,21 +23,16 @@ const UP: i64 = 1;
 const DOWN: i64 = -1;
 
 impl Lowering<'_> {
-    /// Runs the stack forward; returns the last activation, the saved layer inputs per
-    /// kind (`[layers of kind, activation…]`) and the auxiliary outputs summed over layers.
+    /// Runs the stack forward; returns the last activation, the stacks of saved layer inputs
+    /// per kind ([`super::rows`]) and the auxiliary outputs summed over layers.
     pub(super) fn forward(
         &self,
         s: &Scope,
         h0: &Tensor,
         stacked: &[Vec<Tensor>],
-    ) -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
-        let act = self.activation();
-        let saved: Vec<Tensor> = (0..self.kinds())
-            .map(|k| {
-                let mut dims = vec![self.stack().layers_of_kind(k) as i64];
-                dims.extend(&act.dims);
-                s.full(0.0, act.with_dims(dims))
-            })
+    ) -> Result<(Tensor, Vec<Vec<Tensor>>, Vec<Tensor>)> {
+        let saved: Vec<Vec<Tensor>> = (0..self.kinds())
+            .map(|k| self.saved_stacks(s, k))
             .collect::<Result<_>>()?;
         let w = match self.plan.forward.prologue_gather() {
             Some(layer) => self.gather_layer(s, layer, stacked)?,
@@ -54,7 +51,7 @@ impl Lowering<'_> {
             &kind,
             &self.plan.forward.segments,
             st,
-            &|g, trip, q, st| self.forward_step(g, q, trip, st, stacked),
+            &|g, trip, q, _, st| self.forward_step(g, q, trip, st, stacked),
         )?;
         Ok((st.h, st.saved, st.aux))
     }
@@ -79,9 +76,7 @@ impl Lowering<'_> {
                 mut aux,
             } = st;
             let row = self.row(g.layers[0], UP, trip, q)?;
-            let zero = s.scalar(0.0, DType::I32)?;
-            let starts = row_starts(&row, &zero, h.rank());
-            saved[k] = saved[k].dynamic_update_slice(&h.expand_dims(0)?, &starts)?;
+            self.save_input(k, &mut saved[k], &row, &h)?;
             let (w_now, w_next) = self.step_weights(g, q, trip, &row, &h, w, stacked, UP)?;
             Ok(FwdState {
                 h: self.run_layer(k, &h, &w_now, &mut aux)?,
@@ -137,7 +132,7 @@ impl Lowering<'_> {
         s: &Scope,
         dh: &Tensor,
         stacked: &[Vec<Tensor>],
-        saved: &[Tensor],
+        saved: &[Vec<Tensor>],
     ) -> Result<(Tensor, Vec<Vec<Tensor>>)> {
         // Tie the parameters to the incoming cotangent: the first backward gathers cannot be
         // hoisted into the forward pass.
@@ -152,9 +147,8 @@ impl Lowering<'_> {
                     .collect()
             })
             .collect();
-        let grads: Vec<Vec<Tensor>> = stacked
-            .iter()
-            .map(|k| k.iter().map(Tensor::zeros_like).collect::<Result<Vec<_>>>())
+        let grads: Vec<Vec<Tensor>> = (0..self.kinds())
+            .map(|k| self.gradient_stacks(k, &stacked[k], &saved[k]))
             .collect::<Result<_>>()?;
         let pass = &self.plan.backward;
         let w = match pass.prologue_gather() {
@@ -169,19 +163,32 @@ impl Lowering<'_> {
             grads,
         };
         let kind = |k: usize| self.model.kinds[k].name.clone();
+        let unstored = RefCell::new(Vec::new());
         let st = run_pass(
             s,
             "backward",
             &kind,
             &pass.segments,
             st,
-            &|g, trip, q, st| {
+            &|g, trip, q, ends, st| {
                 let last = pass
                     .epilogue_scatter()
                     .is_some_and(|layer| g.layers == [layer]);
-                self.backward_step(g, q, trip, st, &stacked, saved, last && trip.is_none())
+                let at = StepAt {
+                    q,
+                    trip,
+                    ends,
+                    last: last && trip.is_none(),
+                };
+                self.backward_step(g, &at, st, &stacked, saved, &unstored)
             },
         )?;
+        if !unstored.borrow().is_empty() {
+            return Err(Error::invalid(
+                "fsdp",
+                "internal: gradient slabs left unstored at the end of the backward pass",
+            ));
+        }
         let BwdState {
             dh,
             pending,
@@ -196,32 +203,32 @@ impl Lowering<'_> {
             let k = self.stack().kind_of(layer);
             self.store(k, &row, &pending, &mut grads[k])?;
         }
+        let grads = grads
+            .into_iter()
+            .enumerate()
+            .map(|(k, acc)| self.stacked_gradients(k, acc))
+            .collect::<Result<_>>()?;
         Ok((dh, grads))
     }
 
-    /// One backward step at position `q` of group `g` (layers descending): scatter the
-    /// gradient carried in, take this layer's weights and gather the next (lower) layer's,
-    /// recompute the layer from its saved input and differentiate it.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the step's place, its state and the pass's tensors, as the forward step"
-    )]
+    /// One backward step (layers descending): scatter the gradient carried in, take this
+    /// layer's weights and gather the next (lower) layer's, recompute the layer from its
+    /// saved input and differentiate it.
     fn backward_step(
         &self,
         g: &Group,
-        q: &Tensor,
-        trip: Option<&Trip>,
+        at: &StepAt<'_>,
         st: BwdState,
         stacked: &[Vec<Tensor>],
-        saved: &[Tensor],
-        last: bool,
+        saved: &[Vec<Tensor>],
+        unstored: &RefCell<Vec<Unstored>>,
     ) -> Result<BwdState> {
-        self.scheduling_group(q.scope(), || {
-            self.backward_step_ops(g, q, trip, st, stacked, saved, last)
+        self.scheduling_group(at.q.scope(), || {
+            self.backward_step_ops(g, at, st, stacked, saved, &mut unstored.borrow_mut())
         })
     }
 
-    /// The ops of [`Self::backward_step`], built in its scheduling group. `last`: this is
+    /// The ops of [`Self::backward_step`], built in its scheduling group. `at.last`: this is
     /// the pass's last step, alone in its (peeled) loop, whose gradient the plan defers past
     /// the pass ([`crate::plan::Pass::epilogue_scatter`]); it is stored here, at the end of
     /// that loop's body, rather than after the loop. Stored after the loop, its
@@ -230,17 +237,24 @@ impl Lowering<'_> {
     /// twice more at the end of the step: three whole stacks of temp for the 32-layer tiny
     /// Llama (`examples/tests/deferred_memory.rs`). In the loop body it updates the carried
     /// stack in place, and the loop's result has no producer left to duplicate.
-    #[allow(clippy::too_many_arguments, reason = "as `backward_step`")]
+    ///
+    /// A kind whose saved inputs live in its gradient rows ([`super::rows`]) stores its
+    /// slabs only at the end of a loop body (`at.ends`), after the VJP of the body's last
+    /// step: every read of those rows in the body comes first (the first step's reads reach
+    /// the last step's VJP through its input cotangent), and every read comes from the
+    /// body's input. A store at once, with the next step reading the stored stack, let XLA
+    /// fuse that read into one of the stack before the store, and then copy the whole
+    /// stack in and out of every trip to keep the store in place.
     fn backward_step_ops(
         &self,
         g: &Group,
-        q: &Tensor,
-        trip: Option<&Trip>,
+        at: &StepAt<'_>,
         st: BwdState,
         stacked: &[Vec<Tensor>],
-        saved: &[Tensor],
-        last: bool,
+        saved: &[Vec<Tensor>],
+        unstored: &mut Vec<Unstored>,
     ) -> Result<BwdState> {
+        let (q, trip) = (at.q, at.trip);
         let s = q.scope().clone();
         let base = g.layers[0];
         let k = g.signature.run;
@@ -257,27 +271,53 @@ impl Lowering<'_> {
         if let Some(kp) = g.signature.pending_grad {
             // The previous step ran the layer above.
             let row = self.row(base + 1, DOWN, trip, q)?;
-            let scattered = self.store(kp, &row, &pending, &mut grads[kp])?;
+            let scattered = if self.reads_gradient_rows(kp) {
+                let slabs = self.reduce_slabs(kp, &pending)?;
+                unstored.push(Unstored {
+                    kind: kp,
+                    row,
+                    slabs: slabs.clone(),
+                });
+                slabs
+            } else {
+                self.store(kp, &row, &pending, &mut grads[kp])?
+            };
             fence_out = Some(self.after(&scattered, &zero)?);
         }
         let row = self.row(base, DOWN, trip, q)?;
         let (w_now, w_next) = self.step_weights(g, q, trip, &row, &dh, w, stacked, DOWN)?;
-        let act = &self.activation();
         // The layer is recomputed after the previous step's reduce-scatter (the one it
         // deferred, or its own): the gradient computed now may then reuse the buffer that
         // scatter read instead of living beside it.
         let x_row = row.add(&fence)?;
-        let starts = row_starts(&x_row, &zero, act.rank());
-        let mut sizes = vec![1];
-        sizes.extend(&act.dims);
-        let x = saved[k]
-            .dynamic_slice(&starts, &sizes)?
-            .reshape(&act.dims)?;
+        let shared = self.reads_gradient_rows(k);
+        let x = match shared {
+            true => self.saved_input(k, &grads[k], &x_row)?,
+            false => self.saved_input(k, &saved[k], &x_row)?,
+        };
         let mut d = self.layer_vjp(k, x, w_now, dh)?;
+        // A zero after the VJP's every result: what the body's stores wait for.
+        let read = match at.ends && (shared || !unstored.is_empty()) {
+            true => Some(self.after(&d, &zero)?),
+            false => None,
+        };
         let dx = d.remove(0);
+        let mut own = |d: &[Tensor], grads: &mut [Vec<Tensor>]| -> Result<Vec<Tensor>> {
+            if shared {
+                let slabs = self.reduce_slabs(k, d)?;
+                unstored.push(Unstored {
+                    kind: k,
+                    row: row.clone(),
+                    slabs: slabs.clone(),
+                });
+                Ok(slabs)
+            } else {
+                self.store(k, &row, d, &mut grads[k])
+            }
+        };
         let pending = match g.signature.own_grad {
-            OwnGradient::Deferred if last => {
-                self.store(k, &row, &d, &mut grads[k])?;
+            OwnGradient::Deferred if at.last => {
+                own(&d, &mut grads)?;
                 Vec::new()
             }
             OwnGradient::Deferred => d,
@@ -285,11 +325,16 @@ impl Lowering<'_> {
             // Scattered at the end of its own step: the next step recomputes after it, so
             // this step's unreduced gradient is gone before the next one's is made.
             OwnGradient::Scattered | OwnGradient::Absent => {
-                let scattered = self.store(k, &row, &d, &mut grads[k])?;
+                let scattered = own(&d, &mut grads)?;
                 fence_out = Some(self.after(&scattered, fence_out.as_ref().unwrap_or(&zero))?);
                 Vec::new()
             }
         };
+        if let Some(read) = read {
+            for u in unstored.drain(..) {
+                self.store_slabs(u.kind, &u.row.add(&read)?, &u.slabs, &mut grads[u.kind])?;
+            }
+        }
         Ok(BwdState {
             dh: dx,
             fence: fence_out.unwrap_or(fence),
@@ -298,4 +343,22 @@ impl Lowering<'_> {
             grads,
         })
     }
+}
+
+/// Where a backward step runs: its position `q` in its group, the enclosing block trip, whether
+/// it ends its loop body ([`super::loops::StepFn`]) and whether it is the pass's last step
+/// ([`Lowering::backward_step_ops`]).
+struct StepAt<'t> {
+    q: &'t Tensor,
+    trip: Option<&'t Trip>,
+    ends: bool,
+    last: bool,
+}
+
+/// A layer's reduced gradient slabs not yet stored into its kind's gradient rows (which still
+/// hold saved inputs the loop body reads, [`super::rows`]).
+struct Unstored {
+    kind: usize,
+    row: Tensor,
+    slabs: Vec<Tensor>,
 }

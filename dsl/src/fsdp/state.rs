@@ -23,20 +23,20 @@ pub(super) trait Carry: Sized {
 }
 
 /// The forward state: the activation, the gathered weights of the layer about to run, the
-/// saved layer inputs per kind, and the auxiliary outputs summed so far (one `f32[]` per
-/// name, none for a model that records none).
+/// stacks of saved layer inputs per kind ([`super::rows`]), and the auxiliary outputs summed
+/// so far (one `f32[]` per name, none for a model that records none).
 pub(super) struct FwdState {
     pub(super) h: Tensor,
     pub(super) w: Vec<Tensor>,
-    pub(super) saved: Vec<Tensor>,
+    pub(super) saved: Vec<Vec<Tensor>>,
     pub(super) aux: Vec<Tensor>,
 }
 
-/// Lengths of a flattened [`FwdState`]: gathered weights, saved inputs.
+/// Lengths of a flattened [`FwdState`]: gathered weights, saved-input stacks per kind.
 #[derive(Clone)]
 pub(super) struct FwdLayout {
     w: usize,
-    saved: usize,
+    saved: Vec<usize>,
 }
 
 impl Carry for FwdState {
@@ -45,41 +45,42 @@ impl Carry for FwdState {
     fn layout(&self) -> FwdLayout {
         FwdLayout {
             w: self.w.len(),
-            saved: self.saved.len(),
+            saved: self.saved.iter().map(Vec::len).collect(),
         }
     }
 
     fn flatten(&self) -> Vec<Tensor> {
         let mut v = vec![self.h.clone()];
         v.extend(self.w.iter().cloned());
-        v.extend(self.saved.iter().cloned());
+        v.extend(self.saved.iter().flatten().cloned());
         v.extend(self.aux.iter().cloned());
         v
     }
 
     fn unflatten(v: &[Tensor], l: &FwdLayout) -> Self {
-        let saved_end = 1 + l.w + l.saved;
+        let saved_end = 1 + l.w + l.saved.iter().sum::<usize>();
         FwdState {
             h: v[0].clone(),
             w: v[1..1 + l.w].to_vec(),
-            saved: v[1 + l.w..saved_end].to_vec(),
+            saved: regroup(&v[1 + l.w..saved_end], &l.saved),
             aux: v[saved_end..].to_vec(),
         }
     }
 
     fn split(self) -> (Vec<Tensor>, Vec<Tensor>) {
         let mut fixed = vec![self.h];
-        fixed.extend(self.saved);
+        fixed.extend(self.saved.into_iter().flatten());
         fixed.extend(self.aux);
         (fixed, self.w)
     }
 
     fn join(fixed: &[Tensor], by_kind: &[Tensor], l: &FwdLayout) -> Self {
+        let saved_end = 1 + l.saved.iter().sum::<usize>();
         FwdState {
             h: fixed[0].clone(),
             w: by_kind.to_vec(),
-            saved: fixed[1..1 + l.saved].to_vec(),
-            aux: fixed[1 + l.saved..].to_vec(),
+            saved: regroup(&fixed[1..saved_end], &l.saved),
+            aux: fixed[saved_end..].to_vec(),
         }
     }
 }
