@@ -71,6 +71,53 @@ impl Replay for LowerScans {
     }
 }
 
+/// `f` with every `softmax` (at any depth) replaced by its composite, scans kept: what the
+/// cost model walks, so that it counts the passes XLA will run.
+pub(crate) fn expand_softmax(f: &Function) -> Result<Function> {
+    if !contains_softmax(f) {
+        return Ok(f.clone());
+    }
+    let s = Scope::new(&f.name);
+    let args: Vec<Tensor> = f
+        .params
+        .iter()
+        .map(|&p| s.param(f.values[p].clone()))
+        .collect();
+    let out = replay(&s, f, &args, &mut ExpandSoftmax)?.results(f);
+    s.finish(&out)
+}
+
+fn contains_softmax(f: &Function) -> bool {
+    f.nodes.iter().any(|n| {
+        matches!(n.op, Op::Softmax { .. }) || n.op.regions().into_iter().any(contains_softmax)
+    })
+}
+
+/// The replay pass of [`expand_softmax`]: loop bodies are expanded in turn.
+struct ExpandSoftmax;
+
+impl Replay for ExpandSoftmax {
+    fn node(&mut self, at: &NodeAt<'_>) -> Result<Vec<Tensor>> {
+        let node = at.node();
+        if let Op::Softmax { axis } = node.op {
+            return Ok(vec![softmax_composite(at.operands[0], axis)?]);
+        }
+        if !node.op.regions().into_iter().any(contains_softmax) {
+            return at.copy();
+        }
+        let mut op = node.op.clone();
+        match &mut op {
+            Op::While { cond, body, .. } => {
+                **cond = expand_softmax(cond)?;
+                **body = expand_softmax(body)?;
+            }
+            Op::Scan { body, .. } => **body = expand_softmax(body)?,
+            _ => return at.copy(),
+        }
+        at.scope.apply_here(op, at.operands, None)
+    }
+}
+
 /// `exp(x − m) / Σ exp(x − m)` along `axis`, `m` the maximum along it (for range only).
 fn softmax_composite(x: &Tensor, axis: usize) -> Result<Tensor> {
     let kept: Vec<usize> = (0..x.rank()).filter(|&d| d != axis).collect();

@@ -42,6 +42,9 @@ pub struct ActiveExperts {
 
 /// The cost of one run of `f` under `accounting`.
 pub fn of_with(f: &Function, accounting: &Accounting) -> Result<Cost> {
+    // A softmax is counted as the composite emission writes ([`Op::Softmax`]).
+    let expanded = crate::lower::expand_softmax(f)?;
+    let f = &expanded;
     let live = live_nodes(f);
     let mut cost: Cost = f
         .nodes
