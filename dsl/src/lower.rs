@@ -16,65 +16,45 @@ use crate::types::TensorType;
 /// `f` with every `scan` (at any depth) replaced by an equivalent `while`, and every
 /// `softmax` by its composite.
 pub(crate) fn lower_scans(f: &Function) -> Result<Function> {
-    if !needs_lowering(f) {
-        return Ok(f.clone());
-    }
-    let s = Scope::new(&f.name);
-    let args: Vec<Tensor> = f
-        .params
-        .iter()
-        .map(|&p| s.param(f.values[p].clone()))
-        .collect();
-    let out = replay(&s, f, &args, &mut LowerScans)?.results(f);
-    s.finish(&out)
-}
-
-fn needs_lowering(f: &Function) -> bool {
-    f.nodes.iter().any(|n| {
-        matches!(n.op, Op::Scan { .. } | Op::Softmax { .. })
-            || n.op.regions().into_iter().any(needs_lowering)
-    })
-}
-
-/// The replay pass: scans become loops, softmaxes their composite, and loop bodies are
-/// lowered in turn.
-struct LowerScans;
-
-impl Replay for LowerScans {
-    fn node(&mut self, at: &NodeAt<'_>) -> Result<Vec<Tensor>> {
-        let (s, node, operands) = (at.scope, at.node(), at.operands);
-        if let Some(scan) = ScanParts::of(&node.op) {
-            let body = lower_scans(scan.body)?;
-            return lower_scan(s, &scan, &body, operands);
-        }
-        match &node.op {
-            Op::While {
-                cond,
-                body,
-                frontend_attributes,
-            } => {
-                let cond = lower_scans(cond)?;
-                let body = lower_scans(body)?;
-                s.apply_here(
-                    Op::While {
-                        cond: Box::new(cond),
-                        body: Box::new(body),
-                        frontend_attributes: frontend_attributes.clone(),
-                    },
-                    operands,
-                    None,
-                )
-            }
-            Op::Softmax { axis } => Ok(vec![softmax_composite(operands[0], *axis)?]),
-            _ => at.copy(),
-        }
-    }
+    lower(f, Lower::ScansAndSoftmax)
 }
 
 /// `f` with every `softmax` (at any depth) replaced by its composite, scans kept: what the
 /// cost model walks, so that it counts the passes XLA will run.
 pub(crate) fn expand_softmax(f: &Function) -> Result<Function> {
-    if !contains_softmax(f) {
+    lower(f, Lower::Softmax)
+}
+
+/// What a lowering replaces.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lower {
+    /// Scans by loops and softmaxes by their composite: what the emitter needs.
+    ScansAndSoftmax,
+    /// Softmaxes only.
+    Softmax,
+}
+
+impl Lower {
+    fn replaces(self, op: &Op) -> bool {
+        match op {
+            Op::Softmax { .. } => true,
+            Op::Scan { .. } => self == Lower::ScansAndSoftmax,
+            _ => false,
+        }
+    }
+
+    /// Whether `f` has a node this lowering replaces, at any depth.
+    fn needed_in(self, f: &Function) -> bool {
+        f.nodes
+            .iter()
+            .any(|n| self.replaces(&n.op) || n.op.regions().into_iter().any(|r| self.needed_in(r)))
+    }
+}
+
+/// `f` replayed with what `what` replaces lowered, loop bodies in turn; `f` itself where
+/// nothing is.
+fn lower(f: &Function, what: Lower) -> Result<Function> {
+    if !what.needed_in(f) {
         return Ok(f.clone());
     }
     let s = Scope::new(&f.name);
@@ -83,38 +63,39 @@ pub(crate) fn expand_softmax(f: &Function) -> Result<Function> {
         .iter()
         .map(|&p| s.param(f.values[p].clone()))
         .collect();
-    let out = replay(&s, f, &args, &mut ExpandSoftmax)?.results(f);
+    let out = replay(&s, f, &args, &mut Lowering(what))?.results(f);
     s.finish(&out)
 }
 
-fn contains_softmax(f: &Function) -> bool {
-    f.nodes.iter().any(|n| {
-        matches!(n.op, Op::Softmax { .. }) || n.op.regions().into_iter().any(contains_softmax)
-    })
-}
+/// The replay pass of [`lower`].
+struct Lowering(Lower);
 
-/// The replay pass of [`expand_softmax`]: loop bodies are expanded in turn.
-struct ExpandSoftmax;
-
-impl Replay for ExpandSoftmax {
+impl Replay for Lowering {
     fn node(&mut self, at: &NodeAt<'_>) -> Result<Vec<Tensor>> {
-        let node = at.node();
-        if let Op::Softmax { axis } = node.op {
-            return Ok(vec![softmax_composite(at.operands[0], axis)?]);
+        let (s, node, operands) = (at.scope, at.node(), at.operands);
+        let what = self.0;
+        if what == Lower::ScansAndSoftmax
+            && let Some(scan) = ScanParts::of(&node.op)
+        {
+            let body = lower(scan.body, what)?;
+            return lower_scan(s, &scan, &body, operands);
         }
-        if !node.op.regions().into_iter().any(contains_softmax) {
+        if let Op::Softmax { axis } = node.op {
+            return Ok(vec![softmax_composite(operands[0], axis)?]);
+        }
+        if !node.op.regions().into_iter().any(|r| what.needed_in(r)) {
             return at.copy();
         }
         let mut op = node.op.clone();
         match &mut op {
             Op::While { cond, body, .. } => {
-                **cond = expand_softmax(cond)?;
-                **body = expand_softmax(body)?;
+                **cond = lower(cond, what)?;
+                **body = lower(body, what)?;
             }
-            Op::Scan { body, .. } => **body = expand_softmax(body)?,
+            Op::Scan { body, .. } => **body = lower(body, what)?,
             _ => return at.copy(),
         }
-        at.scope.apply_here(op, at.operands, None)
+        s.apply_here(op, operands, None)
     }
 }
 
@@ -163,10 +144,10 @@ fn lower_scan(
         .iter()
         .copied()
         .find(|t| t.dims().iter().all(|&d| d > 0));
-    for y in &ys_types {
+    for (j, y) in ys_types.iter().enumerate() {
         let mut dims = vec![length as i64];
         dims.extend(&y.dims);
-        init.push(stacked_outputs(s, seed, &y.with_dims(dims))?);
+        init.push(stacked_outputs(s, seed, j, &y.with_dims(dims))?);
     }
     let attrs: Vec<(&str, &str)> = frontend_attributes
         .iter()
@@ -193,7 +174,8 @@ fn lower_scan(
                 args.push(slice.reshape(&x.dims()[1..])?);
             }
             args.extend(consts.iter().map(|&t| t.clone()));
-            let results = replay(bs, body, &args, &mut LowerScans)?.results(body);
+            let results =
+                replay(bs, body, &args, &mut Lowering(Lower::ScansAndSoftmax))?.results(body);
             let mut next = vec![i.add(&bs.scalar(1.0, DType::I32)?)?];
             next.extend(results[..num_carry].iter().cloned());
             for (acc, y) in c[1 + num_carry..].iter().zip(&results[num_carry..]) {
@@ -215,16 +197,18 @@ fn lower_scan(
 /// so every stacked output (the weights and deferred gradient a peeled FSDP step passes on)
 /// stays live through everything before its loop. A broadcast of an element of the loop's own
 /// carry (`seed`) cannot start before the loop's inputs exist, needs no copy, and is the
-/// loop's buffer from there on. Without a non-empty carry, zeros.
-fn stacked_outputs(s: &Scope, seed: Option<&Tensor>, ty: &TensorType) -> Result<Tensor> {
+/// loop's buffer from there on. Output `j` takes element `j` (wrapping): outputs of one shape
+/// broadcasting the same element would be one value after XLA's common-subexpression pass,
+/// copied into each output's buffer. Without a non-empty carry, zeros.
+fn stacked_outputs(s: &Scope, seed: Option<&Tensor>, j: usize, ty: &TensorType) -> Result<Tensor> {
     let Some(seed) = seed else {
         return s.full(0.0, ty.clone());
     };
-    let element = match seed.rank() {
-        0 => seed.clone(),
-        r => seed
-            .slice(&vec![0; r], &vec![1; r], &vec![1; r])?
-            .reshape(&[])?,
-    };
+    let n: i64 = seed.dims().iter().product();
+    let at = j as i64 % n;
+    let element = seed
+        .reshape(&[n])?
+        .slice(&[at], &[at + 1], &[1])?
+        .reshape(&[])?;
     element.convert(ty.dtype)?.broadcast_to(&ty.dims)
 }

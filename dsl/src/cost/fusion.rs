@@ -72,6 +72,8 @@ fn class(op: &Op) -> Class {
         | Op::Pad { .. }
         | Op::Concatenate { .. }
         | Op::AxisIndex { .. } => Class::Fusible,
+        // A softmax is expanded into its composite before the walk (`walk::of_with`); were it
+        // not, its reductions would make it one.
         Op::Reduce { .. } | Op::Cumsum { .. } | Op::Softmax { .. } | Op::TopK { .. } => {
             Class::Reduction
         }

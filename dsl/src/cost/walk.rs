@@ -210,11 +210,12 @@ fn node_cost(f: &Function, node: &Node, accounting: &Accounting) -> Result<Cost>
             let r = result()?;
             PerDType::one(r.dtype, elements(r))
         }
-        // Its composite's passes: the maximum, the shift, the exponential, the sum and the
-        // division.
+        // `of_with` walks softmax's composite (expanded first), so none reaches here.
         Op::Softmax { .. } => {
-            let r = result()?;
-            PerDType::one(r.dtype, 5 * elements(r))
+            return Err(Error::invalid(
+                "softmax",
+                "the cost model counts softmax's composite; expand it before the walk",
+            ));
         }
         Op::Reduce { .. } | Op::Cumsum { .. } | Op::TopK { .. } => {
             let x = operand(0)?;

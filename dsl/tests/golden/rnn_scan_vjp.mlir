@@ -4,7 +4,7 @@ module @rnn_vjp {
     %v6 = "stablehlo.slice"(%arg0) <{start_indices = array<i64: 0>, limit_indices = array<i64: 1>, strides = array<i64: 1>}> : (tensor<4xf32>) -> tensor<1xf32>
     %v7 = "stablehlo.reshape"(%v6) : (tensor<1xf32>) -> tensor<f32>
     %v8 = "stablehlo.broadcast_in_dim"(%v7) <{broadcast_dimensions = array<i64>}> : (tensor<f32>) -> tensor<3x4xf32>
-    %v9 = "stablehlo.slice"(%arg0) <{start_indices = array<i64: 0>, limit_indices = array<i64: 1>, strides = array<i64: 1>}> : (tensor<4xf32>) -> tensor<1xf32>
+    %v9 = "stablehlo.slice"(%arg0) <{start_indices = array<i64: 1>, limit_indices = array<i64: 2>, strides = array<i64: 1>}> : (tensor<4xf32>) -> tensor<1xf32>
     %v10 = "stablehlo.reshape"(%v9) : (tensor<1xf32>) -> tensor<f32>
     %v11 = "stablehlo.broadcast_in_dim"(%v10) <{broadcast_dimensions = array<i64>}> : (tensor<f32>) -> tensor<3x4xf32>
     %v38:6 = "stablehlo.while"(%v5, %arg0, %v8, %v11, %arg1, %arg2) ({
