@@ -4,7 +4,6 @@
 use std::fmt;
 
 use super::{Cotangents, Grads, constant, elementwise, shape};
-use crate::builder::Tensor;
 use crate::dtype::DType;
 use crate::emit::writer::{OpLine, Site, Writer, i64_array, list, region, signature};
 use crate::error::{Error, Result};
@@ -235,27 +234,11 @@ pub(crate) fn write_top_k<W: fmt::Write>(w: &mut Writer<W>, s: &Site<'_>, k: usi
 
 pub(crate) fn vjp_take(c: &Cotangents<'_>, axis: usize) -> Result<Grads> {
     let g = c.g0()?;
-    let dx = zeros_after(&c.x[0], &g)?.scatter_add(&c.x[1], &g, axis)?;
+    // The zeros come from the cotangent: made late, not at the start of the step (XLA ran the
+    // embedding gradient's there, where it lived through both passes: 0.5 MiB at the
+    // backward's peak for the tiny Llama at 16 × 128).
+    let dx = g.zeros_from(c.x[0].ty())?.scatter_add(&c.x[1], &g, axis)?;
     Ok(vec![Some(dx), None])
-}
-
-/// Zeros shaped as `like`, computed from an element of `after` (exactly `+0` whatever its
-/// value: `0 · [x ≠ x]`). A zero-init with no operands is free to run anywhere, and XLA's
-/// scheduler ran the embedding gradient's at the start of the training step, where it lived
-/// through both passes (0.5 MiB at the backward's peak for the tiny Llama at 16 × 128).
-fn zeros_after(like: &Tensor, after: &Tensor) -> Result<Tensor> {
-    if after.dims().contains(&0) {
-        return like.zeros_like();
-    }
-    let ones = vec![1; after.rank()];
-    let first = after
-        .slice(&vec![0; after.rank()], &ones, &ones)?
-        .reshape(&[])?;
-    first
-        .ne(&first)?
-        .convert(like.dtype())?
-        .scale(0.0)?
-        .broadcast_in_dim(like.dims(), &[])
 }
 
 pub(crate) fn vjp_scatter_add(c: &Cotangents<'_>, axis: usize) -> Result<Grads> {

@@ -145,7 +145,7 @@ fn run_group<C: Carry>(
     let mut state = state;
     if peel {
         let first = format!("{label}, odd first step");
-        state = counted_loop(s, 1, &first, state, |i, st| step(i, true, st))?;
+        state = odd_first(s, &first, state, step)?;
     }
     let first = i64::from(peel);
     counted_loop(s, trips, label, state, |i, mut st| {
@@ -178,6 +178,29 @@ fn peeled<C: Carry>(
         Ok(st.split())
     })?;
     Ok(C::join(&out, &ys, &layout_out))
+}
+
+/// The odd first step of a ping-pong group, in a single-trip loop whose weights pass around
+/// its carry as a peeled step's do ([`peeled`]). Carried, the weights the step takes would
+/// share a buffer with those it gathers for the next step while it still reads them, and
+/// XLA copied both sets into and out of the loop (7 MiB at 16 × 128 × 16, every step). The
+/// pending gradient stays in the carry (its shape is the group's): passed around, its
+/// reduce-scatter, which reads nothing of the loop's, would be built outside it.
+fn odd_first<C: Carry>(
+    s: &Scope,
+    label: &str,
+    state: C,
+    step: &dyn Fn(&Tensor, bool, C) -> Result<C>,
+) -> Result<C> {
+    let layout_in = state.layout();
+    let mut layout_out = layout_in.clone();
+    let (rest, weights) = state.split_weights();
+    let (out, ys) = single_trip(s, label, &rest, |q, c| {
+        let st = step(q, true, C::join_weights(c, &weights, &layout_in))?;
+        layout_out = st.layout();
+        Ok(st.split_weights())
+    })?;
+    Ok(C::join_weights(&out, &ys, &layout_out))
 }
 
 /// A single-trip loop (marked so XLA keeps it) over `carry`, whose body also returns values

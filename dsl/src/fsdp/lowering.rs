@@ -20,6 +20,7 @@ use crate::types::TensorType;
 
 use super::loops::Trip;
 use super::model::{ParamSpec, StackModel};
+use super::rows::SharedRows;
 use super::step::GradientReduction;
 
 /// `base + per_step · q + per_trip · t`: a layer's row in its kind's stacked weights, as a
@@ -75,6 +76,8 @@ pub(super) struct Lowering<'a> {
     pub(super) precision: Precision,
     /// The next unused scheduling group id ([`super::tags`]).
     pub(super) next_group: Cell<usize>,
+    /// Per kind: how its saved inputs share its gradient rows, if they do ([`super::rows`]).
+    pub(super) rows: Vec<Option<SharedRows>>,
 }
 
 impl<'a> Lowering<'a> {
@@ -141,7 +144,13 @@ impl<'a> Lowering<'a> {
             layers.push(f);
             kind_aux.push(slots);
         }
+        let rows = model
+            .kinds
+            .iter()
+            .map(|kind| SharedRows::of(kind, &activation, n))
+            .collect();
         Ok(Lowering {
+            rows,
             model,
             plan,
             axis: mesh.all(),
@@ -209,27 +218,42 @@ impl<'a> Lowering<'a> {
     }
 
     /// All-gathers one layer's weights (natural layout) from the stacked slabs; `ahead`:
-    /// for a later step (a prefetch), whose collectives are tagged as explicit FSDP gathers.
+    /// for a later step (a prefetch), whose collectives are tagged as explicit FSDP gathers,
+    /// and whose sharded slabs are read only once `ahead` exists ([`Lowering::after`]).
+    ///
+    /// Only the slabs that feed an all-gather wait: a replicated weight's row is read by
+    /// its users, and XLA fuses that read (anchor included) into each of them, so an
+    /// anchored row kept the anchor alive to the weight's last use. With the step's input
+    /// as the anchor, that was the loop body's end: the carried activation (or cotangent)
+    /// was then copied once a trip, and lived through the backward's peak.
     pub(super) fn gather(
         &self,
         kind: usize,
         row: &Tensor,
         shards: &[Tensor],
-        ahead: bool,
+        ahead: Option<&Tensor>,
     ) -> Result<Vec<Tensor>> {
         let s = row.scope().clone();
         let zero = s.scalar(0.0, DType::I32)?;
+        let anchored = match ahead {
+            Some(anchor) => Some(self.after(std::slice::from_ref(anchor), row)?),
+            None => None,
+        };
         self.model.kinds[kind]
             .params
             .iter()
             .zip(shards)
             .map(|(spec, stacked)| {
                 let local = spec.local_dims(self.n);
+                let row = match (&anchored, spec.shard_dim) {
+                    (Some(anchored), Some(_)) => anchored,
+                    _ => row,
+                };
                 let starts = row_starts(row, &zero, local.len());
                 let mut sizes = vec![1];
                 sizes.extend(&local);
                 let slab = stacked.dynamic_slice(&starts, &sizes)?.reshape(&local)?;
-                self.gather_slab(spec, slab, ahead)
+                self.gather_slab(spec, slab, ahead.is_some())
             })
             .collect()
     }
@@ -267,7 +291,7 @@ impl<'a> Lowering<'a> {
     ) -> Result<Vec<Tensor>> {
         let kind = self.stack().kind_of(layer);
         let row = self.fixed_row(s, layer)?;
-        self.gather(kind, &row, &stacked[kind], false)
+        self.gather(kind, &row, &stacked[kind], None)
     }
 
     /// Reduces a per-device gradient to this device's slab: a reduce-scatter along the

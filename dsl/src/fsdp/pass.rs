@@ -32,7 +32,7 @@ impl Lowering<'_> {
         stacked: &[Vec<Tensor>],
     ) -> Result<(Tensor, Vec<Vec<Tensor>>, Vec<Tensor>)> {
         let saved: Vec<Vec<Tensor>> = (0..self.kinds())
-            .map(|k| self.saved_stacks(s, k))
+            .map(|k| self.saved_stacks(k, &stacked[k], h0))
             .collect::<Result<_>>()?;
         let w = match self.plan.forward.prologue_gather() {
             Some(layer) => self.gather_layer(s, layer, stacked)?,
@@ -109,17 +109,14 @@ impl Lowering<'_> {
         let sig = g.signature;
         let now = match sig.weights {
             WeightSource::Carried => carried,
-            WeightSource::GatheredAtUse => self.gather(sig.run, row, &stacked[sig.run], false)?,
+            WeightSource::GatheredAtUse => self.gather(sig.run, row, &stacked[sig.run], None)?,
         };
         let next = match sig.prefetch {
             None => Vec::new(),
             Some(kn) => {
                 let next_layer = g.layers[0].wrapping_add_signed(step_dir as isize);
-                let next_row = self.after(
-                    std::slice::from_ref(anchor),
-                    &self.row(next_layer, step_dir, trip, q)?,
-                )?;
-                self.gather(kn, &next_row, &stacked[kn], true)?
+                let next_row = self.row(next_layer, step_dir, trip, q)?;
+                self.gather(kn, &next_row, &stacked[kn], Some(anchor))?
             }
         };
         Ok((now, next))
@@ -271,7 +268,7 @@ impl Lowering<'_> {
         if let Some(kp) = g.signature.pending_grad {
             // The previous step ran the layer above.
             let row = self.row(base + 1, DOWN, trip, q)?;
-            let scattered = if self.reads_gradient_rows(kp) {
+            let scattered = if self.shared_rows(kp).is_some() {
                 let slabs = self.reduce_slabs(kp, &pending)?;
                 unstored.push(Unstored {
                     kind: kp,
@@ -290,7 +287,7 @@ impl Lowering<'_> {
         // deferred, or its own): the gradient computed now may then reuse the buffer that
         // scatter read instead of living beside it.
         let x_row = row.add(&fence)?;
-        let shared = self.reads_gradient_rows(k);
+        let shared = self.shared_rows(k).is_some();
         let x = match shared {
             true => self.saved_input(k, &grads[k], &x_row)?,
             false => self.saved_input(k, &saved[k], &x_row)?,

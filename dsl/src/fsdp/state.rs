@@ -20,6 +20,11 @@ pub(super) trait Carry: Sized {
     fn split(self) -> (Vec<Tensor>, Vec<Tensor>);
     /// The inverse of [`Carry::split`].
     fn join(fixed: &[Tensor], by_kind: &[Tensor], layout: &Self::Layout) -> Self;
+    /// The state as `(rest, weights)`: the gathered weights apart, everything else (the
+    /// pending gradient included) with the values of fixed shape.
+    fn split_weights(self) -> (Vec<Tensor>, Vec<Tensor>);
+    /// The inverse of [`Carry::split_weights`].
+    fn join_weights(rest: &[Tensor], weights: &[Tensor], layout: &Self::Layout) -> Self;
 }
 
 /// The forward state: the activation, the gathered weights of the layer about to run, the
@@ -82,6 +87,15 @@ impl Carry for FwdState {
             saved: regroup(&fixed[1..saved_end], &l.saved),
             aux: fixed[saved_end..].to_vec(),
         }
+    }
+
+    /// The weights are all that follows the kind forward.
+    fn split_weights(self) -> (Vec<Tensor>, Vec<Tensor>) {
+        self.split()
+    }
+
+    fn join_weights(rest: &[Tensor], weights: &[Tensor], l: &FwdLayout) -> Self {
+        Self::join(rest, weights, l)
     }
 }
 
@@ -151,6 +165,23 @@ impl Carry for BwdState {
             w: by_kind[..l.w].to_vec(),
             pending: by_kind[l.w..].to_vec(),
             grads: regroup(&fixed[2..], &l.grads),
+        }
+    }
+
+    fn split_weights(self) -> (Vec<Tensor>, Vec<Tensor>) {
+        let mut rest = vec![self.dh, self.fence];
+        rest.extend(self.pending);
+        rest.extend(self.grads.into_iter().flatten());
+        (rest, self.w)
+    }
+
+    fn join_weights(rest: &[Tensor], weights: &[Tensor], l: &BwdLayout) -> Self {
+        BwdState {
+            dh: rest[0].clone(),
+            fence: rest[1].clone(),
+            w: weights.to_vec(),
+            pending: rest[2..2 + l.pending].to_vec(),
+            grads: regroup(&rest[2 + l.pending..], &l.grads),
         }
     }
 }

@@ -266,11 +266,15 @@ fn causal_mask_from(scores: &Tensor, q_start: Option<&Tensor>) -> Result<Tensor>
             format!("needs [.., Q, K], got {}", scores.ty()),
         ));
     }
+    // The mask is built as `[Q, K]` and broadcast into the select: it depends on nothing in
+    // a layer, so XLA hoists it out of the layer loops and keeps it for the whole step, at
+    // the size it is built (the scores' size would be half a MiB at 16 × 128, 8 heads).
     let s = scores.scope();
-    let ty = TensorType::new(DType::I32, scores.dims());
-    let q = positions(scores, ty.clone(), r - 2, q_start)?;
-    let k = s.iota(ty, r - 1)?;
-    let keep = k.le(&q)?;
+    let dims = scores.dims();
+    let ty = TensorType::new(DType::I32, &dims[r - 2..]);
+    let q = positions(scores, ty.clone(), 0, q_start)?;
+    let k = s.iota(ty, 1)?;
+    let keep = k.le(&q)?.broadcast_in_dim(dims, &[r - 2, r - 1])?;
     keep.select(scores, &scores.full_like(-1e30)?)
 }
 

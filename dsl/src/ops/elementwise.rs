@@ -4,6 +4,7 @@ use crate::builder::{Scope, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::{BinaryOp, Comparison, Op, UnaryOp};
+use crate::types::TensorType;
 
 macro_rules! unary {
     ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {$(
@@ -133,6 +134,27 @@ impl Tensor {
     /// Zeros of this tensor's type.
     pub fn zeros_like(&self) -> Result<Tensor> {
         self.full_like(0.0)
+    }
+
+    /// Zeros of type `ty` computed from an element of this tensor: exactly `+0` whatever its
+    /// value (`0 · [x ≠ x]`), and not before it exists. A zero-init with no operands is free
+    /// to run anywhere, and XLA's scheduler runs it early, where it lives until its use;
+    /// zero-inits of one type are one value after XLA's common-subexpression pass, copied
+    /// into each loop-carried buffer that needs its own. Zeros from different tensors are
+    /// neither.
+    pub(crate) fn zeros_from(&self, ty: &TensorType) -> Result<Tensor> {
+        if self.dims().contains(&0) {
+            return self.scope().full(0.0, ty.clone());
+        }
+        let ones = vec![1; self.rank()];
+        let first = self
+            .slice(&vec![0; self.rank()], &ones, &ones)?
+            .reshape(&[])?;
+        first
+            .ne(&first)?
+            .convert(ty.dtype)?
+            .scale(0.0)?
+            .broadcast_in_dim(&ty.dims, &[])
     }
 }
 
