@@ -126,7 +126,7 @@ fn phases_split_the_compile_into_passes_and_backend() {
 /// trip, while a prefetch was ordered by an optimization barrier that XLA CPU drops before
 /// it places copies, `fsdp::lowering::Lowering::after`), about 13 MB a trip for this model.
 /// What a body may still copy (the activation cotangent, norms, counters) is less than its
-/// largest weight matrix.
+/// largest weight matrix. The same holds for a group's odd first step, alone in its loop.
 #[test]
 fn ping_pong_loops_copy_no_carried_weights_or_gradients() {
     let report = compile_report::run(&args("4", &["--layers", "8", "--top", "10000"])).unwrap();
@@ -138,12 +138,15 @@ fn ping_pong_loops_copy_no_carried_weights_or_gradients() {
         .map(|p| p.shape.iter().product::<i64>() as u64 * 4)
         .max()
         .unwrap();
+    // Eight layers: forward `[0] → [1 … 6] → [7]`, the first a ping-pong group's odd first
+    // step (which copied both sets of weights, 6.6 MiB, before it passed them around its
+    // loop), backward `[7] → [6 … 1] → [0]`.
     let ping_pong: Vec<_> = report
         .loops
         .iter()
-        .filter(|l| l.path.ends_with("ping-pong"))
+        .filter(|l| l.path.contains("ping-pong"))
         .collect();
-    assert_eq!(ping_pong.len(), 2, "{:?}", report.loops);
+    assert_eq!(ping_pong.len(), 3, "{:?}", report.loops);
     for l in ping_pong {
         assert!(
             l.copied_bytes < largest_matrix,
