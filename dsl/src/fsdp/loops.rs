@@ -9,7 +9,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::plan::{Group, LoopForm, Segment};
 
-use super::state::Carry;
+use super::state::{Around, Carry};
 
 /// Keeps XLA from folding a peeled single-trip loop into its surroundings.
 const KEEP_LOOP: (&str, &str) = ("skip-simplify-while-loops_trip-count-one", "true");
@@ -129,7 +129,7 @@ fn counted_loop<C: Carry>(
 
 /// The loop of one group: `step(position in the group, state)` run `per trip` times per
 /// trip, after one peeled step (in a loop of its own) for an odd ping-pong group; a peeled
-/// group is a [`peeled`] loop.
+/// group is a single-step loop ([`single_step`]).
 fn run_group<C: Carry>(
     s: &Scope,
     form: LoopForm,
@@ -140,12 +140,12 @@ fn run_group<C: Carry>(
     let (trips, per_trip, peel) = match form {
         LoopForm::Simple { trips } => (trips, 1, false),
         LoopForm::PingPong { trips, peel_first } => (trips, 2, peel_first),
-        LoopForm::Peeled => return peeled(s, label, state, step),
+        LoopForm::Peeled => return single_step(s, label, state, step, Around::ByKind),
     };
     let mut state = state;
     if peel {
         let first = format!("{label}, odd first step");
-        state = odd_first(s, &first, state, step)?;
+        state = single_step(s, &first, state, step, Around::Weights)?;
     }
     let first = i64::from(peel);
     counted_loop(s, trips, label, state, |i, mut st| {
@@ -160,47 +160,24 @@ fn run_group<C: Carry>(
     })
 }
 
-/// A peeled step: its neighbours run other kinds, so the weights and gradient it takes and
-/// passes on have shapes unlike the ones it computes with. They enter as captured values and
-/// leave as the scanned outputs of a single-trip loop; only the fixed part is carried.
-fn peeled<C: Carry>(
+/// One step in a single-trip loop (a peeled step, or a ping-pong group's odd first step),
+/// `part` of its state passed around the loop's carry ([`Around`]).
+fn single_step<C: Carry>(
     s: &Scope,
     label: &str,
     state: C,
     step: &dyn Fn(&Tensor, bool, C) -> Result<C>,
+    part: Around,
 ) -> Result<C> {
     let layout_in = state.layout();
     let mut layout_out = layout_in.clone();
-    let (fixed, by_kind) = state.split();
-    let (out, ys) = single_trip(s, label, &fixed, |q, c| {
-        let st = step(q, true, C::join(c, &by_kind, &layout_in))?;
+    let (carried, around) = state.split(part);
+    let (out, ys) = single_trip(s, label, &carried, |q, c| {
+        let st = step(q, true, C::join(c, &around, part, &layout_in))?;
         layout_out = st.layout();
-        Ok(st.split())
+        Ok(st.split(part))
     })?;
-    Ok(C::join(&out, &ys, &layout_out))
-}
-
-/// The odd first step of a ping-pong group, in a single-trip loop whose weights pass around
-/// its carry as a peeled step's do ([`peeled`]). Carried, the weights the step takes would
-/// share a buffer with those it gathers for the next step while it still reads them, and
-/// XLA copied both sets into and out of the loop (7 MiB at 16 × 128 × 16, every step). The
-/// pending gradient stays in the carry (its shape is the group's): passed around, its
-/// reduce-scatter, which reads nothing of the loop's, would be built outside it.
-fn odd_first<C: Carry>(
-    s: &Scope,
-    label: &str,
-    state: C,
-    step: &dyn Fn(&Tensor, bool, C) -> Result<C>,
-) -> Result<C> {
-    let layout_in = state.layout();
-    let mut layout_out = layout_in.clone();
-    let (rest, weights) = state.split_weights();
-    let (out, ys) = single_trip(s, label, &rest, |q, c| {
-        let st = step(q, true, C::join_weights(c, &weights, &layout_in))?;
-        layout_out = st.layout();
-        Ok(st.split_weights())
-    })?;
-    Ok(C::join_weights(&out, &ys, &layout_out))
+    Ok(C::join(&out, &ys, part, &layout_out))
 }
 
 /// A single-trip loop (marked so XLA keeps it) over `carry`, whose body also returns values

@@ -15,16 +15,29 @@ pub(super) trait Carry: Sized {
     fn layout(&self) -> Self::Layout;
     fn flatten(&self) -> Vec<Tensor>;
     fn unflatten(v: &[Tensor], layout: &Self::Layout) -> Self;
-    /// The state as `(fixed, by_kind)`: the values whose shapes are the same at every step,
-    /// and those whose shapes follow the kind run or prefetched.
-    fn split(self) -> (Vec<Tensor>, Vec<Tensor>);
+    /// The state as `(carried, around)`: what a single-trip loop carries, and what passes
+    /// around it (captured in, scanned out) — see [`Around`].
+    fn split(self, part: Around) -> (Vec<Tensor>, Vec<Tensor>);
     /// The inverse of [`Carry::split`].
-    fn join(fixed: &[Tensor], by_kind: &[Tensor], layout: &Self::Layout) -> Self;
-    /// The state as `(rest, weights)`: the gathered weights apart, everything else (the
-    /// pending gradient included) with the values of fixed shape.
-    fn split_weights(self) -> (Vec<Tensor>, Vec<Tensor>);
-    /// The inverse of [`Carry::split_weights`].
-    fn join_weights(rest: &[Tensor], weights: &[Tensor], layout: &Self::Layout) -> Self;
+    fn join(carried: &[Tensor], around: &[Tensor], part: Around, layout: &Self::Layout) -> Self;
+}
+
+/// What of a state a single-trip loop passes around its carry: captured as the loop's input,
+/// returned as its scanned output.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Around {
+    /// Everything whose shape follows the kind run or prefetched (the gathered weights and
+    /// the pending gradient): a peeled step, whose neighbours run other kinds, so what it
+    /// takes and passes on has shapes unlike what it computes with. Only the fixed part is
+    /// carried.
+    ByKind,
+    /// The gathered weights alone: a ping-pong group's odd first step. Carried, the weights
+    /// it takes would share a buffer with those it gathers for the next step while it still
+    /// reads them, and XLA copied both sets into and out of the loop (7 MiB at 16 × 128 × 16,
+    /// every step). The pending gradient has the group's shape and stays in the carry:
+    /// passed around, its reduce-scatter, which reads nothing of the loop's, would be built
+    /// outside the loop.
+    Weights,
 }
 
 /// The forward state: the activation, the gathered weights of the layer about to run, the
@@ -72,30 +85,22 @@ impl Carry for FwdState {
         }
     }
 
-    fn split(self) -> (Vec<Tensor>, Vec<Tensor>) {
+    /// Only the weights follow the kind forward, so both parts pass the same values around.
+    fn split(self, _: Around) -> (Vec<Tensor>, Vec<Tensor>) {
         let mut fixed = vec![self.h];
         fixed.extend(self.saved.into_iter().flatten());
         fixed.extend(self.aux);
         (fixed, self.w)
     }
 
-    fn join(fixed: &[Tensor], by_kind: &[Tensor], l: &FwdLayout) -> Self {
+    fn join(fixed: &[Tensor], w: &[Tensor], _: Around, l: &FwdLayout) -> Self {
         let saved_end = 1 + l.saved.iter().sum::<usize>();
         FwdState {
             h: fixed[0].clone(),
-            w: by_kind.to_vec(),
+            w: w.to_vec(),
             saved: regroup(&fixed[1..saved_end], &l.saved),
             aux: fixed[saved_end..].to_vec(),
         }
-    }
-
-    /// The weights are all that follows the kind forward.
-    fn split_weights(self) -> (Vec<Tensor>, Vec<Tensor>) {
-        self.split()
-    }
-
-    fn join_weights(rest: &[Tensor], weights: &[Tensor], l: &FwdLayout) -> Self {
-        Self::join(rest, weights, l)
     }
 }
 
@@ -150,38 +155,31 @@ impl Carry for BwdState {
         }
     }
 
-    fn split(self) -> (Vec<Tensor>, Vec<Tensor>) {
-        let mut fixed = vec![self.dh, self.fence];
-        fixed.extend(self.grads.into_iter().flatten());
-        let mut by_kind = self.w;
-        by_kind.extend(self.pending);
-        (fixed, by_kind)
-    }
-
-    fn join(fixed: &[Tensor], by_kind: &[Tensor], l: &BwdLayout) -> Self {
-        BwdState {
-            dh: fixed[0].clone(),
-            fence: fixed[1].clone(),
-            w: by_kind[..l.w].to_vec(),
-            pending: by_kind[l.w..].to_vec(),
-            grads: regroup(&fixed[2..], &l.grads),
+    fn split(self, part: Around) -> (Vec<Tensor>, Vec<Tensor>) {
+        let mut carried = vec![self.dh, self.fence];
+        let mut around = self.w;
+        match part {
+            Around::ByKind => around.extend(self.pending),
+            Around::Weights => carried.extend(self.pending),
         }
+        carried.extend(self.grads.into_iter().flatten());
+        (carried, around)
     }
 
-    fn split_weights(self) -> (Vec<Tensor>, Vec<Tensor>) {
-        let mut rest = vec![self.dh, self.fence];
-        rest.extend(self.pending);
-        rest.extend(self.grads.into_iter().flatten());
-        (rest, self.w)
-    }
-
-    fn join_weights(rest: &[Tensor], weights: &[Tensor], l: &BwdLayout) -> Self {
+    fn join(carried: &[Tensor], around: &[Tensor], part: Around, l: &BwdLayout) -> Self {
+        let (pending, grads) = match part {
+            Around::ByKind => (around[l.w..].to_vec(), &carried[2..]),
+            Around::Weights => (
+                carried[2..2 + l.pending].to_vec(),
+                &carried[2 + l.pending..],
+            ),
+        };
         BwdState {
-            dh: rest[0].clone(),
-            fence: rest[1].clone(),
-            w: weights.to_vec(),
-            pending: rest[2..2 + l.pending].to_vec(),
-            grads: regroup(&rest[2 + l.pending..], &l.grads),
+            dh: carried[0].clone(),
+            fence: carried[1].clone(),
+            w: around[..l.w].to_vec(),
+            pending,
+            grads: regroup(grads, &l.grads),
         }
     }
 }
