@@ -77,7 +77,7 @@ pub(super) struct Lowering<'a> {
     /// The next unused scheduling group id ([`super::tags`]).
     pub(super) next_group: Cell<usize>,
     /// Per kind: how its saved inputs share its gradient rows, if they do ([`super::rows`]).
-    pub(super) rows: Vec<Option<SharedRows>>,
+    rows: Vec<Option<SharedRows>>,
 }
 
 impl<'a> Lowering<'a> {
@@ -164,6 +164,12 @@ impl<'a> Lowering<'a> {
             precision,
             next_group: Cell::new(0),
         })
+    }
+
+    /// How kind `k`'s saved inputs share its gradient stacks, or `None` where they do not
+    /// (and a step of the kind reads its saved input from stacks of its own).
+    pub(super) fn shared_rows(&self, k: usize) -> Option<&SharedRows> {
+        self.rows[k].as_ref()
     }
 
     /// The activation's type as the layers compute on it.
@@ -351,8 +357,9 @@ impl<'a> Lowering<'a> {
         Ok(())
     }
 
-    /// Writes one layer's reduced gradient slabs into the kind's gradient stacks
-    /// ([`Lowering::store_slab`]); returns the slabs (what a later step orders itself after, [`Lowering::after`]).
+    /// Reduces one layer's gradients and writes the slabs into the kind's gradient stacks
+    /// ([`Lowering::store_slabs`]); returns the slabs (what a later step orders itself after,
+    /// [`Lowering::after`]).
     pub(super) fn store(
         &self,
         kind: usize,
@@ -360,12 +367,8 @@ impl<'a> Lowering<'a> {
         grads: &[Tensor],
         acc: &mut [Tensor],
     ) -> Result<Vec<Tensor>> {
-        let mut slabs = Vec::with_capacity(grads.len());
-        for (p, (spec, g)) in self.model.kinds[kind].params.iter().zip(grads).enumerate() {
-            let slab = self.reduce(spec, g)?;
-            self.store_slab(kind, p, row, &slab, acc)?;
-            slabs.push(slab);
-        }
+        let slabs = self.reduce_slabs(kind, grads)?;
+        self.store_slabs(kind, row, &slabs, acc)?;
         Ok(slabs)
     }
 

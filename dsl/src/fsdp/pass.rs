@@ -268,17 +268,7 @@ impl Lowering<'_> {
         if let Some(kp) = g.signature.pending_grad {
             // The previous step ran the layer above.
             let row = self.row(base + 1, DOWN, trip, q)?;
-            let scattered = if self.shared_rows(kp).is_some() {
-                let slabs = self.reduce_slabs(kp, &pending)?;
-                unstored.push(Unstored {
-                    kind: kp,
-                    row,
-                    slabs: slabs.clone(),
-                });
-                slabs
-            } else {
-                self.store(kp, &row, &pending, &mut grads[kp])?
-            };
+            let scattered = self.scatter(kp, row, &pending, &mut grads[kp], unstored)?;
             fence_out = Some(self.after(&scattered, &zero)?);
         }
         let row = self.row(base, DOWN, trip, q)?;
@@ -288,10 +278,8 @@ impl Lowering<'_> {
         // scatter read instead of living beside it.
         let x_row = row.add(&fence)?;
         let shared = self.shared_rows(k).is_some();
-        let x = match shared {
-            true => self.saved_input(k, &grads[k], &x_row)?,
-            false => self.saved_input(k, &saved[k], &x_row)?,
-        };
+        let stacks = if shared { &grads[k] } else { &saved[k] };
+        let x = self.saved_input(k, stacks, &x_row)?;
         let mut d = self.layer_vjp(k, x, w_now, dh)?;
         // A zero after the VJP's every result: what the body's stores wait for.
         let read = match at.ends && (shared || !unstored.is_empty()) {
@@ -299,22 +287,9 @@ impl Lowering<'_> {
             false => None,
         };
         let dx = d.remove(0);
-        let mut own = |d: &[Tensor], grads: &mut [Vec<Tensor>]| -> Result<Vec<Tensor>> {
-            if shared {
-                let slabs = self.reduce_slabs(k, d)?;
-                unstored.push(Unstored {
-                    kind: k,
-                    row: row.clone(),
-                    slabs: slabs.clone(),
-                });
-                Ok(slabs)
-            } else {
-                self.store(k, &row, d, &mut grads[k])
-            }
-        };
         let pending = match g.signature.own_grad {
             OwnGradient::Deferred if at.last => {
-                own(&d, &mut grads)?;
+                self.scatter(k, row, &d, &mut grads[k], unstored)?;
                 Vec::new()
             }
             OwnGradient::Deferred => d,
@@ -322,7 +297,7 @@ impl Lowering<'_> {
             // Scattered at the end of its own step: the next step recomputes after it, so
             // this step's unreduced gradient is gone before the next one's is made.
             OwnGradient::Scattered | OwnGradient::Absent => {
-                let scattered = own(&d, &mut grads)?;
+                let scattered = self.scatter(k, row, &d, &mut grads[k], unstored)?;
                 fence_out = Some(self.after(&scattered, fence_out.as_ref().unwrap_or(&zero))?);
                 Vec::new()
             }
@@ -339,6 +314,32 @@ impl Lowering<'_> {
             pending,
             grads,
         })
+    }
+}
+
+impl Lowering<'_> {
+    /// Reduce-scatters one layer's gradients of kind `kind` and stores the slabs at `row` of
+    /// its gradient stacks `acc`; where those rows still hold saved inputs the body reads
+    /// ([`super::rows`]), queues the slabs in `unstored` instead, for the body's end. Returns
+    /// the slabs.
+    fn scatter(
+        &self,
+        kind: usize,
+        row: Tensor,
+        grads: &[Tensor],
+        acc: &mut [Tensor],
+        unstored: &mut Vec<Unstored>,
+    ) -> Result<Vec<Tensor>> {
+        if self.shared_rows(kind).is_none() {
+            return self.store(kind, &row, grads, acc);
+        }
+        let slabs = self.reduce_slabs(kind, grads)?;
+        unstored.push(Unstored {
+            kind,
+            row,
+            slabs: slabs.clone(),
+        });
+        Ok(slabs)
     }
 }
 

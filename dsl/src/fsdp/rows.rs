@@ -81,12 +81,6 @@ impl SharedRows {
 }
 
 impl Lowering<'_> {
-    /// How kind `k`'s saved inputs share its gradient stacks, or `None` where they do not
-    /// (and a step of the kind reads its saved input from stacks of its own).
-    pub(super) fn shared_rows(&self, k: usize) -> Option<&SharedRows> {
-        self.rows[k].as_ref()
-    }
-
     /// Kind `k`'s stacks for its saved inputs before the forward pass writes them, one row per
     /// layer of the kind: its gradient stacks flattened (`[layers, slab]`, zeros) and a spill
     /// stack where the input does not fit, else one stack of inputs.
