@@ -152,13 +152,27 @@ pub fn window_mask(scores: &Tensor, window: i64) -> Result<Tensor> {
         });
     }
     let s = scores.scope();
-    let ty = TensorType::new(DType::I32, scores.dims());
-    let r = scores.rank();
-    let (i, j) = (s.iota(ty.clone(), r - 2)?, s.iota(ty, r - 1)?);
-    let keep_past = j.le(&i)?;
+    let (dims, r) = (scores.dims(), scores.rank());
+    if r < 2 {
+        return Err(Error::InvalidOp {
+            op: "llama_swa",
+            message: format!(
+                "the window mask needs scores [.., Q, K], got {}",
+                scores.ty()
+            ),
+        });
+    }
+    // Built as one `[Q, K]` predicate and broadcast into a single select, as `nn::causal_mask`
+    // is: it depends on nothing in a layer, so XLA hoists it out of the layer loops and keeps
+    // it for the whole step at the size it is built, and the scores pass through one select.
+    let ty = TensorType::new(DType::I32, &dims[r - 2..]);
+    let (i, j) = (s.iota(ty.clone(), 0)?, s.iota(ty, 1)?);
+    let past = j.le(&i)?;
     let within = i.sub(&j)?.lt(&j.full_like(window as f64)?)?;
-    let masked = scores.full_like(-1e30)?;
-    keep_past.select(&within.select(scores, &masked)?, &masked)
+    // `past ∧ within`: where `past` is false the select keeps it.
+    let keep = past.select(&within, &past)?;
+    keep.broadcast_in_dim(dims, &[r - 2, r - 1])?
+        .select(scores, &scores.full_like(-1e30)?)
 }
 
 /// The sliding-window Llama's stack: `llama.layers` decoder layers, prefetch and deferred
