@@ -44,38 +44,33 @@ fn cases(tokens: i64, seq: i64) -> Vec<Case> {
         lhs_contract: vec![l],
         rhs_contract: vec![r],
     };
-    vec![
-        Case {
-            name: "x·W (forward)",
-            lhs: vec![tokens, d],
-            rhs: vec![d, f],
-            dims: plain(1, 0),
-        },
-        Case {
-            name: "g·Wᵀ (input gradient)",
-            lhs: vec![tokens, f],
-            rhs: vec![d, f],
-            dims: plain(1, 1),
-        },
-        Case {
-            name: "xᵀ·g (weight gradient)",
-            lhs: vec![tokens, d],
-            rhs: vec![tokens, f],
-            dims: plain(0, 0),
-        },
-        Case {
-            name: "q·kᵀ per head",
-            lhs: vec![bh, seq, hd],
-            rhs: vec![bh, seq, hd],
-            dims: batched(2, 2),
-        },
-        Case {
-            name: "p·v per head",
-            lhs: vec![bh, seq, seq],
-            rhs: vec![bh, seq, hd],
-            dims: batched(2, 1),
-        },
-    ]
+    let products = [
+        ("x·W (forward)", [tokens, d], [d, f], plain(1, 0)),
+        ("g·Wᵀ (input gradient)", [tokens, f], [d, f], plain(1, 1)),
+        (
+            "xᵀ·g (weight gradient)",
+            [tokens, d],
+            [tokens, f],
+            plain(0, 0),
+        ),
+    ];
+    let per_head = [
+        ("q·kᵀ per head", [bh, seq, hd], [bh, seq, hd], batched(2, 2)),
+        ("p·v per head", [bh, seq, seq], [bh, seq, hd], batched(2, 1)),
+    ];
+    let case = |(name, lhs, rhs, dims): (&'static str, &[i64], &[i64], DotDims)| Case {
+        name,
+        lhs: lhs.to_vec(),
+        rhs: rhs.to_vec(),
+        dims,
+    };
+    let projections = products
+        .iter()
+        .map(|(n, l, r, d)| case((n, l, r, d.clone())));
+    let heads = per_head
+        .iter()
+        .map(|(n, l, r, d)| case((n, l, r, d.clone())));
+    projections.chain(heads).collect()
 }
 
 /// `CHAIN` products of `lhs_i` with `rhs`, `lhs_{i+1} = lhs_i + 0 · Σ(lhs_i · rhs)`.
