@@ -27,6 +27,12 @@ def parse_args():
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument(
+        "--export",
+        metavar="PATH",
+        help="also write the step's StableHLO (what JAX hands XLA) to PATH, for "
+        "`runtime/examples/run_stablehlo.rs` to time through stackscan's plugin",
+    )
     return p.parse_args()
 
 
@@ -183,7 +189,11 @@ def main():
     labels = jax.device_put(data[:, 1:], NamedSharding(mesh, P("fsdp")))
 
     started = time.perf_counter()
-    compiled = step.lower(params, m, v, t, tokens, labels).compile()
+    lowered = step.lower(params, m, v, t, tokens, labels)
+    if ARGS.export:
+        with open(ARGS.export, "w") as f:
+            f.write(lowered.as_text())
+    compiled = lowered.compile()
     compile_seconds = time.perf_counter() - started
     memory = compiled.memory_analysis()
     times, losses = [], []

@@ -162,6 +162,59 @@ fn a_parameter_whose_sharding_the_partitioner_chooses_is_refused() {
     assert_eq!(exe.parameter_types(), [TensorType::new(DType::F32, [2])]);
 }
 
+/// JAX gives a replicated scalar of a `shard_map` step (Adam's step count) the mesh without
+/// axes, `@empty_mesh = <[]>`, beside the step's own: it is whole on every device, so the
+/// program compiles, is checked per device and runs.
+#[test]
+fn a_scalar_on_the_mesh_without_axes_is_whole_on_every_device() {
+    let client = common::cpu_client(4);
+    let mesh = Mesh::new(&client, "x", 4).unwrap();
+    let text = r#"module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["x"=4]>
+  sdy.mesh @empty_mesh = <[]>
+  func.func public @main(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}, %arg1: tensor<f32> {sdy.sharding = #sdy.sharding<@empty_mesh, []>}) -> (tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) {
+    %out = sdy.manual_computation(%arg0, %arg1) in_shardings=[<@mesh, [{"x"}]>, <@mesh, []>] out_shardings=[<@mesh, [{"x"}]>] manual_axes={"x"} (%s: tensor<2xf32>, %c: tensor<f32>) {
+      %b = stablehlo.broadcast_in_dim %c, dims = [] : (tensor<f32>) -> tensor<2xf32>
+      %y = stablehlo.add %s, %b : tensor<2xf32>
+      sdy.return %y : tensor<2xf32>
+    } : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+    return %out : tensor<8xf32>
+  }
+}"#;
+    let exe = client
+        .compile(text, &mesh.compile_options(ProgramForm::Partitions))
+        .unwrap();
+    assert_eq!(
+        exe.parameter_types(),
+        [
+            TensorType::new(DType::F32, [2]),
+            TensorType::new(DType::F32, [])
+        ]
+    );
+    let args: Vec<Vec<_>> = mesh
+        .devices()
+        .iter()
+        .enumerate()
+        .map(|(i, dev)| {
+            let x = [2.0 * i as f32, 2.0 * i as f32 + 1.0];
+            vec![
+                client.buffer(&x, &[2], dev).unwrap(),
+                client.buffer(&[0.5f32], &[], dev).unwrap(),
+            ]
+        })
+        .collect();
+    let lists: Vec<Vec<_>> = args.iter().map(|a| a.iter().collect()).collect();
+    let out = exe.execute(&lists).unwrap();
+    for (i, o) in out.iter().enumerate() {
+        let x = 2.0 * i as f32;
+        assert_eq!(
+            o[0].to_host::<f32>().unwrap(),
+            [x + 0.5, x + 1.5],
+            "device {i}"
+        );
+    }
+}
+
 /// `x ↦ 2x` per device on a mesh of `n`, each device holding 2 of the `2n` values.
 fn doubled_on_mesh(n: usize) -> Program {
     let f = Scope::new("main");

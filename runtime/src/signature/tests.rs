@@ -44,6 +44,26 @@ fn shardy_arguments_are_divided_per_device() {
     );
 }
 
+/// JAX gives a replicated scalar the mesh without axes (`@empty_mesh = <[]>`) beside the
+/// step's real mesh: whole on every device, whatever the partition count.
+#[test]
+fn a_mesh_without_axes_replicates() {
+    let text = r#"module @jit_step attributes {mhlo.num_partitions = 4 : i32} {
+  sdy.mesh @mesh = <["fsdp"=4]>
+  sdy.mesh @empty_mesh = <[]>
+  func.func public @main(%arg0: tensor<8x2xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"fsdp"}, {}]>}, %arg1: tensor<f32> {sdy.sharding = #sdy.sharding<@empty_mesh, []>}, %arg2: tensor<3xi32> {sdy.sharding = #sdy.sharding<@empty_mesh, [{}]>}) -> (tensor<f32>) {
+  }
+}"#;
+    assert_eq!(
+        read(text, 4),
+        [
+            t(DType::F32, &[2, 2]),
+            t(DType::F32, &[]),
+            t(DType::I32, &[3])
+        ]
+    );
+}
+
 #[test]
 fn spacing_visibility_quoting_and_locations_do_not_matter() {
     let text = "// func.func @main(%x: tensor<1xi1>)\nfunc.func private @\"main\" (\n  %a : tensor<4 x 8 x f32> loc(\"f.py\":1:2),\n\t%b: tensor<0x2xi64> loc(#loc3)\n) -> tensor<f32> {}\n#loc3 = loc(\"f.py\":3:4)";
@@ -155,6 +175,16 @@ fn what_cannot_be_read_is_refused() {
             r#"sdy.mesh @m = <["x"=4]> func.func @main(%a: tensor<8x2xf32> {sdy.sharding = #sdy.sharding<@m, [{"x"}]>}) {}"#,
             4,
             "names 1 dimensions",
+        ),
+        (
+            r#"sdy.mesh @e = <[]> func.func @main(%a: tensor<8x2xf32> {sdy.sharding = #sdy.sharding<@e, [{}]>}) {}"#,
+            4,
+            "names 1 dimensions",
+        ),
+        (
+            r#"sdy.mesh @e = <[]> func.func @main(%a: tensor<8xf32> {sdy.sharding = #sdy.sharding<@e, [{?}]>}) {}"#,
+            4,
+            "compiled for 4 partitions",
         ),
         ("func.func @main(%a: tensor<?x4xf32>) {}", 1, "dynamic"),
         ("func.func @main(%a: tensor<*xf32>) {}", 1, "unranked"),
