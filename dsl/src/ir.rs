@@ -188,7 +188,10 @@ pub struct DotDims {
 /// the plain product `g · Wᵀ`. The second is what a matmul kernel does that only takes its
 /// right operand in `[contract, free]` layout (the grouped-matmul option a reference calls
 /// `dlhs_transpose_rhs` switches it to the first); a program that wants to be measured or
-/// compared against such a kernel asks for it per product.
+/// compared against such a kernel asks for it per product. The choice shapes the emitted
+/// program; XLA's CPU compiler may undo it, folding a transpose that only a product reads
+/// back into that product's dimension numbers (the Llama's optimized step, every product
+/// asking for `TransposedRhs`, had the same transposes as with `InPlace`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum LhsCotangent {
     /// Contract with the right operand where it lies: no copy of it in the backward.
