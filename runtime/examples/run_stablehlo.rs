@@ -54,7 +54,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         lists.push(list);
     }
-    let carried = exe.num_outputs().saturating_sub(1);
+    let Some(carried) = exe.num_outputs().checked_sub(1) else {
+        return Err("the program has no results (its last should be the loss)".into());
+    };
     let (mut times, mut loss) = (Vec::with_capacity(steps), f32::NAN);
     for step in 0..warmup + steps {
         let started = Instant::now();

@@ -120,16 +120,7 @@ impl SdySharding {
         let devices = mesh.devices()?;
         // A mesh without axes (JAX's `@empty_mesh = <[]>`, what it gives a scalar) splits
         // nothing: the value is whole on every device, however many partitions there are.
-        if mesh.axes.is_empty() && self.dims.iter().all(|d| d.axes.is_empty() && !d.open) {
-            if self.dims.len() != global.rank() {
-                return Err(Reason::new(format!(
-                    "the sharding names {} dimensions for `{global}`",
-                    self.dims.len()
-                )));
-            }
-            return Ok(global.clone());
-        }
-        if devices != partitions {
+        if devices != partitions && !mesh.axes.is_empty() {
             return Err(Reason::new(format!(
                 "its mesh has {devices} devices but the program is compiled for {partitions} partitions"
             )));
