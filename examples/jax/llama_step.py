@@ -8,6 +8,11 @@ each layer's weights all-gathered inside the scanned body (their gradients reduc
 the gather's transpose), `jax.checkpoint` per layer, and Adam (betas 0.9/0.95, eps 1e-8,
 lr 1e-3) applied to the local shards with the state donated.
 
+Two other forms, for the question "is this JAX's fastest form": `--remat dots` (per-layer
+checkpoint that saves the products' outputs) and `--remat none` (no checkpoint), and `--fused`
+(the same weights, but the shards of W_q | W_k | W_v and of W_gate | W_up are concatenated
+before their gather, so each group is one all-gather, one product and one reduce-scatter).
+
 Prints one JSON object: the median and fastest of --steps timed steps after --warmup, the
 compiled temp memory per device and the compile time. Run by `compare.sh`; not part of CI.
 """
@@ -27,6 +32,18 @@ def parse_args():
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument(
+        "--remat",
+        choices=["full", "dots", "none"],
+        default="full",
+        help="per-layer rematerialisation: recompute everything (full), keep the products' "
+        "outputs (dots), or no checkpoint (none)",
+    )
+    p.add_argument(
+        "--fused",
+        action="store_true",
+        help="gather W_q|W_k|W_v and W_gate|W_up as one concatenated weight each",
+    )
     p.add_argument(
         "--export",
         metavar="PATH",
@@ -110,29 +127,57 @@ def gather(w):
     return lax.all_gather(w, "fsdp", axis=0, tiled=True) if w.ndim > 1 else w
 
 
+def projections(x, w):
+    """q, k, v ([B, S, heads, HEAD_DIM]) and the MLP's gate and up products of the normalised
+    stream: one product per weight, or (--fused) one per concatenated group, split after."""
+    b, s, _ = x.shape
+    nq, nkv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
+    if ARGS.fused:
+        qkv = x @ gather(jnp.concatenate([w["wq"], w["wk"], w["wv"]], axis=1))
+        q, k, v = qkv[..., :nq], qkv[..., nq : nq + nkv], qkv[..., nq + nkv :]
+    else:
+        q, k, v = x @ gather(w["wq"]), x @ gather(w["wk"]), x @ gather(w["wv"])
+    heads = lambda t, n: t.reshape(b, s, n, HEAD_DIM)  # noqa: E731
+    return heads(q, HEADS), heads(k, KV_HEADS), heads(v, KV_HEADS)
+
+
+def mlp(x, w):
+    if ARGS.fused:
+        gate_up = x @ gather(jnp.concatenate([w["w_gate"], w["w_up"]], axis=1))
+        gate, up = gate_up[..., :FFN], gate_up[..., FFN:]
+    else:
+        gate, up = x @ gather(w["w_gate"]), x @ gather(w["w_up"])
+    return (jax.nn.silu(gate) * up) @ gather(w["w_down"])
+
+
 def layer(h, w):
-    w = {k: gather(v) for k, v in w.items()}
     b, s, _ = h.shape
     x = rms_norm(h, w["attn_norm"])
-    q = rope((x @ w["wq"]).reshape(b, s, HEADS, HEAD_DIM))
-    k = rope((x @ w["wk"]).reshape(b, s, KV_HEADS, HEAD_DIM))
-    v = (x @ w["wv"]).reshape(b, s, KV_HEADS, HEAD_DIM)
+    q, k, v = projections(x, w)
+    q, k = rope(q), rope(k)
     k = jnp.repeat(k, HEADS // KV_HEADS, axis=2)
     v = jnp.repeat(v, HEADS // KV_HEADS, axis=2)
     scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(HEAD_DIM).astype(jnp.float32)
     causal = jnp.tril(jnp.ones((s, s), bool))
     scores = jnp.where(causal, scores, -jnp.inf)
     attn = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(scores, axis=-1), v)
-    h = h + attn.reshape(b, s, HEADS * HEAD_DIM) @ w["wo"]
-    x = rms_norm(h, w["mlp_norm"])
-    h = h + (jax.nn.silu(x @ w["w_gate"]) * (x @ w["w_up"])) @ w["w_down"]
-    return h, None
+    h = h + attn.reshape(b, s, HEADS * HEAD_DIM) @ gather(w["wo"])
+    return h + mlp(rms_norm(h, w["mlp_norm"]), w), None
+
+
+REMAT = {
+    "full": jax.checkpoint(layer),
+    "dots": jax.checkpoint(
+        layer, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    ),
+    "none": layer,
+}
 
 
 def local_loss(params, tokens, labels, devices):
     """This device's share of the global mean loss (the shares add up over devices)."""
     h = gather(params["embed"])[tokens]
-    h, _ = lax.scan(jax.checkpoint(layer), h, params["layers"])
+    h, _ = lax.scan(REMAT[ARGS.remat], h, params["layers"])
     logits = rms_norm(h, params["final_norm"]) @ gather(params["lm_head"])
     logp = jax.nn.log_softmax(logits, axis=-1)
     nll = -jnp.take_along_axis(logp, labels[..., None], axis=-1)
@@ -209,6 +254,8 @@ def main():
         json.dumps(
             {
                 "framework": f"jax {jax.__version__}",
+                "remat": ARGS.remat,
+                "fused": ARGS.fused,
                 "devices": n,
                 "layers": ARGS.layers,
                 "batch": ARGS.batch,
