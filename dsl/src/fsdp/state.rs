@@ -105,8 +105,9 @@ impl Carry for FwdState {
 }
 
 /// The backward state: activation cotangent, gathered weights of the layer about to run,
-/// the pending deferred gradient, the stacked gradient slabs per kind, and the fence of the
-/// last reduce-scatter (an `i32[]` zero computed from its results, see
+/// the pending deferred gradient, the stacked gradient slabs per kind, and the fence the
+/// next recompute waits for: the last reduce-scatter, and a deferring step's input cotangent
+/// (an `i32[]` zero computed from them, see
 /// [`Lowering::after`](super::lowering::Lowering::after)).
 pub(super) struct BwdState {
     pub(super) dh: Tensor,
