@@ -78,16 +78,16 @@ for row in $rows; do
   for r in $(seq "$repeats"); do
     "$venv/bin/python" "$here/llama_step.py" --devices 4 --layers "$layers" --batch "$batch" \
       --seq "$seq" --steps 10 --warmup 2 ${JAX_ARGS:-} "${export_args[@]}" \
-      2> "$out/$name-jax.log" | tail -n 1 > "$out/$name-$r-jax.json"
+      2> "$out/$name-$r-jax.log" | tail -n 1 > "$out/$name-$r-jax.json"
     jax_s+=("$(field "$out/$name-$r-jax.json" step_seconds_median)")
     if [ -n "$runner" ]; then
-      "$runner" "$out/$name-jax.mlir" "${RUNNER_PLUGIN:-cpu}" 4 10 2 2> "$out/$name-runner.log" \
+      "$runner" "$out/$name-jax.mlir" "${RUNNER_PLUGIN:-cpu}" 4 10 2 2> "$out/$name-$r-runner.log" \
         | tail -n 1 > "$out/$name-$r-runner.json"
       there_s+=("$(field "$out/$name-$r-runner.json" step_seconds_median)")
     fi
     "$bin" bench --devices 4 --model llama --layers "$layers" --batch "$batch" --seq "$seq" \
       --steps 10 --warmup 2 --options off,on,deferred --compile-depths ${STACKSCAN_ARGS:-} \
-      --out "$out/$name-$r-stackscan.json" > /dev/null 2> "$out/$name-stackscan.log"
+      --out "$out/$name-$r-stackscan.json" > /dev/null 2> "$out/$name-$r-stackscan.log"
     off_s+=("$(run_field "$out/$name-$r-stackscan.json" off step_seconds_median)")
     on_s+=("$(run_field "$out/$name-$r-stackscan.json" on step_seconds_median)")
     deferred_s+=("$(run_field "$out/$name-$r-stackscan.json" deferred step_seconds_median)")

@@ -128,8 +128,8 @@ def gather(w):
 
 
 def projections(x, w):
-    """q, k, v ([B, S, heads, HEAD_DIM]) and the MLP's gate and up products of the normalised
-    stream: one product per weight, or (--fused) one per concatenated group, split after."""
+    """q, k, v ([B, S, heads, HEAD_DIM]) of the normalised stream: one product per weight, or
+    (--fused) one by [W_q | W_k | W_v], split after."""
     b, s, _ = x.shape
     nq, nkv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
     if ARGS.fused:
@@ -142,6 +142,7 @@ def projections(x, w):
 
 
 def mlp(x, w):
+    """The SwiGLU MLP of the normalised stream; --fused: one product by [W_gate | W_up]."""
     if ARGS.fused:
         gate_up = x @ gather(jnp.concatenate([w["w_gate"], w["w_up"]], axis=1))
         gate, up = gate_up[..., :FFN], gate_up[..., FFN:]
