@@ -79,7 +79,8 @@ fn deferral_costs_at_most_one_layer_gradient_at_32_layers() {
 /// to 51.9 MiB of temp against 39.2 MiB with prefetch alone: the next step's recompute only
 /// waited for the last reduce-scatter, and that scheduler ran it beside the current layer's
 /// backward, two layers of MLP activations at once. It now waits for the layer's input
-/// cotangent (39.6 MiB).
+/// cotangent (39.6 MiB; 36.8 MiB since the trainer issues the prefetch after the layer's
+/// compute on CPU, `prefetch_issue.rs`).
 #[test]
 fn deferral_costs_at_most_one_layer_gradient_on_the_newer_plugin() {
     let plugin = match common::newer_cpu_plugin() {

@@ -18,6 +18,7 @@
 //! # Ok::<(), stackscan_runtime::Error>(())
 //! ```
 
+pub mod backend;
 pub mod checkpoint;
 pub mod compile_cache;
 pub mod compile_options;

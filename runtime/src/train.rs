@@ -178,6 +178,7 @@ impl Trainer {
             });
         }
         let n = mesh.size();
+        let options = crate::backend::plan_options(client, options);
         let TrainingProgram {
             update: program,
             step,

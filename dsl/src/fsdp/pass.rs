@@ -3,15 +3,16 @@
 //! Every decision a step takes (gather its weights or take them from the carry, prefetch
 //! which kind, scatter which gradient when) is read from its group's
 //! [`Signature`](crate::plan::Signature), and the prologue and epilogue around a pass from
-//! the [`Pass`](crate::plan::Pass): the plan is the one source, the options it was made from
-//! are not consulted here.
+//! the [`Pass`](crate::plan::Pass): the plan is the one source of what a step carries. Of
+//! the options it was made from only one is consulted here, one that changes no carry: where
+//! in its step the prefetch gather is issued ([`PrefetchIssue`]).
 
 use std::cell::RefCell;
 
 use crate::builder::{Scope, Tensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::plan::{Group, OwnGradient, WeightSource};
+use crate::plan::{Group, OwnGradient, PrefetchIssue, WeightSource};
 
 use super::loops::{Trip, run_pass};
 use super::lowering::Lowering;
@@ -77,9 +78,18 @@ impl Lowering<'_> {
             } = st;
             let row = self.row(g.layers[0], UP, trip, q)?;
             self.save_input(k, &mut saved[k], &row, &h)?;
-            let (w_now, w_next) = self.step_weights(g, q, trip, &row, &h, w, stacked, UP)?;
+            let w_now = self.weights_now(g, &row, w, stacked)?;
+            let early = match self.issue_early() {
+                true => Some(self.prefetch(g, q, trip, &h, stacked, UP)?),
+                false => None,
+            };
+            let out = self.run_layer(k, &h, &w_now, &mut aux)?;
+            let w_next = match early {
+                Some(w) => w,
+                None => self.prefetch(g, q, trip, &out, stacked, UP)?,
+            };
             Ok(FwdState {
-                h: self.run_layer(k, &h, &w_now, &mut aux)?,
+                h: out,
                 w: w_next,
                 saved,
                 aux,
@@ -87,39 +97,48 @@ impl Lowering<'_> {
         })
     }
 
-    /// The weights a step runs on, from the carry or gathered now, and those it gathers for
-    /// the next step. The gather ahead depends on `anchor`, the step's input
-    /// ([`Lowering::after`]): it may not start before the previous layer's last read of the
-    /// buffer it replaces.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "a step's position in the loop nest, its state and the stacked slabs"
-    )]
-    fn step_weights(
+    /// The weights a step runs on: from the carry, or gathered now.
+    fn weights_now(
+        &self,
+        g: &Group,
+        row: &Tensor,
+        carried: Vec<Tensor>,
+        stacked: &[Vec<Tensor>],
+    ) -> Result<Vec<Tensor>> {
+        let sig = g.signature;
+        match sig.weights {
+            WeightSource::Carried => Ok(carried),
+            WeightSource::GatheredAtUse => self.gather(sig.run, row, &stacked[sig.run], None),
+        }
+    }
+
+    /// Whether steps issue the next layer's gather with their input rather than after their
+    /// layer ([`PrefetchIssue`]; unresolved, it is issued early).
+    fn issue_early(&self) -> bool {
+        self.plan.options.prefetch_issue != PrefetchIssue::AfterCompute
+    }
+
+    /// The weights a step gathers for the next step (none where its signature prefetches
+    /// nothing). The gather depends on `anchor` ([`Lowering::after`]): the step's input where
+    /// it is issued early (it may not start before the previous layer's last read of the
+    /// buffer it replaces), the end of the step's layer where it is issued after it.
+    fn prefetch(
         &self,
         g: &Group,
         q: &Tensor,
         trip: Option<&Trip>,
-        row: &Tensor,
         anchor: &Tensor,
-        carried: Vec<Tensor>,
         stacked: &[Vec<Tensor>],
         step_dir: i64,
-    ) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
-        let sig = g.signature;
-        let now = match sig.weights {
-            WeightSource::Carried => carried,
-            WeightSource::GatheredAtUse => self.gather(sig.run, row, &stacked[sig.run], None)?,
-        };
-        let next = match sig.prefetch {
-            None => Vec::new(),
+    ) -> Result<Vec<Tensor>> {
+        match g.signature.prefetch {
+            None => Ok(Vec::new()),
             Some(kn) => {
                 let next_layer = g.layers[0].wrapping_add_signed(step_dir as isize);
                 let next_row = self.row(next_layer, step_dir, trip, q)?;
-                self.gather(kn, &next_row, &stacked[kn], Some(anchor))?
+                self.gather(kn, &next_row, &stacked[kn], Some(anchor))
             }
-        };
-        Ok((now, next))
+        }
     }
 
     /// Runs the stack backward from `dh`; returns the activation cotangent at the stack's
@@ -273,7 +292,11 @@ impl Lowering<'_> {
             fence_out = Some(self.after(&scattered, &zero)?);
         }
         let row = self.row(base, DOWN, trip, q)?;
-        let (w_now, w_next) = self.step_weights(g, q, trip, &row, &dh, w, stacked, DOWN)?;
+        let w_now = self.weights_now(g, &row, w, stacked)?;
+        let early = match self.issue_early() {
+            true => Some(self.prefetch(g, q, trip, &dh, stacked, DOWN)?),
+            false => None,
+        };
         // The layer is recomputed after the previous step's reduce-scatter (the one it
         // deferred, or its own): the gradient computed now may then reuse the buffer that
         // scatter read instead of living beside it.
@@ -282,6 +305,10 @@ impl Lowering<'_> {
         let stacks = if shared { &grads[k] } else { &saved[k] };
         let x = self.saved_input(k, stacks, &x_row)?;
         let mut d = self.layer_vjp(k, x, w_now, dh)?;
+        let w_next = match early {
+            Some(w) => w,
+            None => self.prefetch(g, q, trip, &d[0], stacked, DOWN)?,
+        };
         // A zero after the VJP's every result: what the body's stores wait for.
         let read = match at.ends && (shared || !unstored.is_empty()) {
             true => Some(self.after(&d, &zero)?),

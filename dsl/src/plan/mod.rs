@@ -28,8 +28,8 @@ mod stack;
 mod steps;
 
 pub use schedule::{
-    Direction, Group, LoopForm, OwnGradient, Pass, Plan, PlanOptions, Segment, Signature,
-    WeightSource, signature,
+    Direction, Group, LoopForm, OwnGradient, Pass, Plan, PlanOptions, PrefetchIssue, Segment,
+    Signature, WeightSource, signature,
 };
 pub use stack::Stack;
 pub use steps::{Buffer, Step};
@@ -233,13 +233,22 @@ mod tests {
     fn invalid_options_are_rejected() {
         let s = Stack::homogeneous("L", 2).unwrap();
         let bad = PlanOptions {
-            prefetch_fsdp_weights: false,
             defer_grad_reduce_scatter: true,
-            unroll: 2,
-            scheduling_tags: true,
-            precision: crate::Precision::F32,
+            ..PlanOptions::baseline()
         };
         assert!(Plan::new(&s, bad).is_err());
         assert!(Plan::new(&s, PlanOptions::prefetch().with_unroll(3)).is_err());
+    }
+
+    #[test]
+    fn prefetch_issue_is_resolved_only_when_left_to_the_backend() {
+        use PrefetchIssue::*;
+        assert_eq!(PlanOptions::prefetch_deferred().prefetch_issue, Auto);
+        assert_eq!(Auto.resolve(true), AfterCompute);
+        assert_eq!(Auto.resolve(false), WithInput);
+        for chosen in [WithInput, AfterCompute] {
+            assert_eq!(chosen.resolve(true), chosen);
+            assert_eq!(chosen.resolve(false), chosen);
+        }
     }
 }

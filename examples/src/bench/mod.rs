@@ -33,7 +33,7 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use stackscan::fsdp::{Adam, train_step_on, with_adam};
-use stackscan::plan::PlanOptions;
+use stackscan::plan::{PlanOptions, PrefetchIssue};
 use stackscan::{Axis, Precision, Program};
 use stackscan_runtime::train::{HostInput, StepReport, Trainer};
 use stackscan_runtime::{Client, CompiledMemoryStats, Mesh, Plugin, plugin};
@@ -42,6 +42,7 @@ pub use flops::{StepFlops, step_flops};
 pub use output::{check_destination, write_json};
 pub use peak::{MatmulPeak, measure as measure_matmul_peak};
 
+use crate::cli::args::prefetch_issue;
 use crate::cli::train::batches::{Layout, step_inputs};
 use crate::registry::{ModelConfig, ModelName, Preset};
 
@@ -113,6 +114,10 @@ pub struct BenchArgs {
     /// Emit the programs without scheduling tags (`PlanOptions::scheduling_tags`).
     #[arg(long)]
     pub no_scheduling_tags: bool,
+    /// Where each step issues the next layer's prefetch gather, as `train --prefetch-issue`
+    /// (default: chosen for the plugin).
+    #[arg(long, value_parser = prefetch_issue, value_name = "POINT")]
+    pub prefetch_issue: Option<PrefetchIssue>,
     /// Depths whose lowering and XLA compile are timed (prefetch + deferred), comma-separated;
     /// the flag without a value for none.
     #[arg(long, value_delimiter = ',', num_args = 0.., default_values_t = [4u16, 16, 48])]
@@ -375,13 +380,14 @@ fn layout(c: ModelConfig, args: &BenchArgs) -> Result<(ModelConfig, stackscan::M
     Ok(c.context_parallel(devices, cp, 1)?)
 }
 
-/// The options of `schedule` under the flags: scheduling tags, and the precision asked for
-/// over the config's.
+/// The options of `schedule` under the flags: scheduling tags, the precision asked for over
+/// the config's, and the prefetch issue point.
 fn schedule_options(args: &BenchArgs, declared: Precision, schedule: Schedule) -> PlanOptions {
     schedule
         .options()
         .with_scheduling_tags(!args.no_scheduling_tags)
         .with_precision(args.precision.unwrap_or(declared))
+        .with_prefetch_issue(args.prefetch_issue.unwrap_or(PrefetchIssue::Auto))
 }
 
 /// Runs the bench the flags describe.
@@ -400,7 +406,10 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
     let global_batch = c.batch_per_device() * (devices / cp) as i64;
     let (model, declared) = c.build()?;
     let declared = declared.precision;
-    let deferred = schedule_options(args, declared, Schedule::Deferred);
+    let deferred = stackscan_runtime::backend::plan_options(
+        &client,
+        schedule_options(args, declared, Schedule::Deferred),
+    );
     let peak = peak::measure(&client, &mesh, deferred.precision.compute)?;
     let flops = step_flops(
         &model,

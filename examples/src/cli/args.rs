@@ -5,7 +5,7 @@
 
 use clap::Args;
 use stackscan::Precision;
-use stackscan::plan::PlanOptions;
+use stackscan::plan::{PlanOptions, PrefetchIssue};
 use stackscan_runtime::{AcceleratorOptions, MAX_CPU_DEVICES};
 
 /// Where the programs run.
@@ -75,6 +75,36 @@ pub struct ScheduleArgs {
     /// `#[layer_stack]` attribute's.
     #[arg(long, value_parser = precision, value_name = "POLICY")]
     pub precision: Option<Precision>,
+    /// Where each step issues the next layer's prefetch gather: `with-input` (beside the
+    /// layer, where collectives are asynchronous), `after-compute` (after it: less memory
+    /// where they are not) or `auto` (chosen for the plugin: after compute on the CPU
+    /// plugins, with the input elsewhere; the default).
+    #[arg(long, value_parser = prefetch_issue, value_name = "POINT")]
+    pub prefetch_issue: Option<PrefetchIssue>,
+}
+
+/// `--prefetch-issue`'s values, each with the [`PrefetchIssue`] it names.
+const ISSUE_POINTS: [(&str, PrefetchIssue); 3] = [
+    ("auto", PrefetchIssue::Auto),
+    ("with-input", PrefetchIssue::WithInput),
+    ("after-compute", PrefetchIssue::AfterCompute),
+];
+
+/// A prefetch issue point by its `--prefetch-issue` name.
+pub fn prefetch_issue(s: &str) -> Result<PrefetchIssue, String> {
+    ISSUE_POINTS
+        .iter()
+        .find(|(name, _)| *name == s)
+        .map(|&(_, i)| i)
+        .ok_or_else(|| "expected `auto`, `with-input` or `after-compute`".to_owned())
+}
+
+/// The `--prefetch-issue` name of `issue`.
+pub fn issue_name(issue: PrefetchIssue) -> &'static str {
+    ISSUE_POINTS
+        .iter()
+        .find(|(_, i)| *i == issue)
+        .map_or("auto", |&(name, _)| name)
 }
 
 impl ScheduleArgs {
@@ -96,6 +126,9 @@ impl ScheduleArgs {
         if let Some(p) = self.precision {
             options.precision = p;
         }
+        if let Some(i) = self.prefetch_issue {
+            options.prefetch_issue = i;
+        }
         options
     }
 
@@ -116,6 +149,9 @@ impl ScheduleArgs {
         }
         if let Some(p) = self.precision {
             flags.push(format!("--precision {p}"));
+        }
+        if let Some(i) = self.prefetch_issue {
+            flags.push(format!("--prefetch-issue {}", issue_name(i)));
         }
         flags
     }
@@ -227,19 +263,22 @@ mod tests {
             unroll: Some(1),
             no_scheduling_tags: true,
             precision: Some(Precision::BF16),
+            prefetch_issue: Some(PrefetchIssue::WithInput),
         };
         let o = s.apply(PlanOptions::prefetch_deferred());
         assert!(o.prefetch_fsdp_weights && !o.defer_grad_reduce_scatter);
         assert_eq!(o.unroll, 1);
         assert!(!o.scheduling_tags);
         assert_eq!(o.precision, Precision::BF16);
+        assert_eq!(o.prefetch_issue, PrefetchIssue::WithInput);
         assert_eq!(
             s.given(),
             [
                 "--no-defer",
                 "--unroll 1",
                 "--no-scheduling-tags",
-                "--precision bf16"
+                "--precision bf16",
+                "--prefetch-issue with-input"
             ]
         );
         assert_eq!(
@@ -247,6 +286,11 @@ mod tests {
             Ok(Precision::BF16_REDUCE_BF16)
         );
         assert!(precision("fp8").unwrap_err().contains("`fp8`"));
+        for (name, issue) in ISSUE_POINTS {
+            assert_eq!(prefetch_issue(name), Ok(issue));
+            assert_eq!(issue_name(issue), name);
+        }
+        assert!(prefetch_issue("late").is_err());
         let off = ScheduleArgs {
             no_prefetch: true,
             ..ScheduleArgs::default()

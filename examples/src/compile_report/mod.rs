@@ -99,7 +99,8 @@ pub struct CompileReport {
     pub config: serde_json::Value,
     /// Devices of the mesh.
     pub devices: usize,
-    /// The schedule and precision, as `plan` prints them.
+    /// The schedule and precision, as `plan` prints them, and where the prefetch is issued
+    /// on this plugin.
     pub options: String,
     /// The plugin's platform and version.
     pub platform: String,
@@ -200,6 +201,8 @@ pub fn run(args: &CompileReportArgs) -> Result<CompileReport, CompileReportError
     let plugin = Plugin::load(plugin::resolve(&args.runtime.plugin)?)?;
     let client = Client::for_devices_with(&plugin, devices, args.runtime.accelerator())?;
     let mesh = Mesh::for_layout(&client, &layout)?;
+    // What a trainer on this plugin would run.
+    let options = stackscan_runtime::backend::plan_options(&client, options);
     let started = Instant::now();
     let program = training_program(&model, options, mesh.layout(), Adam::default(), 1)?.update;
     let text = program.emit()?;
@@ -217,11 +220,13 @@ pub fn run(args: &CompileReportArgs) -> Result<CompileReport, CompileReportError
         config,
         devices,
         options: format!(
-            "prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}, precision={}",
+            "prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}, precision={}, \
+             prefetch_issue={:?}",
             options.prefetch_fsdp_weights,
             options.defer_grad_reduce_scatter,
             options.unroll,
-            options.precision
+            options.precision,
+            options.prefetch_issue
         ),
         platform: format!("{} {}", client.platform(), client.platform_version()),
         lower_seconds,

@@ -176,8 +176,8 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
                     prefetch_fsdp_weights: #prefetch,
                     defer_grad_reduce_scatter: #defer,
                     unroll: #unroll,
-                    scheduling_tags: true,
                     precision: #p::Precision::#precision,
+                    ..#p::PlanOptions::baseline()
                 };
 
                 fn stack(#cfg: &Self::Config) -> #p::Result<#p::Stack> {
@@ -216,13 +216,7 @@ pub(crate) fn stub_impl(self_ty: &TokenStream, config: &TokenStream, name: &str)
         #[automatically_derived]
         impl #p::LayerStack for #self_ty {
             type Config = #config;
-            const OPTIONS: #p::PlanOptions = #p::PlanOptions {
-                prefetch_fsdp_weights: false,
-                defer_grad_reduce_scatter: false,
-                unroll: 2,
-                scheduling_tags: true,
-                precision: #p::Precision::F32,
-            };
+            const OPTIONS: #p::PlanOptions = #p::PlanOptions::baseline();
 
             fn stack(_: &Self::Config) -> #p::Result<#p::Stack> {
                 #p::Err(#p::invalid_stack(#name))

@@ -72,8 +72,8 @@ const _: () = {
             prefetch_fsdp_weights: true,
             defer_grad_reduce_scatter: true,
             unroll: 2usize,
-            scheduling_tags: true,
             precision: ::stackscan::__private::Precision::F32,
+            ..::stackscan::__private::PlanOptions::baseline()
         };
         fn stack(
             __stackscan_cfg: &Self::Config,

@@ -2,7 +2,7 @@
 //! gradient slabs, and running a training step against the unsharded reference.
 
 use stackscan::fsdp::{StackModel, reference_step, train_step, train_step_on};
-use stackscan::plan::PlanOptions;
+use stackscan::plan::{PlanOptions, PrefetchIssue};
 use stackscan::{Axis, Mesh, Program};
 
 use crate::Client;
@@ -311,7 +311,11 @@ pub fn assert_close(what: &str, actual: &[f64], expected: &[f64], rtol: f64) -> 
 
 /// Runs the step under every option set ({prefetch off, on, on + deferred} × {unroll 1, 2}) on
 /// `n` devices and asserts loss and every gradient equal the reference (f32, at the
-/// fixture's derived [`rtol`](Fixture::rtol)); returns the worst gradient deviation.
+/// fixture's derived [`rtol`](Fixture::rtol)); returns the worst gradient deviation. The
+/// prefetch's issue point ([`PrefetchIssue`]) changes no carry, only what a gather waits for:
+/// it is paired with the unroll rather than crossed with it (on: unroll 1 with the input,
+/// 2 after compute; deferred: the other way round), so each point runs with each unroll and
+/// each prefetching schedule at no extra cost.
 pub fn check_every_option_set(
     client: &Client,
     model: &StackModel,
@@ -324,9 +328,13 @@ pub fn check_every_option_set(
         PlanOptions::prefetch(),
         PlanOptions::prefetch_deferred(),
     ];
-    for base in bases {
+    for (b, base) in bases.into_iter().enumerate() {
         for unroll in [1, 2] {
-            let o = base.with_unroll(unroll);
+            let issue = match (b + unroll) % 2 {
+                0 => PrefetchIssue::WithInput,
+                _ => PrefetchIssue::AfterCompute,
+            };
+            let o = base.with_unroll(unroll).with_prefetch_issue(issue);
             let what = format!("{n} devices, {o:?}");
             let (losses, grads) = run_step(client, model, fx, o, n);
             worst = worst.max(assert_matches_reference(&what, &losses, &grads, fx));
