@@ -58,7 +58,7 @@ def main():
         _, ip, sym, dso = m.groups()
         total += 1
         if "kernel" in dso:
-            category = "kernel (page faults, scheduling)"
+            category = "kernel (context switches, page faults)"
         else:
             category = next((c for c, p in BY_SYMBOL if re.search(p, sym)), None)
         if category is None:

@@ -5,7 +5,7 @@
 # into categories (perf_categories.py): dot kernels, XLA's compiled fusions, collectives,
 # copies, allocator, runtime, kernel.
 #
-#   examples/jax/profile.sh target/release/stackscan [OUT]    (ROW=8:64:4 by default)
+#   examples/jax/profile.sh target/release/stackscan [OUT]    (ROW=8:64:16 by default)
 #
 # Needs `perf` (Debian: `apt-get install linux-perf`) and compare.sh's venv (VENV). Not
 # part of CI. perf_event_paranoid 2 is enough: it records user and kernel time of our own
@@ -16,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-target/release/stackscan}
 out=${2:-jax-profile}
 venv=${VENV:-jax-compare/venv}
-IFS=: read -r batch seq layers <<< "${ROW:-8:64:4}"
+IFS=: read -r batch seq layers <<< "${ROW:-8:64:16}"
 mkdir -p "$out"
 
 record() { # record NAME CMD...: perf of CMD's steady state, then its categories

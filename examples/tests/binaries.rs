@@ -915,6 +915,14 @@ fn plan_predicts_the_step_time_under_its_options() {
     );
     // The prediction's flags need `--predict`.
     fails("plan", &["llama", "--chips", "8"], 2, &["--predict"]);
+    // The simulator overlaps each prefetch with the layer before it: a prefetch issued
+    // after the layer is not priced as if it did.
+    fails(
+        "plan",
+        &["llama", "--predict", "--prefetch-issue", "after-compute"],
+        2,
+        &["`--predict`", "after-compute"],
+    );
     // `timeline`'s counts are checked by the parser too.
     fails("timeline", &["--chips", "0"], 2, &["--chips"]);
     fails("timeline", &["--ep", "0"], 2, &["--ep"]);

@@ -38,6 +38,8 @@ fn the_report_counts_what_it_compiled() {
     let (m, options) = llama.preset(Preset::Tiny).unwrap().build().unwrap();
     let client = common::cpu_client(2);
     let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
+    // With what the options leave to the plugin chosen, as the trainer and the report do.
+    let options = stackscan_runtime::backend::plan_options(&client, options);
     let text = training_program(&m, options, mesh.layout(), Adam::default(), 1)
         .unwrap()
         .update

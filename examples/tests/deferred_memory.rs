@@ -12,7 +12,7 @@
 use stackscan_runtime::testing as common;
 
 use stackscan::fsdp::Adam;
-use stackscan::plan::PlanOptions;
+use stackscan::plan::{PlanOptions, PrefetchIssue};
 use stackscan_examples::llama::LlamaConfig;
 use stackscan_examples::llama_macro;
 use stackscan_runtime::train::Trainer;
@@ -38,16 +38,25 @@ fn temp(client: &Client, c: &LlamaConfig, options: PlanOptions) -> i64 {
 }
 
 /// Deferral costs `c` on `client` at most one layer's unreduced gradient over prefetch
-/// alone (+5 % for XLA's packing).
-fn check_on(client: &Client, c: &LlamaConfig) {
+/// alone (+5 % for XLA's packing), with the prefetch issued at `issue` (`Auto`: where the
+/// trainer issues it on `client`).
+fn check_on(client: &Client, c: &LlamaConfig, issue: PrefetchIssue) {
     let grad = layer_gradient_bytes(c);
-    let prefetch = temp(client, c, PlanOptions::prefetch());
-    let deferred = temp(client, c, PlanOptions::prefetch_deferred());
+    let prefetch = temp(
+        client,
+        c,
+        PlanOptions::prefetch().with_prefetch_issue(issue),
+    );
+    let deferred = temp(
+        client,
+        c,
+        PlanOptions::prefetch_deferred().with_prefetch_issue(issue),
+    );
     let bound = ((prefetch + grad) as f64 * 1.05) as i64;
     assert!(
         deferred <= bound,
-        "{} layers: temp with deferral {deferred} B exceeds prefetch {prefetch} B + one \
-         layer's gradient {grad} B (+5 %) = {bound} B",
+        "{} layers, prefetch issued {issue:?}: temp with deferral {deferred} B exceeds \
+         prefetch {prefetch} B + one layer's gradient {grad} B (+5 %) = {bound} B",
         c.layers
     );
 }
@@ -57,7 +66,7 @@ fn check(layers: usize) {
         layers,
         ..LlamaConfig::tiny()
     };
-    check_on(&common::cpu_client(DEVICES), &c);
+    check_on(&common::cpu_client(DEVICES), &c, PrefetchIssue::Auto);
 }
 
 /// At 4 layers the deferred step once compiled to 19.7 MB of temp against 11.2 MB with
@@ -79,8 +88,9 @@ fn deferral_costs_at_most_one_layer_gradient_at_32_layers() {
 /// to 51.9 MiB of temp against 39.2 MiB with prefetch alone: the next step's recompute only
 /// waited for the last reduce-scatter, and that scheduler ran it beside the current layer's
 /// backward, two layers of MLP activations at once. It now waits for the layer's input
-/// cotangent (39.6 MiB; 36.8 MiB since the trainer issues the prefetch after the layer's
-/// compute on CPU, `prefetch_issue.rs`).
+/// cotangent (39.6 MiB). Checked at both issue points: with the input, the order of that
+/// regression and what GPU and TPU plugins get; and where the trainer issues it on CPU, after
+/// compute (35.9 MiB, `prefetch_issue.rs`).
 #[test]
 fn deferral_costs_at_most_one_layer_gradient_on_the_newer_plugin() {
     let plugin = match common::newer_cpu_plugin() {
@@ -97,5 +107,7 @@ fn deferral_costs_at_most_one_layer_gradient_on_the_newer_plugin() {
         batch_per_device: 4,
         ..LlamaConfig::tiny()
     };
-    check_on(&client, &c);
+    for issue in [PrefetchIssue::WithInput, PrefetchIssue::Auto] {
+        check_on(&client, &c, issue);
+    }
 }

@@ -30,7 +30,9 @@ struct Hybrid;
 #[derive(Debug)]
 struct DenseThenMoe;
 
-/// Compiled temp bytes per device of `m`'s step under the default options.
+/// Compiled temp bytes per device of `m`'s step under the default options, lowered without a
+/// backend to resolve them: the prefetch issued with each step's input, the order GPU and TPU
+/// plugins get (the CPU trainer's, after compute, needs less).
 fn temp(m: &StackModel) -> i64 {
     let client = common::cpu_client(DEVICES);
     let mesh = Mesh::new(&client, "fsdp", DEVICES).unwrap();

@@ -110,6 +110,9 @@ fn each_ping_pong_body_gathers_each_weight_once_per_layer_step() {
     }
 }
 
+/// Compiled without a backend to resolve the options, as each test here is: the prefetch
+/// issued with each step's input (the order the GPU and TPU plugins get; growth in depth is a
+/// property of the plan, at either issue point).
 #[test]
 fn compiled_temp_memory_grows_only_by_the_saved_layer_inputs() {
     let client = common::cpu_client(4);
@@ -138,7 +141,8 @@ fn compiled_temp_memory_grows_only_by_the_saved_layer_inputs() {
 /// A layer's saved input lives in its rows of the gradient stacks until its gradient
 /// replaces it (`stackscan::fsdp`'s shared rows), so the optimizer's update, which holds the
 /// gradients in temp, grows per layer by the larger of the two; holding both, it grew by their
-/// sum (26.1 MiB from 4 to 32 layers; the 28 rows are 22.8 MiB, the bound 10 % more).
+/// sum (26.1 MiB from 4 to 32 layers; the 28 rows are 22.8 MiB, the bound 10 % more). The
+/// prefetch is issued with each step's input, as in the test above.
 #[test]
 fn the_update_grows_by_the_larger_of_a_layers_input_and_gradient() {
     let client = common::cpu_client(4);

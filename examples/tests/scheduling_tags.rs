@@ -19,7 +19,7 @@ use common::fsdp::{Fixture, assert_close, fixture, run_step};
 use common::graph::Arg;
 use stackscan::fsdp::{EXPLICIT_FSDP, SCHEDULING_GROUP, StackModel, train_step};
 use stackscan::ir::{Function, Op, ValueId};
-use stackscan::plan::PlanOptions;
+use stackscan::plan::{PlanOptions, PrefetchIssue};
 use stackscan::{Axis, DType, Scope, TensorType};
 use stackscan_examples::toy::{self, ToyConfig};
 use stackscan_runtime::{Client, ClientOptions};
@@ -113,6 +113,12 @@ fn every_step_is_one_contiguous_group_and_prefetch_gathers_are_explicit() {
         PlanOptions::prefetch(),
         PlanOptions::prefetch_deferred(),
         PlanOptions::prefetch_deferred().with_unroll(1),
+        // What the CPU trainer lowers (`backend::plan_options`).
+        PlanOptions::prefetch().with_prefetch_issue(PrefetchIssue::AfterCompute),
+        PlanOptions::prefetch_deferred().with_prefetch_issue(PrefetchIssue::AfterCompute),
+        PlanOptions::prefetch_deferred()
+            .with_unroll(1)
+            .with_prefetch_issue(PrefetchIssue::AfterCompute),
     ] {
         let step = train_step(&m, options, &axis()).unwrap();
         let all = functions(step.program.main());

@@ -142,6 +142,11 @@ impl Trainer {
 
     /// Lowers, compiles and initialises `model` on `mesh` (weights from `seed`).
     ///
+    /// What `options` leave to the backend is chosen for `client`'s plugin first
+    /// ([`backend::plan_options`](crate::backend::plan_options): a prefetch issue point of
+    /// `Auto` becomes a concrete one), so [`Trainer::plan`]'s options may differ from
+    /// `options` there.
+    ///
     /// The weights' element types and then the optimizer's hyper-parameters
     /// ([`training_program`] checks them before it lowers) are checked first, so a bad
     /// argument costs no lowering or compile.

@@ -237,12 +237,12 @@ impl<'a> Lowering<'a> {
         kind: usize,
         row: &Tensor,
         shards: &[Tensor],
-        ahead: Option<&Tensor>,
+        ahead: Option<&[Tensor]>,
     ) -> Result<Vec<Tensor>> {
         let s = row.scope().clone();
         let zero = s.scalar(0.0, DType::I32)?;
         let anchored = match ahead {
-            Some(anchor) => Some(self.after(std::slice::from_ref(anchor), row)?),
+            Some(anchors) => Some(self.after(anchors, row)?),
             None => None,
         };
         self.model.kinds[kind]

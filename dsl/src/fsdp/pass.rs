@@ -80,13 +80,13 @@ impl Lowering<'_> {
             self.save_input(k, &mut saved[k], &row, &h)?;
             let w_now = self.weights_now(g, &row, w, stacked)?;
             let early = match self.issue_early() {
-                true => Some(self.prefetch(g, q, trip, &h, stacked, UP)?),
+                true => Some(self.prefetch(g, q, trip, std::slice::from_ref(&h), stacked, UP)?),
                 false => None,
             };
             let out = self.run_layer(k, &h, &w_now, &mut aux)?;
             let w_next = match early {
                 Some(w) => w,
-                None => self.prefetch(g, q, trip, &out, stacked, UP)?,
+                None => self.prefetch(g, q, trip, std::slice::from_ref(&out), stacked, UP)?,
             };
             Ok(FwdState {
                 h: out,
@@ -121,13 +121,14 @@ impl Lowering<'_> {
     /// The weights a step gathers for the next step (none where its signature prefetches
     /// nothing). The gather depends on `anchor` ([`Lowering::after`]): the step's input where
     /// it is issued early (it may not start before the previous layer's last read of the
-    /// buffer it replaces), the end of the step's layer where it is issued after it.
+    /// buffer it replaces), every result of the step's layer where it is issued after it
+    /// (forward: its output; backward: the VJP's input cotangent and weight gradients).
     fn prefetch(
         &self,
         g: &Group,
         q: &Tensor,
         trip: Option<&Trip>,
-        anchor: &Tensor,
+        anchor: &[Tensor],
         stacked: &[Vec<Tensor>],
         step_dir: i64,
     ) -> Result<Vec<Tensor>> {
@@ -294,7 +295,7 @@ impl Lowering<'_> {
         let row = self.row(base, DOWN, trip, q)?;
         let w_now = self.weights_now(g, &row, w, stacked)?;
         let early = match self.issue_early() {
-            true => Some(self.prefetch(g, q, trip, &dh, stacked, DOWN)?),
+            true => Some(self.prefetch(g, q, trip, std::slice::from_ref(&dh), stacked, DOWN)?),
             false => None,
         };
         // The layer is recomputed after the previous step's reduce-scatter (the one it
@@ -307,7 +308,7 @@ impl Lowering<'_> {
         let mut d = self.layer_vjp(k, x, w_now, dh)?;
         let w_next = match early {
             Some(w) => w,
-            None => self.prefetch(g, q, trip, &d[0], stacked, DOWN)?,
+            None => self.prefetch(g, q, trip, &d, stacked, DOWN)?,
         };
         // A zero after the VJP's every result: what the body's stores wait for.
         let read = match at.ends && (shared || !unstored.is_empty()) {
@@ -325,8 +326,9 @@ impl Lowering<'_> {
             // only the last scatter to wait for, a scheduler free to reorder (the newer CPU
             // plugin's) recomputed the next layer while this one's backward was still live,
             // two layers of MLP activations at once (tiny Llama, 16 × 128 × 16: 51.9 MiB of
-            // temp deferred against 39.2 not deferred; 39.6 now). Waiting for the whole
-            // deferred gradient as well cost the default plugin 0.6 MiB.
+            // temp deferred against 39.2 not deferred; 39.6 after it, with the prefetch issued
+            // with the input). Waiting for the whole deferred gradient as well cost the
+            // default plugin 0.6 MiB.
             OwnGradient::Deferred => {
                 fence_out = Some(self.after(
                     std::slice::from_ref(&dx),

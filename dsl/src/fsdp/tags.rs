@@ -8,8 +8,11 @@
 //! groups with gaps" otherwise): a step's ops only read the step's inputs and each other, so
 //! every path between two of them stays inside the step. The gathers a step issues ahead of
 //! use also carry `xla_explicit_fsdp`, the tag TPU's FSDP scheduler moves onto a dedicated
-//! SparseCore; no tagged gather reads another's result in the same loop body, since each
-//! prefetch is tied to its step's input, never to the weights gathered before it.
+//! SparseCore. Issued with its step's input (`PrefetchIssue::WithInput`, what the TPU plugin
+//! gets), no tagged gather reads another's result in the same loop body: each prefetch is
+//! tied to its step's input, never to the weights gathered before it. Issued after compute
+//! (the CPU plugins), a gather waits for its step's layer, which ran on the weights the step
+//! before gathered; those plugins do not read the tag.
 //!
 //! [`PlanOptions::scheduling_tags`](crate::plan::PlanOptions::scheduling_tags) turns both off.
 

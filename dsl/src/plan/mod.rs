@@ -250,5 +250,10 @@ mod tests {
             assert_eq!(chosen.resolve(true), chosen);
             assert_eq!(chosen.resolve(false), chosen);
         }
+        for (name, issue) in PrefetchIssue::NAMED {
+            assert_eq!(issue.to_string(), name);
+            assert_eq!(name.parse::<PrefetchIssue>().unwrap(), issue);
+        }
+        assert!("late".parse::<PrefetchIssue>().is_err());
     }
 }

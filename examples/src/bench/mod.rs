@@ -212,6 +212,9 @@ pub struct Setup {
     pub stackscan_version: &'static str,
     /// The precision policy of every step.
     pub precision: String,
+    /// Where each step issued the next layer's prefetch gather, as chosen for the plugin
+    /// (`with-input` or `after-compute`).
+    pub prefetch_issue: String,
 }
 
 /// Compiled memory per device (PJRT's statistics of the step program).
@@ -476,6 +479,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
             },
             stackscan_version: env!("CARGO_PKG_VERSION"),
             precision: deferred.precision.to_string(),
+            prefetch_issue: deferred.prefetch_issue.to_string(),
         },
         matmul_peak: peak,
         flops,

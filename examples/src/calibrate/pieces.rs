@@ -53,6 +53,8 @@ pub fn pieces(
     repeats: usize,
 ) -> Result<Vec<Piece>> {
     let n = mesh.size();
+    // The step as a trainer on this plugin lowers it.
+    let options = stackscan_runtime::backend::plan_options(client, options);
     let axis = Axis {
         name: "fsdp".into(),
         size: n,

@@ -83,28 +83,9 @@ pub struct ScheduleArgs {
     pub prefetch_issue: Option<PrefetchIssue>,
 }
 
-/// `--prefetch-issue`'s values, each with the [`PrefetchIssue`] it names.
-const ISSUE_POINTS: [(&str, PrefetchIssue); 3] = [
-    ("auto", PrefetchIssue::Auto),
-    ("with-input", PrefetchIssue::WithInput),
-    ("after-compute", PrefetchIssue::AfterCompute),
-];
-
-/// A prefetch issue point by its `--prefetch-issue` name.
+/// A prefetch issue point by its name (`auto`, `with-input`, `after-compute`).
 pub fn prefetch_issue(s: &str) -> Result<PrefetchIssue, String> {
-    ISSUE_POINTS
-        .iter()
-        .find(|(name, _)| *name == s)
-        .map(|&(_, i)| i)
-        .ok_or_else(|| "expected `auto`, `with-input` or `after-compute`".to_owned())
-}
-
-/// The `--prefetch-issue` name of `issue`.
-pub fn issue_name(issue: PrefetchIssue) -> &'static str {
-    ISSUE_POINTS
-        .iter()
-        .find(|(_, i)| *i == issue)
-        .map_or("auto", |&(name, _)| name)
+    s.parse::<PrefetchIssue>().map_err(|e| e.to_string())
 }
 
 impl ScheduleArgs {
@@ -151,7 +132,7 @@ impl ScheduleArgs {
             flags.push(format!("--precision {p}"));
         }
         if let Some(i) = self.prefetch_issue {
-            flags.push(format!("--prefetch-issue {}", issue_name(i)));
+            flags.push(format!("--prefetch-issue {i}"));
         }
         flags
     }
@@ -286,11 +267,11 @@ mod tests {
             Ok(Precision::BF16_REDUCE_BF16)
         );
         assert!(precision("fp8").unwrap_err().contains("`fp8`"));
-        for (name, issue) in ISSUE_POINTS {
-            assert_eq!(prefetch_issue(name), Ok(issue));
-            assert_eq!(issue_name(issue), name);
-        }
-        assert!(prefetch_issue("late").is_err());
+        assert_eq!(
+            prefetch_issue("after-compute"),
+            Ok(PrefetchIssue::AfterCompute)
+        );
+        assert!(prefetch_issue("late").unwrap_err().contains("`late`"));
         let off = ScheduleArgs {
             no_prefetch: true,
             ..ScheduleArgs::default()

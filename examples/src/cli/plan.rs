@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use clap::Args;
-use stackscan::plan::{Plan, PlanOptions};
+use stackscan::plan::{Plan, PlanOptions, PrefetchIssue};
 
 use super::CliError;
 use super::args::ScheduleArgs;
@@ -131,7 +131,9 @@ fn usage(e: stackscan::Error) -> CliError {
     CliError::Usage(e.to_string())
 }
 
-/// The `--predict` line for `config`, if asked for.
+/// The `--predict` line for `config`, if asked for. The simulator overlaps each prefetch with
+/// the layer before it (the order an accelerator's plugin gets); a prefetch issued after the
+/// layer is refused rather than priced as if it overlapped.
 fn predict_line(
     args: &PlanArgs,
     config: &ModelConfig,
@@ -139,6 +141,13 @@ fn predict_line(
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     if args.predict {
+        if options.prefetch_issue == PrefetchIssue::AfterCompute {
+            return Err(CliError::Usage(
+                "`--predict` models a prefetch issued with each step's input (`--prefetch-issue \
+                 with-input` or `auto`), not `after-compute`"
+                    .to_owned(),
+            ));
+        }
         let target = crate::predict::Target {
             hardware: args.hardware.clone(),
             chips: args.chips as usize,

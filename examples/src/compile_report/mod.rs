@@ -221,7 +221,7 @@ pub fn run(args: &CompileReportArgs) -> Result<CompileReport, CompileReportError
         devices,
         options: format!(
             "prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}, precision={}, \
-             prefetch_issue={:?}",
+             prefetch_issue={}",
             options.prefetch_fsdp_weights,
             options.defer_grad_reduce_scatter,
             options.unroll,

@@ -313,8 +313,9 @@ pub fn assert_close(what: &str, actual: &[f64], expected: &[f64], rtol: f64) -> 
 /// `n` devices and asserts loss and every gradient equal the reference (f32, at the
 /// fixture's derived [`rtol`](Fixture::rtol)); returns the worst gradient deviation. The
 /// prefetch's issue point ([`PrefetchIssue`]) changes no carry, only what a gather waits for:
-/// it is paired with the unroll rather than crossed with it (on: unroll 1 with the input,
-/// 2 after compute; deferred: the other way round), so each point runs with each unroll and
+/// it is paired with the unroll rather than crossed with it (on: unroll 1 after compute, 2
+/// with the input; deferred: the other way round, so the CPU trainer's default, deferred
+/// with unroll 2 after compute, is among them), so each point runs with each unroll and
 /// each prefetching schedule at no extra cost.
 pub fn check_every_option_set(
     client: &Client,
@@ -331,8 +332,8 @@ pub fn check_every_option_set(
     for (b, base) in bases.into_iter().enumerate() {
         for unroll in [1, 2] {
             let issue = match (b + unroll) % 2 {
-                0 => PrefetchIssue::WithInput,
-                _ => PrefetchIssue::AfterCompute,
+                0 => PrefetchIssue::AfterCompute,
+                _ => PrefetchIssue::WithInput,
             };
             let o = base.with_unroll(unroll).with_prefetch_issue(issue);
             let what = format!("{n} devices, {o:?}");
