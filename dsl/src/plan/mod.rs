@@ -250,9 +250,10 @@ mod tests {
             assert_eq!(chosen.resolve(true), chosen);
             assert_eq!(chosen.resolve(false), chosen);
         }
-        for (name, issue) in PrefetchIssue::NAMED {
-            assert_eq!(issue.to_string(), name);
-            assert_eq!(name.parse::<PrefetchIssue>().unwrap(), issue);
+        let names: Vec<String> = PrefetchIssue::ALL.map(|i| i.to_string()).into();
+        assert_eq!(names, ["auto", "with-input", "after-compute"]);
+        for issue in PrefetchIssue::ALL {
+            assert_eq!(issue.to_string().parse::<PrefetchIssue>().unwrap(), issue);
         }
         assert!("late".parse::<PrefetchIssue>().is_err());
     }

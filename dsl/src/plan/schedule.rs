@@ -142,14 +142,14 @@ impl PrefetchIssue {
         }
     }
 
-    /// Each issue point with its name (`--prefetch-issue`'s values).
-    pub const NAMED: [(&'static str, PrefetchIssue); 3] = [
-        ("auto", PrefetchIssue::Auto),
-        ("with-input", PrefetchIssue::WithInput),
-        ("after-compute", PrefetchIssue::AfterCompute),
+    /// Every issue point, each parsed from its [`name`](Self::name).
+    pub const ALL: [PrefetchIssue; 3] = [
+        PrefetchIssue::Auto,
+        PrefetchIssue::WithInput,
+        PrefetchIssue::AfterCompute,
     ];
 
-    /// The issue point's name.
+    /// The issue point's name (`--prefetch-issue`'s values).
     pub fn name(self) -> &'static str {
         match self {
             PrefetchIssue::Auto => "auto",
@@ -169,10 +169,9 @@ impl FromStr for PrefetchIssue {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<PrefetchIssue> {
-        PrefetchIssue::NAMED
-            .iter()
-            .find(|(name, _)| *name == s)
-            .map(|&(_, issue)| issue)
+        PrefetchIssue::ALL
+            .into_iter()
+            .find(|issue| issue.name() == s)
             .ok_or_else(|| {
                 Error::invalid(
                     "prefetch_issue",

@@ -323,23 +323,25 @@ pub fn check_every_option_set(
     fx: &Fixture,
     n: usize,
 ) -> Deviation {
-    let mut worst = Deviation::default();
-    let bases = [
+    use PrefetchIssue::{AfterCompute, WithInput};
+    let (off, on, deferred) = (
         PlanOptions::baseline(),
         PlanOptions::prefetch(),
         PlanOptions::prefetch_deferred(),
+    );
+    let sets = [
+        off.with_unroll(1),
+        off.with_unroll(2),
+        on.with_unroll(1).with_prefetch_issue(AfterCompute),
+        on.with_unroll(2).with_prefetch_issue(WithInput),
+        deferred.with_unroll(1).with_prefetch_issue(WithInput),
+        deferred.with_unroll(2).with_prefetch_issue(AfterCompute),
     ];
-    for (b, base) in bases.into_iter().enumerate() {
-        for unroll in [1, 2] {
-            let issue = match (b + unroll) % 2 {
-                0 => PrefetchIssue::AfterCompute,
-                _ => PrefetchIssue::WithInput,
-            };
-            let o = base.with_unroll(unroll).with_prefetch_issue(issue);
-            let what = format!("{n} devices, {o:?}");
-            let (losses, grads) = run_step(client, model, fx, o, n);
-            worst = worst.max(assert_matches_reference(&what, &losses, &grads, fx));
-        }
+    let mut worst = Deviation::default();
+    for o in sets {
+        let what = format!("{n} devices, {o:?}");
+        let (losses, grads) = run_step(client, model, fx, o, n);
+        worst = worst.max(assert_matches_reference(&what, &losses, &grads, fx));
     }
     worst
 }
