@@ -115,7 +115,8 @@ pub fn compiler_environment() -> String {
 
 /// The cache key of compiling `program` with `options` on `client` in this process's
 /// compiler environment ([`compiler_environment`]), with the options the plugin's workarounds
-/// add (see `workarounds`), since those change the executable.
+/// add (see `workarounds`) and the client's own XLA options, since those change the
+/// executable.
 pub fn key(client: &Client, program: &str, options: &CompileOptions) -> [u8; 32] {
     key_in(client, program, options, &compiler_environment())
 }
@@ -131,12 +132,12 @@ pub fn key_in(
     adjusted_key(
         client,
         program,
-        &crate::workarounds::compile_options(client, options),
+        &client.adjusted_compile_options(options),
         environment,
     )
 }
 
-/// [`key_in`] of options the workarounds have already adjusted (what [`compile`] holds).
+/// [`key_in`] of options the client has already adjusted (what [`compile`] holds).
 fn adjusted_key(
     client: &Client,
     program: &str,
@@ -209,7 +210,7 @@ pub(crate) fn compile(
     signature: impl Fn() -> Result<Signature>,
     donated: Option<Vec<usize>>,
 ) -> Result<Executable> {
-    let options = &crate::workarounds::compile_options(client, options);
+    let options = &client.adjusted_compile_options(options);
     let Some(cache) = client.compile_cache() else {
         return Executable::compile(client, program, options, &signature, donated);
     };

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use stackscan_runtime::compile_cache::{compiler_environment, key, key_in};
 use stackscan_runtime::testing as common;
 use stackscan_runtime::{
-    CacheOutcome, Client, ClientOptions, CompileCache, CompileOptions, Plugin,
+    CacheOutcome, Client, ClientOptions, CompileCache, CompileOptions, OverrideValue, Plugin,
 };
 
 const PROGRAM: &str = r#"
@@ -150,6 +150,37 @@ fn each_plugin_has_its_own_keys() {
     let a = common::cpu_client(1);
     let b = Client::new(&newer, &ClientOptions::cpu(1)).unwrap();
     assert_ne!(key(&a, PROGRAM, &options), key(&b, PROGRAM, &options));
+}
+
+/// A client's own XLA options reach its compiles and its cache keys, and no other client's:
+/// a boolean option XLA knows compiles a program that computes the same, an option it does
+/// not know is refused with an error naming it (not the abort `XLA_FLAGS` gives).
+#[test]
+fn a_clients_xla_options_reach_its_compiles_and_keys() {
+    let options = CompileOptions::default();
+    let plain = Client::new(&common::cpu_plugin(), &ClientOptions::cpu(1)).unwrap();
+    let off = vec![(
+        "xla_cpu_use_fusion_emitters".to_owned(),
+        OverrideValue::Bool(false),
+    )];
+    let tuned = plain.clone().with_xla_options(off.clone());
+    assert!(plain.xla_options().is_empty());
+    assert_eq!(tuned.xla_options(), off.as_slice());
+    assert_ne!(
+        key(&plain, PROGRAM, &options),
+        key(&tuned, PROGRAM, &options)
+    );
+    let (want, _) = run(&plain, &options, 0);
+    let (got, _) = run(&tuned, &options, 0);
+    for (a, b) in want.iter().zip(&got) {
+        assert!((a - b).abs() <= 1e-6 * a.abs(), "{want:?} against {got:?}");
+    }
+    let unknown = plain.with_xla_options(vec![(
+        "xla_no_such_option_anywhere".to_owned(),
+        OverrideValue::Bool(true),
+    )]);
+    let err = unknown.compile(PROGRAM, &options).unwrap_err().to_string();
+    assert!(err.contains("xla_no_such_option_anywhere"), "{err}");
 }
 
 /// Threads compiling one program into one directory at once all get a working executable

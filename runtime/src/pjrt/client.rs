@@ -9,7 +9,7 @@ use stackscan::DType;
 use super::api::Api;
 use super::{Buffer, Executable, Plugin, args, buffer_type, pjrt_fn, plugin_slice, plugin_string};
 use crate::compile_cache::CompileCache;
-use crate::compile_options::CompileOptions;
+use crate::compile_options::{CompileOptions, OverrideValue};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::ffi;
@@ -39,6 +39,8 @@ pub struct Client {
     pub(crate) inner: Arc<ClientInner>,
     /// Where compiled programs are kept between runs, if anywhere.
     pub(crate) cache: Option<Arc<CompileCache>>,
+    /// XLA `DebugOptions` set on every compile of this client ([`Client::with_xla_options`]).
+    pub(crate) xla_options: Arc<[(String, OverrideValue)]>,
 }
 
 pub(crate) struct ClientInner {
@@ -234,6 +236,7 @@ impl Client {
         Ok(Client {
             inner: Arc::new(inner),
             cache: None,
+            xla_options: Arc::from([]),
         })
     }
 
@@ -250,6 +253,35 @@ impl Client {
     /// The compile cache, if one was given.
     pub fn compile_cache(&self) -> Option<&CompileCache> {
         self.cache.as_deref()
+    }
+
+    /// This client (and the clones made from it) with the XLA `DebugOptions` fields
+    /// `options` set on every compile, on top of the plugin's defaults and `XLA_FLAGS`; an
+    /// earlier call's options are replaced.
+    ///
+    /// Each plugin in a process parses `XLA_FLAGS` itself, and a plugin aborts the process on
+    /// a flag it does not know, so a flag that only one plugin has cannot go there while
+    /// another plugin is loaded. Options given here reach only this client's compiles (a
+    /// plugin that does not know one refuses the compile with an error), and they are part
+    /// of the compile cache's key.
+    pub fn with_xla_options(mut self, options: Vec<(String, OverrideValue)>) -> Client {
+        self.xla_options = Arc::from(options);
+        self
+    }
+
+    /// The XLA options [`with_xla_options`](Self::with_xla_options) set.
+    pub fn xla_options(&self) -> &[(String, OverrideValue)] {
+        &self.xla_options
+    }
+
+    /// `options` as this client compiles them: with the workarounds its plugin needs (see
+    /// `workarounds`) and its own XLA options, which win.
+    pub(crate) fn adjusted_compile_options(&self, options: &CompileOptions) -> CompileOptions {
+        let mut options = crate::workarounds::compile_options(self, options);
+        for (name, value) in self.xla_options.iter() {
+            options = options.with_override(name, value.clone());
+        }
+        options
     }
 
     /// What identifies the plugin build and the devices behind this client, for cache keys:

@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use crate::{Client, ClientOptions, Plugin, plugin};
+use crate::{Client, ClientOptions, CompileCache, OverrideValue, Plugin, plugin};
 
 /// The default CPU plugin (fetched into the cache on first use).
 pub fn cpu_plugin() -> Plugin {
@@ -16,9 +16,79 @@ pub fn cpu_plugin() -> Plugin {
         .clone()
 }
 
-/// A client of the default CPU plugin with `devices` virtual devices.
+/// A client of the default CPU plugin with `devices` virtual devices, compiling with the XLA
+/// options [`TEST_XLA_OPTIONS_ENV`] lists.
 pub fn cpu_client(devices: usize) -> Client {
-    Client::new(&cpu_plugin(), &ClientOptions::cpu(devices)).expect("create a cpu client")
+    Client::new(&cpu_plugin(), &ClientOptions::cpu(devices))
+        .expect("create a cpu client")
+        .with_xla_options(test_xla_options())
+}
+
+/// XLA's own default backend optimization level (`DebugOptions`' default).
+const XLA_DEFAULT_OPTIMIZATION_LEVEL: i64 = 3;
+
+/// A client of the default CPU plugin that compiles at XLA's own backend optimization level
+/// whatever `XLA_FLAGS` says, for the tests whose time is their hundreds of steps rather than
+/// their compiles. CI lowers the level to 0 for the suite's many short runs (`.ci/run`); 200
+/// steps of the tiny DeepSeek-V3 on 4 devices then take 44 s instead of 14, against 6 s more
+/// compiling.
+pub fn step_bound_cpu_client(devices: usize) -> Client {
+    Client::new(&cpu_plugin(), &ClientOptions::cpu(devices))
+        .expect("create a cpu client")
+        .with_xla_options(vec![(
+            "xla_backend_optimization_level".to_owned(),
+            OverrideValue::Int(XLA_DEFAULT_OPTIMIZATION_LEVEL),
+        )])
+}
+
+/// Environment variable of XLA `DebugOptions` for the default CPU plugin's test clients
+/// ([`cpu_client`]): `name=value` pairs separated by white space, a value `true` or `false`
+/// a boolean field, an integer an integer field, anything else a string.
+///
+/// CI sets `xla_cpu_use_fusion_emitters=false` here: at CI's backend optimization level 0 it
+/// halves XLA's compile time, which is most of the suite's time. It cannot go in `XLA_FLAGS`,
+/// because the newer CPU plugin, loaded in the same test processes, does not know the flag
+/// and aborts the process on it.
+pub const TEST_XLA_OPTIONS_ENV: &str = "STACKSCAN_TEST_XLA_OPTIONS";
+
+/// The options [`TEST_XLA_OPTIONS_ENV`] lists (none when it is unset).
+pub fn test_xla_options() -> Vec<(String, OverrideValue)> {
+    let value = std::env::var(TEST_XLA_OPTIONS_ENV).unwrap_or_default();
+    parse_xla_options(&value).unwrap_or_else(|why| panic!("{TEST_XLA_OPTIONS_ENV}: {why}"))
+}
+
+/// `name=value` pairs separated by white space, as [`TEST_XLA_OPTIONS_ENV`] holds them.
+fn parse_xla_options(value: &str) -> Result<Vec<(String, OverrideValue)>, String> {
+    value
+        .split_whitespace()
+        .map(|pair| {
+            let (name, value) = pair
+                .split_once('=')
+                .filter(|(name, _)| !name.is_empty())
+                .ok_or_else(|| format!("`{pair}` is not `name=value`"))?;
+            let value = match value {
+                "true" => OverrideValue::Bool(true),
+                "false" => OverrideValue::Bool(false),
+                v => v
+                    .parse()
+                    .map_or_else(|_| OverrideValue::String(v.to_owned()), OverrideValue::Int),
+            };
+            Ok((name.to_owned(), value))
+        })
+        .collect()
+}
+
+/// A [`cpu_client`] that compiles through a persistent compile cache in
+/// `<target_tmp>/compile-cache` (pass the test's `env!("CARGO_TARGET_TMPDIR")`), so a program
+/// that a test binary builds many times, one trainer per test or per fixture, is compiled once
+/// and loaded after that. Most of the test suite's time is XLA compiling; the checkpoint
+/// tests alone built one program 44 times. The cache's key is everything that decides the
+/// executable (see [`compile_cache`](crate::compile_cache)), so a loaded one runs the same
+/// machine code. For tests of what a program computes; a test of the compile itself (its
+/// time, outcome, memory or optimized module) uses [`cpu_client`].
+pub fn cached_cpu_client(devices: usize, target_tmp: &str) -> Client {
+    let dir = std::path::Path::new(target_tmp).join("compile-cache");
+    cpu_client(devices).with_compile_cache(Some(CompileCache::new(dir)))
 }
 
 /// The newer CPU plugin (PJRT API 0.115), when its wheel is already in the cache or
@@ -39,4 +109,28 @@ pub fn newer_cpu_plugin() -> Result<Plugin, String> {
     let plugin = Plugin::load(&path).expect("load the cpu-0.115 plugin");
     assert_eq!(plugin.api_version(), (0, 115));
     Ok(plugin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xla_options_parse_by_their_values() {
+        let parsed = parse_xla_options(" a=true  b=false\tc=3 d=x,y ").unwrap();
+        let expected = [
+            ("a", OverrideValue::Bool(true)),
+            ("b", OverrideValue::Bool(false)),
+            ("c", OverrideValue::Int(3)),
+            ("d", OverrideValue::String("x,y".into())),
+        ];
+        assert_eq!(parsed.len(), expected.len());
+        for ((name, value), (want_name, want)) in parsed.iter().zip(expected) {
+            assert_eq!((name.as_str(), value), (want_name, &want));
+        }
+        assert!(parse_xla_options("").unwrap().is_empty());
+        for bad in ["flag", "=1", "a=1 b"] {
+            assert!(parse_xla_options(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -25,4 +25,7 @@ pub mod host;
 pub mod multi_step;
 pub mod train;
 
-pub use cpu::{cpu_client, cpu_plugin, newer_cpu_plugin};
+pub use cpu::{
+    TEST_XLA_OPTIONS_ENV, cached_cpu_client, cpu_client, cpu_plugin, newer_cpu_plugin,
+    step_bound_cpu_client, test_xla_options,
+};
