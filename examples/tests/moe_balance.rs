@@ -31,7 +31,7 @@ const DEVICES: usize = 4;
 
 /// Per step: (dropped fraction, load imbalance) of `steps` steps of `c`.
 fn train(c: DeepSeek3Config, steps: u64) -> Vec<(f32, f32)> {
-    let client = common::cpu_client(DEVICES);
+    let client = common::step_bound_cpu_client(DEVICES);
     let mesh = Mesh::new(&client, "fsdp", DEVICES).unwrap();
     let (model, options) = deepseek3::for_config(&c).unwrap();
     let adam = Adam {
