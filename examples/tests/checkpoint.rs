@@ -22,8 +22,9 @@ use stackscan_runtime::testing::train::ADAM;
 use stackscan_runtime::train::{HostInput, Progress, Trainer, weight_names};
 use stackscan_runtime::{Client, Error, Mesh};
 
-/// Where these tests' compiled programs are cached ([`cached_cpu_client`](stackscan_runtime::testing::cached_cpu_client)).
-const CACHE: &str = env!("CARGO_TARGET_TMPDIR");
+/// The target's directory for tests, where
+/// [`cached_cpu_client`](stackscan_runtime::testing::cached_cpu_client) keeps its cache.
+const TARGET_TMP: &str = env!("CARGO_TARGET_TMPDIR");
 
 /// Device `d`'s `x` and `y` for step `step`.
 fn batch(devices: usize, step: usize) -> Vec<Vec<HostInput>> {
@@ -75,7 +76,7 @@ const PROGRESS: Progress = Progress {
 
 #[test]
 fn train_save_resume_is_bit_identical_to_training_through() {
-    let client = common::cached_cpu_client(2, CACHE);
+    let client = common::cached_cpu_client(2, TARGET_TMP);
     let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
     let m = toy::hand_built(&ToyConfig::small(), 1).unwrap();
     let d = dir("resume");
@@ -135,7 +136,7 @@ struct Fixture {
 }
 
 fn fixture(test: &str) -> Fixture {
-    let client = common::cached_cpu_client(2, CACHE);
+    let client = common::cached_cpu_client(2, TARGET_TMP);
     let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
     let model = toy::hand_built(&ToyConfig::small(), 1).unwrap();
     let mut t = trainer(&client, &mesh, &model, 7);

@@ -28,8 +28,9 @@ use stackscan::{DType, Mesh, TensorType, layer_stack};
 use stackscan_examples::deepseek3::{self, DeepSeek3Config, Dense, MoeLayer};
 use stackscan_examples::llama::{LlamaConfig, synthetic_batch};
 
-/// Where these tests' compiled programs are cached ([`cached_cpu_client`](stackscan_runtime::testing::cached_cpu_client)).
-const CACHE: &str = env!("CARGO_TARGET_TMPDIR");
+/// The target's directory for tests, where
+/// [`cached_cpu_client`](stackscan_runtime::testing::cached_cpu_client) keeps its cache.
+const TARGET_TMP: &str = env!("CARGO_TARGET_TMPDIR");
 
 /// One dense layer, then MoE layers (the config's depth: 3, two MoE layers).
 #[layer_stack(prefix = [Dense], block = [MoeLayer], layers = cfg.layers)]
@@ -92,7 +93,7 @@ fn tokens_arg(values: Vec<i32>, rows: usize) -> Arg {
 
 #[test]
 fn llama_on_fsdp_by_context_meshes_equals_the_unsharded_reference() {
-    let client = common::cached_cpu_client(8, CACHE);
+    let client = common::cached_cpu_client(8, TARGET_TMP);
     for (fsdp, cp) in [(2, 2), (2, 4)] {
         let rows = 2 * fsdp;
         let plain = config((rows / fsdp) as i64);
@@ -128,7 +129,7 @@ fn every_option_set() -> Vec<PlanOptions> {
 
 #[test]
 fn deepseek3_on_context_and_expert_meshes_equals_the_unsharded_reference() {
-    let client = common::cached_cpu_client(8, CACHE);
+    let client = common::cached_cpu_client(8, TARGET_TMP);
     // (fsdp, ep, cp): the data-parallel groups are fsdp × ep, each sequence over cp.
     for (fsdp, ep, cp) in [(2, 1, 2), (2, 2, 2)] {
         let (groups, devices) = (fsdp * ep, fsdp * ep * cp);

@@ -20,8 +20,9 @@ use stackscan_runtime::testing::multi_step;
 use stackscan_runtime::train::{HostInput, Trainer};
 use stackscan_runtime::{Client, Mesh};
 
-/// Where these tests' compiled programs are cached ([`cached_cpu_client`](stackscan_runtime::testing::cached_cpu_client)).
-const CACHE: &str = env!("CARGO_TARGET_TMPDIR");
+/// The target's directory for tests, where
+/// [`cached_cpu_client`](stackscan_runtime::testing::cached_cpu_client) keeps its cache.
+const TARGET_TMP: &str = env!("CARGO_TARGET_TMPDIR");
 
 const DEVICES: usize = 4;
 
@@ -92,7 +93,7 @@ fn imports_matches_trains_and_round_trips(model: &str) {
     let e = expected(&dir);
     let c = config(model, &dir, &e);
     let map = c.hf_weights().unwrap();
-    let client = cached_cpu_client(DEVICES, CACHE);
+    let client = cached_cpu_client(DEVICES, TARGET_TMP);
     let mut t = trainer(&client, &c);
     t.import_hf(&map, &dir).unwrap();
     let inputs = split(&e);
@@ -214,7 +215,7 @@ fn a_checkpoint_of_another_size_is_refused_by_tensor() {
         .load(other.join("config.json").to_str().unwrap())
         .unwrap()
         .with_batch_per_device(c.batch_per_device());
-    let client = cached_cpu_client(DEVICES, CACHE);
+    let client = cached_cpu_client(DEVICES, TARGET_TMP);
     let mut t = trainer(&client, &c);
     let before = multi_step::weights(&t);
     let err = t
@@ -247,7 +248,7 @@ fn a_bf16_checkpoint_loads_into_f32_masters() {
     let e = expected(&dir);
     let c = config("llama", &dir, &e);
     let map = c.hf_weights().unwrap();
-    let client = cached_cpu_client(DEVICES, CACHE);
+    let client = cached_cpu_client(DEVICES, TARGET_TMP);
     let mut t = trainer(&client, &c);
     t.import_hf(&map, &dir).unwrap();
     let out = scratch("bf16");

@@ -18,8 +18,9 @@ mod hand_llama;
 use stackscan_examples::llama::{self, LlamaConfig};
 use stackscan_examples::llama_macro::{self, LlamaStack};
 
-/// Where these tests' compiled programs are cached ([`cached_cpu_client`](stackscan_runtime::testing::cached_cpu_client)).
-const CACHE: &str = env!("CARGO_TARGET_TMPDIR");
+/// The target's directory for tests, where
+/// [`cached_cpu_client`](stackscan_runtime::testing::cached_cpu_client) keeps its cache.
+const TARGET_TMP: &str = env!("CARGO_TARGET_TMPDIR");
 
 #[test]
 fn macro_llama_declares_the_hand_built_model() {
@@ -107,7 +108,7 @@ fn macro_llama_trains_like_the_hand_built_model_on_1_2_4_devices() {
         "the attribute's options"
     );
     let max = 4;
-    let client = common::cached_cpu_client(max, CACHE);
+    let client = common::cached_cpu_client(max, TARGET_TMP);
     let (tokens, labels) = llama::synthetic_batch(&small(1), max as i64, 5);
     let ty = TensorType::new(DType::I32, [max as i64, 8]);
     let inputs = vec![

@@ -21,8 +21,9 @@ use stackscan_runtime::testing::train::ADAM;
 use stackscan_runtime::train::{HostInput, NonFinitePolicy, Progress, Trainer};
 use stackscan_runtime::{Client, Error, Mesh};
 
-/// Where these tests' compiled programs are cached ([`cached_cpu_client`](stackscan_runtime::testing::cached_cpu_client)).
-const CACHE: &str = env!("CARGO_TARGET_TMPDIR");
+/// The target's directory for tests, where
+/// [`cached_cpu_client`](stackscan_runtime::testing::cached_cpu_client) keeps its cache.
+const TARGET_TMP: &str = env!("CARGO_TARGET_TMPDIR");
 
 /// Device `d`'s `x` and `y` (rows of 8, two per device), varying with `seed`.
 fn batch(devices: usize, seed: usize) -> Vec<Vec<HostInput>> {
@@ -60,7 +61,7 @@ fn good_losses(t: &mut Trainer, steps: usize) -> Vec<u32> {
 /// step returned `Ok(NaN)` and every later loss was NaN.
 #[test]
 fn a_non_finite_loss_is_an_error_and_changes_nothing() {
-    let client = common::cached_cpu_client(2, CACHE);
+    let client = common::cached_cpu_client(2, TARGET_TMP);
     let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
     let m = toy::hand_built(&ToyConfig::small(), 1).unwrap();
     let mut fresh = trainer(&client, &mesh, &m, NonFinitePolicy::Error);
@@ -89,7 +90,7 @@ fn a_non_finite_loss_is_an_error_and_changes_nothing() {
 /// training goes on as if they had not been given.
 #[test]
 fn skipped_steps_are_counted_and_change_nothing() {
-    let client = common::cached_cpu_client(2, CACHE);
+    let client = common::cached_cpu_client(2, TARGET_TMP);
     let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
     let m = toy::hand_built(&ToyConfig::small(), 1).unwrap();
     let mut fresh = trainer(&client, &mesh, &m, NonFinitePolicy::Skip);
@@ -146,7 +147,7 @@ fn launched_ahead(
 /// saved step and every weight and moment match bit for bit.
 #[test]
 fn steps_launched_ahead_skip_exactly_as_steps_waited_for() {
-    let client = common::cached_cpu_client(2, CACHE);
+    let client = common::cached_cpu_client(2, TARGET_TMP);
     let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
     let m = toy::hand_built(&ToyConfig::small(), 1).unwrap();
     let mut waited = trainer(&client, &mesh, &m, NonFinitePolicy::Skip);
@@ -207,7 +208,7 @@ fn steps_launched_ahead_skip_exactly_as_steps_waited_for() {
 /// error would.
 #[test]
 fn a_bad_step_launched_ahead_is_an_error_when_waited_for() {
-    let client = common::cached_cpu_client(2, CACHE);
+    let client = common::cached_cpu_client(2, TARGET_TMP);
     let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
     let m = toy::hand_built(&ToyConfig::small(), 1).unwrap();
     let mut fresh = trainer(&client, &mesh, &m, NonFinitePolicy::Error);
@@ -257,7 +258,7 @@ fn saturating_model() -> StackModel {
 /// check this step returned a finite loss and every later loss was NaN.
 #[test]
 fn a_non_finite_gradient_alone_is_caught() {
-    let client = common::cached_cpu_client(2, CACHE);
+    let client = common::cached_cpu_client(2, TARGET_TMP);
     let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
     let m = saturating_model();
     let mut fresh = trainer(&client, &mesh, &m, NonFinitePolicy::Error);
@@ -294,7 +295,7 @@ fn recording_toy() -> (StackModel, Rc<Cell<bool>>) {
 /// of them compiled and trained (a NaN rate poisoning the weights at the first step).
 #[test]
 fn bad_hyper_parameters_are_refused_before_lowering() {
-    let client = common::cached_cpu_client(2, CACHE);
+    let client = common::cpu_client(2);
     let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
     let (m, lowered) = recording_toy();
     let cases = [
@@ -351,7 +352,7 @@ fn bad_hyper_parameters_are_refused_before_lowering() {
 /// lowering and compiling the whole step).
 #[test]
 fn bf16_weights_are_refused_before_lowering() {
-    let client = common::cached_cpu_client(2, CACHE);
+    let client = common::cpu_client(2);
     let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
     let (mut m, lowered) = recording_toy();
     m.kinds[0].params[1].dtype = DType::BF16;

@@ -320,8 +320,9 @@ const WINDOW: usize = 20;
 /// in an earlier run (f32 1.51, bf16 1.15: about 8.4 % of that run's descent). A bf16 run
 /// that did not train, or trained at a fraction of f32's pace, misses the bound by far.
 ///
-/// One test per model, so the three runs spread over the test threads; compiled at XLA's own
-/// optimization level ([`common::step_bound_cpu_client`]), as their time is their steps.
+/// One test per model, so the three runs spread over the test threads; compiled at XLA's
+/// default optimization level ([`common::step_bound_cpu_client`]), as their time is their
+/// steps.
 fn bf16_training_follows_f32_over_100_steps(name: &str) {
     let mean = |v: &[f32]| v.iter().sum::<f32>() / v.len() as f32;
     let model: ModelName = name.parse().unwrap();

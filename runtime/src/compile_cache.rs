@@ -132,12 +132,25 @@ pub fn key_in(
     adjusted_key(
         client,
         program,
-        &client.adjusted_compile_options(options),
+        &adjusted_options(client, options),
         environment,
     )
 }
 
-/// [`key_in`] of options the client has already adjusted (what [`compile`] holds).
+/// `options` as `client` compiles them: the client's own XLA options
+/// ([`Client::with_xla_options`]) for the fields the compile leaves unset, then the
+/// workarounds its plugin needs (see `workarounds`), which win over both.
+fn adjusted_options(client: &Client, options: &CompileOptions) -> CompileOptions {
+    let mut adjusted = options.clone();
+    for (name, value) in client.xla_options() {
+        if !options.overrides().any(|(set, _)| set == name) {
+            adjusted = adjusted.with_override(name, value.clone());
+        }
+    }
+    crate::workarounds::compile_options(client, &adjusted)
+}
+
+/// [`key_in`] of options already adjusted for the client (what [`compile`] holds).
 fn adjusted_key(
     client: &Client,
     program: &str,
@@ -210,7 +223,7 @@ pub(crate) fn compile(
     signature: impl Fn() -> Result<Signature>,
     donated: Option<Vec<usize>>,
 ) -> Result<Executable> {
-    let options = &client.adjusted_compile_options(options);
+    let options = &adjusted_options(client, options);
     let Some(cache) = client.compile_cache() else {
         return Executable::compile(client, program, options, &signature, donated);
     };

@@ -170,17 +170,67 @@ fn a_clients_xla_options_reach_its_compiles_and_keys() {
         key(&plain, PROGRAM, &options),
         key(&tuned, PROGRAM, &options)
     );
-    let (want, _) = run(&plain, &options, 0);
-    let (got, _) = run(&tuned, &options, 0);
+    // Through one cache: the tuned client stores its own entry, under its own key, and the
+    // plain client does not load it.
+    let dir = fresh_dir("xla-options");
+    let cache = CompileCache::new(&dir);
+    let tuned = tuned.with_compile_cache(Some(cache.clone()));
+    let plain = plain.with_compile_cache(Some(cache.clone()));
+    let (got, outcome) = run(&tuned, &options, 0);
+    assert_eq!(outcome, CacheOutcome::Miss);
+    assert!(cache.entry_path(&key(&tuned, PROGRAM, &options)).exists());
+    let (want, outcome) = run(&plain, &options, 0);
+    assert_eq!(outcome, CacheOutcome::Miss);
+    assert_eq!(want.len(), got.len());
     for (a, b) in want.iter().zip(&got) {
         assert!((a - b).abs() <= 1e-6 * a.abs(), "{want:?} against {got:?}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
     let unknown = plain.with_xla_options(vec![(
         "xla_no_such_option_anywhere".to_owned(),
         OverrideValue::Bool(true),
     )]);
     let err = unknown.compile(PROGRAM, &options).unwrap_err().to_string();
     assert!(err.contains("xla_no_such_option_anywhere"), "{err}");
+}
+
+/// The option CI gives the default plugin's test clients is one the newer plugin does not
+/// know: through a client it is refused with an error naming it (through `XLA_FLAGS` the
+/// plugin aborts the process), which is why it cannot go in `XLA_FLAGS`.
+#[test]
+fn the_newer_plugin_refuses_the_fusion_emitter_option() {
+    let Ok(newer) = common::newer_cpu_plugin().inspect_err(|why| eprintln!("skipped: {why}"))
+    else {
+        return;
+    };
+    let client = Client::new(&newer, &ClientOptions::cpu(1))
+        .unwrap()
+        .with_xla_options(vec![(
+            "xla_cpu_use_fusion_emitters".to_owned(),
+            OverrideValue::Bool(false),
+        )]);
+    let err = client
+        .compile(PROGRAM, &CompileOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("xla_cpu_use_fusion_emitters"), "{err}");
+}
+
+/// A compile's own override of a field wins over the client's option for it: the key is the
+/// one of the compile's value alone.
+#[test]
+fn a_compiles_own_override_wins_over_the_clients() {
+    let plain = Client::new(&common::cpu_plugin(), &ClientOptions::cpu(1)).unwrap();
+    let name = "xla_cpu_use_fusion_emitters";
+    let tuned = plain
+        .clone()
+        .with_xla_options(vec![(name.to_owned(), OverrideValue::Bool(false))]);
+    let own = CompileOptions::default().with_override(name, OverrideValue::Bool(true));
+    assert_eq!(key(&tuned, PROGRAM, &own), key(&plain, PROGRAM, &own));
+    assert_ne!(
+        key(&tuned, PROGRAM, &CompileOptions::default()),
+        key(&plain, PROGRAM, &CompileOptions::default())
+    );
 }
 
 /// Threads compiling one program into one directory at once all get a working executable

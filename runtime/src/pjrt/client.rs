@@ -255,7 +255,7 @@ impl Client {
         self.cache.as_deref()
     }
 
-    /// This client (and the clones made from it) with the XLA `DebugOptions` fields
+    /// The returned client (and the clones made from it) with the XLA `DebugOptions` fields
     /// `options` set on every compile, on top of the plugin's defaults and `XLA_FLAGS`; an
     /// earlier call's options are replaced.
     ///
@@ -264,6 +264,10 @@ impl Client {
     /// another plugin is loaded. Options given here reach only this client's compiles (a
     /// plugin that does not know one refuses the compile with an error), and they are part
     /// of the compile cache's key.
+    ///
+    /// They are defaults: a compile's own [`CompileOptions::with_override`] of the same field
+    /// wins, and so do the workarounds the plugin needs (the runtime's `workarounds` module),
+    /// so no client option undoes a workaround's fix.
     pub fn with_xla_options(mut self, options: Vec<(String, OverrideValue)>) -> Client {
         self.xla_options = Arc::from(options);
         self
@@ -272,16 +276,6 @@ impl Client {
     /// The XLA options [`with_xla_options`](Self::with_xla_options) set.
     pub fn xla_options(&self) -> &[(String, OverrideValue)] {
         &self.xla_options
-    }
-
-    /// `options` as this client compiles them: with the workarounds its plugin needs (see
-    /// `workarounds`) and its own XLA options, which win.
-    pub(crate) fn adjusted_compile_options(&self, options: &CompileOptions) -> CompileOptions {
-        let mut options = crate::workarounds::compile_options(self, options);
-        for (name, value) in self.xla_options.iter() {
-            options = options.with_override(name, value.clone());
-        }
-        options
     }
 
     /// What identifies the plugin build and the devices behind this client, for cache keys:

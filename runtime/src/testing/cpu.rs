@@ -24,14 +24,15 @@ pub fn cpu_client(devices: usize) -> Client {
         .with_xla_options(test_xla_options())
 }
 
-/// XLA's own default backend optimization level (`DebugOptions`' default).
+/// XLA's default backend optimization level (`DebugOptions`' default).
 const XLA_DEFAULT_OPTIMIZATION_LEVEL: i64 = 3;
 
-/// A client of the default CPU plugin that compiles at XLA's own backend optimization level
-/// whatever `XLA_FLAGS` says, for the tests whose time is their hundreds of steps rather than
-/// their compiles. CI lowers the level to 0 for the suite's many short runs (`.ci/run`); 200
-/// steps of the tiny DeepSeek-V3 on 4 devices then take 44 s instead of 14, against 6 s more
-/// compiling.
+/// A client of the default CPU plugin that compiles at XLA's default backend optimization
+/// level whatever `XLA_FLAGS` says, for the tests whose time is their hundreds of steps rather
+/// than their compiles. CI lowers the level to 0 for the suite's many short runs (`.ci/run`);
+/// 200 steps of the tiny DeepSeek-V3 on 4 devices then take 44 s instead of 14, against 6 s
+/// more compiling. It takes none of [`TEST_XLA_OPTIONS_ENV`]'s options (they are for level
+/// 0); the rest of `XLA_FLAGS` still applies.
 pub fn step_bound_cpu_client(devices: usize) -> Client {
     Client::new(&cpu_plugin(), &ClientOptions::cpu(devices))
         .expect("create a cpu client")
@@ -43,7 +44,8 @@ pub fn step_bound_cpu_client(devices: usize) -> Client {
 
 /// Environment variable of XLA `DebugOptions` for the default CPU plugin's test clients
 /// ([`cpu_client`]): `name=value` pairs separated by white space, a value `true` or `false`
-/// a boolean field, an integer an integer field, anything else a string.
+/// a boolean field, an integer an integer field, another number a floating-point one,
+/// anything else a string.
 ///
 /// CI sets `xla_cpu_use_fusion_emitters=false` here: at CI's backend optimization level 0 it
 /// halves XLA's compile time, which is most of the suite's time. It cannot go in `XLA_FLAGS`,
@@ -52,7 +54,7 @@ pub fn step_bound_cpu_client(devices: usize) -> Client {
 pub const TEST_XLA_OPTIONS_ENV: &str = "STACKSCAN_TEST_XLA_OPTIONS";
 
 /// The options [`TEST_XLA_OPTIONS_ENV`] lists (none when it is unset).
-pub fn test_xla_options() -> Vec<(String, OverrideValue)> {
+fn test_xla_options() -> Vec<(String, OverrideValue)> {
     let value = std::env::var(TEST_XLA_OPTIONS_ENV).unwrap_or_default();
     parse_xla_options(&value).unwrap_or_else(|why| panic!("{TEST_XLA_OPTIONS_ENV}: {why}"))
 }
@@ -69,9 +71,11 @@ fn parse_xla_options(value: &str) -> Result<Vec<(String, OverrideValue)>, String
             let value = match value {
                 "true" => OverrideValue::Bool(true),
                 "false" => OverrideValue::Bool(false),
-                v => v
-                    .parse()
-                    .map_or_else(|_| OverrideValue::String(v.to_owned()), OverrideValue::Int),
+                v => match (v.parse(), v.parse()) {
+                    (Ok(i), _) => OverrideValue::Int(i),
+                    (_, Ok(x)) => OverrideValue::Double(x),
+                    _ => OverrideValue::String(v.to_owned()),
+                },
             };
             Ok((name.to_owned(), value))
         })
@@ -85,7 +89,8 @@ fn parse_xla_options(value: &str) -> Result<Vec<(String, OverrideValue)>, String
 /// tests alone built one program 44 times. The cache's key is everything that decides the
 /// executable (see [`compile_cache`](crate::compile_cache)), so a loaded one runs the same
 /// machine code. For tests of what a program computes; a test of the compile itself (its
-/// time, outcome, memory or optimized module) uses [`cpu_client`].
+/// time, outcome, memory or optimized module) uses [`cpu_client`]. Nothing prunes the
+/// directory; `cargo clean` removes it with the rest of the target.
 pub fn cached_cpu_client(devices: usize, target_tmp: &str) -> Client {
     let dir = std::path::Path::new(target_tmp).join("compile-cache");
     cpu_client(devices).with_compile_cache(Some(CompileCache::new(dir)))
@@ -117,17 +122,16 @@ mod tests {
 
     #[test]
     fn xla_options_parse_by_their_values() {
-        let parsed = parse_xla_options(" a=true  b=false\tc=3 d=x,y ").unwrap();
+        let parsed = parse_xla_options(" a=true  b=false\tc=3 d=x,y e=0.5 ").unwrap();
         let expected = [
             ("a", OverrideValue::Bool(true)),
             ("b", OverrideValue::Bool(false)),
             ("c", OverrideValue::Int(3)),
             ("d", OverrideValue::String("x,y".into())),
-        ];
-        assert_eq!(parsed.len(), expected.len());
-        for ((name, value), (want_name, want)) in parsed.iter().zip(expected) {
-            assert_eq!((name.as_str(), value), (want_name, &want));
-        }
+            ("e", OverrideValue::Double(0.5)),
+        ]
+        .map(|(name, value)| (name.to_owned(), value));
+        assert_eq!(parsed, expected);
         assert!(parse_xla_options("").unwrap().is_empty());
         for bad in ["flag", "=1", "a=1 b"] {
             assert!(parse_xla_options(bad).is_err(), "{bad}");

@@ -27,5 +27,5 @@ pub mod train;
 
 pub use cpu::{
     TEST_XLA_OPTIONS_ENV, cached_cpu_client, cpu_client, cpu_plugin, newer_cpu_plugin,
-    step_bound_cpu_client, test_xla_options,
+    step_bound_cpu_client,
 };
