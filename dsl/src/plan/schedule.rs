@@ -173,10 +173,12 @@ impl FromStr for PrefetchIssue {
             .into_iter()
             .find(|issue| issue.name() == s)
             .ok_or_else(|| {
+                let names = PrefetchIssue::ALL.map(PrefetchIssue::name);
                 Error::invalid(
                     "prefetch_issue",
                     format!(
-                        "unknown issue point `{s}`; expected auto, with-input or after-compute"
+                        "unknown issue point `{s}`; expected one of {}",
+                        names.join(", ")
                     ),
                 )
             })

@@ -19,9 +19,12 @@ pub fn cpu_plugin() -> Plugin {
 /// A client of the default CPU plugin with `devices` virtual devices, compiling with the XLA
 /// options [`TEST_XLA_OPTIONS_ENV`] lists.
 pub fn cpu_client(devices: usize) -> Client {
-    Client::new(&cpu_plugin(), &ClientOptions::cpu(devices))
-        .expect("create a cpu client")
-        .with_xla_options(test_xla_options())
+    plain_cpu_client(devices).with_xla_options(test_xla_options())
+}
+
+/// A client of the default CPU plugin with `devices` virtual devices and no options of its own.
+fn plain_cpu_client(devices: usize) -> Client {
+    Client::new(&cpu_plugin(), &ClientOptions::cpu(devices)).expect("create a cpu client")
 }
 
 /// XLA's default backend optimization level (`DebugOptions`' default).
@@ -34,12 +37,10 @@ const XLA_DEFAULT_OPTIMIZATION_LEVEL: i64 = 3;
 /// more compiling. It takes none of [`TEST_XLA_OPTIONS_ENV`]'s options (they are for level
 /// 0); the rest of `XLA_FLAGS` still applies.
 pub fn step_bound_cpu_client(devices: usize) -> Client {
-    Client::new(&cpu_plugin(), &ClientOptions::cpu(devices))
-        .expect("create a cpu client")
-        .with_xla_options(vec![(
-            "xla_backend_optimization_level".to_owned(),
-            OverrideValue::Int(XLA_DEFAULT_OPTIMIZATION_LEVEL),
-        )])
+    plain_cpu_client(devices).with_xla_options(vec![(
+        "xla_backend_optimization_level".to_owned(),
+        OverrideValue::Int(XLA_DEFAULT_OPTIMIZATION_LEVEL),
+    )])
 }
 
 /// Environment variable of XLA `DebugOptions` for the default CPU plugin's test clients
