@@ -81,7 +81,7 @@ impl Replay for Lowering {
             return lower_scan(s, &scan, &body, operands);
         }
         if let Op::Softmax { axis } = node.op {
-            return Ok(vec![softmax_composite(operands[0], axis)?]);
+            return at.with_attributes(|| Ok(vec![softmax_composite(operands[0], axis)?]));
         }
         if !node.op.regions().into_iter().any(|r| what.needed_in(r)) {
             return at.copy();

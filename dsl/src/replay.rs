@@ -65,15 +65,23 @@ impl NodeAt<'_> {
     pub(crate) fn copy(&self) -> Result<Vec<Tensor>> {
         let node = self.node();
         let target = node.results.first().map(|&r| &self.function.values[r]);
-        let attributes: Vec<(&str, &str)> = node
+        self.with_attributes(|| {
+            self.scope
+                .apply_here(node.op.clone(), self.operands, target)
+        })
+    }
+
+    /// Runs `build` with the source node's frontend attributes on what it builds: a node
+    /// replaced by several (a composite) keeps its scheduling group, so no op of the group's
+    /// dataflow falls outside it (XLA refuses a group with such gaps).
+    pub(crate) fn with_attributes<T>(&self, build: impl FnOnce() -> Result<T>) -> Result<T> {
+        let attributes: Vec<(&str, &str)> = self
+            .node()
             .attributes
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        self.scope.with_frontend_attributes(&attributes, || {
-            self.scope
-                .apply_here(node.op.clone(), self.operands, target)
-        })
+        self.scope.with_frontend_attributes(&attributes, build)
     }
 }
 

@@ -55,25 +55,27 @@ fn cost_of(model: ModelName, precision: Precision) -> Cost {
 /// window mask built the same way, as one `[Q, K]` predicate (`llama_swa.rs` checks it
 /// against hand-written windows; its losses are bit-identical). All taken again for the
 /// recompute after a deferring step ordered after that step's input cotangent (one more `x · 0`
-/// anchor, `fsdp::pass`: the same values while they are finite). A change here is a change of
+/// anchor, `fsdp::pass`: the same values while they are finite). All taken again for the
+/// softmax composite's ops carrying their step's scheduling group (only attributes changed:
+/// libtpu refused the group with untagged ops inside it). A change here is a change of
 /// every f32 run's program: update a digest only for a change that means to alter it, and
 /// say so in its commit.
 const F32_DIGESTS: [(&str, &str); 4] = [
     (
         "llama",
-        "f17a665e0c711c42b04a684db7f72a85f272907a592a13e44bd85ae12cb05fa7",
+        "02d106c5e9a9fbe50826343d661f9926ef755e6e7ed29e0771ccf49517717c50",
     ),
     (
         "deepseek3",
-        "49114ae0e50479dd79b8936bc2661cd9b7ac034a909a68e4776cf8e0739c9b5a",
+        "51221407fa9e01a75e1f21c82a0e092b4bf82648532b31ad527e49f0caa86fc1",
     ),
     (
         "qwen35",
-        "9ee0a07126b073fffb81018a25ef212b84484d6298b4e2e1139ec9c22c80e04b",
+        "42b705cd72cf64aae84f220d2ee7337c3e1a2ddeb850f6ec908d4de5318120dd",
     ),
     (
         "llama-swa",
-        "bc58c7f9016312761ad5c0609ca72ff0439fb2bbb694619a8ebce2d77b7060ee",
+        "532f2ad7340b17aab6ee9160e1de3ed8e95dc15bfdc69c371bfec9a36e615e3a",
     ),
 ];
 

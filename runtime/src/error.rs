@@ -425,6 +425,29 @@ pub enum Error {
         /// The environment variable that skips the check.
         override_env: &'static str,
     },
+    /// The plugin does not know the topology name.
+    #[error(
+        "unknown topology `{name}`: {reason}; known forms are {}",
+        crate::topology::KNOWN_FORMS.join(", ")
+    )]
+    UnknownTopology {
+        /// The name given.
+        name: String,
+        /// What the plugin said.
+        reason: String,
+    },
+    /// A plugin that asks the cloud metadata server for its topology was about to be loaded
+    /// for a compile-only use without the environment that stops it asking.
+    #[error(
+        "`{}` would ask the cloud metadata server for a TPU topology (minutes of retries off          this machine); call `stackscan_runtime::topology::prepare_environment()` first thing          in `main`, or export {variable}=1",
+        path.display()
+    )]
+    DevicelessEnvironment {
+        /// The plugin file.
+        path: PathBuf,
+        /// The variable that is missing.
+        variable: &'static str,
+    },
 }
 
 impl Error {

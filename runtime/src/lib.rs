@@ -43,6 +43,7 @@ mod signature;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tokens;
+pub mod topology;
 pub mod train;
 mod workarounds;
 pub mod xla_log;
@@ -56,4 +57,5 @@ pub use pjrt::{
     AcceleratorOptions, Buffer, CacheOutcome, Client, ClientOptions, CompiledMemoryStats,
     Completion, Device, Executable, Launched, MAX_CPU_DEVICES, Plugin,
 };
+pub use pjrt::{AttributeValue, Topology, TopologyDevice, TopologyExecutable};
 pub use stackscan::{DType, TensorType};

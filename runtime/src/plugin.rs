@@ -48,6 +48,10 @@ pub struct PluginPackage {
     pub header: Option<&'static str>,
     /// Approximate download size, to tell the user what is coming.
     pub approx_mb: u32,
+    /// The Python version whose wheel is pinned, for packages that publish one wheel per
+    /// Python version (the library inside is the same; pip would otherwise pick the wheel of
+    /// whatever Python runs it, whose hash is another).
+    pub python_version: Option<&'static str>,
 }
 
 /// XLA's CPU plugin, PJRT API 0.81: the default.
@@ -60,6 +64,7 @@ pub const CPU: PluginPackage = PluginPackage {
     library: "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so",
     header: Some("xla_plugins/xla_cpu_pjrt/include/pjrt_c_api.h"),
     approx_mb: 63,
+    python_version: None,
 };
 
 /// A newer build of XLA's CPU plugin (PJRT API 0.115), shipped by LAMMPS.
@@ -72,18 +77,23 @@ pub const CPU_0115: PluginPackage = PluginPackage {
     library: "lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so",
     header: None,
     approx_mb: 63,
+    python_version: None,
 };
 
-/// Google's TPU plugin (unpinned: resolved, never tested here).
+/// Google's TPU plugin. Pinned for compiling against TPU topologies on machines without a
+/// TPU ([`crate::Topology`]): 0.0.52 describes and compiles for TPU7x, v6e, v5p and v5e
+/// slices deviceless through the PJRT C API (API 0.117, which fills every slot this binding
+/// reads); a newer build moves the compiler and so every figure read from its programs.
 pub const TPU: PluginPackage = PluginPackage {
     name: "tpu",
     package: "libtpu",
-    version: None,
-    wheel: None,
-    sha256: None,
+    version: Some("0.0.52"),
+    wheel: Some("libtpu-0.0.52-cp311-cp311-manylinux_2_31_x86_64.whl"),
+    sha256: Some("f5e2e596eaea9357fbb5a6755a7a9007c6ab75bfde4a55191b03eff402971140"),
     library: "libtpu/libtpu.so",
     header: None,
-    approx_mb: 250,
+    approx_mb: 137,
+    python_version: Some("3.11"),
 };
 
 /// XLA's CUDA 13 plugin (unpinned: resolved, never tested here).
@@ -96,6 +106,7 @@ pub const CUDA: PluginPackage = PluginPackage {
     library: "jax_plugins/xla_cuda13/xla_cuda_plugin.so",
     header: None,
     approx_mb: 150,
+    python_version: None,
 };
 
 /// Every named plugin.
@@ -133,8 +144,12 @@ impl PluginPackage {
 
     /// The command that downloads the wheel by hand into the cache.
     pub fn fetch_command(&self, cache: &Path) -> String {
+        let python = self
+            .python_version
+            .map(|v| format!("--python-version {v} "))
+            .unwrap_or_default();
         format!(
-            "python3 -m pip download --no-deps --only-binary=:all: --dest {} {}",
+            "python3 -m pip download --no-deps --only-binary=:all: {python}--dest {} {}",
             PluginPackage::wheel_dir(cache).display(),
             self.requirement()
         )
@@ -218,6 +233,19 @@ pub fn resolve(spec: &str) -> Result<PathBuf> {
     }
     // Before fetching a plugin that could not be used here anyway.
     check_accelerator(Path::new(package.library))?;
+    Ok(ensure_installed(&package, &cache_dir(), true)?.join(package.library))
+}
+
+/// [`resolve`] for a compile-only use ([`Plugin::load_compile_only`](crate::Plugin)): the
+/// plugin is fetched whether or not this machine has its accelerator.
+pub fn resolve_compile_only(spec: &str) -> Result<PathBuf> {
+    if looks_like_path(spec) {
+        return Ok(PathBuf::from(spec));
+    }
+    let package = PluginPackage::named(spec)?;
+    if let Some(path) = std::env::var_os(PLUGIN_ENV).filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(path));
+    }
     Ok(ensure_installed(&package, &cache_dir(), true)?.join(package.library))
 }
 
@@ -348,8 +376,11 @@ pub fn download(package: &PluginPackage, cache: &Path, python: &str) -> Result<P
         );
     }
     let mut pip = Command::new(python);
-    pip.args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
-        .args(["--disable-pip-version-check", "--dest"])
+    pip.args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"]);
+    if let Some(version) = package.python_version {
+        pip.args(["--python-version", version]);
+    }
+    pip.args(["--disable-pip-version-check", "--dest"])
         .arg(&staging)
         .arg(package.requirement());
     let shown = FETCH_PROGRESS.load(Ordering::Relaxed);

@@ -55,3 +55,51 @@ impl Client {
         )
     }
 }
+
+impl crate::Topology {
+    /// Compiles a stackscan program for the first devices of this topology, as many as its
+    /// mesh axis spans (all of them for a program that spans the topology), in the
+    /// partitions form [`Client::compile_program`] uses. A mesh whose size does not divide
+    /// the topology's device count is refused before anything compiles: a slice runs a
+    /// program on whole groups of its chips.
+    pub fn compile_program(&self, program: &Program) -> Result<crate::TopologyExecutable> {
+        self.compile_program_with(program, |options| options)
+    }
+
+    /// [`compile_program`](Self::compile_program) with the compile options adjusted by
+    /// `adjust` (a compiler option set with [`crate::CompileOptions::with_override`]).
+    pub fn compile_program_with(
+        &self,
+        program: &Program,
+        adjust: impl FnOnce(crate::CompileOptions) -> crate::CompileOptions,
+    ) -> Result<crate::TopologyExecutable> {
+        let available = self.devices().len();
+        let devices = program.axis().map_or(1, |axis| axis.size);
+        if devices == 0 || devices > available || !available.is_multiple_of(devices) {
+            return Err(Error::Mesh(format!(
+                "a program on {devices} devices does not divide topology `{}`, which has \
+                 {available}: give a mesh of {}",
+                self.name(),
+                divisors(available)
+            )));
+        }
+        let ids: Vec<i32> = self.devices()[..devices].iter().map(|d| d.id).collect();
+        let options = match program.axis() {
+            Some(_) => crate::CompileOptions::partitions(&ids)?,
+            None => crate::CompileOptions::replicas(&ids)?,
+        };
+        self.compile(&program.emit()?, &adjust(options))
+    }
+}
+
+/// The divisors of `n`, for an error message (`1, 2, 4 or 8`).
+fn divisors(n: usize) -> String {
+    let all: Vec<String> = (1..=n)
+        .filter(|d| n.is_multiple_of(*d))
+        .map(|d| d.to_string())
+        .collect();
+    match all.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => all.join(""),
+    }
+}

@@ -262,6 +262,15 @@ pub fn main_with(
             return ExitCode::from(2);
         }
     };
+    // A compile for a TPU slice loads libtpu without a TPU: its environment, like the log
+    // level's, is set while the process has one thread.
+    if let Command::CompileReport(a) = &cli.command
+        && a.topology.is_some()
+        && let Err(e) = stackscan_runtime::topology::prepare_environment()
+    {
+        let _ = writeln!(err, "error: {e}");
+        return ExitCode::FAILURE;
+    }
     if let Err(e) = logging::init(cli.verbose, cli.quiet) {
         let _ = writeln!(err, "error: {e}");
         return ExitCode::FAILURE;

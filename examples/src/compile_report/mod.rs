@@ -8,6 +8,7 @@
 //! Figures for reading, never asserts; [`CompileReport`] is also written as JSON (`--json`).
 
 mod phases;
+mod tpu;
 
 pub use phases::{LOG_ENV, Phases};
 
@@ -48,10 +49,27 @@ pub struct CompileReportArgs {
     /// Plugin and devices.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    /// Compile for a TPU slice this machine does not have, with libtpu's own compiler
+    /// (`tpu7x:2x2x1`, `v5p:4x4x4`, `v6e:2x2`): the mesh spans the slice's devices (or
+    /// `--devices` of them, a divisor), and the report reads the TPU program. Nothing runs.
+    #[arg(long, value_name = "NAME")]
+    pub topology: Option<String>,
+    /// With `--topology`: write the serialized TPU executable to this file.
+    #[arg(long, value_name = "PATH", requires = "topology")]
+    pub save_executable: Option<std::path::PathBuf>,
     /// Context parallelism (llama, deepseek3): each sequence split over N devices, as `train
     /// --cp` (the memory per device of a long context is what it changes).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N")]
     pub cp: u32,
+    /// Expert parallelism (deepseek3, qwen35), as `train --ep`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N")]
+    pub ep: u32,
+    /// MoE dispatch, as `train --direct-token-gather`.
+    #[arg(long)]
+    pub direct_token_gather: bool,
+    /// MoE dispatch, as `train --dlhs-transpose-rhs`.
+    #[arg(long)]
+    pub dlhs_transpose_rhs: bool,
     /// Schedule overrides of the model's attribute.
     #[command(flatten)]
     pub schedule: ScheduleArgs,
@@ -133,6 +151,10 @@ pub struct CompileReport {
     /// XLA's compile time by phase (`--phases`), from a second compile in a child process.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub phases: Option<Phases>,
+    /// For a TPU topology (`--topology`): the slice, memory against its HBM, the collectives
+    /// and the prefetch as the TPU compiler scheduled it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpu: Option<tpu::TpuReport>,
     /// Rows of the printed loop table.
     #[serde(skip)]
     pub top: usize,
@@ -175,29 +197,12 @@ impl From<stackscan_runtime::Error> for CompileReportError {
 
 /// Builds, compiles and measures the step the flags describe.
 pub fn run(args: &CompileReportArgs) -> Result<CompileReport, CompileReportError> {
-    let name = args.model.unwrap_or_else(crate::registry::default_model);
-    let devices = args.runtime.devices;
-    let cp = args.cp as usize;
-    let mut c = crate::cli::args::shaped_config(
-        name,
-        args.config.as_deref(),
-        None,
-        args.batch,
-        args.seq,
-        (devices / cp).max(1),
-    )?;
-    if let Some(layers) = args.layers {
-        c = c.with_layers(usize::from(layers));
+    if let Some(name) = &args.topology {
+        let slice = tpu::open(&args.runtime.plugin, name)?;
+        return tpu::report(args, &slice).map(|(report, _)| report);
     }
-    // The attribute's options with the config's precision; the flags over both.
-    let config = c.to_json();
-    let (job, layout) =
-        crate::jobs::Job::on_layout(c, devices, 1, cp, crate::jobs::MoeFlags::default())?;
-    let (model, declared) = (job.model, job.options);
-    let options: PlanOptions = args.schedule.apply(declared);
-    model
-        .validate_on(&layout)
-        .map_err(|e| CompileReportError::Config(format!("`{name}` on {devices} devices: {e}")))?;
+    let devices = args.runtime.devices;
+    let (name, config, model, layout, options) = declared_step(args, devices)?;
     let plugin = Plugin::load(plugin::resolve(&args.runtime.plugin)?)?;
     let client = Client::for_devices_with(&plugin, devices, args.runtime.accelerator())?;
     let mesh = Mesh::for_layout(&client, &layout)?;
@@ -213,41 +218,128 @@ pub fn run(args: &CompileReportArgs) -> Result<CompileReport, CompileReportError
     let temp_bytes = exe.memory_stats()?.temp;
     let (format, bytes) = exe.optimized_program()?;
     let module = OptimizedModule::parse(&format, &bytes)?;
-    let (outer, inner) = module.opcode_counts();
-    let top = usize::from(args.top);
-    Ok(CompileReport {
-        model: name.to_string(),
-        config,
-        devices,
-        options: format!(
-            "prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}, precision={}, \
-             prefetch_issue={}",
-            options.prefetch_fsdp_weights,
-            options.defer_grad_reduce_scatter,
-            options.unroll,
-            options.precision,
-            options.prefetch_issue
-        ),
-        platform: format!("{} {}", client.platform(), client.platform_version()),
-        lower_seconds,
-        stablehlo_bytes: text.len(),
-        stablehlo_ops: text.lines().filter(|l| l.contains("stablehlo.")).count(),
+    Ok(CompileReport::assemble(
+        Step {
+            model: name.to_string(),
+            config,
+            devices,
+            options,
+            platform: format!("{} {}", client.platform(), client.platform_version()),
+            lower_seconds,
+            text: &text,
+        },
         xla_compile_seconds,
         temp_bytes,
-        computations: module.computations.len(),
-        instructions: outer.values().sum(),
-        fused_instructions: inner.values().sum(),
-        by_opcode: most_first(outer, top),
-        fused_by_opcode: most_first(inner, top),
-        collective_bytes: module
-            .collective_bytes()
-            .into_iter()
-            .map(|((kind, dtype), n)| (kind, primitive::name(dtype), n))
-            .collect(),
-        loops: loops(&module),
-        phases: None,
-        top,
-    })
+        &module,
+        usize::from(args.top),
+    ))
+}
+
+/// What was compiled, for [`CompileReport::assemble`].
+pub(crate) struct Step<'a> {
+    model: String,
+    config: serde_json::Value,
+    devices: usize,
+    options: PlanOptions,
+    platform: String,
+    lower_seconds: f64,
+    text: &'a str,
+}
+
+impl CompileReport {
+    /// The report of `step`, compiled in `xla_compile_seconds` into `module` with `temp_bytes`
+    /// of temporaries per device; tables of `top` rows.
+    fn assemble(
+        step: Step<'_>,
+        xla_compile_seconds: f64,
+        temp_bytes: i64,
+        module: &OptimizedModule,
+        top: usize,
+    ) -> CompileReport {
+        let (outer, inner) = module.opcode_counts();
+        let options = step.options;
+        CompileReport {
+            model: step.model,
+            config: step.config,
+            devices: step.devices,
+            options: format!(
+                "prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}, \
+                 precision={}, prefetch_issue={}",
+                options.prefetch_fsdp_weights,
+                options.defer_grad_reduce_scatter,
+                options.unroll,
+                options.precision,
+                options.prefetch_issue
+            ),
+            platform: step.platform,
+            lower_seconds: step.lower_seconds,
+            stablehlo_bytes: step.text.len(),
+            stablehlo_ops: step
+                .text
+                .lines()
+                .filter(|l| l.contains("stablehlo."))
+                .count(),
+            xla_compile_seconds,
+            temp_bytes,
+            computations: module.computations.len(),
+            instructions: outer.values().sum(),
+            fused_instructions: inner.values().sum(),
+            by_opcode: most_first(outer, top),
+            fused_by_opcode: most_first(inner, top),
+            collective_bytes: module
+                .collective_bytes()
+                .into_iter()
+                .map(|((kind, dtype), n)| (kind, primitive::name(dtype), n))
+                .collect(),
+            loops: loops(module),
+            phases: None,
+            tpu: None,
+            top,
+        }
+    }
+}
+
+/// The step the flags describe on `devices`: the model's name, its config as JSON, the
+/// model, its mesh layout and the plan options (the attribute's, the flags over them).
+pub(crate) fn declared_step(
+    args: &CompileReportArgs,
+    devices: usize,
+) -> Result<
+    (
+        crate::registry::ModelName,
+        serde_json::Value,
+        stackscan::fsdp::StackModel,
+        stackscan::Mesh,
+        PlanOptions,
+    ),
+    CompileReportError,
+> {
+    let name = args.model.unwrap_or_else(crate::registry::default_model);
+    let (cp, ep) = (args.cp as usize, args.ep as usize);
+    let mut c = crate::cli::args::shaped_config(
+        name,
+        args.config.as_deref(),
+        None,
+        args.batch,
+        args.seq,
+        (devices / cp).max(1),
+    )?;
+    if let Some(layers) = args.layers {
+        c = c.with_layers(usize::from(layers));
+    }
+    // The attribute's options with the config's precision; the flags over both.
+    let config = c.to_json();
+    let moe = crate::jobs::MoeFlags {
+        direct_token_gather: args.direct_token_gather,
+        dlhs_transpose_rhs: args.dlhs_transpose_rhs,
+    };
+    let (job, layout) = crate::jobs::Job::on_layout(c, devices, ep, cp, moe)?;
+    let (model, declared) = (job.model, job.options);
+    let options: PlanOptions = args.schedule.apply(declared);
+    model
+        .validate_on(&layout)
+        .map_err(|e| CompileReportError::Config(format!("`{name}` on {devices} devices: {e}")))?;
+    Ok((name, config, model, layout, options))
 }
 
 /// `report` with [`Phases`]: runs `exe` (this program) with `argv` (the command line that
@@ -436,6 +528,9 @@ impl fmt::Display for CompileReport {
                 passes.join(", "),
                 p.backend_seconds
             )?;
+        }
+        if let Some(tpu) = &self.tpu {
+            write!(f, "{tpu}")?;
         }
         writeln!(
             f,

@@ -17,7 +17,9 @@ use std::ffi::{c_char, c_int, c_void};
 mod executable;
 #[cfg(test)]
 mod layout_tests;
+mod topology;
 pub use executable::*;
+pub use topology::*;
 
 /// An argument struct of the API: plain C data (integers, raw pointers, optional function
 /// pointers) for which all-zero bytes are a valid value, whose first field is `struct_size`.
@@ -79,6 +81,7 @@ opaque!(
     PJRT_SendCallbackInfo,
     PJRT_RecvCallbackInfo,
     PJRT_SerializedExecutable,
+    PJRT_TopologyDescription,
 );
 
 /// `PJRT_Error_Code`.
@@ -376,6 +379,14 @@ args! {
     PJRT_Buffer_Dimensions_Args => num_dims,
     PJRT_Buffer_IsDeleted_Args => is_deleted,
     PJRT_Buffer_ToHostBuffer_Args => event,
+    PJRT_TopologyDescription_Create_Args => topology,
+    PJRT_TopologyDescription_Destroy_Args => topology,
+    PJRT_TopologyDescription_PlatformName_Args => platform_name_size,
+    PJRT_TopologyDescription_PlatformVersion_Args => platform_version_size,
+    PJRT_TopologyDescription_GetDeviceDescriptions_Args => num_descriptions,
+    PJRT_TopologyDescription_Attributes_Args => num_attributes,
+    PJRT_DeviceDescription_Attributes_Args => attributes,
+    PJRT_Compile_Args => executable,
 }
 
 /// A PJRT entry point: every function of the API takes one argument struct and returns an
@@ -425,7 +436,7 @@ pub struct PJRT_Api {
 
     pub PJRT_DeviceDescription_Id: Option<PjrtFn<PJRT_DeviceDescription_Id_Args>>,
     pub PJRT_DeviceDescription_ProcessIndex: Unused,
-    pub PJRT_DeviceDescription_Attributes: Unused,
+    pub PJRT_DeviceDescription_Attributes: Option<PjrtFn<PJRT_DeviceDescription_Attributes_Args>>,
     pub PJRT_DeviceDescription_Kind: Option<PjrtFn<PJRT_DeviceDescription_Kind_Args>>,
     pub PJRT_DeviceDescription_DebugString: Unused,
     pub PJRT_DeviceDescription_ToString: Unused,
@@ -491,15 +502,19 @@ pub struct PJRT_Api {
     pub PJRT_CopyToDeviceStream_GranuleSize: Unused,
     pub PJRT_CopyToDeviceStream_CurrentBytes: Unused,
 
-    pub PJRT_TopologyDescription_Create: Unused,
-    pub PJRT_TopologyDescription_Destroy: Unused,
-    pub PJRT_TopologyDescription_PlatformName: Unused,
-    pub PJRT_TopologyDescription_PlatformVersion: Unused,
-    pub PJRT_TopologyDescription_GetDeviceDescriptions: Unused,
+    pub PJRT_TopologyDescription_Create: Option<PjrtFn<PJRT_TopologyDescription_Create_Args>>,
+    pub PJRT_TopologyDescription_Destroy: Option<PjrtFn<PJRT_TopologyDescription_Destroy_Args>>,
+    pub PJRT_TopologyDescription_PlatformName:
+        Option<PjrtFn<PJRT_TopologyDescription_PlatformName_Args>>,
+    pub PJRT_TopologyDescription_PlatformVersion:
+        Option<PjrtFn<PJRT_TopologyDescription_PlatformVersion_Args>>,
+    pub PJRT_TopologyDescription_GetDeviceDescriptions:
+        Option<PjrtFn<PJRT_TopologyDescription_GetDeviceDescriptions_Args>>,
     pub PJRT_TopologyDescription_Serialize: Unused,
-    pub PJRT_TopologyDescription_Attributes: Unused,
+    pub PJRT_TopologyDescription_Attributes:
+        Option<PjrtFn<PJRT_TopologyDescription_Attributes_Args>>,
 
-    pub PJRT_Compile: Unused,
+    pub PJRT_Compile: Option<PjrtFn<PJRT_Compile_Args>>,
 
     pub PJRT_Executable_OutputElementTypes: Option<PjrtFn<PJRT_Executable_OutputElementTypes_Args>>,
     pub PJRT_Executable_OutputDimensions: Option<PjrtFn<PJRT_Executable_OutputDimensions_Args>>,

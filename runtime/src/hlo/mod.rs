@@ -8,14 +8,24 @@
 //! holds after fusion, which op kinds dominate a slow compile. Only the fields those questions
 //! need are read; the rest of the message is skipped.
 
+mod schedule;
 mod wire;
+
+pub use schedule::{ComputationSchedule, ScheduledCollective};
 
 use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 
+/// `HloInstructionProto.id`.
+const INSTRUCTION_ID: u32 = 35;
+/// `HloInstructionProto.operand_ids`.
+const OPERAND_IDS: u32 = 36;
 /// `HloInstructionProto.called_computation_ids`.
 const CALLED_COMPUTATION_IDS: u32 = 38;
+/// `HloModuleProto.schedule` (an `HloScheduleProto`: field 1 maps a computation id, key 1,
+/// to an `InstructionSequence`, value 2, whose field 1 lists instruction ids in order).
+const SCHEDULE: u32 = 7;
 /// `HloInstructionProto.backend_config`.
 const BACKEND_CONFIG: u32 = 43;
 /// `HloInstructionProto.frontend_attributes` (a `FrontendAttributes`, whose field 1 is its
@@ -102,6 +112,8 @@ impl HloShape {
 /// One instruction.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HloInstruction {
+    /// Its id, unique in the module, what [`operands`](Self::operands) and a schedule name.
+    pub id: i64,
     /// Its name in the module (`fusion.12`, `all-gather-start.3`).
     pub name: String,
     /// XLA's opcode (`fusion`, `while`, `all-gather`, `dot`, …).
@@ -111,6 +123,8 @@ pub struct HloInstruction {
     /// The ids of the computations it calls (a fusion's, a loop's body and condition, a
     /// reduction's reducer).
     pub called: Vec<i64>,
+    /// The ids of its operands, in order.
+    pub operands: Vec<i64>,
     /// Its frontend attributes (stackscan's loop labels, scheduling tags), in wire order.
     pub frontend_attributes: Vec<(String, String)>,
     /// Its backend configuration, a JSON text on the CPU and GPU compilers ("" when none).
@@ -148,6 +162,24 @@ pub struct HloComputation {
     pub id: i64,
     /// Its instructions in the module's order.
     pub instructions: Vec<HloInstruction>,
+    /// The order the compiler's scheduler gave its instructions (ids), where the module
+    /// carries a schedule (accelerator compilers do; a CPU module may not).
+    pub schedule: Option<Vec<i64>>,
+}
+
+impl HloComputation {
+    /// Its instructions in the order they run: the schedule's where there is one, else the
+    /// module's (a topological order).
+    pub fn in_order(&self) -> Vec<&HloInstruction> {
+        match &self.schedule {
+            Some(ids) => {
+                let by_id: BTreeMap<i64, &HloInstruction> =
+                    self.instructions.iter().map(|i| (i.id, i)).collect();
+                ids.iter().filter_map(|id| by_id.get(id).copied()).collect()
+            }
+            None => self.instructions.iter().collect(),
+        }
+    }
 }
 
 /// The optimized module.
@@ -202,6 +234,8 @@ impl OptimizedModule {
                     }
                 }
                 instructions.push(HloInstruction {
+                    id: wire::int(&inf, INSTRUCTION_ID) as i64,
+                    operands: wire::repeated_ints(&inf, OPERAND_IDS)?,
                     name: wire::string(&inf, 1)?,
                     opcode: wire::string(&inf, 2)?,
                     shape,
@@ -214,7 +248,21 @@ impl OptimizedModule {
                 name: wire::string(&cf, 1)?,
                 id: wire::int(&cf, 5) as i64,
                 instructions,
+                schedule: None,
             });
+        }
+        for schedule in wire::messages(&f, SCHEDULE) {
+            for entry in wire::messages(&wire::fields(schedule)?, 1) {
+                let e = wire::fields(entry)?;
+                let id = wire::int(&e, 1) as i64;
+                let mut order = Vec::new();
+                for sequence in wire::messages(&e, 2) {
+                    order.extend(wire::repeated_ints(&wire::fields(sequence)?, 1)?);
+                }
+                if let Some(c) = computations.iter_mut().find(|c| c.id == id) {
+                    c.schedule = Some(order);
+                }
+            }
         }
         let module = OptimizedModule {
             name: wire::string(&f, 1)?,

@@ -76,13 +76,43 @@ impl Plugin {
         if let Some((_, plugin)) = loaded.iter().find(|(k, _)| *k == key) {
             return Ok(plugin.clone());
         }
-        let plugin = Plugin::open(&path)?;
+        let plugin = Plugin::open(&path, true)?;
         loaded.push((key, plugin.clone()));
         Ok(plugin)
     }
 
-    /// Maps and initialises the library at `path`; called once per file by [`Plugin::load`].
-    fn open(path: &Path) -> Result<Plugin> {
+    /// Loads the plugin at `path` to describe topologies and compile for them
+    /// ([`Topology`](crate::Topology)), on a machine that need not have its devices: the
+    /// check for the accelerator's device nodes that [`Plugin::load`] makes is skipped.
+    ///
+    /// libtpu, loaded where it finds no TPU, asks the cloud metadata server for its
+    /// topology, retrying each key for about half a minute; the environment that
+    /// [`topology::prepare_environment`](crate::topology::prepare_environment) sets stops
+    /// that, and its absence is refused here with [`Error::DevicelessEnvironment`] rather
+    /// than waited out. A file this process already loaded is returned as it is.
+    pub fn load_compile_only(path: impl AsRef<Path>) -> Result<Plugin> {
+        let path = path.as_ref().to_path_buf();
+        if !path.is_file() {
+            return Err(Error::PluginNotFound { path });
+        }
+        let key = std::fs::canonicalize(&path)
+            .map_err(|e| Error::io(format!("resolving `{}`", path.display()), e))?;
+        let mut loaded = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, plugin)) = loaded.iter().find(|(k, _)| *k == key) {
+            return Ok(plugin.clone());
+        }
+        if let Some(variable) = crate::topology::missing_environment(&path) {
+            return Err(Error::DevicelessEnvironment { path, variable });
+        }
+        let plugin = Plugin::open(&path, false)?;
+        loaded.push((key, plugin.clone()));
+        Ok(plugin)
+    }
+
+    /// Maps and initialises the library at `path`, after checking that this machine has its
+    /// accelerator when `check_devices`; called once per file by [`Plugin::load`] and
+    /// [`Plugin::load_compile_only`].
+    fn open(path: &Path, check_devices: bool) -> Result<Plugin> {
         let path = path.to_path_buf();
         let not_a_plugin = |reason: String| Error::NotAPlugin {
             path: path.clone(),
@@ -90,7 +120,9 @@ impl Plugin {
         };
         #[cfg(target_os = "linux")]
         crate::elf::check_shared_object(&path).map_err(|e| not_a_plugin(e.0))?;
-        crate::plugin::check_accelerator(&path)?;
+        if check_devices {
+            crate::plugin::check_accelerator(&path)?;
+        }
         // SAFETY: loading a shared library runs its initialisers. The caller named this file as
         // a PJRT plugin; plugins are ordinary shared objects whose initialisers have no
         // preconditions on our side. Its headers were checked against the file's size above,

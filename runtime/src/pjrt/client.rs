@@ -152,44 +152,7 @@ impl Client {
     pub fn new(plugin: &Plugin, options: &ClientOptions) -> Result<Client> {
         options.validate()?;
         let api = Arc::clone(&plugin.api);
-        let names: Vec<CString> = options
-            .values
-            .iter()
-            .map(|(n, _)| CString::new(n.as_str()))
-            .collect::<Result<_, _>>()
-            .map_err(|_| Error::Program("client option names must not contain NUL".into()))?;
-        let mut named = Vec::with_capacity(options.values.len());
-        for ((name, value), cname) in options.values.iter().zip(&names) {
-            let mut nv = args::<ffi::PJRT_NamedValue>();
-            nv.name = cname.as_ptr();
-            nv.name_size = name.len();
-            nv.value_size = 1;
-            match value {
-                OptionValue::Int(v) => {
-                    nv.type_ = ffi::PJRT_NamedValue_kInt64;
-                    nv.value.int64_value = *v;
-                }
-                OptionValue::IntList(v) => {
-                    nv.type_ = ffi::PJRT_NamedValue_kInt64List;
-                    nv.value.int64_array_value = v.as_ptr();
-                    nv.value_size = v.len();
-                }
-                OptionValue::Float(v) => {
-                    nv.type_ = ffi::PJRT_NamedValue_kFloat;
-                    nv.value.float_value = *v;
-                }
-                OptionValue::Bool(v) => {
-                    nv.type_ = ffi::PJRT_NamedValue_kBool;
-                    nv.value.bool_value = *v;
-                }
-                OptionValue::Str(v) => {
-                    nv.type_ = ffi::PJRT_NamedValue_kString;
-                    nv.value.string_value = v.as_ptr().cast();
-                    nv.value_size = v.len();
-                }
-            }
-            named.push(nv);
-        }
+        let (_names, named) = named_values(options)?;
         let create = pjrt_fn!(api, PJRT_Client_Create)?;
         let mut a = args::<ffi::PJRT_Client_Create_Args>();
         a.create_options = named.as_ptr();
@@ -504,4 +467,51 @@ pub(crate) fn element_count(dims: &[i64]) -> Result<usize> {
             usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
         })
         .ok_or_else(|| Error::InvalidDims(dims.to_vec()))
+}
+
+/// `options` as the plugin's named values, and the C strings of their names, which the
+/// values point into: both, and `options` (which holds the string and list values), stay
+/// alive across the call that reads them.
+pub(super) fn named_values(
+    options: &ClientOptions,
+) -> Result<(Vec<CString>, Vec<ffi::PJRT_NamedValue>)> {
+    let names: Vec<CString> = options
+        .values
+        .iter()
+        .map(|(n, _)| CString::new(n.as_str()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| Error::Program("client option names must not contain NUL".into()))?;
+    let mut named = Vec::with_capacity(options.values.len());
+    for ((name, value), cname) in options.values.iter().zip(&names) {
+        let mut nv = args::<ffi::PJRT_NamedValue>();
+        nv.name = cname.as_ptr();
+        nv.name_size = name.len();
+        nv.value_size = 1;
+        match value {
+            OptionValue::Int(v) => {
+                nv.type_ = ffi::PJRT_NamedValue_kInt64;
+                nv.value.int64_value = *v;
+            }
+            OptionValue::IntList(v) => {
+                nv.type_ = ffi::PJRT_NamedValue_kInt64List;
+                nv.value.int64_array_value = v.as_ptr();
+                nv.value_size = v.len();
+            }
+            OptionValue::Float(v) => {
+                nv.type_ = ffi::PJRT_NamedValue_kFloat;
+                nv.value.float_value = *v;
+            }
+            OptionValue::Bool(v) => {
+                nv.type_ = ffi::PJRT_NamedValue_kBool;
+                nv.value.bool_value = *v;
+            }
+            OptionValue::Str(v) => {
+                nv.type_ = ffi::PJRT_NamedValue_kString;
+                nv.value.string_value = v.as_ptr().cast();
+                nv.value_size = v.len();
+            }
+        }
+        named.push(nv);
+    }
+    Ok((names, named))
 }

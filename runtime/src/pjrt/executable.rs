@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use super::api::Api;
 use super::client::ClientInner;
 use super::completion::Completion;
 use super::{Buffer, Client, Device, args, pjrt_fn, plugin_slice};
@@ -14,6 +15,8 @@ use crate::ffi;
 use crate::signature::Signature;
 
 mod introspect;
+
+pub(super) use introspect::{memory_stats, optimized_program};
 
 pub use introspect::CompiledMemoryStats;
 use stackscan::TensorType;
@@ -199,24 +202,8 @@ impl Executable {
     /// The plugin's serialized form of the compiled program, which
     /// `PJRT_Executable_DeserializeAndLoad` of the same plugin build loads without compiling.
     pub fn serialize(&self) -> Result<Vec<u8>> {
-        let api = &self.client.api;
-        let f = pjrt_fn!(api, PJRT_Executable_Serialize)?;
-        let mut a = args::<ffi::PJRT_Executable_Serialize_Args>();
-        a.executable = self.executable;
-        // SAFETY: `executable` is live; the plugin fills the out fields.
-        let err = unsafe { f(&mut a) };
-        api.check("PJRT_Executable_Serialize", err)?;
-        // SAFETY: the bytes are backed by `serialized_executable`, alive until its deleter
-        // runs below.
-        let bytes =
-            unsafe { plugin_slice(a.serialized_bytes.cast::<u8>(), a.serialized_bytes_size) }
-                .to_vec();
-        if let Some(delete) = a.serialized_executable_deleter {
-            // SAFETY: the deleter the plugin gave for this serialization, called once, after
-            // the last read of its bytes.
-            unsafe { delete(a.serialized_executable) };
-        }
-        Ok(bytes)
+        // SAFETY: `self.executable` is live while `self` is.
+        unsafe { serialize(&self.client.api, self.executable) }
     }
 
     /// Owns a loaded executable the plugin returned and reads what `execute` needs from it.
@@ -496,4 +483,30 @@ fn repeated_arguments(lists: &[Vec<*mut ffi::PJRT_Buffer>]) -> Vec<i64> {
     keep.sort_unstable();
     keep.dedup();
     keep
+}
+
+/// [`Executable::serialize`] of a live executable of `api`'s plugin, loaded or not.
+///
+/// # Safety
+/// - `executable` is a live executable of `api`'s plugin.
+pub(super) unsafe fn serialize(
+    api: &Api,
+    executable: *mut ffi::PJRT_Executable,
+) -> Result<Vec<u8>> {
+    let f = pjrt_fn!(api, PJRT_Executable_Serialize)?;
+    let mut a = args::<ffi::PJRT_Executable_Serialize_Args>();
+    a.executable = executable;
+    // SAFETY: `executable` is live; the plugin fills the out fields.
+    let err = unsafe { f(&mut a) };
+    api.check("PJRT_Executable_Serialize", err)?;
+    // SAFETY: the bytes are backed by `serialized_executable`, alive until its deleter
+    // runs below.
+    let bytes =
+        unsafe { plugin_slice(a.serialized_bytes.cast::<u8>(), a.serialized_bytes_size) }.to_vec();
+    if let Some(delete) = a.serialized_executable_deleter {
+        // SAFETY: the deleter the plugin gave for this serialization, called once, after
+        // the last read of its bytes.
+        unsafe { delete(a.serialized_executable) };
+    }
+    Ok(bytes)
 }

@@ -14,12 +14,14 @@ mod client;
 mod completion;
 mod executable;
 pub mod os;
+mod topology;
 
 pub use api::Plugin;
 pub use buffer::Buffer;
 pub use client::{AcceleratorOptions, Client, ClientOptions, Device, MAX_CPU_DEVICES};
 pub use completion::Completion;
 pub use executable::{CacheOutcome, CompiledMemoryStats, Executable, Launched};
+pub use topology::{AttributeValue, Topology, TopologyDevice, TopologyExecutable};
 
 use crate::ffi;
 use stackscan::DType;

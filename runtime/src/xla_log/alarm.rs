@@ -24,6 +24,20 @@ const SOURCE: &[u8] = b"slow_operation_alarm.cc:";
 const ABSL_NOTICE: &[u8] =
     b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR";
 
+/// Lines libtpu prints on every load without a TPU (a compile-only run): no topology of the
+/// machine's own to look up, and a notice that its text could not be remapped to huge pages.
+/// Neither is about the run. Matched on their text, after any log prefix.
+pub const LIBTPU_NOTICES: [&[u8]; 2] = [
+    b"Failed to find host bounds for accelerator type: ",
+    b"hugepage_text.cc:",
+];
+
+/// Whether `line` is one of [`LIBTPU_NOTICES`].
+pub fn is_libtpu_notice(line: &[u8]) -> bool {
+    line.starts_with(LIBTPU_NOTICES[0])
+        || (line.starts_with(b"E") && contains(line, LIBTPU_NOTICES[1]) && contains(line, b"RAW:"))
+}
+
 /// Drops XLA's slow-compile block from a byte stream fed in arbitrary pieces.
 ///
 /// Complete lines are examined one at a time. A line that could open the block (the alarm's
@@ -64,7 +78,7 @@ impl AlarmFilter {
 
     fn line(&mut self, line: Vec<u8>, out: &mut Vec<u8>) {
         if self.held.is_empty() {
-            if line.trim_ascii_end() == ABSL_NOTICE {
+            if line.trim_ascii_end() == ABSL_NOTICE || is_libtpu_notice(&line) {
                 return;
             }
             if opens_block(&line) {
@@ -103,16 +117,19 @@ fn opens_block(line: &[u8]) -> bool {
     }
 }
 
-/// Whether the start of a line may still grow into the block's first line: an ERROR line's
-/// prefix not yet complete, or the alarm's source with nothing after it so far.
+/// Whether the start of a line may still grow into a line the filter drops: the block's first
+/// line or a notice.
 fn may_open_block(start: &[u8]) -> bool {
-    if !start.is_empty() && ABSL_NOTICE.starts_with(start) {
+    let notice = |n: &[u8]| n.starts_with(start) || start.starts_with(n);
+    if !start.is_empty() && (notice(ABSL_NOTICE) || notice(LIBTPU_NOTICES[0])) {
         return true;
     }
     match start.iter().position(|&b| b == b']') {
+        // An ERROR line's prefix, held until it shows which file logged it.
         None => start.first() == Some(&b'E'),
         Some(close) => {
-            contains(start, SOURCE) && start[close + 1..].iter().all(u8::is_ascii_whitespace)
+            (contains(start, SOURCE) && start[close + 1..].iter().all(u8::is_ascii_whitespace))
+                || contains(&start[..close], LIBTPU_NOTICES[1])
         }
     }
 }
@@ -204,6 +221,23 @@ mod tests {
         // A block cut short by the end of the stream is shown.
         let cut = &ALARM[..ALARM.len() - 10];
         assert_eq!(filtered(cut, 9), cut);
+    }
+
+    #[test]
+    fn drops_libtpus_notices_without_a_tpu() {
+        let input = "Failed to find host bounds for accelerator type: WARNING: could not \
+                     determine TPU accelerator type\n\
+                     E1206 23:33:07.100220   24683 hugepage_text.cc:373] RAW: File offset \
+                     incorrectly aligned for file-backed THP\n\
+                     error: unknown topology\n\
+                     E1206 23:33:07.100220   24683 other.cc:1] hugepage_text.cc: mentioned\n";
+        for piece in [1, 7, 1000] {
+            assert_eq!(
+                filtered(input, piece),
+                "error: unknown topology\n\
+                 E1206 23:33:07.100220   24683 other.cc:1] hugepage_text.cc: mentioned\n"
+            );
+        }
     }
 
     #[test]

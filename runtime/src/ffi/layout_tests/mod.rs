@@ -328,6 +328,36 @@ layout_table! {
         args PJRT_Buffer_ToHostBuffer_Args => [PJRT_Buffer_ToHostBuffer_Args] {
             struct_size, extension_start, src, host_layout, dst, dst_size, event,
         }
+        args PJRT_TopologyDescription_Create_Args => [PJRT_TopologyDescription_Create_Args] {
+            struct_size, extension_start, topology_name, topology_name_size, create_options,
+            num_options, topology,
+        }
+        args PJRT_TopologyDescription_Destroy_Args => [PJRT_TopologyDescription_Destroy_Args] {
+            struct_size, extension_start, topology,
+        }
+        args PJRT_TopologyDescription_PlatformName_Args
+            => [PJRT_TopologyDescription_PlatformName_Args] {
+            struct_size, extension_start, topology, platform_name, platform_name_size,
+        }
+        args PJRT_TopologyDescription_PlatformVersion_Args
+            => [PJRT_TopologyDescription_PlatformVersion_Args] {
+            struct_size, extension_start, topology, platform_version, platform_version_size,
+        }
+        args PJRT_TopologyDescription_GetDeviceDescriptions_Args
+            => [PJRT_TopologyDescription_GetDeviceDescriptions_Args] {
+            struct_size, extension_start, topology, descriptions, num_descriptions,
+        }
+        args PJRT_TopologyDescription_Attributes_Args
+            => [PJRT_TopologyDescription_Attributes_Args] {
+            struct_size, extension_start, topology, attributes, num_attributes,
+        }
+        args PJRT_DeviceDescription_Attributes_Args => [PJRT_DeviceDescription_Attributes_Args] {
+            struct_size, extension_start, device_description, num_attributes, attributes,
+        }
+        args PJRT_Compile_Args => [PJRT_Compile_Args] {
+            struct_size, extension_start, topology, program, compile_options,
+            compile_options_size, client, executable,
+        }
         (prefix_until PJRT_Memory_Kind_Id) PJRT_Api => [PJRT_Api] {
             struct_size, extension_start, pjrt_api_version,
             PJRT_Error_Destroy, PJRT_Error_Message, PJRT_Error_GetCode,

@@ -5,6 +5,7 @@
 use super::Executable;
 use crate::error::Result;
 use crate::ffi;
+use crate::pjrt::api::Api;
 use crate::pjrt::{args, dtype_of, pjrt_fn, plugin_slice};
 use stackscan::TensorType;
 
@@ -43,49 +44,14 @@ impl Executable {
     /// and which buffers the collectives move are read here, not guessed from the program
     /// stackscan emitted.
     pub fn optimized_program(&self) -> Result<(String, Vec<u8>)> {
-        let api = &self.client.api;
-        let f = pjrt_fn!(api, PJRT_Executable_OptimizedProgram)?;
-        let mut program = args::<ffi::PJRT_Program>();
-        let mut a = args::<ffi::PJRT_Executable_OptimizedProgram_Args>();
-        a.executable = self.executable;
-        a.program = &mut program;
-        // SAFETY: `executable` is live and `program` outlives the call; with a null `code`
-        // the plugin only writes `code_size` and the format fields.
-        let err = unsafe { f(&mut a) };
-        api.check("PJRT_Executable_OptimizedProgram", err)?;
-        let mut code = vec![0u8; program.code_size];
-        program.code = code.as_mut_ptr().cast();
-        let mut a = args::<ffi::PJRT_Executable_OptimizedProgram_Args>();
-        a.executable = self.executable;
-        a.program = &mut program;
-        // SAFETY: `code` holds `code_size` writable bytes, the size the plugin asked for, and
-        // outlives the call.
-        let err = unsafe { f(&mut a) };
-        api.check("PJRT_Executable_OptimizedProgram", err)?;
-        code.truncate(program.code_size);
-        // SAFETY: the plugin set `format` to a string it owns for the executable's life.
-        let format = unsafe { crate::pjrt::plugin_string(program.format, program.format_size) };
-        Ok((format, code))
+        // SAFETY: `self.executable` is live while `self` is.
+        unsafe { optimized_program(&self.client.api, self.executable) }
     }
 
     /// The memory XLA planned for one device of this program.
     pub fn memory_stats(&self) -> Result<CompiledMemoryStats> {
-        let api = &self.client.api;
-        let f = pjrt_fn!(api, PJRT_Executable_GetCompiledMemoryStats)?;
-        let mut a = args::<ffi::PJRT_Executable_GetCompiledMemoryStats_Args>();
-        a.executable = self.executable;
-        // SAFETY: `executable` is live.
-        let err = unsafe { f(&mut a) };
-        api.check("PJRT_Executable_GetCompiledMemoryStats", err)?;
-        Ok(CompiledMemoryStats {
-            generated_code: a.generated_code_size_in_bytes,
-            arguments: a.argument_size_in_bytes,
-            outputs: a.output_size_in_bytes,
-            alias: a.alias_size_in_bytes,
-            temp: a.temp_size_in_bytes,
-            peak: a.peak_memory_in_bytes,
-            host_temp: a.host_temp_size_in_bytes,
-        })
+        // SAFETY: `self.executable` is live while `self` is.
+        unsafe { memory_stats(&self.client.api, self.executable) }
     }
 
     /// Element type and dimensions of each output (per device).
@@ -123,4 +89,61 @@ impl Executable {
             })
             .collect()
     }
+}
+
+/// [`Executable::optimized_program`] of a live executable of `api`'s plugin, loaded or not.
+///
+/// # Safety
+/// - `executable` is a live executable of `api`'s plugin.
+pub(in crate::pjrt) unsafe fn optimized_program(
+    api: &Api,
+    executable: *mut ffi::PJRT_Executable,
+) -> Result<(String, Vec<u8>)> {
+    let f = pjrt_fn!(api, PJRT_Executable_OptimizedProgram)?;
+    let mut program = args::<ffi::PJRT_Program>();
+    let mut a = args::<ffi::PJRT_Executable_OptimizedProgram_Args>();
+    a.executable = executable;
+    a.program = &mut program;
+    // SAFETY: the caller's `executable` is live and `program` outlives the call; with a null `code`
+    // the plugin only writes `code_size` and the format fields.
+    let err = unsafe { f(&mut a) };
+    api.check("PJRT_Executable_OptimizedProgram", err)?;
+    let mut code = vec![0u8; program.code_size];
+    program.code = code.as_mut_ptr().cast();
+    let mut a = args::<ffi::PJRT_Executable_OptimizedProgram_Args>();
+    a.executable = executable;
+    a.program = &mut program;
+    // SAFETY: `code` holds `code_size` writable bytes, the size the plugin asked for, and
+    // outlives the call.
+    let err = unsafe { f(&mut a) };
+    api.check("PJRT_Executable_OptimizedProgram", err)?;
+    code.truncate(program.code_size);
+    // SAFETY: the plugin set `format` to a string it owns for the executable's life.
+    let format = unsafe { crate::pjrt::plugin_string(program.format, program.format_size) };
+    Ok((format, code))
+}
+
+/// [`Executable::memory_stats`] of a live executable of `api`'s plugin, loaded or not.
+///
+/// # Safety
+/// - `executable` is a live executable of `api`'s plugin.
+pub(in crate::pjrt) unsafe fn memory_stats(
+    api: &Api,
+    executable: *mut ffi::PJRT_Executable,
+) -> Result<CompiledMemoryStats> {
+    let f = pjrt_fn!(api, PJRT_Executable_GetCompiledMemoryStats)?;
+    let mut a = args::<ffi::PJRT_Executable_GetCompiledMemoryStats_Args>();
+    a.executable = executable;
+    // SAFETY: `executable` is live.
+    let err = unsafe { f(&mut a) };
+    api.check("PJRT_Executable_GetCompiledMemoryStats", err)?;
+    Ok(CompiledMemoryStats {
+        generated_code: a.generated_code_size_in_bytes,
+        arguments: a.argument_size_in_bytes,
+        outputs: a.output_size_in_bytes,
+        alias: a.alias_size_in_bytes,
+        temp: a.temp_size_in_bytes,
+        peak: a.peak_memory_in_bytes,
+        host_temp: a.host_temp_size_in_bytes,
+    })
 }

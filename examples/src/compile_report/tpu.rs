@@ -1,0 +1,398 @@
+//! `compile-report --topology`: the step compiled by libtpu for a TPU slice this machine does
+//! not have, and what the TPU program says about it — memory per device against the chip's
+//! HBM, the collectives and whether they run asynchronously, and the prefetch as the TPU
+//! compiler scheduled it ([`schedule`]).
+
+use std::time::Instant;
+
+use serde::Serialize;
+use stackscan::fsdp::{Adam, training_program};
+use stackscan::plan::PrefetchIssue;
+use std::collections::BTreeMap;
+
+use stackscan_runtime::hlo::{HloComputation, OptimizedModule, ScheduledCollective, primitive};
+use stackscan_runtime::{ClientOptions, Plugin, Topology, plugin};
+
+use super::{CompileReport, CompileReportArgs, CompileReportError, Step};
+
+/// The TPU side of a report.
+#[derive(Clone, Debug, Serialize)]
+pub struct TpuReport {
+    /// The topology's name (`tpu7x:2x2x1`).
+    pub topology: String,
+    /// The device kind (`TPU7x`).
+    pub device_kind: String,
+    /// Devices in the slice.
+    pub slice_devices: usize,
+    /// Memory one program may use per device, bytes, as libtpu reports it.
+    pub hbm_bytes: Option<i64>,
+    /// Argument bytes per device.
+    pub arguments: i64,
+    /// Output bytes per device.
+    pub outputs: i64,
+    /// Bytes of arguments reused for outputs (donated).
+    pub alias: i64,
+    /// Temporaries per device.
+    pub temp: i64,
+    /// Arguments, outputs and temporaries, the aliased bytes counted once.
+    pub total: i64,
+    /// HBM left over (negative: over by that much), where the HBM is known.
+    pub headroom: Option<i64>,
+    /// Every collective of the program by kind and element type: bytes written per device,
+    /// and how many run asynchronously (a start and a done) or not.
+    pub collectives: Vec<CollectiveRow>,
+    /// Each layer loop as scheduled, outermost first.
+    pub loops: Vec<LoopSchedule>,
+    /// libtpu's refusal of the step's scheduling-group tags, where it refused them (the
+    /// report is then of the step compiled without tags).
+    pub tags_refused: Option<String>,
+}
+
+/// Collectives of one kind and element type.
+#[derive(Clone, Debug, Serialize)]
+pub struct CollectiveRow {
+    /// The kind (`all-gather`).
+    pub kind: String,
+    /// The element type (`bf16`).
+    pub dtype: String,
+    /// Instances in the program (each loop body counted once).
+    pub count: usize,
+    /// Of which asynchronous.
+    pub asynchronous: usize,
+    /// Bytes they write per device per run of their computation.
+    pub bytes: u64,
+}
+
+/// One loop of the TPU program: its matrix products and how its collectives overlap them.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoopSchedule {
+    /// stackscan's label of the loop (`forward layer, layers 0–2, ping-pong`).
+    pub label: String,
+    /// Matrix products in its body (a dot or convolution, or a fusion holding one).
+    pub products: usize,
+    /// Its all-gathers.
+    pub gathers: CollectiveSpans,
+    /// Its reduce-scatters.
+    pub scatters: CollectiveSpans,
+}
+
+/// The collectives of one kind in a loop body, and the compute they span.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CollectiveSpans {
+    /// How many.
+    pub count: usize,
+    /// Of which asynchronous.
+    pub asynchronous: usize,
+    /// Of which overlap at least one matrix product (in flight across it).
+    pub overlapping: usize,
+    /// Fewest products one of them spans.
+    pub min_span: usize,
+    /// Most products one of them spans.
+    pub max_span: usize,
+    /// Their starts, as positions in the body's schedule, and their dones.
+    pub windows: Vec<(usize, usize)>,
+}
+
+impl CollectiveSpans {
+    fn of(collectives: &[&ScheduledCollective]) -> CollectiveSpans {
+        let spans = || collectives.iter().map(|c| c.spanned_products);
+        CollectiveSpans {
+            count: collectives.len(),
+            asynchronous: collectives.iter().filter(|c| c.asynchronous).count(),
+            overlapping: spans().filter(|&n| n > 0).count(),
+            min_span: spans().min().unwrap_or(0),
+            max_span: spans().max().unwrap_or(0),
+            windows: collectives.iter().map(|c| (c.start, c.done)).collect(),
+        }
+    }
+}
+
+/// Every `while` of `module` with stackscan's label, and its body's schedule.
+fn loop_schedules(module: &OptimizedModule) -> Vec<LoopSchedule> {
+    let by_id: BTreeMap<i64, &HloComputation> =
+        module.computations.iter().map(|c| (c.id, c)).collect();
+    let mut out = Vec::new();
+    for c in from_entry(module, &by_id) {
+        for i in c.instructions.iter().filter(|i| i.opcode == "while") {
+            let Some(label) = i.attribute(stackscan::fsdp::LOOP_LABEL) else {
+                continue;
+            };
+            // A while calls its body, then its condition.
+            let Some(body) = i.called.first().and_then(|id| by_id.get(id)) else {
+                continue;
+            };
+            let schedule = module.schedule_of(body);
+            let of = |kind: &str| {
+                let v: Vec<&ScheduledCollective> = schedule
+                    .collectives
+                    .iter()
+                    .filter(|c| c.kind == kind)
+                    .collect();
+                CollectiveSpans::of(&v)
+            };
+            out.push(LoopSchedule {
+                label: label.to_owned(),
+                products: schedule.products.len(),
+                gathers: of("all-gather"),
+                scatters: of("reduce-scatter"),
+            });
+        }
+    }
+    out
+}
+
+/// The computations the entry runs (not fusions' own), the entry first, then in the order
+/// they are called.
+fn from_entry<'m>(
+    module: &'m OptimizedModule,
+    by_id: &BTreeMap<i64, &'m HloComputation>,
+) -> Vec<&'m HloComputation> {
+    let mut out: Vec<&HloComputation> = module
+        .computations
+        .iter()
+        .filter(|c| c.name == module.entry)
+        .collect();
+    let mut at = 0;
+    while at < out.len() {
+        let c = out[at];
+        at += 1;
+        // A fusion's computation is part of its instruction; an async start's runs the
+        // collective the start stands for.
+        for i in c
+            .instructions
+            .iter()
+            .filter(|i| i.opcode != "fusion" && i.opcode != "async-start")
+        {
+            for callee in i.called.iter().filter_map(|id| by_id.get(id)) {
+                if !out.iter().any(|o| o.id == callee.id) {
+                    out.push(callee);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Collectives by kind and element type over the whole program.
+fn collective_rows(module: &OptimizedModule) -> Vec<CollectiveRow> {
+    let by_id: BTreeMap<i64, &HloComputation> =
+        module.computations.iter().map(|c| (c.id, c)).collect();
+    let mut rows: BTreeMap<(String, String), CollectiveRow> = BTreeMap::new();
+    for c in from_entry(module, &by_id) {
+        let by_name: BTreeMap<&str, &stackscan_runtime::hlo::HloInstruction> = c
+            .instructions
+            .iter()
+            .map(|i| (i.name.as_str(), i))
+            .collect();
+        for sc in module.schedule_of(c).collectives {
+            // The bytes a collective writes are its result's: the done's for an asynchronous
+            // one, whose start's result is a tuple of operands and result.
+            let written = c
+                .in_order()
+                .get(sc.done)
+                .map(|d| (d.shape.bytes(), leaf_type(&d.shape)))
+                .or_else(|| {
+                    by_name
+                        .get(sc.name.as_str())
+                        .map(|i| (i.shape.bytes(), leaf_type(&i.shape)))
+                })
+                .unwrap_or((0, 0));
+            let dtype = primitive::name(written.1);
+            let row = rows
+                .entry((sc.kind.clone(), dtype.clone()))
+                .or_insert_with(|| CollectiveRow {
+                    kind: sc.kind.clone(),
+                    dtype,
+                    count: 0,
+                    asynchronous: 0,
+                    bytes: 0,
+                });
+            row.count += 1;
+            row.asynchronous += usize::from(sc.asynchronous);
+            row.bytes += written.0;
+        }
+    }
+    rows.into_values().collect()
+}
+
+/// The TPU plugin named by `plugin_spec` (`cpu`, the flag's default, means libtpu here) and
+/// the topology `name` described by it.
+pub(crate) fn open(plugin_spec: &str, name: &str) -> Result<Topology, CompileReportError> {
+    let spec = if plugin_spec == "cpu" {
+        "tpu"
+    } else {
+        plugin_spec
+    };
+    let tpu = Plugin::load_compile_only(plugin::resolve_compile_only(spec)?)?;
+    Topology::create(&tpu, name, &ClientOptions::default()).map_err(|e| match e {
+        stackscan_runtime::Error::UnknownTopology { .. } => {
+            CompileReportError::Config(e.to_string())
+        }
+        other => CompileReportError::Runtime(other),
+    })
+}
+
+/// Lowers the step the flags describe over every device of `slice`, compiles it with the TPU
+/// compiler and reads the program back.
+pub(crate) fn report(
+    args: &CompileReportArgs,
+    slice: &Topology,
+) -> Result<(CompileReport, stackscan_runtime::TopologyExecutable), CompileReportError> {
+    let devices = slice.devices().len();
+    let (name, config, model, layout, options) = super::declared_step(args, devices)?;
+    // A TPU runs collectives asynchronously, beside the compute.
+    let options = options.with_prefetch_issue(options.prefetch_issue.resolve(false));
+    debug_assert_ne!(options.prefetch_issue, PrefetchIssue::Auto);
+    let started = Instant::now();
+    let mut program = training_program(&model, options, &layout, Adam::default(), 1)?.update;
+    let mut text = program.emit()?;
+    let lower_seconds = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let mut tags_refused = None;
+    let exe = match slice.compile_program(&program) {
+        // libtpu refuses a scheduling group that is not contiguous once it has untagged the
+        // ops it does not schedule by group; the step is compiled again without the tags,
+        // and the refusal is part of the report.
+        Err(stackscan_runtime::Error::Pjrt { message, .. })
+            if options.scheduling_tags && message.contains("annotation groups") =>
+        {
+            tags_refused = Some(message);
+            let untagged = options.with_scheduling_tags(false);
+            program = training_program(&model, untagged, &layout, Adam::default(), 1)?.update;
+            text = program.emit()?;
+            slice.compile_program(&program)?
+        }
+        other => other?,
+    };
+    let xla_compile_seconds = started.elapsed().as_secs_f64();
+    let memory = exe.memory_stats()?;
+    let (format, bytes) = exe.optimized_program()?;
+    let module = OptimizedModule::parse(&format, &bytes)?;
+    if let Some(path) = &args.save_executable {
+        let serialized = exe.serialize()?;
+        std::fs::write(path, serialized).map_err(|e| {
+            CompileReportError::Config(format!("cannot write {}: {e}", path.display()))
+        })?;
+    }
+    let device = &slice.devices()[0];
+    let hbm = device.memory_bytes();
+    let total = memory.footprint();
+    let mut report = CompileReport::assemble(
+        Step {
+            model: name.to_string(),
+            config,
+            devices,
+            options,
+            platform: format!("{} {}", slice.platform(), slice.platform_version()),
+            lower_seconds,
+            text: &text,
+        },
+        xla_compile_seconds,
+        memory.temp,
+        &module,
+        usize::from(args.top),
+    );
+    report.tpu = Some(TpuReport {
+        topology: slice.name().to_owned(),
+        device_kind: device.kind.clone(),
+        slice_devices: devices,
+        hbm_bytes: hbm,
+        arguments: memory.arguments,
+        outputs: memory.outputs,
+        alias: memory.alias,
+        temp: memory.temp,
+        total,
+        headroom: hbm.map(|h| h - total),
+        collectives: collective_rows(&module),
+        loops: loop_schedules(&module),
+        tags_refused,
+    });
+    Ok((report, exe))
+}
+
+/// The element type of an array shape, or of a tuple's first array (a combined collective's
+/// operands share one).
+fn leaf_type(shape: &stackscan_runtime::hlo::HloShape) -> i32 {
+    match shape.tuple.first() {
+        Some(first) => leaf_type(first),
+        None => shape.element_type,
+    }
+}
+
+/// Mebibytes of `bytes`.
+fn mib(bytes: i64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+impl std::fmt::Display for TpuReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "TPU slice         {} ({} devices, {})",
+            self.topology, self.slice_devices, self.device_kind
+        )?;
+        write!(
+            f,
+            "HBM per device    arguments {:.1} MiB + outputs {:.1} - aliased {:.1} + temp {:.1} = {:.1} MiB",
+            mib(self.arguments),
+            mib(self.outputs),
+            mib(self.alias),
+            mib(self.temp),
+            mib(self.total)
+        )?;
+        match (self.hbm_bytes, self.headroom) {
+            (Some(hbm), Some(left)) if left >= 0 => writeln!(
+                f,
+                " of {:.1} GiB: fits, {:.1} GiB left",
+                mib(hbm) / 1024.0,
+                mib(left) / 1024.0
+            )?,
+            (Some(hbm), Some(left)) => writeln!(
+                f,
+                " of {:.1} GiB: does NOT fit, over by {:.1} GiB",
+                mib(hbm) / 1024.0,
+                mib(-left) / 1024.0
+            )?,
+            _ => writeln!(f, " (the chip's HBM is not reported)")?,
+        }
+        if let Some(why) = &self.tags_refused {
+            writeln!(
+                f,
+                "scheduling tags   refused by libtpu, compiled without them: {why}"
+            )?;
+        }
+        for c in &self.collectives {
+            writeln!(
+                f,
+                "{:<18}{:>5} {:>4} ({} asynchronous) {:>10.2} MiB written per device",
+                c.kind,
+                c.dtype,
+                c.count,
+                c.asynchronous,
+                mib(c.bytes as i64)
+            )?;
+        }
+        writeln!(
+            f,
+            "\n{:>8}  {:>22}  {:>22}  loop (as the TPU compiler scheduled it)",
+            "products", "gathers async/overlap", "scatters async/overlap"
+        )?;
+        for l in &self.loops {
+            let cell = |c: &CollectiveSpans| {
+                format!(
+                    "{}/{}/{} span {}-{}",
+                    c.count, c.asynchronous, c.overlapping, c.min_span, c.max_span
+                )
+            };
+            writeln!(
+                f,
+                "{:>8}  {:>22}  {:>22}  {}",
+                l.products,
+                cell(&l.gathers),
+                cell(&l.scatters),
+                l.label
+            )?;
+        }
+        writeln!(f)
+    }
+}

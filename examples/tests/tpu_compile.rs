@@ -1,0 +1,105 @@
+//! `compile-report --topology`: the tiny Llama step compiled by libtpu for a TPU7x slice on
+//! this machine (no TPU), and the prefetch read from the TPU program's own schedule.
+//!
+//! With prefetch on, a step's loop body issues the next layer's gathers before its own
+//! products: in the loops that hold one layer and prefetch the next (the odd first step, the
+//! backward's first layer), every gather is in flight across all of the layer's products,
+//! and every deferred reduce-scatter of the backward overlaps the next layer's products.
+//! With prefetch off, a layer's gathers are used by that layer: no gather spans a whole loop
+//! body's products.
+
+mod common;
+
+use common::succeeds;
+use serde_json::Value;
+
+/// The report of `compile-report --model llama --topology tpu7x:2x2x1 --json` with `extra`.
+fn report(extra: &[&str]) -> Value {
+    let mut args = vec!["--model", "llama", "--topology", "tpu7x:2x2x1", "--json"];
+    args.extend(extra);
+    let stdout = succeeds("compile-report", &args);
+    serde_json::from_str(&stdout).expect("the report is JSON")
+}
+
+/// `(label, products, gathers, scatters)` of each loop of a report.
+fn loops(report: &Value) -> Vec<(String, u64, Value, Value)> {
+    report["tpu"]["loops"]
+        .as_array()
+        .expect("loops")
+        .iter()
+        .map(|l| {
+            (
+                l["label"].as_str().expect("label").to_owned(),
+                l["products"].as_u64().expect("products"),
+                l["gathers"].clone(),
+                l["scatters"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn n(v: &Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no `{key}` in {v}"))
+}
+
+#[test]
+fn the_tpu_program_shows_the_prefetch_when_on() {
+    let r = report(&[]);
+    let tpu = &r["tpu"];
+    assert_eq!(tpu["device_kind"], "TPU7x");
+    assert_eq!(tpu["slice_devices"], 8);
+    assert!(n(tpu, "hbm_bytes") > 80 << 30, "{tpu}");
+    assert!(n(tpu, "headroom") > 0, "the tiny step fits: {tpu}");
+    let loops = loops(&r);
+    let mut whole_layer = 0;
+    for (label, products, gathers, scatters) in &loops {
+        // Every gather and every reduce-scatter runs asynchronously on the TPU.
+        assert_eq!(n(gathers, "asynchronous"), n(gathers, "count"), "{label}");
+        assert_eq!(n(scatters, "asynchronous"), n(scatters, "count"), "{label}");
+        // A loop body of one layer that gathers prefetches the next: in flight across all
+        // of this layer's products.
+        let one_layer = label.contains("peeled") || label.contains("odd first step");
+        if one_layer && n(gathers, "count") > 0 {
+            assert_eq!(n(gathers, "min_span"), *products, "{label}: {gathers}");
+            whole_layer += 1;
+        }
+        // The deferred reduce-scatters overlap the next layer's products.
+        if n(scatters, "count") > 0 {
+            assert_eq!(n(scatters, "overlapping"), n(scatters, "count"), "{label}");
+        }
+    }
+    assert!(whole_layer >= 2, "no prefetching one-layer loop: {loops:?}");
+}
+
+#[test]
+fn no_gather_spans_a_whole_layer_when_prefetch_is_off() {
+    let r = report(&["--no-prefetch"]);
+    let loops = loops(&r);
+    assert!(!loops.is_empty());
+    for (label, products, gathers, _) in &loops {
+        assert!(
+            n(gathers, "max_span") < *products,
+            "{label}: a gather spans all {products} products: {gathers}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_topology_is_refused_with_the_known_forms() {
+    let args = ["--model", "llama", "--topology", "tpu9:2x2"];
+    let (stderr, shown) = common::exits("compile-report", &args, 2);
+    // The tests keep the plugins' own log (TF_CPP_MIN_LOG_LEVEL is theirs), so libtpu's
+    // notices come too; a user's run drops them (`xla_log::alarm`).
+    let own: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !stackscan_runtime::xla_log::alarm::is_libtpu_notice(l.as_bytes()))
+        .collect();
+    assert_eq!(own.len(), 1, "{shown}");
+    assert!(
+        own[0].starts_with("error: unknown topology `tpu9:2x2`"),
+        "{shown}"
+    );
+    assert!(own[0].contains("tpu7x:AxBxC"), "{shown}");
+}

@@ -1,0 +1,194 @@
+//! What the compiler's schedule does with the collectives: which run asynchronously (a
+//! start and a done with other work between them), and how many matrix products each one
+//! spans. On an accelerator this is the overlap a prefetch is for: a gather whose start and
+//! done enclose a layer's products runs while they compute.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{HloComputation, HloInstruction, OptimizedModule};
+
+/// The collectives whose kind the analysis names (XLA opcodes).
+const COLLECTIVES: [&str; 5] = [
+    "all-gather",
+    "reduce-scatter",
+    "all-reduce",
+    "all-to-all",
+    "collective-permute",
+];
+
+/// One collective of a computation, in the order the schedule runs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduledCollective {
+    /// Its kind (`all-gather`, `reduce-scatter`, …).
+    pub kind: String,
+    /// The name of its start (asynchronous) or of the instruction itself.
+    pub name: String,
+    /// Whether it is split into a start and a done.
+    pub asynchronous: bool,
+    /// Position of its start in the computation's schedule.
+    pub start: usize,
+    /// Position of its done (the start's, when synchronous).
+    pub done: usize,
+    /// Matrix products (a `dot` or `convolution`, or a fusion holding one) scheduled
+    /// between its start and its done: the compute it overlaps.
+    pub spanned_products: usize,
+    /// Frontend attributes of the collective (the start's), as the compiler kept them.
+    pub frontend_attributes: Vec<(String, String)>,
+}
+
+/// A computation's schedule, reduced to its products and collectives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ComputationSchedule {
+    /// Matrix products in the computation, in schedule order (positions).
+    pub products: Vec<usize>,
+    /// Its collectives, by start position.
+    pub collectives: Vec<ScheduledCollective>,
+}
+
+impl OptimizedModule {
+    /// The products and collectives of `computation` in the order its schedule runs them
+    /// (the module's order where it has no schedule).
+    pub fn schedule_of(&self, computation: &HloComputation) -> ComputationSchedule {
+        let by_id: BTreeMap<i64, &HloComputation> =
+            self.computations.iter().map(|c| (c.id, c)).collect();
+        let order = computation.in_order();
+        let position: BTreeMap<i64, usize> =
+            order.iter().enumerate().map(|(n, i)| (i.id, n)).collect();
+        let by_instruction: BTreeMap<i64, &HloInstruction> =
+            order.iter().map(|i| (i.id, *i)).collect();
+        let products: Vec<usize> = order
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| holds_product(i, &by_id, &mut BTreeSet::new()))
+            .map(|(n, _)| n)
+            .collect();
+        let mut collectives = Vec::new();
+        for (n, i) in order.iter().enumerate() {
+            let (kind, asynchronous) = match collective_kind(i, &by_id) {
+                Some(k) => k,
+                None => continue,
+            };
+            let done = if asynchronous {
+                match done_of(i, &order, &by_instruction) {
+                    Some(d) => position[&d],
+                    None => continue,
+                }
+            } else {
+                n
+            };
+            let spanned_products = products.iter().filter(|&&p| p > n && p < done).count();
+            collectives.push(ScheduledCollective {
+                kind,
+                name: i.name.clone(),
+                asynchronous,
+                start: n,
+                done,
+                spanned_products,
+                frontend_attributes: i.frontend_attributes.clone(),
+            });
+        }
+        ComputationSchedule {
+            products,
+            collectives,
+        }
+    }
+}
+
+/// The collective `i` starts or is, and whether it is a start (asynchronous): an
+/// `all-gather-start`-style opcode, an `async-start` whose computation holds a collective,
+/// or a plain collective. `None` for anything else, and for dones and updates.
+fn collective_kind(
+    i: &HloInstruction,
+    by_id: &BTreeMap<i64, &HloComputation>,
+) -> Option<(String, bool)> {
+    if let Some(kind) = i.opcode.strip_suffix("-start")
+        && COLLECTIVES.contains(&kind)
+    {
+        return Some((kind.to_owned(), true));
+    }
+    if COLLECTIVES.contains(&i.opcode.as_str()) {
+        return Some((i.opcode.clone(), false));
+    }
+    if i.opcode == "async-start" {
+        return wrapped_collective(i, by_id, 0).map(|kind| (kind, true));
+    }
+    None
+}
+
+/// The collective an `async-start` runs: in the computation it calls, or in one that calls
+/// (libtpu wraps a collective in a call inside the async computation).
+fn wrapped_collective(
+    i: &HloInstruction,
+    by_id: &BTreeMap<i64, &HloComputation>,
+    depth: usize,
+) -> Option<String> {
+    if depth > 4 {
+        return None;
+    }
+    for c in i.called.iter().filter_map(|id| by_id.get(id)) {
+        for w in &c.instructions {
+            if let Some(kind) = w
+                .opcode
+                .strip_suffix("-start")
+                .filter(|k| COLLECTIVES.contains(k))
+            {
+                return Some(kind.to_owned());
+            }
+            if COLLECTIVES.contains(&w.opcode.as_str()) {
+                return Some(w.opcode.clone());
+            }
+            if let Some(kind) = wrapped_collective(w, by_id, depth + 1) {
+                return Some(kind);
+            }
+        }
+    }
+    None
+}
+
+/// The done that ends the asynchronous `start`: the instruction of `order` whose first operand
+/// leads back to it through `async-update`s.
+fn done_of(
+    start: &HloInstruction,
+    order: &[&HloInstruction],
+    by_instruction: &BTreeMap<i64, &HloInstruction>,
+) -> Option<i64> {
+    order
+        .iter()
+        .filter(|i| i.opcode.ends_with("-done"))
+        .find(|done| {
+            let mut at = done.operands.first().copied();
+            while let Some(id) = at {
+                if id == start.id {
+                    return true;
+                }
+                at = by_instruction
+                    .get(&id)
+                    .filter(|i| i.opcode.ends_with("-update"))
+                    .and_then(|i| i.operands.first().copied());
+            }
+            false
+        })
+        .map(|done| done.id)
+}
+
+/// Whether `i` is a matrix product or calls a computation (a fusion's) that holds one.
+fn holds_product(
+    i: &HloInstruction,
+    by_id: &BTreeMap<i64, &HloComputation>,
+    seen: &mut BTreeSet<i64>,
+) -> bool {
+    if matches!(i.opcode.as_str(), "dot" | "convolution") {
+        return true;
+    }
+    if i.opcode != "fusion" {
+        return false;
+    }
+    i.called.iter().any(|id| {
+        seen.insert(*id)
+            && by_id.get(id).is_some_and(|c| {
+                c.instructions
+                    .iter()
+                    .any(|inner| holds_product(inner, by_id, seen))
+            })
+    })
+}
