@@ -8,6 +8,7 @@
 //! With prefetch off, a layer's gathers are used by that layer: no gather spans a whole loop
 //! body's products.
 
+#[allow(dead_code, reason = "the shared runners; this file needs only some")]
 mod common;
 
 use common::succeeds;

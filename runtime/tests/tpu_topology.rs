@@ -16,13 +16,16 @@ use stackscan::{Axis, DType, Mesh, Program, Scope, Sharding, TensorType};
 use stackscan_runtime::hlo::OptimizedModule;
 use stackscan_runtime::{ClientOptions, Error, Plugin, Topology, plugin, topology};
 
+/// One check: its name and what it runs on the plugin.
+type Check = (&'static str, fn(&Plugin));
+
 /// The topology the checks compile for: 2 × 2 TPU7x chips, two devices a chip.
 const SLICE: &str = "tpu7x:2x2x1";
 
 fn main() {
     topology::prepare_environment().expect("the environment is set before any thread");
     let tpu = Plugin::load_compile_only(plugin::resolve_compile_only("tpu").unwrap()).unwrap();
-    let checks: [(&str, fn(&Plugin)); 4] = [
+    let checks: [Check; 4] = [
         (
             "a_named_slice_has_its_devices",
             a_named_slice_has_its_devices,
