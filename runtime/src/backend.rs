@@ -15,8 +15,19 @@ pub fn synchronous_collectives(client: &Client) -> bool {
 /// [`Trainer`](crate::train::Trainer) lowers with these; so should anything that compiles a
 /// training program for `client` and means to measure what a trainer runs.
 pub fn plan_options(client: &Client, options: PlanOptions) -> PlanOptions {
-    let issue = options
-        .prefetch_issue
-        .resolve(synchronous_collectives(client));
-    options.with_prefetch_issue(issue)
+    plan_options_for(client.platform(), options)
+}
+
+/// [`plan_options`] for a plugin whose platform is `platform` (`cpu`, `tpu`, `cuda`), for a
+/// program compiled without a client ([`Topology`](crate::Topology)). On `tpu` the
+/// scheduling groups are left out
+/// ([`PlanOptions::scheduling_groups`](stackscan::plan::PlanOptions::scheduling_groups)):
+/// libtpu refuses them, and overlaps each prefetch with its layer without them.
+pub fn plan_options_for(platform: &str, options: PlanOptions) -> PlanOptions {
+    let issue = options.prefetch_issue.resolve(platform == "cpu");
+    let options = options.with_prefetch_issue(issue);
+    match platform {
+        "tpu" => options.with_scheduling_groups(false),
+        _ => options,
+    }
 }

@@ -14,6 +14,12 @@
 //! (the CPU plugins), a gather waits for its step's layer, which ran on the weights the step
 //! before gathered; those plugins do not read the tag.
 //!
+//! libtpu holds a group to a stricter rule than contiguity: it untags the ops it does not
+//! schedule by group and carries a group's tag across an untagged op only where that op has
+//! one operand, so a step (residual adds, norm products) is never a group it accepts ("annotation
+//! groups with gaps"). [`PlanOptions::scheduling_groups`](crate::plan::PlanOptions::scheduling_groups)
+//! leaves the groups out and keeps `xla_explicit_fsdp`; the runtime does so for the TPU plugin.
+//!
 //! [`PlanOptions::scheduling_tags`](crate::plan::PlanOptions::scheduling_tags) turns both off.
 
 use crate::builder::Scope;
@@ -34,7 +40,7 @@ impl Lowering<'_> {
         s: &Scope,
         build: impl FnOnce() -> Result<T>,
     ) -> Result<T> {
-        if !self.plan.options.scheduling_tags {
+        if !(self.plan.options.scheduling_tags && self.plan.options.scheduling_groups) {
             return build();
         }
         let id = self.next_group.get();

@@ -22,6 +22,12 @@ pub struct PlanOptions {
     /// `_scheduling_group_id`, and prefetch gathers carry `xla_explicit_fsdp`. The tags change
     /// no result; a plugin that does not know them ignores them.
     pub scheduling_tags: bool,
+    /// With [`scheduling_tags`](Self::scheduling_tags): the `_scheduling_group_id` groups
+    /// (off leaves `xla_explicit_fsdp` alone). libtpu refuses a group whose dataflow passes
+    /// an op it does not schedule by group (any elementwise op of two operands), so a step
+    /// is no group it takes; its scheduler overlaps each prefetch with the layer without
+    /// them. The runtime's `backend::plan_options` turns them off for the TPU plugin.
+    pub scheduling_groups: bool,
     /// The element types the step gathers, computes and reduces in ([`Precision`]); the
     /// weights and optimizer state keep their own.
     pub precision: Precision,
@@ -37,6 +43,7 @@ impl PlanOptions {
             defer_grad_reduce_scatter: false,
             unroll: 2,
             scheduling_tags: true,
+            scheduling_groups: true,
             precision: Precision::F32,
             prefetch_issue: PrefetchIssue::Auto,
         }
@@ -49,6 +56,7 @@ impl PlanOptions {
             defer_grad_reduce_scatter: false,
             unroll: 2,
             scheduling_tags: true,
+            scheduling_groups: true,
             precision: Precision::F32,
             prefetch_issue: PrefetchIssue::Auto,
         }
@@ -61,6 +69,7 @@ impl PlanOptions {
             defer_grad_reduce_scatter: true,
             unroll: 2,
             scheduling_tags: true,
+            scheduling_groups: true,
             precision: Precision::F32,
             prefetch_issue: PrefetchIssue::Auto,
         }
@@ -75,6 +84,15 @@ impl PlanOptions {
     pub const fn with_scheduling_tags(self, scheduling_tags: bool) -> Self {
         PlanOptions {
             scheduling_tags,
+            ..self
+        }
+    }
+
+    /// The same options with the scheduling groups on or off (the explicit-FSDP tag stays
+    /// as [`scheduling_tags`](Self::scheduling_tags) says).
+    pub const fn with_scheduling_groups(self, scheduling_groups: bool) -> Self {
+        PlanOptions {
+            scheduling_groups,
             ..self
         }
     }

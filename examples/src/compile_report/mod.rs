@@ -264,12 +264,14 @@ impl CompileReport {
             devices: step.devices,
             options: format!(
                 "prefetch_fsdp_weights={}, defer_grad_reduce_scatter={}, unroll={}, \
-                 precision={}, prefetch_issue={}",
+                 precision={}, prefetch_issue={}, scheduling_tags={}, scheduling_groups={}",
                 options.prefetch_fsdp_weights,
                 options.defer_grad_reduce_scatter,
                 options.unroll,
                 options.precision,
-                options.prefetch_issue
+                options.prefetch_issue,
+                options.scheduling_tags,
+                options.scheduling_tags && options.scheduling_groups
             ),
             platform: step.platform,
             lower_seconds: step.lower_seconds,

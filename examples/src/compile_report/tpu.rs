@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use serde::Serialize;
 use stackscan::fsdp::{Adam, training_program};
-use stackscan::plan::PrefetchIssue;
 use std::collections::BTreeMap;
 
 use stackscan_runtime::hlo::{HloComputation, OptimizedModule, ScheduledCollective, primitive};
@@ -43,9 +42,6 @@ pub struct TpuReport {
     pub collectives: Vec<CollectiveRow>,
     /// Each layer loop as scheduled, outermost first.
     pub loops: Vec<LoopSchedule>,
-    /// libtpu's refusal of the step's scheduling-group tags, where it refused them (the
-    /// report is then of the step compiled without tags).
-    pub tags_refused: Option<String>,
 }
 
 /// Collectives of one kind and element type.
@@ -70,6 +66,10 @@ pub struct LoopSchedule {
     pub label: String,
     /// Matrix products in its body (a dot or convolution, or a fusion holding one).
     pub products: usize,
+    /// Their positions in the body's schedule.
+    pub product_positions: Vec<usize>,
+    /// Instructions in the body's schedule.
+    pub scheduled: usize,
     /// Its all-gathers.
     pub gathers: CollectiveSpans,
     /// Its reduce-scatters.
@@ -89,6 +89,9 @@ pub struct CollectiveSpans {
     pub min_span: usize,
     /// Most products one of them spans.
     pub max_span: usize,
+    /// Of which the compiled program still tags `xla_explicit_fsdp` (the prefetch gathers
+    /// stackscan tags, where the compiler kept the tag).
+    pub explicit_fsdp: usize,
     /// Their starts, as positions in the body's schedule, and their dones.
     pub windows: Vec<(usize, usize)>,
 }
@@ -102,6 +105,14 @@ impl CollectiveSpans {
             overlapping: spans().filter(|&n| n > 0).count(),
             min_span: spans().min().unwrap_or(0),
             max_span: spans().max().unwrap_or(0),
+            explicit_fsdp: collectives
+                .iter()
+                .filter(|c| {
+                    c.frontend_attributes
+                        .iter()
+                        .any(|(k, _)| k == stackscan::fsdp::EXPLICIT_FSDP.0)
+                })
+                .count(),
             windows: collectives.iter().map(|c| (c.start, c.done)).collect(),
         }
     }
@@ -133,6 +144,8 @@ fn loop_schedules(module: &OptimizedModule) -> Vec<LoopSchedule> {
             out.push(LoopSchedule {
                 label: label.to_owned(),
                 products: schedule.products.len(),
+                product_positions: schedule.products.clone(),
+                scheduled: body.in_order().len(),
                 gathers: of("all-gather"),
                 scatters: of("reduce-scatter"),
             });
@@ -240,30 +253,14 @@ pub(crate) fn report(
 ) -> Result<(CompileReport, stackscan_runtime::TopologyExecutable), CompileReportError> {
     let devices = slice.devices().len();
     let (name, config, model, layout, options) = super::declared_step(args, devices)?;
-    // A TPU runs collectives asynchronously, beside the compute.
-    let options = options.with_prefetch_issue(options.prefetch_issue.resolve(false));
-    debug_assert_ne!(options.prefetch_issue, PrefetchIssue::Auto);
+    // What a trainer on this plugin would run.
+    let options = stackscan_runtime::backend::plan_options_for(slice.platform(), options);
     let started = Instant::now();
-    let mut program = training_program(&model, options, &layout, Adam::default(), 1)?.update;
-    let mut text = program.emit()?;
+    let program = training_program(&model, options, &layout, Adam::default(), 1)?.update;
+    let text = program.emit()?;
     let lower_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let mut tags_refused = None;
-    let exe = match slice.compile_program(&program) {
-        // libtpu refuses a scheduling group that is not contiguous once it has untagged the
-        // ops it does not schedule by group; the step is compiled again without the tags,
-        // and the refusal is part of the report.
-        Err(stackscan_runtime::Error::Pjrt { message, .. })
-            if options.scheduling_tags && message.contains("annotation groups") =>
-        {
-            tags_refused = Some(message);
-            let untagged = options.with_scheduling_tags(false);
-            program = training_program(&model, untagged, &layout, Adam::default(), 1)?.update;
-            text = program.emit()?;
-            slice.compile_program(&program)?
-        }
-        other => other?,
-    };
+    let exe = slice.compile_program(&program)?;
     let xla_compile_seconds = started.elapsed().as_secs_f64();
     let memory = exe.memory_stats()?;
     let (format, bytes) = exe.optimized_program()?;
@@ -305,7 +302,6 @@ pub(crate) fn report(
         headroom: hbm.map(|h| h - total),
         collectives: collective_rows(&module),
         loops: loop_schedules(&module),
-        tags_refused,
     });
     Ok((report, exe))
 }
@@ -354,12 +350,6 @@ impl std::fmt::Display for TpuReport {
                 mib(-left) / 1024.0
             )?,
             _ => writeln!(f, " (the chip's HBM is not reported)")?,
-        }
-        if let Some(why) = &self.tags_refused {
-            writeln!(
-                f,
-                "scheduling tags   refused by libtpu, compiled without them: {why}"
-            )?;
         }
         for c in &self.collectives {
             writeln!(
