@@ -6,7 +6,8 @@
 //! backward's first layer), every gather is in flight across all of the layer's products,
 //! and every deferred reduce-scatter of the backward overlaps the next layer's products.
 //! With prefetch off, a layer's gathers are used by that layer: no gather spans a whole loop
-//! body's products.
+//! body's products. The plan reaches libtpu as a trainer on the TPU plugin lowers it:
+//! prefetch gathers tagged `xla_explicit_fsdp`, no scheduling groups (which libtpu refuses).
 
 #[allow(dead_code, reason = "the shared runners; this file needs only some")]
 mod common;
@@ -48,6 +49,9 @@ fn n(v: &Value, key: &str) -> u64 {
 #[test]
 fn the_tpu_program_shows_the_prefetch_when_on() {
     let r = report(&[]);
+    let options = r["options"].as_str().expect("options");
+    assert!(options.contains("scheduling_groups=false"), "{options}");
+    assert!(options.contains("prefetch_issue=with-input"), "{options}");
     let tpu = &r["tpu"];
     assert_eq!(tpu["device_kind"], "TPU7x");
     assert_eq!(tpu["slice_devices"], 8);
@@ -56,8 +60,10 @@ fn the_tpu_program_shows_the_prefetch_when_on() {
     let loops = loops(&r);
     let mut whole_layer = 0;
     for (label, products, gathers, scatters) in &loops {
-        // Every gather and every reduce-scatter runs asynchronously on the TPU.
+        // Every gather and every reduce-scatter runs asynchronously on the TPU, and every
+        // gather of a loop body is a prefetch whose tag the compiler kept.
         assert_eq!(n(gathers, "asynchronous"), n(gathers, "count"), "{label}");
+        assert_eq!(n(gathers, "explicit_fsdp"), n(gathers, "count"), "{label}");
         assert_eq!(n(scatters, "asynchronous"), n(scatters, "count"), "{label}");
         // A loop body of one layer that gathers prefetches the next: in flight across all
         // of this layer's products.
@@ -83,6 +89,11 @@ fn no_gather_spans_a_whole_layer_when_prefetch_is_off() {
         assert!(
             n(gathers, "max_span") < *products,
             "{label}: a gather spans all {products} products: {gathers}"
+        );
+        assert_eq!(
+            n(gathers, "explicit_fsdp"),
+            0,
+            "{label}: nothing is prefetched"
         );
     }
 }

@@ -180,3 +180,87 @@ fn shapes_size_their_elements() {
     assert_eq!(tuple.bytes(), 24 + 10);
     assert_eq!(tuple.element_bytes(), None);
 }
+
+/// `instruction` with an id and operands (`HloInstructionProto` fields 35 and 36).
+fn with_ids(base: Vec<u8>, id: u64, operands: &[u64]) -> Vec<u8> {
+    let mut out = base;
+    out.extend(int_field(35, id));
+    for &o in operands {
+        out.extend(int_field(36, o));
+    }
+    out
+}
+
+/// A scheduled body: an asynchronous all-gather (an `async-start` of a computation holding
+/// it, an update, a done) around two products (a fusion holding a dot, a convolution), a
+/// synchronous reduce-scatter after them; the module's order differs from the schedule's.
+fn scheduled_module() -> Vec<u8> {
+    let f32_8 = shape(11, &[8]);
+    let tuple = shape(13, &[]);
+    let body = computation(
+        "body",
+        1,
+        &[
+            with_ids(instruction("rs", "reduce-scatter", &f32_8, &[]), 7, &[6]),
+            with_ids(instruction("p", "parameter", &f32_8, &[]), 1, &[]),
+            with_ids(instruction("start", "async-start", &tuple, &[2]), 2, &[1]),
+            with_ids(instruction("f", "fusion", &f32_8, &[3]), 3, &[1]),
+            with_ids(instruction("update", "async-update", &tuple, &[]), 4, &[2]),
+            with_ids(instruction("c", "convolution", &f32_8, &[]), 5, &[3]),
+            with_ids(instruction("done", "async-done", &f32_8, &[]), 6, &[4]),
+        ],
+    );
+    let wrapped = computation("wrapped", 2, &[instruction("call", "call", &f32_8, &[4])]);
+    let fused = computation("fused", 3, &[instruction("d", "dot", &f32_8, &[])]);
+    let inner = computation("inner", 4, &[instruction("g", "all-gather", &f32_8, &[])]);
+    // HloScheduleProto: computation 1 runs instructions 1, 2, 3, 4, 5, 6, 7 in that order.
+    let order: Vec<u8> = [1u64, 2, 3, 4, 5, 6, 7]
+        .iter()
+        .flat_map(|&i| varint(i))
+        .collect();
+    let mut entry = int_field(1, 1);
+    entry.extend(msg(2, &msg(1, &order)));
+    let schedule = msg(1, &entry);
+    let mut out = msg(1, b"m");
+    out.extend(msg(2, b"body"));
+    for c in [body, wrapped, fused, inner] {
+        out.extend(msg(3, &c));
+    }
+    out.extend(msg(7, &schedule));
+    out
+}
+
+#[test]
+fn the_schedule_pairs_async_collectives_and_counts_the_products_they_span() -> Result<()> {
+    let m = OptimizedModule::parse("hlo", &scheduled_module())?;
+    let body = &m.computations[0];
+    let names: Vec<&str> = body.in_order().iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["p", "start", "f", "update", "c", "done", "rs"]);
+    let s = m.schedule_of(body);
+    assert_eq!(
+        s.products,
+        [2, 4],
+        "the fusion holding a dot and the convolution"
+    );
+    let kinds: Vec<(&str, bool, usize, usize, usize)> = s
+        .collectives
+        .iter()
+        .map(|c| {
+            (
+                c.kind.as_str(),
+                c.asynchronous,
+                c.start,
+                c.done,
+                c.spanned_products,
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("all-gather", true, 1, 5, 2),
+            ("reduce-scatter", false, 6, 6, 0)
+        ]
+    );
+    Ok(())
+}
