@@ -9,7 +9,6 @@
 //! body's products. The plan reaches libtpu as a trainer on the TPU plugin lowers it:
 //! prefetch gathers tagged `xla_explicit_fsdp`, no scheduling groups (which libtpu refuses).
 
-#[allow(dead_code, reason = "the shared runners; this file needs only some")]
 mod common;
 
 use common::succeeds;
@@ -114,4 +113,14 @@ fn an_unknown_topology_is_refused_with_the_known_forms() {
         "{shown}"
     );
     assert!(own[0].contains("tpu7x:AxBxC"), "{shown}");
+}
+
+#[test]
+fn the_mesh_of_a_topology_is_the_slice() {
+    common::fails(
+        "compile-report",
+        &["--topology", "tpu7x:2x2x1", "--devices", "8"],
+        2,
+        &["--topology", "--devices"],
+    );
 }

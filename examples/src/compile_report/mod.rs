@@ -50,9 +50,15 @@ pub struct CompileReportArgs {
     #[command(flatten)]
     pub runtime: RuntimeArgs,
     /// Compile for a TPU slice this machine does not have, with libtpu's own compiler
-    /// (`tpu7x:2x2x1`, `v5p:4x4x4`, `v6e:2x2`): the mesh spans the slice's devices (or
-    /// `--devices` of them, a divisor), and the report reads the TPU program. Nothing runs.
-    #[arg(long, value_name = "NAME")]
+    /// (`tpu7x:2x2x1`, `v5p:4x4x4`, `v6e:2x2`): the mesh spans the slice's devices, and the
+    /// report reads the TPU program (memory against the chip's HBM, the collectives, the
+    /// prefetch as scheduled). Nothing runs. `--plugin` names libtpu when it is not the
+    /// pinned `tpu` plugin.
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with_all = ["devices", "gpu_memory_fraction", "gpu_preallocate"]
+    )]
     pub topology: Option<String>,
     /// With `--topology`: write the serialized TPU executable to this file.
     #[arg(long, value_name = "PATH", requires = "topology")]

@@ -64,9 +64,10 @@ pub struct CollectiveRow {
 pub struct LoopSchedule {
     /// stackscan's label of the loop (`forward layer, layers 0–2, ping-pong`).
     pub label: String,
-    /// Matrix products in its body (a dot or convolution, or a fusion holding one).
+    /// Matrix products in its body (a dot or convolution, or a fusion holding one), those
+    /// of one trip of its nested loops included.
     pub products: usize,
-    /// Their positions in the body's schedule.
+    /// The positions of its own products in the body's schedule.
     pub product_positions: Vec<usize>,
     /// Instructions in the body's schedule.
     pub scheduled: usize,
@@ -143,7 +144,8 @@ fn loop_schedules(module: &OptimizedModule) -> Vec<LoopSchedule> {
             };
             out.push(LoopSchedule {
                 label: label.to_owned(),
-                products: schedule.products.len(),
+                products: schedule.products.len()
+                    + schedule.nested.iter().map(|&(_, n)| n).sum::<usize>(),
                 product_positions: schedule.products.clone(),
                 scheduled: body.in_order().len(),
                 gathers: of("all-gather"),

@@ -29,8 +29,8 @@ pub struct ScheduledCollective {
     pub start: usize,
     /// Position of its done (the start's, when synchronous).
     pub done: usize,
-    /// Matrix products (a `dot` or `convolution`, or a fusion holding one) scheduled
-    /// between its start and its done: the compute it overlaps.
+    /// Matrix products (a `dot` or `convolution`, or a fusion holding one, and those of the
+    /// loops and calls) scheduled between its start and its done: the compute it overlaps.
     pub spanned_products: usize,
     /// Frontend attributes of the collective (the start's), as the compiler kept them.
     pub frontend_attributes: Vec<(String, String)>,
@@ -41,6 +41,9 @@ pub struct ScheduledCollective {
 pub struct ComputationSchedule {
     /// Matrix products in the computation, in schedule order (positions).
     pub products: Vec<usize>,
+    /// Loops and calls that run products, in schedule order: `(position, products a run of
+    /// their computations holds)` (one trip of a loop).
+    pub nested: Vec<(usize, usize)>,
     /// Its collectives, by start position.
     pub collectives: Vec<ScheduledCollective>,
 }
@@ -62,6 +65,13 @@ impl OptimizedModule {
             .filter(|(_, i)| holds_product(i, &by_id, &mut BTreeSet::new()))
             .map(|(n, _)| n)
             .collect();
+        let nested: Vec<(usize, usize)> = order
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.opcode != "fusion" && !i.opcode.ends_with("-start"))
+            .map(|(n, i)| (n, nested_products(i, &by_id, 0)))
+            .filter(|&(_, count)| count > 0)
+            .collect();
         let mut collectives = Vec::new();
         for (n, i) in order.iter().enumerate() {
             let (kind, asynchronous) = match collective_kind(i, &by_id) {
@@ -76,7 +86,12 @@ impl OptimizedModule {
             } else {
                 n
             };
-            let spanned_products = products.iter().filter(|&&p| p > n && p < done).count();
+            let spanned_products = products.iter().filter(|&&p| p > n && p < done).count()
+                + nested
+                    .iter()
+                    .filter(|&&(p, _)| p > n && p < done)
+                    .map(|&(_, count)| count)
+                    .sum::<usize>();
             collectives.push(ScheduledCollective {
                 kind,
                 name: i.name.clone(),
@@ -89,6 +104,7 @@ impl OptimizedModule {
         }
         ComputationSchedule {
             products,
+            nested,
             collectives,
         }
     }
@@ -169,6 +185,30 @@ fn done_of(
             false
         })
         .map(|done| done.id)
+}
+
+/// The products one run of the computations `i` calls holds (a loop's body and condition,
+/// a call's callee), nested loops and calls included; 0 for a fusion or a product itself.
+fn nested_products(
+    i: &HloInstruction,
+    by_id: &BTreeMap<i64, &HloComputation>,
+    depth: usize,
+) -> usize {
+    if depth > 16 || matches!(i.opcode.as_str(), "fusion" | "dot" | "convolution") {
+        return 0;
+    }
+    i.called
+        .iter()
+        .filter_map(|id| by_id.get(id))
+        .flat_map(|c| &c.instructions)
+        .map(|inner| {
+            if holds_product(inner, by_id, &mut BTreeSet::new()) {
+                1
+            } else {
+                nested_products(inner, by_id, depth + 1)
+            }
+        })
+        .sum()
 }
 
 /// Whether `i` is a matrix product or calls a computation (a fusion's) that holds one.
