@@ -9,17 +9,35 @@
 //! body's products. The plan reaches libtpu as a trainer on the TPU plugin lowers it:
 //! prefetch gathers tagged `xla_explicit_fsdp`, no scheduling groups (which libtpu refuses).
 
+#[allow(dead_code, reason = "the shared runners; this file needs only some")]
 mod common;
 
-use common::succeeds;
 use serde_json::Value;
+use std::process::Output;
+
+/// `compile-report` with `args`, compiled by libtpu as a user's run would be: without the
+/// CPU tests' `XLA_FLAGS` (libtpu reads them too, and they would move its schedule).
+fn compile_report(args: &[&str]) -> Output {
+    common::command("compile-report", args)
+        .env_remove("XLA_FLAGS")
+        .env("TF_CPP_MIN_LOG_LEVEL", "1")
+        .output()
+        .expect("start the binary")
+}
 
 /// The report of `compile-report --model llama --topology tpu7x:2x2x1 --json` with `extra`.
 fn report(extra: &[&str]) -> Value {
     let mut args = vec!["--model", "llama", "--topology", "tpu7x:2x2x1", "--json"];
     args.extend(extra);
-    let stdout = succeeds("compile-report", &args);
-    serde_json::from_str(&stdout).expect("the report is JSON")
+    let out = compile_report(&args);
+    assert!(
+        out.status.success(),
+        "compile-report {}: {:?}\n{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the report is JSON")
 }
 
 /// `(label, products, gathers, scatters)` of each loop of a report.
@@ -100,7 +118,10 @@ fn no_gather_spans_a_whole_layer_when_prefetch_is_off() {
 #[test]
 fn an_unknown_topology_is_refused_with_the_known_forms() {
     let args = ["--model", "llama", "--topology", "tpu9:2x2"];
-    let (stderr, shown) = common::exits("compile-report", &args, 2);
+    let out = compile_report(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let shown = format!("{:?}: {stderr}", out.status);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
     // The tests keep the plugins' own log (TF_CPP_MIN_LOG_LEVEL is theirs), so libtpu's
     // notices come too; a user's run drops them (`xla_log::alarm`).
     let own: Vec<&str> = stderr

@@ -158,7 +158,10 @@ fn each_plugin_has_its_own_keys() {
 #[test]
 fn a_clients_xla_options_reach_its_compiles_and_keys() {
     let options = CompileOptions::default();
-    let plain = Client::new(&common::cpu_plugin(), &ClientOptions::cpu(1)).unwrap();
+    // The test plugin's handle carries the tests' options; a handle without any makes
+    // clients without any, and a client's own options replace its plugin's.
+    let bare = common::cpu_plugin().with_xla_options(Vec::new());
+    let plain = Client::new(&bare, &ClientOptions::cpu(1)).unwrap();
     let off = vec![(
         "xla_cpu_use_fusion_emitters".to_owned(),
         OverrideValue::Bool(false),
@@ -166,6 +169,12 @@ fn a_clients_xla_options_reach_its_compiles_and_keys() {
     let tuned = plain.clone().with_xla_options(off.clone());
     assert!(plain.xla_options().is_empty());
     assert_eq!(tuned.xla_options(), off.as_slice());
+    let from_plugin = Client::new(&bare.with_xla_options(off.clone()), &ClientOptions::cpu(1));
+    assert_eq!(from_plugin.unwrap().xla_options(), off.as_slice());
+    assert_eq!(
+        common::cpu_client(1).xla_options(),
+        common::cpu_plugin().xla_options()
+    );
     assert_ne!(
         key(&plain, PROGRAM, &options),
         key(&tuned, PROGRAM, &options)
@@ -194,9 +203,9 @@ fn a_clients_xla_options_reach_its_compiles_and_keys() {
     assert!(err.contains("xla_no_such_option_anywhere"), "{err}");
 }
 
-/// The option CI gives the default plugin's test clients is one the newer plugin does not
-/// know: through a client it is refused with an error naming it (through `XLA_FLAGS` the
-/// plugin aborts the process), which is why it cannot go in `XLA_FLAGS`.
+/// The option the default plugin's test clients take is one the newer plugin does not know:
+/// through a client it is refused with an error naming it (through `XLA_FLAGS` the plugin
+/// aborts the process), which is why the tests set it per plugin and not in `XLA_FLAGS`.
 #[test]
 fn the_newer_plugin_refuses_the_fusion_emitter_option() {
     let Ok(newer) = common::newer_cpu_plugin().inspect_err(|why| eprintln!("skipped: {why}"))
@@ -220,7 +229,9 @@ fn the_newer_plugin_refuses_the_fusion_emitter_option() {
 /// one of the compile's value alone.
 #[test]
 fn a_compiles_own_override_wins_over_the_clients() {
-    let plain = Client::new(&common::cpu_plugin(), &ClientOptions::cpu(1)).unwrap();
+    let plain = Client::new(&common::cpu_plugin(), &ClientOptions::cpu(1))
+        .unwrap()
+        .with_xla_options(Vec::new());
     let name = "xla_cpu_use_fusion_emitters";
     let tuned = plain
         .clone()

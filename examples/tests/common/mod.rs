@@ -1,6 +1,7 @@
 //! Running the package's binaries as a user does, for the tests that check what they print:
 //! `train` (the main job's alias) or `stackscan <command>`, XLA's informational log silenced,
-//! compiled programs cached per test process.
+//! compiled programs cached per test process, and the CPU plugin compiling with the tests'
+//! options (`testing::binary_xla_flags`).
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output};
@@ -36,6 +37,9 @@ pub fn command(bin: &str, args: &[&str]) -> Command {
         c
     };
     c.args(args).env_remove("RUST_LOG");
+    if let Some(flags) = stackscan_runtime::testing::binary_xla_flags() {
+        c.env("XLA_FLAGS", flags);
+    }
     c
 }
 

@@ -26,6 +26,9 @@ pub(crate) const API_MAJOR: i32 = 0;
 #[derive(Clone, Debug)]
 pub struct Plugin {
     pub(crate) api: Arc<Api>,
+    /// XLA `DebugOptions` every client made from this handle starts with
+    /// ([`Plugin::with_xla_options`]).
+    pub(crate) xla_options: Arc<[(String, crate::OverrideValue)]>,
 }
 
 /// The library and its table. Dropped last: every handle holds an `Arc` to it.
@@ -172,12 +175,29 @@ impl Plugin {
         // SAFETY: `init` is a zeroed struct with its size set, as the call expects.
         let err = unsafe { initialize(&mut init) };
         api.check("PJRT_Plugin_Initialize", err)?;
-        Ok(Plugin { api: Arc::new(api) })
+        Ok(Plugin {
+            api: Arc::new(api),
+            xla_options: Arc::from([]),
+        })
     }
 
     /// The plugin's API version, `(major, minor)`.
     pub fn api_version(&self) -> (i32, i32) {
         (self.api.major, self.api.minor)
+    }
+
+    /// This handle with XLA `DebugOptions` that every client made from it starts with
+    /// ([`Client::with_xla_options`](crate::Client::with_xla_options) replaces them for one
+    /// client). The library stays the one loaded; other handles of it keep their own
+    /// options. What a test support or an application sets once for all its clients.
+    pub fn with_xla_options(mut self, options: Vec<(String, crate::OverrideValue)>) -> Plugin {
+        self.xla_options = Arc::from(options);
+        self
+    }
+
+    /// The XLA options [`with_xla_options`](Self::with_xla_options) set.
+    pub fn xla_options(&self) -> &[(String, crate::OverrideValue)] {
+        &self.xla_options
     }
 
     /// The file the plugin was loaded from.

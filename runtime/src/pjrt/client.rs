@@ -199,7 +199,7 @@ impl Client {
         Ok(Client {
             inner: Arc::new(inner),
             cache: None,
-            xla_options: Arc::from([]),
+            xla_options: Arc::clone(&plugin.xla_options),
         })
     }
 

@@ -5,25 +5,23 @@ use std::sync::OnceLock;
 
 use crate::{Client, ClientOptions, CompileCache, OverrideValue, Plugin, plugin};
 
-/// The default CPU plugin (fetched into the cache on first use).
+/// The default CPU plugin (fetched into the cache on first use), with the tests' compile
+/// options ([`TEST_XLA_OPTIONS_ENV`]) for every client made from it.
 pub fn cpu_plugin() -> Plugin {
     static PLUGIN: OnceLock<Plugin> = OnceLock::new();
     PLUGIN
         .get_or_init(|| {
             let path = plugin::resolve("cpu").expect("resolve the cpu plugin");
-            Plugin::load(path).expect("load the cpu plugin")
+            Plugin::load(path)
+                .expect("load the cpu plugin")
+                .with_xla_options(test_xla_options(Tested::Default))
         })
         .clone()
 }
 
-/// A client of the default CPU plugin with `devices` virtual devices, compiling with the XLA
-/// options [`TEST_XLA_OPTIONS_ENV`] lists.
+/// A client of the default CPU plugin with `devices` virtual devices, compiling with the
+/// tests' options ([`TEST_XLA_OPTIONS_ENV`]).
 pub fn cpu_client(devices: usize) -> Client {
-    plain_cpu_client(devices).with_xla_options(test_xla_options())
-}
-
-/// A client of the default CPU plugin with `devices` virtual devices and no options of its own.
-fn plain_cpu_client(devices: usize) -> Client {
     Client::new(&cpu_plugin(), &ClientOptions::cpu(devices)).expect("create a cpu client")
 }
 
@@ -31,33 +29,82 @@ fn plain_cpu_client(devices: usize) -> Client {
 const XLA_DEFAULT_OPTIMIZATION_LEVEL: i64 = 3;
 
 /// A client of the default CPU plugin that compiles at XLA's default backend optimization
-/// level whatever `XLA_FLAGS` says, for the tests whose time is their hundreds of steps rather
-/// than their compiles. CI lowers the level to 0 for the suite's many short runs (`.ci/run`);
-/// 200 steps of the tiny DeepSeek-V3 on 4 devices then take 44 s instead of 14, against 6 s
-/// more compiling. It takes none of [`TEST_XLA_OPTIONS_ENV`]'s options (they are for level
-/// 0); the rest of `XLA_FLAGS` still applies.
+/// level whatever the tests' options say, for the tests whose time is their hundreds of
+/// steps rather than their compiles: 200 steps of the tiny DeepSeek-V3 on 4 devices take 44 s
+/// at the tests' level 0 and 14 s at level 3, against 6 s more compiling. It takes none of
+/// the other test options (they are for level 0); `XLA_FLAGS` still applies.
 pub fn step_bound_cpu_client(devices: usize) -> Client {
-    plain_cpu_client(devices).with_xla_options(vec![(
+    cpu_client(devices).with_xla_options(vec![(
         "xla_backend_optimization_level".to_owned(),
         OverrideValue::Int(XLA_DEFAULT_OPTIMIZATION_LEVEL),
     )])
 }
 
-/// Environment variable of XLA `DebugOptions` for the default CPU plugin's test clients
-/// ([`cpu_client`]): `name=value` pairs separated by white space, a value `true` or `false`
-/// a boolean field, an integer an integer field, another number a floating-point one,
-/// anything else a string.
+/// Environment variable of the XLA `DebugOptions` the test clients of both CPU plugins
+/// compile with ([`cpu_plugin`], [`newer_cpu_plugin`]): `name=value` pairs separated by white
+/// space, a value `true` or `false` a boolean field, an integer an integer field, another
+/// number a floating-point one, anything else a string. Set and empty, the tests compile as
+/// the product does (XLA's own optimization level); a list replaces the defaults, and must
+/// name options both plugins know.
 ///
-/// CI sets `xla_cpu_use_fusion_emitters=false` here: at CI's backend optimization level 0 it
-/// halves XLA's compile time, which is most of the suite's time. It cannot go in `XLA_FLAGS`,
-/// because the newer CPU plugin, loaded in the same test processes, does not know the flag
-/// and aborts the process on it.
+/// Unset, the tests choose for themselves: the lowest backend optimization level and no
+/// expensive LLVM passes (most of the suite's time is XLA compiling small programs that then
+/// run a few steps; the programs and results are the same, the machine code less
+/// optimized), and on the default plugin its older elemental emitter
+/// (`xla_cpu_use_fusion_emitters=false`, half the compile time again at that level; the
+/// newer plugin does not know the option). The few tests whose time is their steps ask for
+/// the product's level themselves ([`step_bound_cpu_client`]).
 pub const TEST_XLA_OPTIONS_ENV: &str = "STACKSCAN_TEST_XLA_OPTIONS";
 
-/// The options [`TEST_XLA_OPTIONS_ENV`] lists (none when it is unset).
-fn test_xla_options() -> Vec<(String, OverrideValue)> {
-    let value = std::env::var(TEST_XLA_OPTIONS_ENV).unwrap_or_default();
-    parse_xla_options(&value).unwrap_or_else(|why| panic!("{TEST_XLA_OPTIONS_ENV}: {why}"))
+/// Which CPU plugin a test client is of, for its default options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tested {
+    /// `xla-cpu-pjrt` 0.0.1.
+    Default,
+    /// The newer plugin (PJRT API 0.115).
+    Newer,
+}
+
+/// The tests' compile options for `plugin`: [`TEST_XLA_OPTIONS_ENV`]'s, or the defaults it
+/// describes when it is unset.
+fn test_xla_options(plugin: Tested) -> Vec<(String, OverrideValue)> {
+    if let Ok(value) = std::env::var(TEST_XLA_OPTIONS_ENV) {
+        return parse_xla_options(&value)
+            .unwrap_or_else(|why| panic!("{TEST_XLA_OPTIONS_ENV}: {why}"));
+    }
+    let mut options = vec![
+        (
+            "xla_backend_optimization_level".to_owned(),
+            OverrideValue::Int(0),
+        ),
+        (
+            "xla_llvm_disable_expensive_passes".to_owned(),
+            OverrideValue::Bool(true),
+        ),
+    ];
+    if plugin == Tested::Default {
+        options.push((
+            "xla_cpu_use_fusion_emitters".to_owned(),
+            OverrideValue::Bool(false),
+        ));
+    }
+    options
+}
+
+/// The `XLA_FLAGS` a test gives a binary it runs (a command-line run of the default plugin),
+/// for the compile options [`cpu_plugin`]'s clients use: `None` when [`TEST_XLA_OPTIONS_ENV`]
+/// is set (the binary then compiles as the product does). Options a binary's plugin takes
+/// from its environment only; the elemental emitter's is left out, as the newer plugin aborts
+/// on a flag it does not know.
+pub fn binary_xla_flags() -> Option<String> {
+    if std::env::var_os(TEST_XLA_OPTIONS_ENV).is_some() {
+        return None;
+    }
+    let ours = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true";
+    Some(match std::env::var("XLA_FLAGS") {
+        Ok(user) if !user.trim().is_empty() => format!("{ours} {user}"),
+        _ => ours.to_owned(),
+    })
 }
 
 /// `name=value` pairs separated by white space, as [`TEST_XLA_OPTIONS_ENV`] holds them.
@@ -97,7 +144,8 @@ pub fn cached_cpu_client(devices: usize, target_tmp: &str) -> Client {
     cpu_client(devices).with_compile_cache(Some(CompileCache::new(dir)))
 }
 
-/// The newer CPU plugin (PJRT API 0.115), when its wheel is already in the cache or
+/// The newer CPU plugin (PJRT API 0.115), with the tests' compile options
+/// ([`TEST_XLA_OPTIONS_ENV`]) for every client made from it, when its wheel is already in the cache or
 /// `STACKSCAN_CPU_0115_PLUGIN` names its library; otherwise why a test of it is skipped, for
 /// the test to print (a library prints nothing). `.ci/run` fetches it, so CI always runs
 /// these tests.
@@ -114,7 +162,7 @@ pub fn newer_cpu_plugin() -> Result<Plugin, String> {
     };
     let plugin = Plugin::load(&path).expect("load the cpu-0.115 plugin");
     assert_eq!(plugin.api_version(), (0, 115));
-    Ok(plugin)
+    Ok(plugin.with_xla_options(test_xla_options(Tested::Newer)))
 }
 
 #[cfg(test)]

@@ -26,6 +26,6 @@ pub mod multi_step;
 pub mod train;
 
 pub use cpu::{
-    TEST_XLA_OPTIONS_ENV, cached_cpu_client, cpu_client, cpu_plugin, newer_cpu_plugin,
-    step_bound_cpu_client,
+    TEST_XLA_OPTIONS_ENV, binary_xla_flags, cached_cpu_client, cpu_client, cpu_plugin,
+    newer_cpu_plugin, step_bound_cpu_client,
 };
