@@ -13,7 +13,7 @@
 //!
 //! The matrix is every model (Llama, DeepSeek-V3-style, Qwen3.5-style, small configs) × 1, 2,
 //! 4, 8 devices × both plugins × prefetch off / on / on + deferred: 72 cases, `#[ignore]`d
-//! (`cargo test -p stackscan-examples --test multi_step -- --ignored`; with CI's `XLA_FLAGS`
+//! (`cargo test -p stackscan-examples --test multi_step -- --ignored`; with the tests' options
 //! on the shared 2-core machine, the three models' matrices in parallel took 46 min, each case
 //! 10-230 s). CI runs one case per plugin × device count, the models and option sets spread
 //! over them: 2 min 33 s for this file on the same machine. The tolerance is

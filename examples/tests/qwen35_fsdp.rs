@@ -10,8 +10,8 @@
 //! shard shapes, the options the loops), and compiling one takes most of a case's time, so CI
 //! runs six of them that together cover every option set ({prefetch off, on, on + deferred} ×
 //! {unroll 1, 2}) and 2, 4 and 8 devices over the two block orders; the whole matrix (every
-//! option set on 1, 2, 4 and 8 devices for both orders, 48 steps) is `#[ignore]`d: with CI's
-//! `XLA_FLAGS` it took 12 min 42 s on a quiet 2-core machine (both orders in parallel, 7-109 s
+//! option set on 1, 2, 4 and 8 devices for both orders, 48 steps) is `#[ignore]`d: with the tests'
+//! compile options it took 12 min 42 s on a quiet 2-core machine (both orders in parallel, 7-109 s
 //! of XLA compile per case), run with `cargo test -p stackscan-examples --test qwen35_fsdp --
 //! --ignored`.
 

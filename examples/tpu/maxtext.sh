@@ -36,20 +36,27 @@ maxtext() {
   local name=$1
   shift
   [ -s "$out/maxtext-$name.log" ] && grep -q 'Memory analysis' "$out/maxtext-$name.log" && return
-  local start=$SECONDS
-  "$py" -m maxtext.trainers.pre_train.train_compile "$base" compile_topology="$mt_topology" \
-    compile_topology_num_slices=1 base_output_directory="$out/maxtext-runs" \
-    run_name="$name" "$@" > "$out/maxtext-$name.log" 2>&1 || echo "maxtext $name: failed"
-  echo "wall_seconds=$((SECONDS - start))" >> "$out/maxtext-$name.log"
+  # Each line stamped with the time it arrived: the compile is the time between MaxText's
+  # "Jitting and compiling train step..." and "Jitting and compilation complete!".
+  PYTHONUNBUFFERED=1 "$py" -m maxtext.trainers.pre_train.train_compile "$base" \
+    compile_topology="$mt_topology" compile_topology_num_slices=1 \
+    base_output_directory="$out/maxtext-runs" enable_checkpointing=false \
+    jax_cache_dir="" run_name="$name" "$@" 2>&1 \
+    | while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done \
+    > "$out/maxtext-$name.log" || echo "maxtext $name: failed"
 }
 
 stackscan() {
   local name=$1
   shift
   [ -s "$out/stackscan-$name.json" ] && return
-  "$bin" compile-report --topology "$topology" --json "$@" \
-    > "$out/stackscan-$name.json" 2> "$out/stackscan-$name.log" \
-    || { echo "stackscan $name: failed"; rm -f "$out/stackscan-$name.json"; }
+  if "$bin" compile-report --topology "$topology" --json "$@" \
+    > "$out/stackscan-$name.json.tmp" 2> "$out/stackscan-$name.log"; then
+    mv "$out/stackscan-$name.json.tmp" "$out/stackscan-$name.json"
+  else
+    echo "stackscan $name: failed, see $out/stackscan-$name.log"
+    rm -f "$out/stackscan-$name.json.tmp"
+  fi
 }
 
 maxtext tiny model_name=deepseek3-tiny per_device_batch_size=2 max_target_length=64

@@ -90,6 +90,11 @@ pub struct CollectiveSpans {
     pub min_span: usize,
     /// Most products one of them spans.
     pub max_span: usize,
+    /// Fewest compute instructions (products, fusions, elementwise ops; not bookkeeping) one
+    /// of them spans.
+    pub min_compute: usize,
+    /// Most compute instructions one of them spans.
+    pub max_compute: usize,
     /// Of which the compiled program still tags `xla_explicit_fsdp` (the prefetch gathers
     /// stackscan tags, where the compiler kept the tag).
     pub explicit_fsdp: usize,
@@ -106,6 +111,16 @@ impl CollectiveSpans {
             overlapping: spans().filter(|&n| n > 0).count(),
             min_span: spans().min().unwrap_or(0),
             max_span: spans().max().unwrap_or(0),
+            min_compute: collectives
+                .iter()
+                .map(|c| c.spanned_compute)
+                .min()
+                .unwrap_or(0),
+            max_compute: collectives
+                .iter()
+                .map(|c| c.spanned_compute)
+                .max()
+                .unwrap_or(0),
             explicit_fsdp: collectives
                 .iter()
                 .filter(|c| {
@@ -366,19 +381,30 @@ impl std::fmt::Display for TpuReport {
         }
         writeln!(
             f,
-            "\n{:>8}  {:>22}  {:>22}  loop (as the TPU compiler scheduled it)",
-            "products", "gathers async/overlap", "scatters async/overlap"
+            "\n{:>8}  {:>30}  {:>30}  loop (as the TPU compiler scheduled it)",
+            "products", "gathers n/async/overlap span", "scatters n/async/overlap span"
+        )?;
+        writeln!(
+            f,
+            "          (span: fewest-most products a collective is in flight across; in\n           \
+             brackets, fewest-most compute instructions)"
         )?;
         for l in &self.loops {
             let cell = |c: &CollectiveSpans| {
                 format!(
-                    "{}/{}/{} span {}-{}",
-                    c.count, c.asynchronous, c.overlapping, c.min_span, c.max_span
+                    "{}/{}/{} span {}-{} ({}-{})",
+                    c.count,
+                    c.asynchronous,
+                    c.overlapping,
+                    c.min_span,
+                    c.max_span,
+                    c.min_compute,
+                    c.max_compute
                 )
             };
             writeln!(
                 f,
-                "{:>8}  {:>22}  {:>22}  {}",
+                "{:>8}  {:>30}  {:>30}  {}",
                 l.products,
                 cell(&l.gathers),
                 cell(&l.scatters),

@@ -32,6 +32,11 @@ pub struct ScheduledCollective {
     /// Matrix products (a `dot` or `convolution`, or a fusion holding one, and those of the
     /// loops and calls) scheduled between its start and its done: the compute it overlaps.
     pub spanned_products: usize,
+    /// Compute instructions scheduled between its start and its done (fusions, products,
+    /// elementwise and reduction ops, loops; not the bookkeeping of tuples, bitcasts,
+    /// parameters, constants, copies and other collectives' starts and dones): all the work
+    /// it overlaps, of which the products are the largest part in a transformer layer.
+    pub spanned_compute: usize,
     /// Frontend attributes of the collective (the start's), as the compiler kept them.
     pub frontend_attributes: Vec<(String, String)>,
 }
@@ -86,6 +91,10 @@ impl OptimizedModule {
             } else {
                 n
             };
+            let spanned_compute = order[n + 1..done.max(n + 1)]
+                .iter()
+                .filter(|i| is_compute(i))
+                .count();
             let spanned_products = products.iter().filter(|&&p| p > n && p < done).count()
                 + nested
                     .iter()
@@ -99,6 +108,7 @@ impl OptimizedModule {
                 start: n,
                 done,
                 spanned_products,
+                spanned_compute,
                 frontend_attributes: i.frontend_attributes.clone(),
             });
         }
@@ -185,6 +195,26 @@ fn done_of(
             false
         })
         .map(|done| done.id)
+}
+
+/// Whether `i` computes: not the bookkeeping a schedule also lists (tuples and their
+/// elements, bitcasts, parameters, constants, the halves of asynchronous operations).
+fn is_compute(i: &HloInstruction) -> bool {
+    !matches!(
+        i.opcode.as_str(),
+        "tuple"
+            | "get-tuple-element"
+            | "bitcast"
+            | "parameter"
+            | "constant"
+            | "copy-start"
+            | "copy-done"
+            | "opt-barrier"
+            | "after-all"
+    ) && !i.opcode.ends_with("-start")
+        && !i.opcode.ends_with("-done")
+        && !i.opcode.ends_with("-update")
+        && !COLLECTIVES.contains(&i.opcode.as_str())
 }
 
 /// The products one run of the computations `i` calls holds (a loop's body and condition,
