@@ -224,27 +224,28 @@ fn tpu_devices_present(dev: &Path) -> bool {
 /// `spec` is a path (contains `/` or ends in `.so`), or one of the names in [`KNOWN`]. A path,
 /// given here or in `$STACKSCAN_PJRT_PLUGIN`, wins over a name.
 pub fn resolve(spec: &str) -> Result<PathBuf> {
-    if looks_like_path(spec) {
-        return Ok(PathBuf::from(spec));
-    }
-    let package = PluginPackage::named(spec)?;
-    if let Some(path) = std::env::var_os(PLUGIN_ENV).filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(path));
-    }
-    // Before fetching a plugin that could not be used here anyway.
-    check_accelerator(Path::new(package.library))?;
-    Ok(ensure_installed(&package, &cache_dir(), true)?.join(package.library))
+    resolve_as(spec, true)
 }
 
 /// [`resolve`] for a compile-only use ([`Plugin::load_compile_only`](crate::Plugin)): the
 /// plugin is fetched whether or not this machine has its accelerator.
 pub fn resolve_compile_only(spec: &str) -> Result<PathBuf> {
+    resolve_as(spec, false)
+}
+
+/// [`resolve`] (`to_run`: refused before fetching a plugin whose accelerator this machine
+/// lacks) or [`resolve_compile_only`].
+fn resolve_as(spec: &str, to_run: bool) -> Result<PathBuf> {
     if looks_like_path(spec) {
         return Ok(PathBuf::from(spec));
     }
     let package = PluginPackage::named(spec)?;
     if let Some(path) = std::env::var_os(PLUGIN_ENV).filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(path));
+    }
+    if to_run {
+        // Before fetching a plugin that could not be used here anyway.
+        check_accelerator(Path::new(package.library))?;
     }
     Ok(ensure_installed(&package, &cache_dir(), true)?.join(package.library))
 }

@@ -68,20 +68,7 @@ impl Plugin {
     /// Before the library is mapped its ELF headers are checked against the file's size, so
     /// a truncated file is an [`Error::NotAPlugin`] rather than a SIGBUS inside `dlopen`.
     pub fn load(path: impl AsRef<Path>) -> Result<Plugin> {
-        let path = path.as_ref().to_path_buf();
-        if !path.is_file() {
-            return Err(Error::PluginNotFound { path });
-        }
-        let key = std::fs::canonicalize(&path)
-            .map_err(|e| Error::io(format!("resolving `{}`", path.display()), e))?;
-        // Held across the load, so two threads loading one file initialise it once.
-        let mut loaded = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, plugin)) = loaded.iter().find(|(k, _)| *k == key) {
-            return Ok(plugin.clone());
-        }
-        let plugin = Plugin::open(&path, true)?;
-        loaded.push((key, plugin.clone()));
-        Ok(plugin)
+        Plugin::load_as(path.as_ref(), true)
     }
 
     /// Loads the plugin at `path` to describe topologies and compile for them
@@ -94,20 +81,26 @@ impl Plugin {
     /// that, and its absence is refused here with [`Error::DevicelessEnvironment`] rather
     /// than waited out. A file this process already loaded is returned as it is.
     pub fn load_compile_only(path: impl AsRef<Path>) -> Result<Plugin> {
-        let path = path.as_ref().to_path_buf();
+        Plugin::load_as(path.as_ref(), false)
+    }
+
+    /// [`Plugin::load`] (`to_run`) or [`Plugin::load_compile_only`].
+    fn load_as(path: &Path, to_run: bool) -> Result<Plugin> {
+        let path = path.to_path_buf();
         if !path.is_file() {
             return Err(Error::PluginNotFound { path });
         }
         let key = std::fs::canonicalize(&path)
             .map_err(|e| Error::io(format!("resolving `{}`", path.display()), e))?;
+        // Held across the load, so two threads loading one file initialise it once.
         let mut loaded = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, plugin)) = loaded.iter().find(|(k, _)| *k == key) {
             return Ok(plugin.clone());
         }
-        if let Some(variable) = crate::topology::missing_environment(&path) {
+        if !to_run && let Some(variable) = crate::topology::missing_environment(&path) {
             return Err(Error::DevicelessEnvironment { path, variable });
         }
-        let plugin = Plugin::open(&path, false)?;
+        let plugin = Plugin::open(&path, to_run)?;
         loaded.push((key, plugin.clone()));
         Ok(plugin)
     }

@@ -438,24 +438,8 @@ impl ClientInner {
         // SAFETY: `device` comes from this live client's device list.
         let err = unsafe { f(&mut a) };
         self.api.check("PJRT_Device_GetDescription", err)?;
-        let description = a.device_description;
-
-        let f = pjrt_fn!(self.api, PJRT_DeviceDescription_Id)?;
-        let mut a = args::<ffi::PJRT_DeviceDescription_Id_Args>();
-        a.device_description = description;
         // SAFETY: the description is owned by the live device.
-        let err = unsafe { f(&mut a) };
-        self.api.check("PJRT_DeviceDescription_Id", err)?;
-        let id = a.id;
-
-        let f = pjrt_fn!(self.api, PJRT_DeviceDescription_Kind)?;
-        let mut a = args::<ffi::PJRT_DeviceDescription_Kind_Args>();
-        a.device_description = description;
-        // SAFETY: as above.
-        let err = unsafe { f(&mut a) };
-        self.api.check("PJRT_DeviceDescription_Kind", err)?;
-        // SAFETY: the kind string is owned by the device, alive for this call.
-        let kind = unsafe { plugin_string(a.device_kind, a.device_kind_size) };
+        let (id, kind) = unsafe { id_and_kind(&self.api, a.device_description) }?;
         Ok(Device { index, id, kind })
     }
 }
@@ -514,4 +498,31 @@ pub(super) fn named_values(
         named.push(nv);
     }
     Ok((names, named))
+}
+
+/// A device description's id and kind.
+///
+/// # Safety
+/// - `description` is a live device description of `api`'s plugin (a client's device's, or
+///   a topology's).
+pub(super) unsafe fn id_and_kind(
+    api: &Api,
+    description: *mut ffi::PJRT_DeviceDescription,
+) -> Result<(i32, String)> {
+    let f = pjrt_fn!(api, PJRT_DeviceDescription_Id)?;
+    let mut a = args::<ffi::PJRT_DeviceDescription_Id_Args>();
+    a.device_description = description;
+    // SAFETY: the caller's description is live.
+    let err = unsafe { f(&mut a) };
+    api.check("PJRT_DeviceDescription_Id", err)?;
+    let id = a.id;
+    let f = pjrt_fn!(api, PJRT_DeviceDescription_Kind)?;
+    let mut a = args::<ffi::PJRT_DeviceDescription_Kind_Args>();
+    a.device_description = description;
+    // SAFETY: as above.
+    let err = unsafe { f(&mut a) };
+    api.check("PJRT_DeviceDescription_Kind", err)?;
+    // SAFETY: the kind string is owned by the description, alive for this call.
+    let kind = unsafe { plugin_string(a.device_kind, a.device_kind_size) };
+    Ok((id, kind))
 }

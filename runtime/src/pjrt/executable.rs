@@ -156,13 +156,8 @@ impl Executable {
         let inner = &client.inner;
         let api = &inner.api;
         let options_bytes = options.encode();
-        let format = "mlir";
         let mut code = program.as_bytes().to_vec();
-        let mut p = args::<ffi::PJRT_Program>();
-        p.code = code.as_mut_ptr().cast();
-        p.code_size = code.len();
-        p.format = format.as_ptr().cast();
-        p.format_size = format.len();
+        let p = super::mlir_program(&mut code);
         let f = pjrt_fn!(api, PJRT_Client_Compile)?;
         let mut a = args::<ffi::PJRT_Client_Compile_Args>();
         a.client = inner.raw;

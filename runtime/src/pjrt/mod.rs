@@ -48,6 +48,18 @@ fn args<A: ffi::Args>() -> A {
     a
 }
 
+/// The `PJRT_Program` of the StableHLO text in `code` (format `mlir`); it points into `code`,
+/// which the caller keeps alive (and unmoved) across the call that reads it.
+fn mlir_program(code: &mut [u8]) -> ffi::PJRT_Program {
+    const FORMAT: &str = "mlir";
+    let mut p = args::<ffi::PJRT_Program>();
+    p.code = code.as_mut_ptr().cast();
+    p.code_size = code.len();
+    p.format = FORMAT.as_ptr().cast();
+    p.format_size = FORMAT.len();
+    p
+}
+
 /// The PJRT buffer type of an element type.
 fn buffer_type(dtype: DType) -> ffi::PJRT_Buffer_Type {
     match dtype {

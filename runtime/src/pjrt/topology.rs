@@ -194,13 +194,8 @@ impl Topology {
     /// the result can be inspected and serialized, not run here.
     pub fn compile(&self, program: &str, options: &CompileOptions) -> Result<TopologyExecutable> {
         let options_bytes = options.encode();
-        let format = "mlir";
         let mut code = program.as_bytes().to_vec();
-        let mut p = args::<ffi::PJRT_Program>();
-        p.code = code.as_mut_ptr().cast();
-        p.code_size = code.len();
-        p.format = format.as_ptr().cast();
-        p.format_size = format.len();
+        let p = super::mlir_program(&mut code);
         let f = pjrt_fn!(self.api, PJRT_Compile)?;
         let mut a = args::<ffi::PJRT_Compile_Args>();
         a.topology = self.raw;
@@ -260,22 +255,8 @@ impl Topology {
     }
 
     fn describe(&self, description: *mut ffi::PJRT_DeviceDescription) -> Result<TopologyDevice> {
-        let f = pjrt_fn!(self.api, PJRT_DeviceDescription_Id)?;
-        let mut a = args::<ffi::PJRT_DeviceDescription_Id_Args>();
-        a.device_description = description;
         // SAFETY: the description is owned by the live topology.
-        let err = unsafe { f(&mut a) };
-        self.api.check("PJRT_DeviceDescription_Id", err)?;
-        let id = a.id;
-
-        let f = pjrt_fn!(self.api, PJRT_DeviceDescription_Kind)?;
-        let mut a = args::<ffi::PJRT_DeviceDescription_Kind_Args>();
-        a.device_description = description;
-        // SAFETY: as above.
-        let err = unsafe { f(&mut a) };
-        self.api.check("PJRT_DeviceDescription_Kind", err)?;
-        // SAFETY: the kind string is owned by the description, alive for this call.
-        let kind = unsafe { plugin_string(a.device_kind, a.device_kind_size) };
+        let (id, kind) = unsafe { super::client::id_and_kind(&self.api, description) }?;
 
         let f = pjrt_fn!(self.api, PJRT_DeviceDescription_Attributes)?;
         let mut a = args::<ffi::PJRT_DeviceDescription_Attributes_Args>();
