@@ -205,7 +205,7 @@ impl From<stackscan_runtime::Error> for CompileReportError {
 pub fn run(args: &CompileReportArgs) -> Result<CompileReport, CompileReportError> {
     if let Some(name) = &args.topology {
         let slice = tpu::open(&args.runtime.plugin, name)?;
-        return tpu::report(args, &slice).map(|(report, _)| report);
+        return tpu::report(args, &slice);
     }
     let devices = args.runtime.devices;
     let (name, config, model, layout, options) = declared_step(args, devices)?;

@@ -42,6 +42,10 @@ pub struct TpuReport {
     pub collectives: Vec<CollectiveRow>,
     /// Each layer loop as scheduled, outermost first.
     pub loops: Vec<LoopSchedule>,
+    /// libtpu's refusal where the step does not fit its HBM: the compile stops before a
+    /// program exists, and `temp` is then the temporaries the refusal names (arguments and
+    /// outputs unknown, the collectives and loops empty).
+    pub out_of_memory: Option<String>,
 }
 
 /// Collectives of one kind and element type.
@@ -267,7 +271,7 @@ pub(crate) fn open(plugin_spec: &str, name: &str) -> Result<Topology, CompileRep
 pub(crate) fn report(
     args: &CompileReportArgs,
     slice: &Topology,
-) -> Result<(CompileReport, stackscan_runtime::TopologyExecutable), CompileReportError> {
+) -> Result<CompileReport, CompileReportError> {
     let devices = slice.devices().len();
     let (name, config, model, layout, options) = super::declared_step(args, devices)?;
     // What a trainer on this plugin would run.
@@ -277,19 +281,43 @@ pub(crate) fn report(
     let text = program.emit()?;
     let lower_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let exe = slice.compile_program(&program)?;
+    let compiled = slice.compile_program(&program);
     let xla_compile_seconds = started.elapsed().as_secs_f64();
-    let memory = exe.memory_stats()?;
-    let (format, bytes) = exe.optimized_program()?;
-    let module = OptimizedModule::parse(&format, &bytes)?;
-    if let Some(path) = &args.save_executable {
-        let serialized = exe.serialize()?;
-        std::fs::write(path, serialized).map_err(|e| {
-            CompileReportError::Config(format!("cannot write {}: {e}", path.display()))
-        })?;
-    }
     let device = &slice.devices()[0];
     let hbm = device.memory_bytes();
+    // A step that does not fit is a finding: libtpu refuses to finish the compile and says
+    // how much its temporaries need, which the report gives in place of the program's.
+    let (memory, module, out_of_memory) = match compiled {
+        Err(stackscan_runtime::Error::Pjrt {
+            code: stackscan_runtime::ErrorCode::ResourceExhausted,
+            message,
+            ..
+        }) => {
+            let temp = hbm_oom_temporaries(&message).unwrap_or(0);
+            let memory = stackscan_runtime::CompiledMemoryStats {
+                temp,
+                ..Default::default()
+            };
+            let module = OptimizedModule {
+                name: String::new(),
+                entry: String::new(),
+                computations: Vec::new(),
+            };
+            (memory, module, Some(message))
+        }
+        other => {
+            let exe = other?;
+            let (format, bytes) = exe.optimized_program()?;
+            if let Some(path) = &args.save_executable {
+                let serialized = exe.serialize()?;
+                std::fs::write(path, serialized).map_err(|e| {
+                    CompileReportError::Config(format!("cannot write {}: {e}", path.display()))
+                })?;
+            }
+            let module = OptimizedModule::parse(&format, &bytes)?;
+            (exe.memory_stats()?, module, None)
+        }
+    };
     let total = memory.footprint();
     let mut report = CompileReport::assemble(
         Step {
@@ -319,8 +347,27 @@ pub(crate) fn report(
         headroom: hbm.map(|h| h - total),
         collectives: collective_rows(&module),
         loops: loop_schedules(&module),
+        out_of_memory,
     });
-    Ok((report, exe))
+    Ok(report)
+}
+
+/// The bytes of temporaries a libtpu out-of-memory refusal names ("the total memory required
+/// for HLO temporaries (164.94G) exceeds available HBM (94.74G)"; its unit letters are binary
+/// multiples).
+fn hbm_oom_temporaries(message: &str) -> Option<i64> {
+    let at = message.find("HLO temporaries (")? + "HLO temporaries (".len();
+    let figure = &message[at..message[at..].find(')')? + at];
+    let unit = figure.chars().last()?;
+    let value: f64 = figure[..figure.len() - unit.len_utf8()].parse().ok()?;
+    let scale = match unit {
+        'K' => 1u64 << 10,
+        'M' => 1 << 20,
+        'G' => 1 << 30,
+        'T' => 1 << 40,
+        _ => return None,
+    };
+    Some((value * scale as f64) as i64)
 }
 
 /// The element type of an array shape, or of a tuple's first array (a combined collective's
@@ -344,15 +391,24 @@ impl std::fmt::Display for TpuReport {
             "TPU slice         {} ({} devices, {})",
             self.topology, self.slice_devices, self.device_kind
         )?;
-        write!(
-            f,
-            "HBM per device    arguments {:.1} MiB + outputs {:.1} - aliased {:.1} + temp {:.1} = {:.1} MiB",
-            mib(self.arguments),
-            mib(self.outputs),
-            mib(self.alias),
-            mib(self.temp),
-            mib(self.total)
-        )?;
+        if self.out_of_memory.is_some() {
+            write!(
+                f,
+                "HBM per device    temporaries alone {:.1} GiB",
+                mib(self.temp) / 1024.0
+            )?;
+        } else {
+            write!(
+                f,
+                "HBM per device    arguments {:.1} MiB + outputs {:.1} - aliased {:.1} + temp {:.1} \
+                 = {:.1} MiB",
+                mib(self.arguments),
+                mib(self.outputs),
+                mib(self.alias),
+                mib(self.temp),
+                mib(self.total)
+            )?;
+        }
         match (self.hbm_bytes, self.headroom) {
             (Some(hbm), Some(left)) if left >= 0 => writeln!(
                 f,
@@ -367,6 +423,9 @@ impl std::fmt::Display for TpuReport {
                 mib(-left) / 1024.0
             )?,
             _ => writeln!(f, " (the chip's HBM is not reported)")?,
+        }
+        if let Some(why) = &self.out_of_memory {
+            writeln!(f, "the TPU compiler refused the step: {why}")?;
         }
         for c in &self.collectives {
             writeln!(
@@ -412,5 +471,24 @@ impl std::fmt::Display for TpuReport {
             )?;
         }
         writeln!(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hbm_oom_temporaries;
+
+    #[test]
+    fn an_out_of_memory_refusal_gives_its_temporaries() {
+        let message = "E1000: CompileTimeHbmOom: Ran out of memory on HBM, the total memory \
+                       required for HLO temporaries (164.94G) exceeds available HBM (94.74G).";
+        let bytes = hbm_oom_temporaries(message).unwrap();
+        assert_eq!(bytes, (164.94 * (1u64 << 30) as f64) as i64);
+        assert_eq!(
+            hbm_oom_temporaries("HLO temporaries (12.5M) exceed"),
+            Some(13_107_200)
+        );
+        assert_eq!(hbm_oom_temporaries("no figure here"), None);
+        assert_eq!(hbm_oom_temporaries("HLO temporaries (12.5Q)"), None);
     }
 }
