@@ -1,14 +1,13 @@
 //! `compile-report --topology`: the step compiled by libtpu for a TPU slice this machine does
 //! not have, and what the TPU program says about it — memory per device against the chip's
 //! HBM, the collectives and whether they run asynchronously, and the prefetch as the TPU
-//! compiler scheduled it ([`schedule`]).
+//! compiler scheduled it (`OptimizedModule::schedule_of`).
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde::Serialize;
 use stackscan::fsdp::{Adam, training_program};
-use std::collections::BTreeMap;
-
 use stackscan_runtime::hlo::{HloComputation, OptimizedModule, ScheduledCollective, primitive};
 use stackscan_runtime::{ClientOptions, Plugin, Topology, plugin};
 
