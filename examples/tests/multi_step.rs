@@ -227,15 +227,19 @@ impl Case {
     }
 }
 
-/// A fresh directory for one case.
+/// A fresh directory for one case. The options appear as a hash of what they print: in
+/// full they outgrow a file name's 255 bytes.
 fn scratch(case: &Case) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut options = std::hash::DefaultHasher::new();
+    format!("{:?}", case.options).hash(&mut options);
     let d = std::env::temp_dir().join(format!(
-        "stackscan-multi-step-{}-{:?}-{}-{:?}-{:?}",
+        "stackscan-multi-step-{}-{:?}-{}-{:?}-{:016x}",
         std::process::id(),
         case.model,
         case.devices,
         case.plugin,
-        case.options
+        options.finish()
     ));
     let d = PathBuf::from(d.to_string_lossy().replace(
         |c: char| !c.is_ascii_alphanumeric() && c != '/' && c != '-',
