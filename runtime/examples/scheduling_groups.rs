@@ -69,7 +69,7 @@ fn program(between: Between, tag_between: bool) -> Program {
     Program::on_device_mesh(
         main,
         Mesh::line(&axis).unwrap(),
-        vec![replicated.clone(), replicated.clone(), Sharding::Dim(0)],
+        vec![replicated, replicated, Sharding::Dim(0)],
         vec![replicated],
     )
     .unwrap()
