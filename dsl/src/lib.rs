@@ -33,6 +33,7 @@ mod emit;
 mod error;
 mod family;
 pub mod fsdp;
+pub mod hf_map;
 mod infer;
 pub mod ir;
 pub mod layer;
@@ -46,6 +47,7 @@ mod ops;
 pub mod plan;
 mod precision;
 mod replay;
+pub mod rng;
 pub mod sim;
 mod types;
 

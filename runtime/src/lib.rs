@@ -37,7 +37,6 @@ pub mod mesh;
 mod pjrt;
 pub mod plugin;
 mod program;
-pub mod rng;
 pub mod shard;
 mod signature;
 #[cfg(feature = "testing")]

@@ -46,8 +46,8 @@ use stackscan::plan::{Plan, PlanOptions};
 use crate::error::{Error, Result};
 use crate::mesh::Mesh;
 use crate::pjrt::{Buffer, CacheOutcome, Client, CompiledMemoryStats, Executable};
-use crate::rng::Rng;
 use crate::shard::shard;
+use stackscan::rng::Rng;
 
 pub use checkpoint::{Progress, weight_names};
 pub use input::HostInput;

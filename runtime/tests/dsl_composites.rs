@@ -8,7 +8,8 @@
 
 use stackscan_runtime::testing as common;
 
-use common::graph::{Arg, Compiled, Data, Rng, TOL, check_vjp, float_arg, function, int_arg};
+use common::graph::{Arg, Compiled, Data, TOL, check_vjp, float_arg, function, int_arg};
+use stackscan::rng::Rng;
 use stackscan::{DType, TensorType, nn};
 
 fn f64_arg(dims: &[i64], v: Vec<f64>) -> Arg {

@@ -8,7 +8,8 @@
 
 use stackscan_runtime::testing as common;
 
-use common::graph::{Rng, TOL, check_vjp, check_vjp_mesh, float_arg, function};
+use common::graph::{TOL, check_vjp, check_vjp_mesh, float_arg, function};
+use stackscan::rng::Rng;
 use stackscan::{LhsCotangent, Program};
 
 #[test]

@@ -17,7 +17,8 @@
 use stackscan::{Axis, DType, Mesh, Program, Scope, Sharding, Tensor, TensorType};
 use stackscan_runtime::testing as common;
 
-use common::graph::{Arg, CompiledOnMesh, Data, Rng, TOL, check_vjp_on_mesh, float_arg};
+use common::graph::{Arg, CompiledOnMesh, Data, TOL, check_vjp_on_mesh, float_arg};
+use stackscan::rng::Rng;
 
 /// Local rows and columns of every device's input.
 const ROWS: usize = 8;

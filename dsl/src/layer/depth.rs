@@ -191,7 +191,7 @@ mod tests {
     #[test]
     fn types_are_named_by_their_last_segment() {
         assert_eq!(
-            short_name("stackscan_examples::llama::LlamaConfig"),
+            short_name("stackscan_models::llama::LlamaConfig"),
             "LlamaConfig"
         );
         assert_eq!(short_name("a::Cfg<b::Inner, c::D>"), "Cfg");

@@ -6,8 +6,8 @@ use stackscan::layer::{ActivationMarker, Forward};
 use stackscan::model::{Layers, ModelForward, stack_model};
 use stackscan::plan::PlanOptions;
 use stackscan::{Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, layer_stack, nn};
-use stackscan_examples::configs::ConfigFile;
-use stackscan_examples::registry::{Architecture, ModelName, Shape};
+use stackscan_models::configs::ConfigFile;
+use stackscan_models::registry::{Architecture, ModelName, Shape};
 
 /// The sizes: data, from the presets below or the TOML file `--config` names.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -195,5 +195,5 @@ impl Architecture for Mine {
 /// Every command (`train`, `plan`, `params`, `timeline`, …) for this model.
 fn main() -> std::process::ExitCode {
     static MODELS: &[ModelName] = &[ModelName::of::<Mine>()];
-    stackscan_examples::cli::main_for(MODELS)
+    stackscan_cli::cli::main_for(MODELS)
 }

@@ -2,6 +2,8 @@
 //! writing a block along one dimension, swapping the last two dimensions, and reordering the
 //! indices of one dimension.
 
+use stackscan::hf_map::is_permutation;
+
 use crate::error::{Error, Result};
 
 /// A dense row-major `f32` array: one of their tensors as an export makes it.
@@ -141,15 +143,6 @@ impl Array {
             data,
         })
     }
-}
-
-/// Whether `order` holds each of `0..n` once.
-pub(crate) fn is_permutation(order: &[usize], n: usize) -> bool {
-    let mut seen = vec![false; n];
-    order.len() == n
-        && order
-            .iter()
-            .all(|&i| i < n && !std::mem::replace(&mut seen[i], true))
 }
 
 /// The inverse permutation of `order`.

@@ -8,7 +8,8 @@ use stackscan::{Axis, Mesh, Program};
 use crate::Client;
 use crate::shard::{shard, unshard};
 
-use super::graph::{Arg, Compiled, CompiledOnMesh, Data, Rng};
+use super::graph::{Arg, Compiled, CompiledOnMesh, Data};
+use stackscan::rng::Rng;
 
 /// Full weights and global inputs for a model, and the reference's loss and gradients.
 #[derive(Debug)]

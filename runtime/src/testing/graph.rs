@@ -5,7 +5,7 @@ use stackscan::{DType, Function, Program, Scope, Tensor, TensorType};
 
 use crate::{Buffer, Client, Executable, Mesh};
 
-pub use crate::rng::Rng;
+use stackscan::rng::Rng;
 
 /// One argument: its type and row-major values.
 #[derive(Clone, Debug)]

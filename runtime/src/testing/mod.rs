@@ -1,4 +1,4 @@
-//! Test support shared by the integration tests of this crate and of `stackscan-examples`: a
+//! Test support shared by the integration tests of this crate and of `stackscan-cli`: a
 //! client of the CPU plugin, DSL functions compiled and run in f64, VJPs checked against
 //! finite differences, FSDP steps checked against the unsharded reference, trainer runs of
 //! several steps checked against a multi-step reference, and the trainer tests' optimizer and
@@ -13,7 +13,7 @@
 //!
 //! // d/dx Σ tanh(x)·w at random points, against central differences.
 //! let client = testing::cpu_client(1);
-//! let mut rng = graph::Rng::new(1);
+//! let mut rng = stackscan::rng::Rng::new(1);
 //! let x = [graph::float_arg(&mut rng, &[2, 3], -1.0, 1.0)];
 //! graph::check_vjp(&client, "tanh", &x, graph::TOL, |p| p[0].tanh());
 //! ```

@@ -37,8 +37,8 @@ use stackscan::fsdp::{Adam, Init, StackModel, Update, reference_step};
 
 use crate::Client;
 use crate::checkpoint::{Checkpoint, Tensor};
-use crate::rng::Rng;
 use crate::train::{HostInput, Trainer, weight_names};
+use stackscan::rng::Rng;
 
 use super::fsdp::{Deviation, UNIT_ROUNDOFF, deviation, rtol_for};
 use super::graph::{Arg, Compiled, Data};

@@ -21,7 +21,7 @@ use crate::shard::{shard, unshard};
 pub struct Progress {
     /// The next batch (or token offset) the pipeline would read.
     pub data_position: u64,
-    /// The pipeline's generator state ([`crate::rng::Rng::state`]).
+    /// The pipeline's generator state ([`stackscan::rng::Rng::state`]).
     pub rng_state: u64,
 }
 

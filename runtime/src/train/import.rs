@@ -5,7 +5,9 @@ use std::path::Path;
 use super::Trainer;
 use crate::checkpoint::Tensor;
 use crate::error::{Error, Result};
-use crate::hf::{ExportDType, HfMap, WeightFiles, write_weights};
+use stackscan::hf_map::HfMap;
+
+use crate::hf::{self, ExportDType, WeightFiles, write_weights};
 use crate::shard::{shard, unshard};
 
 impl Trainer {
@@ -13,7 +15,7 @@ impl Trainer {
     /// links them, and starts the optimizer afresh (zero moments, step 0): fine-tuning from a
     /// published checkpoint.
     ///
-    /// Everything the files' headers can say is checked first ([`HfMap::check`]), and the
+    /// Everything the files' headers can say is checked first ([`hf::check`]), and the
     /// map against this trainer's weights (names and shapes), so a mismatch changes nothing.
     /// Then one weight at a time is converted to `f32` on the host, sharded and uploaded:
     /// the host holds one weight, never the whole checkpoint, and no device holds more than
@@ -46,11 +48,11 @@ impl Trainer {
                 });
             }
         }
-        map.check(&files)?;
+        hf::check(map, &files)?;
         let n = self.mesh.size();
         let mut weights: Vec<Vec<_>> = (0..n).map(|_| Vec::with_capacity(self.weights)).collect();
         for (j, slot) in self.params.iter().enumerate() {
-            let t = map.import(&files, j)?;
+            let t = hf::import(map, &files, j)?;
             for (d, slab) in shard(&slot.spec, slot.layers, &t.data, n)?
                 .into_iter()
                 .enumerate()
@@ -97,6 +99,6 @@ impl Trainer {
                 data: unshard(&slot.spec, slot.layers, &slabs)?,
             });
         }
-        write_weights(dir, &map.export(&tensors)?, dtype)
+        write_weights(dir, &hf::export(map, &tensors)?, dtype)
     }
 }

@@ -1,0 +1,161 @@
+//! `eval`: the mean loss and perplexity of a model's weights (a training checkpoint or a
+//! Hugging Face directory) on held-out tokens, nothing updated.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use stackscan::fsdp::Adam;
+use stackscan_runtime::checkpoint::Checkpoint;
+use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
+use stackscan_runtime::train::{HostInput, Trainer};
+use stackscan_runtime::{Client, Mesh, Plugin, plugin};
+
+use super::CliError;
+use super::args::RuntimeArgs;
+use stackscan_models::jobs::{Job, ModelName, MoeFlags};
+use stackscan_models::registry::ModelConfig;
+
+/// Arguments of `eval`.
+#[derive(Clone, Debug, Args)]
+pub struct EvalArgs {
+    /// The model (default: the first the command line knows).
+    #[arg(long, value_name = "NAME", value_parser = super::args::model_name)]
+    pub model: Option<ModelName>,
+    /// Its config (as `train --config`); with `--init-from`, that directory's `config.json`
+    /// by default, else the tiny preset.
+    #[arg(long, value_name = "NAME|PATH")]
+    pub config: Option<String>,
+    /// The weights: a training checkpoint (a `--save-every` directory or its file).
+    #[arg(long, value_name = "PATH", required_unless_present = "init_from")]
+    pub checkpoint: Option<PathBuf>,
+    /// The weights: a Hugging Face model directory (as `train --init-from`).
+    #[arg(long, value_name = "DIR", conflicts_with = "checkpoint")]
+    pub init_from: Option<PathBuf>,
+    /// The held-out tokens (formats as `train --data`).
+    #[arg(long, value_name = "PATH")]
+    pub data: PathBuf,
+    /// How `--data` stores tokens (default: by its name, as `train`).
+    #[arg(long, value_name = "u16|u32|bytes")]
+    pub data_format: Option<TokenFormat>,
+    /// A Hugging Face `tokenizer.json` that tokenises `--data`, UTF-8 text (as `train
+    /// --tokenizer`).
+    #[arg(long, value_name = "PATH", conflicts_with = "data_format")]
+    pub tokenizer: Option<PathBuf>,
+    /// Global batches to read (each device's first windows of the file, as `train` reads
+    /// them).
+    #[arg(long, default_value_t = 4, value_name = "M", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub batches: u64,
+    /// Sequences per batch over all devices, instead of the config's per-device batch ×
+    /// devices.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub batch: Option<u32>,
+    /// Tokens per sequence, instead of the config's.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub seq: Option<u32>,
+    /// Plugin and devices.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+impl EvalArgs {
+    fn config(&self) -> Result<ModelConfig, CliError> {
+        super::args::shaped_config(
+            self.model
+                .unwrap_or_else(stackscan_models::registry::default_model),
+            self.config.as_deref(),
+            self.init_from.as_deref(),
+            self.batch,
+            self.seq,
+            self.runtime.devices,
+        )
+        .map_err(|e| CliError::Usage(format!("cannot build the model: {e}")))
+    }
+}
+
+/// Runs `eval`.
+pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let c = a.config()?;
+    let devices = a.runtime.devices;
+    let usage = |e: stackscan::Error| CliError::Usage(e.to_string());
+    let map = match &a.init_from {
+        Some(_) => Some(c.hf_weights().map_err(usage)?),
+        None => None,
+    };
+    let (job, layout) = Job::on_config(c, devices, 1, MoeFlags::default()).map_err(usage)?;
+    let (path, format) = match &a.tokenizer {
+        Some(t) => {
+            let done = crate::tokenize::tokenize_text(t, &a.data)
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            (done.path, done.format)
+        }
+        None => (
+            a.data.clone(),
+            a.data_format
+                .unwrap_or_else(|| TokenFormat::for_path(&a.data)),
+        ),
+    };
+    let file = TokenFile::open(&path, format).map_err(|e| CliError::Usage(e.to_string()))?;
+    let to_usize = |v: i64| usize::try_from(v).map_err(|e| CliError::failed(e.to_string()));
+    let data = TokenBatches::new(
+        file,
+        to_usize(job.vocab)?,
+        to_usize(job.batch_per_device)?,
+        to_usize(job.seq)?,
+    )
+    .map_err(|e| CliError::Usage(e.to_string()))?;
+    let checkpoint = match &a.checkpoint {
+        Some(p) => {
+            let path = if p.is_dir() {
+                p.join("latest.safetensors")
+            } else {
+                p.clone()
+            };
+            let ckpt = Checkpoint::read(&path).map_err(|e| CliError::Usage(e.to_string()))?;
+            Some((path, ckpt))
+        }
+        None => None,
+    };
+    let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
+    let client = Client::for_devices_with(&plugin, devices, a.runtime.accelerator())?;
+    let mesh = Mesh::for_layout(&client, &layout)?;
+    let mut trainer = Trainer::new(&client, &mesh, &job.model, job.options, Adam::default(), 0)?;
+    match (&checkpoint, &a.init_from, &map) {
+        (Some((path, ckpt)), _, _) => {
+            trainer.restore(ckpt, path)?;
+        }
+        (None, Some(dir), Some(map)) => trainer.import_hf(map, dir)?,
+        _ => {
+            return Err(CliError::Usage(
+                "give `--checkpoint` or `--init-from`".into(),
+            ));
+        }
+    }
+    writeln!(
+        out,
+        "{} on {devices} {} devices",
+        job.describe,
+        client.platform()
+    )?;
+    let mut total = 0.0f64;
+    for b in 0..a.batches {
+        let inputs: Vec<Vec<HostInput>> = (0..devices as u64)
+            .map(|d| {
+                let (t, l) = data.batch(b * devices as u64 + d);
+                vec![HostInput::I32(t), HostInput::I32(l)]
+            })
+            .collect();
+        total += f64::from(trainer.evaluate(&inputs)?);
+    }
+    let loss = total / a.batches as f64;
+    writeln!(
+        out,
+        "eval on {}: loss {loss:.4}, perplexity {:.2} ({} batches of {} × {} tokens)",
+        a.data.display(),
+        loss.exp(),
+        a.batches,
+        job.batch_per_device * devices as i64,
+        job.seq
+    )?;
+    Ok(())
+}

@@ -1,0 +1,576 @@
+//! `train`, the main job: a tiny model on N CPU devices with the schedule options its
+//! `#[layer_stack]` attribute declares (the schedule flags override them, and the job says
+//! which), on synthetic batches or a token file (`--data`), with progress on stderr, the report
+//! on stdout, and optionally per-step metrics, a loss plot and checkpoints.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub(crate) mod batches;
+mod shown;
+
+use clap::Args;
+use stackscan::fsdp::{Adam, Schedule};
+use stackscan::plan::PlanOptions;
+use stackscan_runtime::checkpoint::Checkpoint;
+use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
+use stackscan_runtime::train::{HostInput, Progress, Trainer};
+use stackscan_runtime::{Client, CompileCache, Mesh, Plugin, plugin};
+
+use batches::{Batches, DEFAULT_EVAL_EVERY, Layout, step_inputs};
+use shown::{IN_FLIGHT, InFlight, Shown, evaluate};
+
+use super::CliError;
+use super::args::{RuntimeArgs, ScheduleArgs, learning_rate};
+use super::report::{learned, summarise, summarise_aux};
+use crate::metrics::MetricsFile;
+use crate::progress::{Display, TrainProgress};
+use stackscan_models::jobs::{Job, ModelName, MoeFlags};
+
+/// Most steps one run may ask for: far beyond any run of the tiny models, and far from the
+/// data position's overflow.
+pub const MAX_STEPS: u64 = 1_000_000_000;
+
+/// Arguments of `train`.
+#[derive(Clone, Debug, Args)]
+pub struct TrainArgs {
+    /// The model: `llama` (the default), `deepseek3`, `qwen35` or `llama-swa` (a user's
+    /// command line: its own models, the first by default).
+    #[arg(long, value_name = "NAME", value_parser = super::args::model_name)]
+    pub model: Option<ModelName>,
+    /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
+    /// `qwen35-35b-a3b`), a TOML file (fields as in `examples/models/configs/*.toml`; `extends =
+    /// "<preset>"` names the base its missing fields come from, the tiny one by default; an
+    /// unknown field is an error) or a Hugging Face `config.json` of the model.
+    #[arg(long, value_name = "NAME|PATH")]
+    pub config: Option<String>,
+    /// Sequences per step over all devices (split evenly across them), instead of the
+    /// config's `batch_per_device` × devices.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub batch: Option<u32>,
+    /// Tokens per sequence, instead of the config's `seq`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub seq: Option<u32>,
+    /// Gradient accumulation: each step runs K micro-batches (each the batch above) inside
+    /// one program and applies one update with their mean gradient, so a step trains on K
+    /// times the batch at the activation memory of one micro-batch.
+    #[arg(long, default_value_t = 1, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=4096), allow_negative_numbers = true)]
+    pub accumulate: u32,
+    /// Plugin and devices.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Schedule flags.
+    #[command(flatten)]
+    pub schedule: ScheduleArgs,
+    /// Expert parallelism (deepseek3, qwen35): an `fsdp × expert` mesh of devices/N × N, experts
+    /// split over `expert`, tokens exchanged with all_to_all. N must divide the devices, and
+    /// the devices the experts.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N", allow_negative_numbers = true)]
+    pub ep: u32,
+    /// Context parallelism (llama, deepseek3): each sequence split over N devices of an
+    /// `fsdp × context` mesh (devices/N × N; `fsdp × context × expert` with `--ep`), keys and
+    /// values gathered over `context` in attention. N must divide the devices and the
+    /// sequence length.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N", allow_negative_numbers = true)]
+    pub cp: u32,
+    /// MoE dispatch (deepseek3, qwen35): gather each routed row straight from the token
+    /// matrix by index instead of scattering a top-k-fold replicated copy of the tokens.
+    #[arg(long)]
+    pub direct_token_gather: bool,
+    /// MoE dispatch (deepseek3, qwen35): the backward's input gradient of the grouped expert
+    /// products contracts the expert weights in place instead of a transposed copy of them.
+    #[arg(long)]
+    pub dlhs_transpose_rhs: bool,
+    /// Steps in all (a resumed run continues to this step).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_STEPS), value_name = "N", allow_negative_numbers = true)]
+    pub steps: u64,
+    /// Adam's learning rate, a finite number above 0 (default: the model's, 0.01 for llama
+    /// and qwen35, 0.003 for deepseek3).
+    #[arg(long, value_parser = learning_rate, value_name = "LR", allow_negative_numbers = true)]
+    pub lr: Option<f64>,
+    /// How the learning rate moves: `constant`, or `--warmup-steps` of linear warmup then a
+    /// `cosine` or `linear` decay to `--lr-min` at the last step; on the devices, reported per
+    /// step (`lr` in the metrics and the progress line).
+    #[arg(
+        long,
+        default_value = "constant",
+        value_name = "KIND",
+        value_parser = clap::builder::PossibleValuesParser::new(["constant", "cosine", "linear"]),
+        hide_possible_values = true
+    )]
+    pub lr_schedule: String,
+    /// Warmup steps of `--lr-schedule cosine|linear`.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub warmup_steps: u64,
+    /// The floor a decaying schedule reaches at the last step (0 by default).
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "LR",
+        allow_negative_numbers = true
+    )]
+    pub lr_min: f64,
+    /// AdamW's decoupled weight decay λ, for matrices and larger except embeddings (never
+    /// norms' scales or biases); 0: plain Adam.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "LAMBDA",
+        allow_negative_numbers = true
+    )]
+    pub weight_decay: f64,
+    /// Clip every step's gradients to this global norm (over every shard and device); the
+    /// norm before clipping is reported per step (`grad_norm`).
+    #[arg(long, value_name = "NORM", allow_negative_numbers = true)]
+    pub clip_grad_norm: Option<f64>,
+    /// Exit 1 unless the mean loss of the last third of the steps fell below that of the first
+    /// third (the README's main job and CI use it; a run that trains is otherwise a success).
+    #[arg(long)]
+    pub expect_loss_fall: bool,
+    /// Seed of the weights' initialisation.
+    #[arg(long, default_value_t = 17)]
+    pub seed: u64,
+    /// Train on this token file instead of synthetic batches: little-endian u16 ids (what
+    /// nanoGPT-style pipelines write as `train.bin`), u32, or a text file read as bytes
+    /// (`.txt`, `.md`: byte-level tokens). Each device reads its own consecutive windows, the
+    /// same on every run.
+    #[arg(long, value_name = "PATH")]
+    pub data: Option<PathBuf>,
+    /// How `--data` stores tokens (default: `bytes` for .txt/.md/.text, else `u16`).
+    #[arg(long, requires = "data", value_name = "u16|u32|bytes")]
+    pub data_format: Option<TokenFormat>,
+    /// A Hugging Face `tokenizer.json`: `--data` and `--eval-data` are UTF-8 text it
+    /// tokenises (once: the token file, u16 or u32 by the vocabulary, is kept in the cache
+    /// under both files' hash and read like any other).
+    #[arg(long, value_name = "PATH", conflicts_with = "data_format")]
+    pub tokenizer: Option<PathBuf>,
+    /// Write one JSON line per step to FILE: step, loss, seconds, tokens, tokens/s, lr,
+    /// skipped, data position (appended to when resuming).
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+    /// Write the run's loss curve as SVG to FILE at the end.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Save a checkpoint every N steps (atomically, to DIR/latest.safetensors).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), value_name = "N", allow_negative_numbers = true)]
+    pub save_every: Option<u64>,
+    /// Held-out token file (formats as `--data`): every `--eval-every` steps and at the end,
+    /// the loss and perplexity of the current weights on its first `--eval-batches` global
+    /// batches, nothing updated (a report line and a metrics line `eval_loss`,
+    /// `eval_perplexity`).
+    #[arg(long, value_name = "PATH")]
+    pub eval_data: Option<PathBuf>,
+    /// Steps between evaluations (10 with `--eval-data`). On synthetic batches (no `--data`)
+    /// it alone turns evaluation on, on synthetic batches of seeds training never reads.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub eval_every: Option<u64>,
+    /// Global batches (of a step's size) each evaluation reads.
+    #[arg(long, default_value_t = 2, value_name = "M", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub eval_batches: u64,
+    /// Where `--save-every` writes.
+    #[arg(long, default_value = "checkpoints", value_name = "DIR")]
+    pub checkpoint_dir: PathBuf,
+    /// Compile the step even if the persistent compile cache holds it, and store nothing
+    /// (the cache lives under the stackscan cache directory; STACKSCAN_COMPILE_CACHE=off turns
+    /// it off, a path moves it).
+    #[arg(long)]
+    pub no_compile_cache: bool,
+    /// Resume from DIR/latest.safetensors: weights, Adam moments, step and data position.
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+    /// Start from a Hugging Face model directory (`config.json` and `model.safetensors`, or
+    /// a sharded `model.safetensors.index.json`; f32, bf16 or f16) instead of random
+    /// weights: its config is the model's unless `--config` is given, and every tensor is
+    /// checked against the model before any is loaded.
+    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+    pub init_from: Option<PathBuf>,
+}
+
+/// The checkpoint file in `dir`.
+fn latest(dir: &Path) -> PathBuf {
+    dir.join("latest.safetensors")
+}
+
+/// What [`TrainArgs::check`] found and built before any plugin loads.
+struct Checked {
+    job: Job,
+    options: PlanOptions,
+    layout: stackscan::Mesh,
+    /// The Hugging Face map of `--init-from`.
+    hf: Option<stackscan::hf_map::HfMap>,
+    /// The precision the config file declares, if it does.
+    config_precision: Option<stackscan::Precision>,
+}
+
+impl TrainArgs {
+    /// The model named, or the first the command line knows.
+    pub fn model(&self) -> ModelName {
+        self.model
+            .unwrap_or_else(stackscan_models::registry::default_model)
+    }
+
+    /// The model's config (`--config`, else its tiny preset) with `--batch` and `--seq`.
+    fn shaped_config(&self) -> stackscan::Result<stackscan_models::registry::ModelConfig> {
+        super::args::shaped_config(
+            self.model(),
+            self.config.as_deref(),
+            self.init_from.as_deref(),
+            self.batch,
+            self.seq,
+            // `--batch` is split over the groups of devices that share sequences.
+            (self.runtime.devices / self.cp.max(1) as usize).max(1),
+        )
+    }
+
+    fn adam(&self, job: &Job) -> Adam {
+        let decay = |cosine| {
+            let (warmup, total, min_lr) = (self.warmup_steps, self.steps, self.lr_min);
+            if cosine {
+                Schedule::Cosine {
+                    warmup,
+                    total,
+                    min_lr,
+                }
+            } else {
+                Schedule::Linear {
+                    warmup,
+                    total,
+                    min_lr,
+                }
+            }
+        };
+        Adam {
+            lr: self.lr.unwrap_or(job.default_lr),
+            weight_decay: self.weight_decay,
+            schedule: match self.lr_schedule.as_str() {
+                "cosine" => decay(true),
+                "linear" => decay(false),
+                _ => Schedule::Constant,
+            },
+            clip_grad_norm: self.clip_grad_norm,
+            ..Adam::default()
+        }
+    }
+
+    /// Everything that can be checked without a plugin, so a mistake costs no plugin load
+    /// and its message is the only line the job prints.
+    fn check(&self) -> Result<Checked, CliError> {
+        let devices = self.runtime.devices;
+        let moe = MoeFlags {
+            direct_token_gather: self.direct_token_gather,
+            dlhs_transpose_rhs: self.dlhs_transpose_rhs,
+        };
+        let config = self
+            .shaped_config()
+            .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
+        // The map `--init-from` reads through, made now so a model without one costs no
+        // plugin load or compile.
+        let hf =
+            match &self.init_from {
+                Some(dir) => Some(config.hf_weights().map_err(|e| {
+                    CliError::Usage(format!("cannot import `{}`: {e}", dir.display()))
+                })?),
+                None => None,
+            };
+        let config_precision = config.precision();
+        let (job, layout) =
+            Job::on_layout(config, devices, self.ep as usize, self.cp as usize, moe)
+                .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
+        let options = self.schedule.apply(job.options);
+        options
+            .validate()
+            .map_err(|e| CliError::Usage(format!("invalid schedule options: {e}")))?;
+        self.adam(&job)
+            .validate()
+            .map_err(|e| CliError::Usage(format!("invalid optimizer flags (`--lr`, `--lr-schedule`, `--lr-min`, `--warmup-steps`, `--weight-decay`, `--clip-grad-norm`): {e}")))?;
+        job.model.validate_on(&layout).map_err(|e| {
+            CliError::Usage(format!("the model does not fit {devices} devices: {e}"))
+        })?;
+        job.check_host_memory()
+            .map_err(|e| CliError::Usage(format!("cannot train this model here: {e}")))?;
+        Ok(Checked {
+            job,
+            options,
+            layout,
+            hf,
+            config_precision,
+        })
+    }
+
+    /// The token file of `--data`, checked against the model's vocabulary.
+    fn data(&self, job: &Job) -> Result<Option<TokenBatches>, CliError> {
+        match &self.data {
+            Some(path) => self.token_batches(path, job).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The token file `path` (`--data-format`, else by its name) as the model's batches.
+    fn token_batches(&self, path: &Path, job: &Job) -> Result<TokenBatches, CliError> {
+        let (path, format) = match &self.tokenizer {
+            Some(t) => {
+                let done = crate::tokenize::tokenize_text(t, path)
+                    .map_err(|e| CliError::Usage(e.to_string()))?;
+                tracing::info!(
+                    "{} → {} tokens of a {}-token vocabulary ({}{})",
+                    path.display(),
+                    done.tokens,
+                    done.vocab,
+                    done.path.display(),
+                    if done.fresh { "" } else { ", from the cache" }
+                );
+                (done.path, done.format)
+            }
+            None => (
+                path.to_owned(),
+                self.data_format
+                    .unwrap_or_else(|| TokenFormat::for_path(path)),
+            ),
+        };
+        let to_usize = |v: i64| usize::try_from(v).map_err(|e| CliError::failed(e.to_string()));
+        let file = TokenFile::open(&path, format).map_err(|e| CliError::Usage(e.to_string()))?;
+        let batches = TokenBatches::new(
+            file,
+            to_usize(job.vocab)?,
+            to_usize(job.batch_per_device)?,
+            to_usize(job.seq)?,
+        )
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+        Ok(batches)
+    }
+
+    /// The checkpoint of `--resume`, read and every tensor checked against its checksum:
+    /// a damaged file is refused before the plugin loads, so the run writes nothing (no
+    /// metrics, no checkpoint over the one it could not trust).
+    fn resume_from(&self) -> Result<Option<(PathBuf, Checkpoint)>, CliError> {
+        let Some(dir) = &self.resume else {
+            return Ok(None);
+        };
+        let path = latest(dir);
+        let ckpt =
+            Checkpoint::read(&path).map_err(|e| CliError::Usage(format!("cannot resume: {e}")))?;
+        Ok(Some((path, ckpt)))
+    }
+}
+
+/// Runs `train`; the report goes to `out`, progress to stderr (nothing when `quiet`).
+pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliError> {
+    let Checked {
+        job,
+        options,
+        layout,
+        hf,
+        config_precision,
+    } = a.check()?;
+    let data = a.data(&job)?;
+    let eval = match (&a.eval_data, a.eval_every) {
+        (Some(path), every) => Some((
+            Batches::File(a.token_batches(path, &job)?),
+            every.unwrap_or(DEFAULT_EVAL_EVERY),
+        )),
+        (None, Some(_)) if a.data.is_some() => {
+            return Err(CliError::Usage(
+                "`--eval-every` on `--data` needs the held-out tokens: give `--eval-data`".into(),
+            ));
+        }
+        (None, Some(every)) => Some((Batches::HeldOut(&job.batch), every)),
+        (None, None) => None,
+    };
+    let resume = a.resume_from()?;
+    let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
+    let devices = a.runtime.devices;
+    let cache = CompileCache::from_env().filter(|_| !a.no_compile_cache);
+    let client = Client::for_devices_with(&plugin, devices, a.runtime.accelerator())?
+        .with_compile_cache(cache);
+    let mesh = Mesh::for_layout(&client, &layout)?;
+    writeln!(
+        out,
+        "{} on {devices} {} devices",
+        job.describe,
+        client.platform()
+    )?;
+    let source = a.schedule.source(config_precision);
+    writeln!(
+        out,
+        "prefetch_fsdp_weights={} defer_grad_reduce_scatter={} unroll={} precision={} ({source})",
+        options.prefetch_fsdp_weights,
+        options.defer_grad_reduce_scatter,
+        options.unroll,
+        options.precision
+    )?;
+    let batches = match data {
+        Some(d) => {
+            let source = match (&a.data, &a.tokenizer) {
+                (Some(text), Some(t)) => {
+                    format!("{} tokenized by {}", text.display(), t.display())
+                }
+                _ => d.file().path().display().to_string(),
+            };
+            writeln!(
+                out,
+                "data: {source} ({} {} tokens, {} sequences per pass)",
+                d.file().len(),
+                d.file().format(),
+                d.windows()
+            )?;
+            Batches::File(d)
+        }
+        None => Batches::Synthetic(&job.batch),
+    };
+    let adam = a.adam(&job);
+    let m = &job.model;
+    let k = a.accumulate as usize;
+    let mut trainer = Trainer::accumulating(&client, &mesh, m, options, adam, a.seed, k)?;
+    if k > 1 {
+        writeln!(
+            out,
+            "gradient accumulation: {k} micro-batches of {} sequences a step",
+            job.batch_per_device * (devices / job.context) as i64
+        )?;
+    }
+    writeln!(out, "plan:\n{}", trainer.plan().describe(&m.stack))?;
+    writeln!(
+        out,
+        "compiled in {:.2} s ({})",
+        trainer.compile_seconds(),
+        trainer.cache_outcome()
+    )?;
+    if let (Some(dir), Some(map)) = (&a.init_from, &hf) {
+        trainer.import_hf(map, dir)?;
+        writeln!(out, "weights from {} (Hugging Face)", dir.display())?;
+    }
+    let total = usize::try_from(a.steps)?;
+    let (mut start, mut position) = (0usize, 0u64);
+    if let Some((path, ckpt)) = resume {
+        let progress = trainer.restore(&ckpt, &path)?;
+        start = trainer.steps();
+        position = progress.data_position;
+        writeln!(
+            out,
+            "resumed from {} at step {start}, data position {position}",
+            path.display()
+        )?;
+    }
+    if start >= total {
+        return Err(CliError::failed(format!(
+            "the checkpoint is already at step {start} of {total}"
+        )));
+    }
+    if a.save_every.is_some() {
+        std::fs::create_dir_all(&a.checkpoint_dir)?;
+    }
+    let metrics = match &a.metrics {
+        Some(p) => Some(
+            MetricsFile::create(p, a.resume.is_some())
+                .map_err(|e| CliError::Usage(format!("cannot write `{}`: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let mut shown = Shown {
+        progress: TrainProgress::new(Display::for_stderr(quiet), start + 1, total),
+        metrics,
+        lr: adam.lr,
+        losses: Vec::new(),
+        times: Vec::new(),
+        aux: Vec::new(),
+    };
+    // Two steps stay in flight: step k + 2 is uploaded and launched before step k's loss is
+    // read and shown, so the devices never wait for the display, the metrics or the next
+    // batch. Two, not one, because the CPU plugins queue a read-back behind the steps already
+    // launched: reading step k's loss returns only once step k + 1 is done, and with one in
+    // flight the devices would then wait for the next launch. A checkpoint drains the
+    // pipeline: it saves the state after its own step.
+    let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(IN_FLIGHT + 1);
+    let split = Layout {
+        devices: devices as u64,
+        context: job.context as u64,
+        seq: job.seq as usize,
+    };
+    for step in start..total {
+        let inputs = step_inputs(|i| batches.get(i), position, split, k as u64);
+        let tokens: usize = inputs
+            .iter()
+            .map(|i| match &i[0] {
+                HostInput::I32(t) => t.len(),
+                _ => 0,
+            })
+            .sum();
+        let batch = trainer.upload(&inputs)?;
+        let pending = trainer.launch(batch)?;
+        position += split.groups() * k as u64;
+        let launched = InFlight {
+            pending,
+            step: step + 1,
+            tokens,
+            position,
+        };
+        in_flight.push_back(launched);
+        if in_flight.len() > IN_FLIGHT
+            && let Some(oldest) = in_flight.pop_front()
+        {
+            shown.record(&mut trainer, oldest)?;
+        }
+        if a.save_every
+            .is_some_and(|n| (step as u64 + 1).is_multiple_of(n))
+        {
+            while let Some(oldest) = in_flight.pop_front() {
+                shown.record(&mut trainer, oldest)?;
+            }
+            let p = Progress {
+                data_position: position,
+                rng_state: 0,
+            };
+            trainer.save(&latest(&a.checkpoint_dir), p)?;
+            tracing::info!(
+                "saved {} at step {}",
+                latest(&a.checkpoint_dir).display(),
+                step + 1
+            );
+        }
+        if let Some((eval, every)) = &eval
+            && ((step as u64 + 1).is_multiple_of(*every) || step + 1 == total)
+        {
+            while let Some(oldest) = in_flight.pop_front() {
+                shown.record(&mut trainer, oldest)?;
+            }
+            evaluate(
+                &mut trainer,
+                eval,
+                split,
+                a.eval_batches,
+                step + 1,
+                &mut shown,
+                out,
+            )?;
+        }
+    }
+    while let Some(oldest) = in_flight.pop_front() {
+        shown.record(&mut trainer, oldest)?;
+    }
+    let Shown {
+        progress,
+        metrics,
+        losses,
+        times,
+        aux,
+        ..
+    } = shown;
+    progress.finish();
+    summarise(&trainer, &losses, &times, out)?;
+    summarise_aux(&aux, out)?;
+    if let Some(path) = &a.plot {
+        let title = format!("{}: training loss", a.model());
+        std::fs::write(path, crate::plot::loss_curve(&title, &losses))
+            .map_err(|e| CliError::failed(format!("writing `{}`: {e}", path.display())))?;
+        writeln!(out, "wrote the loss curve to {}", path.display())?;
+    }
+    if let Some(f) = &metrics {
+        writeln!(out, "wrote per-step metrics to {}", f.path().display())?;
+    }
+    if a.expect_loss_fall {
+        learned(&losses)
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,274 @@
+//! Hugging Face weights in and out. The fixtures under `tests/fixtures/hf/` are tiny random
+//! models `transformers` saved, with the loss and logits it computed on a fixed batch
+//! (`make.py` made them; CI has no torch). Imported onto 4 devices, each model's loss equals
+//! `transformers`' within 1e-4 relative, one training step from it runs, and an export
+//! re-imports bit-identically.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+use std::path::{Path, PathBuf};
+
+use stackscan::fsdp::Adam;
+use stackscan::hf_map::Step;
+use stackscan_models::jobs::ModelName;
+use stackscan_models::registry::ModelConfig;
+use stackscan_runtime::hf::{ExportDType, WeightFiles};
+use stackscan_runtime::testing::cached_cpu_client;
+use stackscan_runtime::testing::multi_step;
+use stackscan_runtime::train::{HostInput, Trainer};
+use stackscan_runtime::{Client, Mesh};
+
+/// The target's directory for tests, where
+/// [`cached_cpu_client`](stackscan_runtime::testing::cached_cpu_client) keeps its cache.
+const TARGET_TMP: &str = env!("CARGO_TARGET_TMPDIR");
+
+const DEVICES: usize = 4;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hf")
+        .join(name)
+}
+
+/// What `transformers` computed.
+struct Expected {
+    tokens: Vec<Vec<i32>>,
+    labels: Vec<Vec<i32>>,
+    loss: f64,
+    /// The first sequence's logits at its first positions, `[positions, vocab]` row-major.
+    logits: Vec<f64>,
+}
+
+fn expected(dir: &Path) -> Expected {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let rows = |k: &str| -> Vec<Vec<i32>> { serde_json::from_value(v[k].clone()).unwrap() };
+    Expected {
+        tokens: rows("tokens"),
+        labels: rows("labels"),
+        loss: v["loss"].as_f64().unwrap(),
+        logits: serde_json::from_value(v["logits"].clone()).unwrap(),
+    }
+}
+
+/// The fixture's config at the batch's shape, its rows split over the devices.
+fn config(model: &str, dir: &Path, e: &Expected) -> ModelConfig {
+    let name: ModelName = model.parse().unwrap();
+    name.load(dir.join("config.json").to_str().unwrap())
+        .unwrap()
+        .with_batch_per_device((e.tokens.len() / DEVICES) as i64)
+        .with_seq(e.tokens[0].len() as i64)
+}
+
+fn trainer(client: &Client, c: &ModelConfig) -> Trainer {
+    let mesh = Mesh::new(client, "fsdp", DEVICES).unwrap();
+    let (model, options) = c.build().unwrap();
+    Trainer::new(client, &mesh, &model, options, Adam::default(), 0).unwrap()
+}
+
+/// Device `d`'s rows of the batch.
+fn split(e: &Expected) -> Vec<Vec<HostInput>> {
+    let per = e.tokens.len() / DEVICES;
+    (0..DEVICES)
+        .map(|d| {
+            let rows = |m: &[Vec<i32>]| m[d * per..(d + 1) * per].concat();
+            vec![
+                HostInput::I32(rows(&e.tokens)),
+                HostInput::I32(rows(&e.labels)),
+            ]
+        })
+        .collect()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("stackscan-hfw-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn imports_matches_trains_and_round_trips(model: &str) {
+    let dir = fixture(model);
+    let e = expected(&dir);
+    let c = config(model, &dir, &e);
+    let map = c.hf_weights().unwrap();
+    let client = cached_cpu_client(DEVICES, TARGET_TMP);
+    let mut t = trainer(&client, &c);
+    t.import_hf(&map, &dir).unwrap();
+    let inputs = split(&e);
+    let loss = f64::from(t.evaluate(&inputs).unwrap());
+    eprintln!(
+        "{model}: loss {loss:.7} vs transformers' {:.7} ({:.1e} relative)",
+        e.loss,
+        (loss - e.loss).abs() / e.loss
+    );
+    assert!(
+        (loss - e.loss).abs() <= 1e-4 * e.loss,
+        "{model}: loss {loss} vs transformers' {}",
+        e.loss
+    );
+
+    // The logits of the first sequence's first positions, within 1e-4 of their scale.
+    let head = c.logits_head().unwrap();
+    let logits = t.logits(&head, &inputs).unwrap();
+    let ours = &logits[0][..e.logits.len()];
+    let scale = e.logits.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let worst = ours
+        .iter()
+        .zip(&e.logits)
+        .map(|(a, b)| (f64::from(*a) - b).abs())
+        .fold(0.0f64, f64::max);
+    eprintln!(
+        "{model}: logits within {:.1e} of their scale {scale:.2}",
+        worst / scale
+    );
+    assert!(
+        worst <= 1e-4 * scale,
+        "{model}: logits off by {worst} (scale {scale})"
+    );
+
+    // The export of the imported weights is the fixture's own tensors, bit for bit, but for
+    // those the import skips (DeepSeek-V3's multi-token-prediction layer) and Qwen3.5's
+    // `1 + w` norm scales, which hold `w + 1` in f32 here: rounded once, so within half an
+    // ulp of `1 + w` there.
+    let out = scratch(&format!("{model}-export"));
+    t.export_hf(&map, &out, ExportDType::F32).unwrap();
+    let (ours, theirs) = (
+        WeightFiles::open(&out).unwrap(),
+        WeightFiles::open(&dir).unwrap(),
+    );
+    let kept: Vec<&str> = theirs
+        .names()
+        .filter(|n| !map.skipped.iter().any(|(p, _)| n.starts_with(p.as_str())))
+        .collect();
+    assert_eq!(ours.names().collect::<Vec<_>>(), kept);
+    let shifted: Vec<&str> = map
+        .weights
+        .iter()
+        .flat_map(|w| &w.links)
+        .filter(|l| l.steps.iter().any(|s| matches!(s, Step::Add(_))))
+        .map(|l| l.theirs.as_str())
+        .collect();
+    for name in kept {
+        let (a, b) = (ours.read(name).unwrap(), theirs.read(name).unwrap());
+        if shifted.contains(&name) {
+            assert_eq!(a.0, b.0, "{name}");
+            for (x, y) in a.1.iter().zip(&b.1) {
+                let half_ulp = (1.0 + y).abs() * f32::EPSILON / 2.0;
+                assert!((x - y).abs() <= half_ulp, "{name}: {x} vs {y}");
+            }
+        } else {
+            assert!(a == b, "{name}");
+        }
+    }
+
+    // One step trains from it; its export re-imports bit-identically.
+    let r = t.step(&inputs).unwrap();
+    assert!(
+        (f64::from(r.loss) - loss).abs() <= 1e-6 * loss,
+        "{} vs {loss}",
+        r.loss
+    );
+    t.export_hf(&map, &out, ExportDType::F32).unwrap();
+    let mut back = trainer(&client, &c);
+    back.import_hf(&map, &out).unwrap();
+    let (a, b) = (multi_step::weights(&t), multi_step::weights(&back));
+    assert!(a == b, "{model}: the re-imported weights differ");
+    assert!(
+        f64::from(back.evaluate(&inputs).unwrap()) < loss,
+        "the step lowered the loss"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn llama_imports_matches_transformers_trains_and_round_trips() {
+    imports_matches_trains_and_round_trips("llama");
+}
+
+#[test]
+fn deepseek3_imports_matches_transformers_trains_and_round_trips() {
+    imports_matches_trains_and_round_trips("deepseek3");
+}
+
+#[test]
+fn qwen35_imports_matches_transformers_trains_and_round_trips() {
+    imports_matches_trains_and_round_trips("qwen35");
+}
+
+/// A checkpoint of another size is refused before anything changes, the tensor named.
+#[test]
+fn a_checkpoint_of_another_size_is_refused_by_tensor() {
+    let dir = fixture("llama");
+    let e = expected(&dir);
+    let mut c = config("llama", &dir, &e);
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    v["intermediate_size"] = 64.into();
+    let other = scratch("other-size");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("config.json"), v.to_string()).unwrap();
+    c = "llama"
+        .parse::<ModelName>()
+        .unwrap()
+        .load(other.join("config.json").to_str().unwrap())
+        .unwrap()
+        .with_batch_per_device(c.batch_per_device());
+    let client = cached_cpu_client(DEVICES, TARGET_TMP);
+    let mut t = trainer(&client, &c);
+    let before = multi_step::weights(&t);
+    let err = t
+        .import_hf(&c.hf_weights().unwrap(), &dir)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("tensor `model.layers.0.mlp.gate_proj.weight` is [48, 32]")
+            && err.contains("[64, 32]"),
+        "{err}"
+    );
+    assert!(
+        multi_step::weights(&t) == before,
+        "a refused import changed the weights"
+    );
+    std::fs::remove_dir_all(&other).unwrap();
+}
+
+/// `x` rounded to bf16 (nearest, ties to even) by its bits, back as f32 (finite `x`).
+fn bf16_rounded(x: f32) -> f64 {
+    let b = x.to_bits();
+    let r = (b + 0x7fff + ((b >> 16) & 1)) & 0xffff_0000;
+    f64::from(f32::from_bits(r))
+}
+
+/// A bf16 checkpoint loads into the f32 masters, each weight its bf16 value.
+#[test]
+fn a_bf16_checkpoint_loads_into_f32_masters() {
+    let dir = fixture("llama");
+    let e = expected(&dir);
+    let c = config("llama", &dir, &e);
+    let map = c.hf_weights().unwrap();
+    let client = cached_cpu_client(DEVICES, TARGET_TMP);
+    let mut t = trainer(&client, &c);
+    t.import_hf(&map, &dir).unwrap();
+    let out = scratch("bf16");
+    t.export_hf(&map, &out, ExportDType::BF16).unwrap();
+    let mut half = trainer(&client, &c);
+    half.import_hf(&map, &out).unwrap();
+    for (a, b) in multi_step::weights(&t)
+        .iter()
+        .zip(multi_step::weights(&half))
+    {
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(*y, bf16_rounded(*x as f32), "{x}");
+        }
+    }
+    let loss = f64::from(half.evaluate(&split(&e)).unwrap());
+    assert!(
+        (loss - e.loss).abs() <= 2e-2 * e.loss,
+        "bf16 weights: {loss} vs {}",
+        e.loss
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -1,0 +1,67 @@
+//! `--tokenizer`: a Hugging Face `tokenizer.json` run by the `tokenizers` crate gives the ids
+//! the Python `tokenizers` library gave when it made the fixture (`make.py`), and a text
+//! becomes a cached token file of them.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
+use std::path::{Path, PathBuf};
+
+use stackscan_cli::tokenize::{encode, load, tokenize_text};
+use stackscan_runtime::tokens::{TokenFile, TokenFormat};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf/tokenizer")
+}
+
+#[test]
+fn ids_are_those_the_python_library_gave() {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture().join("expected.json")).unwrap())
+            .unwrap();
+    let tok = load(&fixture().join("tokenizer.json")).unwrap();
+    let want: Vec<u32> = serde_json::from_value(v["ids"].clone()).unwrap();
+    assert_eq!(encode(&tok, v["sentence"].as_str().unwrap()).unwrap(), want);
+    assert_eq!(
+        tok.get_vocab_size(true),
+        v["vocab_size"].as_u64().unwrap() as usize
+    );
+}
+
+#[test]
+fn a_text_becomes_a_cached_token_file_of_its_ids() {
+    let dir = std::env::temp_dir().join(format!("stackscan-tokenize-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = dir.join("corpus.txt");
+    // Past one encoding chunk (1 MiB), so the chunked encoding is exercised.
+    let line = "the model reads tokens and predicts the next one.\n";
+    std::fs::write(&text, line.repeat((1 << 20) / line.len() + 10)).unwrap();
+    let tokenizer = fixture().join("tokenizer.json");
+    let first = tokenize_text(&tokenizer, &text).unwrap();
+    assert_eq!(first.format, TokenFormat::U16);
+    // The file holds the ids of the whole text, as one encoding of it gives them.
+    let tok = load(&tokenizer).unwrap();
+    let whole = encode(&tok, &std::fs::read_to_string(&text).unwrap()).unwrap();
+    let line_ids = tok.encode(line, false).unwrap().get_ids().to_vec();
+    assert_eq!(whole.len(), line_ids.len() * (whole.len() / line_ids.len()));
+    let file = TokenFile::open(&first.path, first.format).unwrap();
+    assert_eq!(file.len(), whole.len() as u64);
+    assert_eq!(first.tokens, whole.len() as u64);
+    let stored: Vec<u32> = std::fs::read(&first.path)
+        .unwrap()
+        .chunks_exact(2)
+        .map(|b| u32::from(u16::from_le_bytes([b[0], b[1]])))
+        .collect();
+    assert!(stored == whole, "the token file holds other ids");
+    // The second call reads the cache.
+    let again = tokenize_text(&tokenizer, &text).unwrap();
+    assert!(!again.fresh && again.path == first.path);
+    // Not UTF-8: refused by name.
+    let binary = dir.join("binary.txt");
+    std::fs::write(&binary, [0xff, 0xfe, 0x00]).unwrap();
+    let e = tokenize_text(&tokenizer, &binary).unwrap_err().to_string();
+    assert!(e.contains("binary.txt") && e.contains("not UTF-8"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,180 @@
+//! `DeepseekV3ForCausalLM`'s tensors. Besides the `[out, in]` projections: the checkpoints
+//! store each head's rotary query columns and the shared rotary key's columns interleaved
+//! (pairs `2i, 2i + 1` rotate together; `rope_interleave`, which `transformers` undoes at run
+//! time), ours rotate halves (`i, i + rope/2`), so those columns are reordered on the way in;
+//! routed experts are one `[out, in]` matrix per expert there and one bank per layer here;
+//! the multi-token-prediction layer (`model.layers.{num_hidden_layers}`) is not modelled and
+//! skipped.
+
+use serde_json::json;
+use stackscan::Result;
+use stackscan::hf_map::{HfMap, Link, Step};
+
+use super::{expert_links, map_of, unmapped};
+use crate::deepseek3::DeepSeek3Config;
+
+/// Our index `j` of `rope` rotary features is their index `order[j]`: the first half are
+/// their even features, the second half their odd ones.
+fn deinterleave(rope: usize) -> Vec<usize> {
+    (0..rope)
+        .map(|j| {
+            if j < rope / 2 {
+                2 * j
+            } else {
+                2 * (j - rope / 2) + 1
+            }
+        })
+        .collect()
+}
+
+/// The map of the DeepSeek-V3 model at `c`.
+pub fn map(c: &DeepSeek3Config) -> Result<HfMap> {
+    let (model, _) = crate::deepseek3::for_config(c)?;
+    let m = &c.mla;
+    let (d, h) = (c.d, m.heads);
+    let (rope, qk) = (m.rope as usize, (m.nope + m.rope) as usize);
+    // Per head: the position-free features as they are, the rotary ones de-interleaved.
+    let q_order: Vec<usize> = (0..h as usize)
+        .flat_map(|head| {
+            let base = head * qk;
+            (0..m.nope as usize).map(move |j| base + j).chain(
+                deinterleave(rope)
+                    .into_iter()
+                    .map(move |j| base + m.nope as usize + j),
+            )
+        })
+        .collect();
+    let kv_order: Vec<usize> = (0..m.kv_lora as usize)
+        .chain(
+            deinterleave(rope)
+                .into_iter()
+                .map(|j| m.kv_lora as usize + j),
+        )
+        .collect();
+    let shared = c.shared_experts * c.expert_width;
+    let mut map = map_of(&model, |name, layer| {
+        let at = |p: &str| format!("model.layers.{}.{p}", layer.unwrap_or(0));
+        let proj =
+            |p: &str, out: i64, inn: i64| Link::new(&at(p), &[out, inn]).then(Step::TransposeLast2);
+        let prefix = at("");
+        let experts = |p: &str, out: i64, inn: i64| expert_links(&prefix, c.experts, p, out, inn);
+        let kind = name.split('.').nth(1).unwrap_or("");
+        let param = name.splitn(3, '.').nth(2).unwrap_or(name);
+        Ok(match (kind, param) {
+            (_, "embed") if layer.is_none() => {
+                vec![Link::new("model.embed_tokens.weight", &[c.vocab, d])]
+            }
+            (_, "final_norm") if layer.is_none() => vec![Link::new("model.norm.weight", &[d])],
+            (_, "lm_head") if layer.is_none() => {
+                vec![Link::new("lm_head.weight", &[c.vocab, d]).then(Step::TransposeLast2)]
+            }
+            (_, "attn_norm") => vec![Link::new(&at("input_layernorm.weight"), &[d])],
+            (_, "ffn_norm") => vec![Link::new(&at("post_attention_layernorm.weight"), &[d])],
+            (_, "attn.q_down") => vec![proj("self_attn.q_a_proj.weight", m.q_lora, d)],
+            (_, "attn.q_norm") => vec![Link::new(
+                &at("self_attn.q_a_layernorm.weight"),
+                &[m.q_lora],
+            )],
+            (_, "attn.q_up") => vec![
+                proj("self_attn.q_b_proj.weight", h * m.qk_head(), m.q_lora).then(Step::Reorder {
+                    dim: 1,
+                    order: q_order.clone(),
+                }),
+            ],
+            (_, "attn.kv_down") => vec![
+                proj("self_attn.kv_a_proj_with_mqa.weight", m.kv_lora + m.rope, d).then(
+                    Step::Reorder {
+                        dim: 1,
+                        order: kv_order.clone(),
+                    },
+                ),
+            ],
+            (_, "attn.kv_norm") => {
+                vec![Link::new(
+                    &at("self_attn.kv_a_layernorm.weight"),
+                    &[m.kv_lora],
+                )]
+            }
+            (_, "attn.kv_up") => vec![proj(
+                "self_attn.kv_b_proj.weight",
+                h * (m.nope + m.v),
+                m.kv_lora,
+            )],
+            (_, "attn.out") => vec![proj("self_attn.o_proj.weight", d, h * m.v)],
+            (_, "mlp.w_gate") => vec![proj("mlp.gate_proj.weight", c.dense_ffn, d)],
+            (_, "mlp.w_up") => vec![proj("mlp.up_proj.weight", c.dense_ffn, d)],
+            (_, "mlp.w_down") => vec![proj("mlp.down_proj.weight", d, c.dense_ffn)],
+            (_, "moe.router") => vec![proj("mlp.gate.weight", c.experts as i64, d)],
+            (_, "moe.router_bias") => {
+                vec![Link::new(
+                    &at("mlp.gate.e_score_correction_bias"),
+                    &[c.experts as i64],
+                )]
+            }
+            (_, "moe.experts.gate") => experts("gate_proj", c.expert_width, d),
+            (_, "moe.experts.up") => experts("up_proj", c.expert_width, d),
+            (_, "moe.experts.down") => experts("down_proj", d, c.expert_width),
+            (_, "moe.shared.w_gate") => {
+                vec![proj("mlp.shared_experts.gate_proj.weight", shared, d)]
+            }
+            (_, "moe.shared.w_up") => vec![proj("mlp.shared_experts.up_proj.weight", shared, d)],
+            (_, "moe.shared.w_down") => {
+                vec![proj("mlp.shared_experts.down_proj.weight", d, shared)]
+            }
+            _ => return Err(unmapped("deepseek3", name)),
+        })
+    })?;
+    map.skipped.push((
+        format!("model.layers.{}.", c.layers),
+        "DeepSeek-V3's multi-token-prediction layer, which the declared model does not have".into(),
+    ));
+    Ok(map)
+}
+
+/// The `config.json` of the DeepSeek-V3 model at `c`, as `transformers` reads it.
+pub fn config_json(c: &DeepSeek3Config) -> serde_json::Value {
+    let m = &c.mla;
+    json!({
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "model_type": "deepseek_v3",
+        "vocab_size": c.vocab,
+        "hidden_size": c.d,
+        "intermediate_size": c.dense_ffn,
+        "moe_intermediate_size": c.expert_width,
+        "num_hidden_layers": c.layers,
+        "first_k_dense_replace": c.dense_layers,
+        "num_attention_heads": m.heads,
+        "num_key_value_heads": m.heads,
+        "q_lora_rank": m.q_lora,
+        "kv_lora_rank": m.kv_lora,
+        "qk_nope_head_dim": m.nope,
+        "qk_rope_head_dim": m.rope,
+        "v_head_dim": m.v,
+        "n_routed_experts": c.experts,
+        "num_experts_per_tok": c.top_k,
+        "n_group": c.groups,
+        "topk_group": c.top_groups,
+        "n_shared_experts": c.shared_experts,
+        "routed_scaling_factor": c.scaling,
+        "norm_topk_prob": true,
+        "rope_interleave": true,
+        "rope_theta": m.rope_theta,
+        "rms_norm_eps": crate::deepseek3::NORM_EPS,
+        "max_position_embeddings": c.seq,
+        "tie_word_embeddings": false,
+        "hidden_act": "silu",
+        "dtype": "float32",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotary_features_are_de_interleaved() {
+        // Their pairs (0, 1), (2, 3) are our pairs (0, 2), (1, 3).
+        assert_eq!(deinterleave(4), vec![0, 2, 1, 3]);
+        assert_eq!(deinterleave(6), vec![0, 2, 4, 1, 3, 5]);
+    }
+}

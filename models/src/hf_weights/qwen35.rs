@@ -1,0 +1,135 @@
+//! `Qwen3_5MoeForCausalLM`'s tensors (the text model). Besides the `[out, in]` projections:
+//! their RMSNorms scale by `1 + w` where ours scale by `w` (import `w + 1`, export `w − 1`),
+//! except the gated norm inside Gated DeltaNet, which scales by `w` there too; the GDN's
+//! query, key and value projections are one `in_proj_qkv` there (blocks of its rows here);
+//! its depthwise convolution is `[channels, 1, kernel]` there, `[kernel, channels]` here;
+//! routed experts are one matrix per expert there, one bank per layer here.
+
+use serde_json::json;
+use stackscan::Result;
+use stackscan::hf_map::{HfMap, Link, Step};
+
+use super::{expert_links, map_of, unmapped};
+use crate::qwen35::Qwen35Config;
+
+/// The map of the Qwen3.5 model at `c`.
+pub fn map(c: &Qwen35Config) -> Result<HfMap> {
+    let (model, _) = crate::qwen35::for_config(c)?;
+    let (d, g, a) = (c.d_model, &c.gdn, &c.attention);
+    let (key, value) = (g.key_heads * g.key_dim, g.value_heads * g.value_dim);
+    let channels = 2 * key + value;
+    map_of(&model, |name, layer| {
+        let at = |p: &str| format!("model.layers.{}.{p}", layer.unwrap_or(0));
+        let proj =
+            |p: &str, out: i64, inn: i64| Link::new(&at(p), &[out, inn]).then(Step::TransposeLast2);
+        // Their `1 + w` norms.
+        let norm = |full: String, n: i64| Link::new(&full, &[n]).then(Step::Add(1.0));
+        let prefix = at("");
+        let experts = |p: &str, out: i64, inn: i64| expert_links(&prefix, c.experts, p, out, inn);
+        let qkv = |start, len| {
+            Link::new(&at("linear_attn.in_proj_qkv.weight"), &[channels, d])
+                .block(0, start, len)
+                .then(Step::TransposeLast2)
+        };
+        let param = name.splitn(3, '.').nth(2).unwrap_or(name);
+        Ok(match param {
+            "embed" => vec![Link::new("model.embed_tokens.weight", &[c.vocab, d])],
+            "final_norm" => vec![norm("model.norm.weight".into(), d)],
+            "lm_head" => {
+                vec![Link::new("lm_head.weight", &[c.vocab, d]).then(Step::TransposeLast2)]
+            }
+            "mixer_norm" => vec![norm(at("input_layernorm.weight"), d)],
+            "ffn_norm" => vec![norm(at("post_attention_layernorm.weight"), d)],
+            // Gated DeltaNet.
+            "mixer.wq" if name.contains(".GDN.") => vec![qkv(0, key)],
+            "mixer.wk" if name.contains(".GDN.") => vec![qkv(key, key)],
+            "mixer.wv" if name.contains(".GDN.") => vec![qkv(2 * key, value)],
+            "mixer.wz" => vec![proj("linear_attn.in_proj_z.weight", value, d)],
+            "mixer.wa" => vec![proj("linear_attn.in_proj_a.weight", g.value_heads, d)],
+            "mixer.wb" => vec![proj("linear_attn.in_proj_b.weight", g.value_heads, d)],
+            "mixer.conv" => vec![
+                Link::new(
+                    &at("linear_attn.conv1d.weight"),
+                    &[channels, 1, g.conv_kernel],
+                )
+                .then(Step::Squeeze(1))
+                .then(Step::TransposeLast2),
+            ],
+            "mixer.a_log" => vec![Link::new(&at("linear_attn.A_log"), &[g.value_heads])],
+            "mixer.dt_bias" => vec![Link::new(&at("linear_attn.dt_bias"), &[g.value_heads])],
+            "mixer.o_norm" => vec![Link::new(&at("linear_attn.norm.weight"), &[g.value_dim])],
+            "mixer.wo" if name.contains(".GDN.") => {
+                vec![proj("linear_attn.out_proj.weight", d, value)]
+            }
+            // Gated attention: each head's query then its gate, as there.
+            "mixer.wq" => vec![proj("self_attn.q_proj.weight", 2 * a.heads * a.head_dim, d)],
+            "mixer.wk" => vec![proj("self_attn.k_proj.weight", a.kv_heads * a.head_dim, d)],
+            "mixer.wv" => vec![proj("self_attn.v_proj.weight", a.kv_heads * a.head_dim, d)],
+            "mixer.q_norm" => vec![norm(at("self_attn.q_norm.weight"), a.head_dim)],
+            "mixer.k_norm" => vec![norm(at("self_attn.k_norm.weight"), a.head_dim)],
+            "mixer.wo" => vec![proj("self_attn.o_proj.weight", d, a.heads * a.head_dim)],
+            // The MoE FFN.
+            "moe.router" => vec![proj("mlp.gate.weight", c.experts as i64, d)],
+            "moe.experts.gate" => experts("gate_proj", c.expert_width, d),
+            "moe.experts.up" => experts("up_proj", c.expert_width, d),
+            "moe.experts.down" => experts("down_proj", d, c.expert_width),
+            "moe.shared.w_gate" => vec![proj(
+                "mlp.shared_expert.gate_proj.weight",
+                c.shared_width,
+                d,
+            )],
+            "moe.shared.w_up" => vec![proj("mlp.shared_expert.up_proj.weight", c.shared_width, d)],
+            "moe.shared.w_down" => vec![proj(
+                "mlp.shared_expert.down_proj.weight",
+                d,
+                c.shared_width,
+            )],
+            "moe.shared_gate" => vec![proj("mlp.shared_expert_gate.weight", 1, d)],
+            _ => return Err(unmapped("qwen35", name)),
+        })
+    })
+}
+
+/// The `config.json` of the Qwen3.5 model at `c`, as `transformers` reads it
+/// (`Qwen3_5MoeForCausalLM`, the text model).
+pub fn config_json(c: &Qwen35Config) -> serde_json::Value {
+    let (g, a) = (&c.gdn, &c.attention);
+    let block = [
+        "linear_attention",
+        "linear_attention",
+        "linear_attention",
+        "full_attention",
+    ];
+    let layer_types: Vec<&str> = (0..c.layers).map(|l| block[l % 4]).collect();
+    json!({
+        "architectures": ["Qwen3_5MoeForCausalLM"],
+        "model_type": "qwen3_5_moe_text",
+        "vocab_size": c.vocab,
+        "hidden_size": c.d_model,
+        "num_hidden_layers": c.layers,
+        "layer_types": layer_types,
+        "num_attention_heads": a.heads,
+        "num_key_value_heads": a.kv_heads,
+        "head_dim": a.head_dim,
+        "linear_num_key_heads": g.key_heads,
+        "linear_num_value_heads": g.value_heads,
+        "linear_key_head_dim": g.key_dim,
+        "linear_value_head_dim": g.value_dim,
+        "linear_conv_kernel_dim": g.conv_kernel,
+        "num_experts": c.experts,
+        "num_experts_per_tok": c.top_k,
+        "moe_intermediate_size": c.expert_width,
+        "shared_expert_intermediate_size": c.shared_width,
+        "router_aux_loss_coef": c.router_aux_loss_coef,
+        "rope_parameters": {
+            "rope_theta": a.rope_theta,
+            "partial_rotary_factor": a.rotary_dim as f64 / a.head_dim as f64,
+            "rope_type": "default",
+        },
+        "rms_norm_eps": crate::qwen35::NORM_EPS,
+        "max_position_embeddings": c.seq,
+        "tie_word_embeddings": false,
+        "hidden_act": "silu",
+        "dtype": "float32",
+    })
+}

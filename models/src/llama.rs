@@ -1,0 +1,450 @@
+//! A Llama-style decoder, stacked homogeneously: RMSNorm, RoPE, grouped-query causal
+//! attention and a SwiGLU MLP per layer; embedding, final norm, LM head and cross-entropy
+//! outside the scanned stack.
+//!
+//! The model is [`Llama`] over the stack [`LlamaStack`](crate::llama_macro::LlamaStack),
+//! lowered by [`llama_macro::for_config`](crate::llama_macro::for_config).
+//!
+//! ```
+//! use stackscan_models::llama::LlamaConfig;
+//! let (m, _) = stackscan_models::llama_macro::for_config(&LlamaConfig::tiny())?;
+//! assert_eq!(m.stack.len(), 4);
+//! # Ok::<(), stackscan::Error>(())
+//! ```
+
+use serde::{Deserialize, Serialize};
+use stackscan::layer::{ActivationMarker, Forward};
+use stackscan::model::{Layers, ModelForward};
+use stackscan::nn::context;
+use stackscan::rng::Rng;
+use stackscan::{Axis, Error, Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, nn};
+
+use crate::causal_lm::CausalLm;
+
+/// Sizes of a Llama-style model; data (`examples/models/configs/llama-*.toml`, [`LlamaConfig::load`]:
+/// a file's missing fields are its base preset's, see [`crate::configs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlamaConfig {
+    /// Vocabulary.
+    pub vocab: i64,
+    /// Model width.
+    pub d_model: i64,
+    /// Decoder layers.
+    pub layers: usize,
+    /// Query heads.
+    pub heads: i64,
+    /// Key/value heads (grouped-query attention).
+    pub kv_heads: i64,
+    /// Width of one head.
+    pub head_dim: i64,
+    /// MLP hidden width.
+    pub ffn: i64,
+    /// RoPE base.
+    pub rope_theta: f64,
+    /// Sequence length.
+    pub seq: i64,
+    /// Sequences per device.
+    pub batch_per_device: i64,
+    /// Devices each sequence is split over (context parallelism, `--cp`): a device holds
+    /// `seq / context` positions of each of its sequences, and attention gathers the keys and
+    /// values of the others ([`stackscan::nn::context`]). 1, the default, splits nothing.
+    /// A run's layout rather than a size (`--cp`, never read from a file), like DeepSeek-V3's
+    /// expert mesh.
+    #[serde(skip, default = "one")]
+    pub context: usize,
+}
+
+pub(crate) fn one() -> usize {
+    1
+}
+
+impl Default for LlamaConfig {
+    fn default() -> Self {
+        LlamaConfig::tiny()
+    }
+}
+
+impl LlamaConfig {
+    /// A config kept in the repository by name (`tiny`, `llama3-8b`), a TOML file or a
+    /// Hugging Face `config.json` by path ([`crate::configs::load`]).
+    pub fn load(name_or_path: &str) -> Result<Self> {
+        crate::configs::load::<Self>(name_or_path)
+    }
+
+    /// The tiny config of the design (Llama-3-8B's structure at d 256, 4 layers).
+    /// Read from its preset file, `examples/models/configs/llama-tiny.toml`.
+    pub fn tiny() -> Self {
+        crate::configs::built_in("tiny")
+    }
+
+    /// A small config for equivalence tests: the tiny config's structure (grouped-query heads,
+    /// a wider MLP) at width 32, 3 layers, sequences of 8 tokens, every sharded dimension
+    /// divisible by 8.
+    pub const fn small(batch_per_device: i64) -> Self {
+        LlamaConfig {
+            vocab: 64,
+            d_model: 32,
+            layers: 3,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 8,
+            ffn: 48,
+            rope_theta: 10_000.0,
+            seq: 8,
+            batch_per_device,
+            context: 1,
+        }
+    }
+
+    /// Llama-3-8B's published sizes (for plans and cost models; far too big to run here).
+    /// Read from its preset file, `examples/models/configs/llama3-8b.toml`.
+    pub fn llama3_8b() -> Self {
+        crate::configs::built_in("llama3-8b")
+    }
+}
+
+/// The sizes attention reads: a projection of [`LlamaConfig`], so [`Attention`] does not
+/// depend on the whole model's config and serves any model that can say these.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionDims {
+    /// Model width.
+    pub d_model: i64,
+    /// Query heads.
+    pub heads: i64,
+    /// Key/value heads (grouped-query attention).
+    pub kv_heads: i64,
+    /// Width of one head.
+    pub head_dim: i64,
+    /// RoPE base.
+    pub rope_theta: f64,
+    /// Standard deviation of the output projection's initialiser.
+    pub out_std: f64,
+    /// Devices the sequence is split over ([`LlamaConfig::context`]).
+    pub context: usize,
+}
+
+/// The sizes the SwiGLU MLP reads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MlpDims {
+    /// Model width.
+    pub d_model: i64,
+    /// Hidden width.
+    pub ffn: i64,
+    /// Standard deviation of the down projection's initialiser.
+    pub out_std: f64,
+}
+
+impl LlamaConfig {
+    /// Output projections start smaller, `0.02 / √(2·layers)` (GPT-2's residual scaling).
+    pub fn out_std(&self) -> f64 {
+        0.02 / (2.0 * self.layers as f64).sqrt()
+    }
+
+    /// What [`Attention`] reads.
+    pub fn attention(&self) -> AttentionDims {
+        AttentionDims {
+            d_model: self.d_model,
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            rope_theta: self.rope_theta,
+            out_std: self.out_std(),
+            context: self.context,
+        }
+    }
+
+    /// Positions of each sequence on one device: `seq / context`.
+    pub fn seq_per_device(&self) -> i64 {
+        self.seq / self.context.max(1) as i64
+    }
+
+    /// This config with each sequence split over `cp` devices, checked: `cp` divides the
+    /// sequence and the `devices` (the mesh is `fsdp × context`, `devices / cp` by `cp`).
+    pub fn with_context_parallel(self, devices: usize, cp: usize) -> Result<Self> {
+        context_split(self.seq, devices, cp)?;
+        Ok(LlamaConfig {
+            context: cp,
+            ..self
+        })
+    }
+
+    /// What [`SwiGlu`] reads.
+    pub fn mlp(&self) -> MlpDims {
+        MlpDims {
+            d_model: self.d_model,
+            ffn: self.ffn,
+            out_std: self.out_std(),
+        }
+    }
+}
+
+/// Grouped-query causal self-attention with RoPE.
+#[derive(Debug, Module)]
+#[module(config = AttentionDims)]
+pub struct Attention<T> {
+    /// Query projection, `[d, heads·head_dim]`.
+    #[param(shape = [cfg.d_model, cfg.heads * cfg.head_dim], shard = 0)]
+    pub wq: T,
+    /// Key projection, `[d, kv_heads·head_dim]`.
+    #[param(shape = [cfg.d_model, cfg.kv_heads * cfg.head_dim], shard = 0)]
+    pub wk: T,
+    /// Value projection, `[d, kv_heads·head_dim]`.
+    #[param(shape = [cfg.d_model, cfg.kv_heads * cfg.head_dim], shard = 0)]
+    pub wv: T,
+    /// Output projection, `[heads·head_dim, d]`.
+    #[param(shape = [cfg.heads * cfg.head_dim, cfg.d_model], shard = 0, init = normal(cfg.out_std))]
+    pub wo: T,
+}
+
+impl Attention<Tensor> {
+    /// Attention of the normalised stream `x: [B, T, d]`, projected back to `[B, T, d]`.
+    ///
+    /// Under context parallelism (`c.context > 1`) `x` is this device's piece of each
+    /// sequence: RoPE rotates it from the piece's start, and the key/value heads of every piece
+    /// are gathered (before grouped-query repetition, so the exchange moves `kv_heads`, not
+    /// `heads`) for a causal mask offset by that start.
+    pub fn forward(&self, c: &AttentionDims, x: &Tensor) -> Result<Tensor> {
+        let (b, t) = (x.dims()[0], x.dims()[1]);
+        let (nh, nkv, hd) = (c.heads, c.kv_heads, c.head_dim);
+        let heads = |w: &Tensor, n: i64| x.matmul(w)?.reshape(&[b, t, n, hd]);
+        let scale = 1.0 / (hd as f64).sqrt();
+        if c.context > 1 {
+            let axis = Axis::new(context::CONTEXT_AXIS, c.context);
+            let start = context::sequence_start(x, t, &axis)?;
+            let q = nn::rope_from(&heads(&self.wq, nh)?, c.rope_theta, hd as usize, &start)?;
+            let k = nn::rope_from(&heads(&self.wk, nkv)?, c.rope_theta, hd as usize, &start)?;
+            let k = context::gather_sequence(&k, &axis)?;
+            let v = context::gather_sequence(&heads(&self.wv, nkv)?, &axis)?;
+            let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
+            return context::blocked_causal_attention(&q, &k, &v, scale, &start, t)?
+                .matmul(&self.wo);
+        }
+        let q = nn::rope(&heads(&self.wq, nh)?, c.rope_theta, hd as usize)?;
+        let k = nn::rope(&heads(&self.wk, nkv)?, c.rope_theta, hd as usize)?;
+        let v = heads(&self.wv, nkv)?;
+        // Grouped-query attention: each key/value head serves heads/kv_heads query heads.
+        let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
+        nn::causal_attention(&q, &k, &v, scale)?.matmul(&self.wo)
+    }
+}
+
+/// The SwiGLU MLP: `(silu(x·W_gate) ⊙ x·W_up)·W_down`.
+#[derive(Debug, Module)]
+#[module(config = MlpDims)]
+pub struct SwiGlu<T> {
+    /// Gate, `[d, ffn]`.
+    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
+    pub w_gate: T,
+    /// Up projection, `[d, ffn]`.
+    #[param(shape = [cfg.d_model, cfg.ffn], shard = 0)]
+    pub w_up: T,
+    /// Down projection, `[ffn, d]`.
+    #[param(shape = [cfg.ffn, cfg.d_model], shard = 0, init = normal(cfg.out_std))]
+    pub w_down: T,
+}
+
+impl SwiGlu<Tensor> {
+    /// The MLP of the normalised stream `x: [B, T, d]`.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        nn::silu(&x.matmul(&self.w_gate)?)?
+            .mul(&x.matmul(&self.w_up)?)?
+            .matmul(&self.w_down)
+    }
+}
+
+/// The residual stream `[batch, seq, d_model]`.
+#[derive(Debug)]
+pub enum Residual {}
+
+impl ActivationMarker for Residual {}
+
+/// One decoder layer: attention and the SwiGLU MLP, each behind an RMSNorm, with residuals.
+/// Its parameters are `attn_norm`, `attn.wq` … `attn.wo`, `mlp_norm`, `mlp.w_gate` …
+/// `mlp.w_down`, in this order.
+#[derive(Debug, SubLayer)]
+#[sublayer(config = LlamaConfig, carry = Residual, name = "layer")]
+pub struct Decoder<T> {
+    /// RMSNorm scale before attention.
+    #[param(shape = [cfg.d_model], replicated)]
+    pub attn_norm: T,
+    /// Self-attention.
+    #[module(config = cfg.attention())]
+    pub attn: Attention<T>,
+    /// RMSNorm scale before the MLP.
+    #[param(shape = [cfg.d_model], replicated)]
+    pub mlp_norm: T,
+    /// The MLP.
+    #[module(config = cfg.mlp())]
+    pub mlp: SwiGlu<T>,
+}
+
+impl Forward for Decoder<Tensor> {
+    fn forward(&self, c: &LlamaConfig, h: &Tensor) -> Result<Tensor> {
+        let x = nn::rms_norm(h, &self.attn_norm, NORM_EPS)?;
+        let h = h.add(&self.attn.forward(&c.attention(), &x)?)?;
+        let y = nn::rms_norm(&h, &self.mlp_norm, NORM_EPS)?;
+        h.add(&self.mlp.forward(&y)?)
+    }
+}
+
+/// The model's inputs, declared once: tokens and next-token labels, `[batch_per_device, seq]`
+/// per device. Both index the vocabulary — a token through the embedding's gather (which
+/// would clamp an id outside it), a label through the cross-entropy's one-hot (which would
+/// match no class) — so both declare `0..vocab` and bad data is rejected on the host.
+#[derive(Debug, Inputs)]
+#[inputs(config = LlamaConfig)]
+pub struct Tokens<T> {
+    /// Token ids.
+    #[input(shape = [cfg.batch_per_device, cfg.seq_per_device()], dtype = i32, values = 0..cfg.vocab)]
+    pub tokens: T,
+    /// The next token of each position.
+    #[input(shape = [cfg.batch_per_device, cfg.seq_per_device()], dtype = i32, values = 0..cfg.vocab)]
+    pub labels: T,
+}
+
+/// The whole Llama-style model with stack `S` (a `#[layer_stack]` of [`Decoder`]s,
+/// [`LlamaStack`](crate::llama_macro::LlamaStack), whose depth is `LlamaConfig.layers`): the
+/// embedding, the stack, the final norm and the LM head, in the order they run. The depth is
+/// the stack's, checked once against its block pattern when the model is built.
+#[derive(Debug, Model)]
+#[model(config = LlamaConfig, inputs = Tokens)]
+pub struct Llama<T, S> {
+    /// Token embedding, `[vocab, d]`.
+    #[param(shape = [cfg.vocab, cfg.d_model], shard = 0)]
+    pub embed: T,
+    /// The decoder layers.
+    #[stack]
+    pub layers: Layers<S>,
+    /// RMSNorm scale after the stack, `[d]`.
+    #[param(shape = [cfg.d_model], replicated)]
+    pub final_norm: T,
+    /// LM head, `[d, vocab]`.
+    #[param(shape = [cfg.d_model, cfg.vocab], shard = 0)]
+    pub lm_head: T,
+}
+
+impl<S> Llama<Tensor, S> {
+    /// The parts outside the stack ([`CausalLm`]), with Llama's norm epsilon.
+    pub fn outer(&self) -> CausalLm<'_> {
+        CausalLm::new(&self.embed, &self.final_norm, &self.lm_head, NORM_EPS)
+    }
+
+    /// The embedding lookup of `tokens: [B, T]`.
+    pub fn embed_tokens(&self, tokens: &Tensor) -> Result<Tensor> {
+        self.outer().embed(tokens)
+    }
+
+    /// Final norm, LM head and mean next-token cross-entropy of `h: [B, T, d]` against
+    /// `labels: [B, T]`.
+    pub fn head_loss(&self, h: &Tensor, labels: &Tensor) -> Result<Tensor> {
+        self.outer().loss(h, labels)
+    }
+}
+
+/// Llama's RMSNorm epsilon (`rms_norm_eps` of its `config.json`).
+pub const NORM_EPS: f64 = 1e-5;
+
+impl<S: LayerStack<Config = LlamaConfig> + 'static> ModelForward for Llama<Tensor, S> {
+    fn embed(&self, _: &LlamaConfig, x: &Tokens<Tensor>) -> Result<Tensor> {
+        self.outer().embed(&x.tokens)
+    }
+
+    fn loss(&self, _: &LlamaConfig, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
+        self.outer().loss(h, &x.labels)
+    }
+
+    fn logits(&self, _: &LlamaConfig, h: &Tensor, _: &Tokens<Tensor>) -> Result<Tensor> {
+        self.outer().logits(h)
+    }
+
+    fn check(c: &LlamaConfig) -> Result<()> {
+        check_heads(c)
+    }
+}
+
+/// Checks a context-parallel split: `cp` devices per sequence divide the `devices` and the
+/// sequence's `seq` positions.
+pub fn context_split(seq: i64, devices: usize, cp: usize) -> Result<()> {
+    if cp == 0 || devices == 0 || !devices.is_multiple_of(cp) {
+        return Err(Error::InvalidOp {
+            op: "context_parallel",
+            message: format!("--cp {cp} must be at least 1 and divide the {devices} devices"),
+        });
+    }
+    if seq % cp as i64 != 0 {
+        return Err(Error::InvalidOp {
+            op: "context_parallel",
+            message: format!("--cp {cp} must divide the sequence length {seq}"),
+        });
+    }
+    Ok(())
+}
+
+/// The `fsdp × context` mesh of `devices` with `cp` along `context` (a split
+/// [`context_split`] accepted), for a model without routed experts (`ep` must be 1).
+pub fn context_mesh(devices: usize, cp: usize, ep: usize) -> Result<stackscan::Mesh> {
+    if ep != 1 {
+        return Err(Error::InvalidOp {
+            op: "expert_parallel",
+            message: format!("--ep {ep}: this model has no routed experts"),
+        });
+    }
+    stackscan::Mesh::new(&[
+        (crate::moe::FSDP_AXIS, devices / cp),
+        (context::CONTEXT_AXIS, cp),
+    ])
+}
+
+/// `, each sequence of S split over cp devices` for a description, or nothing when `cp` is 1.
+pub fn describe_context(seq: i64, cp: usize) -> String {
+    if cp > 1 {
+        format!(" (each sequence of {seq} split over {cp} devices)")
+    } else {
+        String::new()
+    }
+}
+
+/// Heads must group evenly and a head's width must be even (RoPE rotates pairs).
+fn check_heads(c: &LlamaConfig) -> Result<()> {
+    if c.seq % c.context.max(1) as i64 != 0 {
+        return Err(Error::InvalidOp {
+            op: "llama",
+            message: format!("`context` {} does not divide `seq` {}", c.context, c.seq),
+        });
+    }
+    if c.kv_heads <= 0 || c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0 {
+        return Err(Error::InvalidOp {
+            op: "llama",
+            message: format!(
+                "heads ({}) must be a multiple of kv_heads ({}) and head_dim ({}) even",
+                c.heads, c.kv_heads, c.head_dim
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Synthetic sequences with learnable structure: each row counts up from a random start by a
+/// row-specific stride (mod vocab), so the next token follows from the previous two. Returns
+/// `(tokens, labels)` for `rows` rows, labels being tokens shifted by one.
+pub fn synthetic_batch(c: &LlamaConfig, rows: i64, seed: u64) -> (Vec<i32>, Vec<i32>) {
+    synthetic_tokens(c.vocab, c.seq, rows, seed)
+}
+
+/// [`synthetic_batch`] for any vocabulary and sequence length.
+pub fn synthetic_tokens(vocab: i64, seq: i64, rows: i64, seed: u64) -> (Vec<i32>, Vec<i32>) {
+    let mut rng = Rng::new(seed);
+    let mut next = || (rng.next_u64() >> 33) as i64;
+    let mut tokens = Vec::new();
+    let mut labels = Vec::new();
+    for _ in 0..rows {
+        let start = next() % vocab;
+        let stride = 1 + next() % 3;
+        for i in 0..seq {
+            tokens.push(((start + stride * i) % vocab) as i32);
+            labels.push(((start + stride * (i + 1)) % vocab) as i32);
+        }
+    }
+    (tokens, labels)
+}

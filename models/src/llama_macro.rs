@@ -1,0 +1,131 @@
+//! The stack of the declared Llama ([`llama::Llama`](crate::llama::Llama), whose layer is the
+//! nested [`Decoder`]): one `#[layer_stack]` type whose depth is the config's
+//! (`layers = cfg.layers`), so the tiny config and Llama-3-8B share it, and the declared model
+//! lowered to a [`StackModel`]. The result is what a Llama built by hand with the run-time API
+//! gives (the test support `examples/tests/hand_llama`): same parameters, same program text.
+//!
+//! ```
+//! use stackscan::LayerStack;
+//! use stackscan_models::llama::LlamaConfig;
+//! use stackscan_models::llama_macro::{LlamaStack, model};
+//!
+//! let m = model::<LlamaStack>(&LlamaConfig::tiny())?;
+//! assert_eq!(m.kinds[0].params[1].name, "attn.wq");
+//! assert_eq!(m.parameters()[4].path, "layers.attn.wq");
+//! assert_eq!(m.stack.len(), 4);
+//! // One stack type, every depth: the depth is the config's.
+//! let full = LlamaConfig::llama3_8b();
+//! assert_eq!(LlamaStack::plan_notation(&full)?.0, "[layer 0 … layer 30] → [layer 31]");
+//! // A depth the block pattern cannot hold is refused once, when the model is built.
+//! let e = model::<LlamaStack>(&LlamaConfig { layers: 0, ..LlamaConfig::tiny() }).unwrap_err();
+//! assert!(matches!(&e, stackscan::Error::Depth { field, value: 0, .. } if field == "LlamaConfig.layers"));
+//! # Ok::<(), stackscan::Error>(())
+//! ```
+
+use stackscan::fsdp::StackModel;
+use stackscan::model::stack_model;
+use stackscan::plan::PlanOptions;
+use stackscan::{LayerStack, Result, Tensor, layer_stack};
+
+use crate::llama::{Llama, LlamaConfig};
+
+pub use crate::llama::{Decoder, Residual};
+
+/// The Llama stack at every depth: `LlamaConfig.layers` decoder layers, prefetch and deferred
+/// reduce-scatter.
+#[layer_stack(
+    block = [Decoder],
+    layers = cfg.layers,
+    prefetch_fsdp_weights,
+    defer_grad_reduce_scatter,
+)]
+#[derive(Debug)]
+pub struct LlamaStack;
+
+/// The model with stack `S`: the declared [`Llama`] lowered to the run-time model (the depth
+/// checked once, against the stack's block pattern).
+pub fn model<S: LayerStack<Config = LlamaConfig> + 'static>(c: &LlamaConfig) -> Result<StackModel> {
+    Ok(stack_model::<Llama<Tensor, S>>(c)?.0)
+}
+
+/// The main job's model: the declared tiny Llama with its attribute's options.
+pub fn tiny() -> Result<(StackModel, PlanOptions)> {
+    for_config(&LlamaConfig::tiny())
+}
+
+/// Llama-3-8B declared with the macros, with its attribute's options (for plans and
+/// parameter listings; far too big to train here).
+pub fn llama3_8b() -> Result<(StackModel, PlanOptions)> {
+    for_config(&LlamaConfig::llama3_8b())
+}
+
+/// The declared model for a config loaded by name or path, at the config's depth.
+pub fn for_config(c: &LlamaConfig) -> Result<(StackModel, PlanOptions)> {
+    stack_model::<Llama<Tensor, LlamaStack>>(c)
+}
+
+/// The declared Llama as the commands know it (`--model llama`).
+#[derive(Debug)]
+pub struct LlamaModel;
+
+impl crate::registry::Architecture for LlamaModel {
+    type Config = LlamaConfig;
+    type Stack = LlamaStack;
+    const ABOUT: &'static str =
+        "Llama-style decoder (tiny; published: Llama-3-8B, 32 identical layers)";
+    const PUBLISHED: &'static str = "llama3-8b";
+
+    fn build(c: &LlamaConfig) -> Result<(StackModel, PlanOptions)> {
+        for_config(c)
+    }
+
+    fn describe(c: &LlamaConfig) -> String {
+        format!(
+            "Llama (declared with the macros): {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device",
+            c.layers,
+            c.d_model,
+            c.heads,
+            c.kv_heads,
+            c.head_dim,
+            c.ffn,
+            c.vocab,
+            c.batch_per_device,
+            c.seq_per_device()
+        ) + &crate::llama::describe_context(c.seq, c.context)
+    }
+
+    fn context_parallel(
+        c: &LlamaConfig,
+        devices: usize,
+        cp: usize,
+        ep: usize,
+    ) -> Option<Result<(LlamaConfig, stackscan::Mesh)>> {
+        Some(c.with_context_parallel(devices, cp).and_then(|c| {
+            let mesh = crate::llama::context_mesh(devices, cp, ep)?;
+            Ok((c, mesh))
+        }))
+    }
+
+    fn shape(c: &mut LlamaConfig) -> crate::registry::Shape<'_> {
+        crate::registry::Shape {
+            vocab: c.vocab,
+            seq: &mut c.seq,
+            batch_per_device: &mut c.batch_per_device,
+            layers: &mut c.layers,
+        }
+    }
+
+    fn logits_head(c: &LlamaConfig) -> Option<stackscan::fsdp::PostFn> {
+        Some(stackscan::model::logits_head::<Llama<Tensor, LlamaStack>>(
+            c,
+        ))
+    }
+
+    fn hf_weights(c: &LlamaConfig) -> Option<Result<stackscan::hf_map::HfMap>> {
+        Some(crate::hf_weights::llama::map(c))
+    }
+
+    fn hf_config_json(c: &LlamaConfig) -> Option<serde_json::Value> {
+        Some(crate::hf_weights::llama::config_json(c))
+    }
+}

@@ -1,0 +1,576 @@
+//! The models the commands know, in one table. A model is a type implementing
+//! [`Architecture`] (its config, its declared stack, how to describe it, its synthetic data);
+//! [`BUILT_IN`] lists the built-in ones, and every command (`train`, `plan`, `params`,
+//! `timeline`, `bench`) reaches a model only through a [`ModelName`] looked up here, with its
+//! config as a [`ModelConfig`] the model's own code reads. Adding a model is one file (the
+//! model and its `Architecture` impl) and one line in [`BUILT_IN`].
+//!
+//! ```
+//! use stackscan_models::registry::{ModelName, Preset};
+//!
+//! let name: ModelName = "deepseek3".parse()?;
+//! let c = name.preset(Preset::Tiny)?;
+//! assert_eq!((c.layers(), c.tokens().seq), (8, 64));
+//! let (model, options) = c.build()?;
+//! assert_eq!(model.stack.len(), 8);
+//! assert!(options.prefetch_fsdp_weights);
+//! assert!("gpt2".parse::<ModelName>().is_err());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::any::Any;
+use std::fmt;
+use std::marker::PhantomData;
+use std::str::FromStr;
+
+use stackscan::fsdp::StackModel;
+use stackscan::plan::{PlanOptions, Stack};
+use stackscan::{LayerStack, Mesh, Precision, Result};
+
+mod erased;
+
+use erased::{Erased, Registered};
+
+use crate::configs::ConfigFile;
+use crate::jobs::MoeFlags;
+use stackscan::cost::ActiveExperts;
+use stackscan::fsdp::PostFn;
+use stackscan::hf_map::HfMap;
+
+/// What every command needs of a model: its config type and declared stack, and the few
+/// things the stack cannot say (a one-line description, a learning rate its synthetic data
+/// trains well with, which parameters are routed experts). Implemented on a marker type per
+/// model, next to the model; the model is then one line of [`BUILT_IN`] (or of a user's own
+/// registry).
+pub trait Architecture: 'static {
+    /// The config: presets in TOML, optionally a Hugging Face `config.json` reader.
+    type Config: ConfigFile + fmt::Debug + PartialEq + Send + Sync;
+    /// The macro-declared stack `plan` prints.
+    type Stack: LayerStack<Config = Self::Config>;
+    /// The name commands take (`--model NAME`), the config's [`ConfigFile::MODEL`].
+    const NAME: &'static str = <Self::Config as ConfigFile>::MODEL;
+    /// One line for help texts: what the model is, and its published size.
+    const ABOUT: &'static str;
+    /// The preset of the published size (a name of [`ConfigFile::PRESETS`]); the tiny one is
+    /// the first.
+    const PUBLISHED: &'static str;
+    /// The learning rate the model trains well with on its synthetic data.
+    const DEFAULT_LR: f64 = 1e-2;
+
+    /// The declared model at `c`, with the options of its stack's attribute.
+    fn build(c: &Self::Config) -> Result<(StackModel, PlanOptions)>;
+    /// One line saying what `c` is (layers, widths, heads, tokens per device).
+    fn describe(c: &Self::Config) -> String;
+    /// The fields commands resize (`--batch`, `--seq`, `--layers`), borrowed from `c`.
+    fn shape(c: &mut Self::Config) -> Shape<'_>;
+
+    /// `(tokens, labels)` of one device's synthetic batch: by default sequences that count
+    /// up from a random start by a per-sequence stride ([`crate::llama::synthetic_tokens`]).
+    fn synthetic_batch(c: &Self::Config, seed: u64) -> (Vec<i32>, Vec<i32>) {
+        let t = tokens::<Self>(c);
+        crate::llama::synthetic_tokens(t.vocab, t.seq, t.batch_per_device, seed)
+    }
+    /// Routed experts per MoE layer and experts per token, for a model that has them.
+    fn experts(_: &Self::Config) -> Option<ActiveExperts> {
+        None
+    }
+    /// `c` with the MoE dispatch options; `None` for a model without routed experts.
+    fn with_moe_flags(_: &Self::Config, _: MoeFlags) -> Option<Self::Config> {
+        None
+    }
+    /// `c` split over an `fsdp × expert` mesh of `devices` with `ep` along `expert`, and the
+    /// mesh; `None` for a model without expert parallelism.
+    fn expert_parallel(
+        _: &Self::Config,
+        _: usize,
+        _: usize,
+    ) -> Option<Result<(Self::Config, Mesh)>> {
+        None
+    }
+    /// `c` with each sequence split over `cp` devices of `devices` (context parallelism) and,
+    /// for a model with routed experts, `ep` expert ranks, and the mesh (`fsdp × context`, or
+    /// `fsdp × context × expert`); `None` for a model without context parallelism.
+    fn context_parallel(
+        _: &Self::Config,
+        _: usize,
+        _: usize,
+        _: usize,
+    ) -> Option<Result<(Self::Config, Mesh)>> {
+        None
+    }
+    /// What `plan` prints without `--config`, when more than the published config's plan
+    /// (Qwen3.5's tiny and full stacks side by side); `None`: the published plan alone.
+    fn default_plans(_: PlanOptions) -> Option<Result<String>> {
+        None
+    }
+    /// Parameters a token uses, for a model whose routed experts make it fewer than all.
+    fn active_parameters(_: &Self::Config, _: &StackModel) -> Option<u64> {
+        None
+    }
+    /// The head that turns the stack's output into logits at `c`, for the forward program
+    /// ([`stackscan::fsdp::forward_step_on`], `Trainer::logits`); `None` for a model that
+    /// declares none.
+    fn logits_head(_: &Self::Config) -> Option<PostFn> {
+        None
+    }
+    /// The map between the weights at `c` and the Hugging Face checkpoint of the same model
+    /// (`train --init-from`, `export`); `None` for a model without one.
+    fn hf_weights(_: &Self::Config) -> Option<Result<HfMap>> {
+        None
+    }
+    /// The `config.json` `transformers` reads for the model at `c` (written by `export`
+    /// beside the weights); `None` for a model without a Hugging Face counterpart.
+    fn hf_config_json(_: &Self::Config) -> Option<serde_json::Value> {
+        None
+    }
+}
+
+/// A config's fields that commands resize, borrowed: `vocab` to read, the rest to set.
+#[derive(Debug)]
+pub struct Shape<'c> {
+    /// Vocabulary size.
+    pub vocab: i64,
+    /// Tokens per sequence.
+    pub seq: &'c mut i64,
+    /// Sequences per device.
+    pub batch_per_device: &'c mut i64,
+    /// Decoder layers: the stack's depth.
+    pub layers: &'c mut usize,
+}
+
+/// The token shape of `c`'s training step.
+fn tokens<A: Architecture + ?Sized>(c: &A::Config) -> Tokens {
+    let mut c = c.clone();
+    let s = A::shape(&mut c);
+    Tokens {
+        vocab: s.vocab,
+        seq: *s.seq,
+        batch_per_device: *s.batch_per_device,
+    }
+}
+
+/// `c` with some of its [`Shape`] fields set by `set`.
+fn reshaped<A: Architecture>(c: &A::Config, set: impl FnOnce(Shape<'_>)) -> ModelConfig {
+    let mut c = c.clone();
+    set(A::shape(&mut c));
+    ModelConfig::new::<A>(c)
+}
+
+/// The token shape of a training step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tokens {
+    /// Vocabulary size (token ids must be below it).
+    pub vocab: i64,
+    /// Tokens per sequence.
+    pub seq: i64,
+    /// Sequences per device.
+    pub batch_per_device: i64,
+}
+
+/// Which of a model's kept configs a command uses when given no `--config`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preset {
+    /// The tiny config the main job trains (the first preset).
+    Tiny,
+    /// The published full size ([`Architecture::PUBLISHED`]).
+    Published,
+}
+
+/// The built-in models, in the order help texts list them.
+pub static BUILT_IN: &[ModelName] = &[
+    ModelName::of::<crate::llama_macro::LlamaModel>(),
+    ModelName::of::<crate::deepseek3::DeepSeek3Model>(),
+    ModelName::of::<crate::qwen35::Qwen35Model>(),
+    ModelName::of::<crate::llama_swa::LlamaSwaModel>(),
+];
+
+/// The models the commands know in this process: those [`install`]ed (a user's command line,
+/// `stackscan_cli::cli::main_with`), else [`BUILT_IN`].
+pub fn models() -> &'static [ModelName] {
+    INSTALLED.get().copied().unwrap_or(BUILT_IN)
+}
+
+static INSTALLED: std::sync::OnceLock<&'static [ModelName]> = std::sync::OnceLock::new();
+
+/// Makes `list` the models every command knows, for the rest of the process: `--model NAME`
+/// looks names up there, and a command given none takes the first. Refused when `list` is
+/// empty, names a model twice, or another list was installed before.
+pub fn install(list: &'static [ModelName]) -> Result<()> {
+    let refuse = |message: String| stackscan::Error::InvalidOp {
+        op: "registry",
+        message,
+    };
+    if list.is_empty() {
+        return Err(refuse("no models to install".into()));
+    }
+    for (i, m) in list.iter().enumerate() {
+        if list[..i].iter().any(|n| n.as_str() == m.as_str()) {
+            return Err(refuse(format!("two models are named `{m}`")));
+        }
+    }
+    let installed = INSTALLED.get_or_init(|| list);
+    let same = installed.len() == list.len() && installed.iter().zip(list).all(|(a, b)| a == b);
+    if same {
+        Ok(())
+    } else {
+        Err(refuse(format!(
+            "the models {} are installed already",
+            names(installed)
+        )))
+    }
+}
+
+/// The first of [`models`]: what a command given no model uses.
+pub fn default_model() -> ModelName {
+    models().first().copied().unwrap_or(BUILT_IN[0])
+}
+
+/// `` `a`, `b` `` for a list of models.
+fn names(list: &[ModelName]) -> String {
+    list.iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A registered model: a handle to its [`Architecture`], compared by name.
+#[derive(Clone, Copy)]
+pub struct ModelName(&'static dyn Erased);
+
+impl ModelName {
+    /// The handle of architecture `A`.
+    pub const fn of<A: Architecture>() -> ModelName {
+        ModelName(&Registered::<A>(PhantomData))
+    }
+
+    /// The name as written on the command line.
+    pub fn as_str(self) -> &'static str {
+        self.0.name()
+    }
+
+    /// One line saying what the model is.
+    pub fn about(self) -> &'static str {
+        self.0.about()
+    }
+
+    /// The preset names, the tiny one first.
+    pub fn presets(self) -> Vec<&'static str> {
+        self.0.presets()
+    }
+
+    /// The config by `spec`: a preset name, a TOML path or a `config.json` path
+    /// ([`configs::load`]).
+    pub fn load(self, spec: &str) -> Result<ModelConfig> {
+        self.0.load(self, spec)
+    }
+
+    /// The tiny or the published preset.
+    pub fn preset(self, which: Preset) -> Result<ModelConfig> {
+        let presets = self.presets();
+        let name = match which {
+            Preset::Tiny => presets.first().copied().unwrap_or("tiny"),
+            Preset::Published => self.0.published(),
+        };
+        self.load(name)
+    }
+
+    /// [`ModelName::load`] of `spec`, or the preset `default` when none is given.
+    pub fn load_or(self, spec: Option<&str>, default: Preset) -> Result<ModelConfig> {
+        match spec {
+            Some(spec) => self.load(spec),
+            None => self.preset(default),
+        }
+    }
+
+    /// The learning rate the model trains well with on its synthetic data.
+    pub fn default_lr(self) -> f64 {
+        self.0.default_lr()
+    }
+
+    /// What `plan` prints without `--config`, if more than the published plan
+    /// ([`Architecture::default_plans`]).
+    pub fn default_plans(self, options: PlanOptions) -> Option<Result<String>> {
+        self.0.default_plans(options)
+    }
+}
+
+impl PartialEq for ModelName {
+    fn eq(&self, other: &ModelName) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for ModelName {}
+
+impl fmt::Display for ModelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for ModelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ModelName({})", self.as_str())
+    }
+}
+
+/// A model name that is none of the registered ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownModel(pub String);
+
+impl fmt::Display for UnknownModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown model `{}`; expected one of {}",
+            self.0,
+            names(models())
+        )
+    }
+}
+
+impl std::error::Error for UnknownModel {}
+
+impl FromStr for ModelName {
+    type Err = UnknownModel;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        models()
+            .iter()
+            .copied()
+            .find(|n| n.as_str() == s)
+            .ok_or_else(|| UnknownModel(s.to_owned()))
+    }
+}
+
+/// A config of a registered model, as commands hold it: the model's own config type behind
+/// its [`ModelName`], read by the model's [`Architecture`].
+pub struct ModelConfig {
+    model: ModelName,
+    value: Box<dyn Any + Send + Sync>,
+    /// The precision policy the config file declares (`precision = "bf16"`), over the
+    /// stack attribute's; kept through every reshaped copy.
+    precision: Option<Precision>,
+}
+
+impl ModelConfig {
+    /// `c` as a config of architecture `A`.
+    pub fn new<A: Architecture>(c: A::Config) -> ModelConfig {
+        ModelConfig {
+            model: ModelName::of::<A>(),
+            value: Box::new(c),
+            precision: None,
+        }
+    }
+
+    /// This config declaring `precision` (`None`: the stack attribute's).
+    pub fn with_precision(mut self, precision: Option<Precision>) -> ModelConfig {
+        self.precision = precision;
+        self
+    }
+
+    /// The precision policy the config declares over its stack attribute's, if any.
+    pub fn precision(&self) -> Option<Precision> {
+        self.precision
+    }
+
+    /// `c`, a reshaped copy of this config, with this config's precision.
+    fn keep(&self, c: ModelConfig) -> ModelConfig {
+        c.with_precision(self.precision)
+    }
+
+    /// The model this is a config of.
+    pub fn model(&self) -> ModelName {
+        self.model
+    }
+
+    /// The config as `C`, if it is one.
+    pub fn get<C: 'static>(&self) -> Option<&C> {
+        self.value.downcast_ref()
+    }
+
+    /// The declared model, with the options of its stack's attribute (its precision the
+    /// config's, when the config declares one).
+    pub fn build(&self) -> Result<(StackModel, PlanOptions)> {
+        let (model, options) = self.model.0.build(self)?;
+        Ok((model, self.options(options)))
+    }
+
+    /// The declared stack at this config's depth, with its attribute's options (its
+    /// precision the config's, when the config declares one).
+    pub fn stack(&self) -> Result<(Stack, PlanOptions)> {
+        let (stack, options) = self.model.0.stack(self)?;
+        Ok((stack, self.options(options)))
+    }
+
+    fn options(&self, options: PlanOptions) -> PlanOptions {
+        self.precision
+            .map_or(options, |p| options.with_precision(p))
+    }
+
+    /// One line saying what this config is.
+    pub fn describe(&self) -> String {
+        self.model.0.describe(self)
+    }
+
+    /// The token shape of a training step.
+    pub fn tokens(&self) -> Tokens {
+        self.model.0.tokens(self)
+    }
+
+    /// Sequences per device.
+    pub fn batch_per_device(&self) -> i64 {
+        self.tokens().batch_per_device
+    }
+
+    /// This config with `batch` sequences per device.
+    pub fn with_batch_per_device(&self, batch: i64) -> ModelConfig {
+        self.keep(self.model.0.with_batch_per_device(self, batch))
+    }
+
+    /// This config with sequences of `seq` tokens.
+    pub fn with_seq(&self, seq: i64) -> ModelConfig {
+        self.keep(self.model.0.with_seq(self, seq))
+    }
+
+    /// The config's fields as JSON (what a report says it ran).
+    pub fn to_json(&self) -> serde_json::Value {
+        self.model.0.to_json(self)
+    }
+
+    /// Decoder layers (the stack's depth).
+    pub fn layers(&self) -> usize {
+        self.model.0.layers(self)
+    }
+
+    /// This config with `layers` decoder layers.
+    pub fn with_layers(&self, layers: usize) -> ModelConfig {
+        self.keep(self.model.0.with_layers(self, layers))
+    }
+
+    /// One device's synthetic `(tokens, labels)` for `seed`.
+    pub fn synthetic_batch(&self, seed: u64) -> (Vec<i32>, Vec<i32>) {
+        self.model.0.synthetic_batch(self, seed)
+    }
+
+    /// Routed experts per MoE layer and experts per token, if the model has them.
+    pub fn experts(&self) -> Option<ActiveExperts> {
+        self.model.0.experts(self)
+    }
+
+    /// This config with the MoE dispatch options; `None` for a model without routed experts.
+    pub fn with_moe_flags(&self, flags: MoeFlags) -> Option<ModelConfig> {
+        self.model
+            .0
+            .with_moe_flags(self, flags)
+            .map(|c| self.keep(c))
+    }
+
+    /// This config over an `fsdp × expert` mesh, and the mesh; `None` for a model without
+    /// expert parallelism.
+    pub fn expert_parallel(
+        &self,
+        devices: usize,
+        ep: usize,
+    ) -> Option<Result<(ModelConfig, Mesh)>> {
+        self.model
+            .0
+            .expert_parallel(self, devices, ep)
+            .map(|r| r.map(|(c, mesh)| (self.keep(c), mesh)))
+    }
+
+    /// This config with each sequence split over `cp` devices (and `ep` expert ranks), and
+    /// its mesh ([`Architecture::context_parallel`]); an error naming the model, and the
+    /// built-in models that have one, for a model without a context-parallel form.
+    pub fn context_parallel(
+        &self,
+        devices: usize,
+        cp: usize,
+        ep: usize,
+    ) -> Result<(ModelConfig, Mesh)> {
+        match self.model.0.context_parallel(self, devices, cp, ep) {
+            Some(split) => split.map(|(c, mesh)| (self.keep(c), mesh)),
+            None => Err(stackscan::Error::InvalidOp {
+                op: "context_parallel",
+                message: format!(
+                    "--cp {cp}: the model `{}` has no context-parallel form; `--cp` needs {}",
+                    self.model(),
+                    with_context_parallel()
+                ),
+            }),
+        }
+    }
+
+    /// Parameters a token uses of `m` (this config's model), if fewer than all.
+    pub fn active_parameters(&self, m: &StackModel) -> Option<u64> {
+        self.model.0.active_parameters(self, m)
+    }
+
+    /// The model's logits head ([`Architecture::logits_head`]): an error naming the model
+    /// when it declares none.
+    pub fn logits_head(&self) -> Result<PostFn> {
+        self.model
+            .0
+            .logits_head(self)
+            .ok_or_else(|| stackscan::Error::InvalidOp {
+                op: "logits",
+                message: format!("the model `{}` declares no logits", self.model()),
+            })
+    }
+
+    /// The map to the model's Hugging Face checkpoint ([`Architecture::hf_weights`]): an
+    /// error naming the model when it has none.
+    pub fn hf_weights(&self) -> Result<HfMap> {
+        self.model.0.hf_weights(self).unwrap_or_else(|| {
+            Err(stackscan::Error::InvalidOp {
+                op: "hf weights",
+                message: format!(
+                    "the model `{}` has no Hugging Face counterpart to import or export",
+                    self.model()
+                ),
+            })
+        })
+    }
+
+    /// The model's `config.json` for `transformers` ([`Architecture::hf_config_json`]).
+    pub fn hf_config_json(&self) -> Option<serde_json::Value> {
+        self.model.0.hf_config_json(self)
+    }
+}
+
+impl Clone for ModelConfig {
+    fn clone(&self) -> ModelConfig {
+        self.keep(self.model.0.clone_config(self))
+    }
+}
+
+impl PartialEq for ModelConfig {
+    fn eq(&self, other: &ModelConfig) -> bool {
+        self.model == other.model
+            && self.precision == other.precision
+            && self.model.0.eq_config(self, other)
+    }
+}
+
+impl fmt::Debug for ModelConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.model.0.debug_config(self, f)
+    }
+}
+
+/// The built-in models with a context-parallel form, as an error lists them.
+fn with_context_parallel() -> String {
+    let names: Vec<String> = BUILT_IN
+        .iter()
+        .filter(|m| {
+            m.preset(Preset::Tiny).is_ok_and(|c| {
+                c.model
+                    .0
+                    .context_parallel(&c, 1, 1, 1)
+                    .is_some_and(|r| r.is_ok())
+            })
+        })
+        .map(|m| format!("`{m}`"))
+        .collect();
+    names.join(" or ")
+}
