@@ -1,5 +1,5 @@
 //! Hardware profiles as data: the rates the simulator divides a layer's cost by, read from
-//! TOML (`examples/hardware/*.toml`, each public figure cited beside it) so a profile is
+//! TOML (`cli/hardware/*.toml`, each public figure cited beside it) so a profile is
 //! changed or added without touching code.
 
 use std::path::Path;
@@ -49,9 +49,9 @@ pub struct Hardware {
     /// Whether the compiler copies the buffers a loop carries into the next trip rather than
     /// passing them on in place; absent means false. XLA's CPU compiler does (the tiny
     /// Llama's optimized HLO holds a `copy` of each carried gathered weight, and of each
-    /// carried pending gradient, in its prefetching loops: 6.95 MB a forward trip of two
-    /// layers, 13.8 MB a backward one), so on a CPU prefetch costs one copy of a layer's
-    /// weights per step, and deferral one more of its gradient, at `memory_gb_per_s`.
+    /// carried pending gradient, in its prefetching loops, forward and backward), so on a CPU
+    /// prefetch costs one copy of a layer's weights per step, and deferral one more of its
+    /// gradient, at `memory_gb_per_s`.
     #[serde(default)]
     pub copies_loop_carries: bool,
     /// Devices (meshes' units) one chip presents; absent means one. TPU7x presents its two
@@ -64,17 +64,17 @@ pub struct Hardware {
     /// ([`stackscan::cost::fusion::Rule::SingleConsumer`]); absent means false (the
     /// accelerator compilers' multi-output and input fusion). XLA's CPU compiler does: its
     /// optimized HLO of the Adam update writes out both moments, the new weights and each
-    /// finiteness mask, about 124 bytes an f32 weight where one fused pass moves 28.
+    /// finiteness mask, several times the bytes one fused pass would move.
     #[serde(default)]
     pub single_consumer_fusion: bool,
     /// Measured matrix-product rates by the product's smaller output side `min(M, N)`,
     /// `[side, TFLOP/s]` with sides increasing; absent means every product runs at the peak.
-    /// On a CPU a product of 128 rows reaches about two thirds of a 512-square one's rate
-    /// (its blocked kernel's panels are short, its threads' shares small), and a transformer
-    /// layer's forward at a small batch is made of such products. Each product is priced at the rate
-    /// interpolated in log₂ side at the lower edge of its side's bucket
-    /// ([`stackscan::cost::side_bucket`]), relative to `matrix_tflops_f32`, clamped to the
-    /// table's ends.
+    /// On a CPU a product of 128 rows reaches clearly less than a 512-square one's rate (its
+    /// blocked kernel's panels are short, its threads' shares small; `calibrate` measures the
+    /// table, `cli/hardware/cpu-example.toml` holds one), and a transformer layer's forward at
+    /// a small batch is made of such products. Each product is priced at the rate interpolated
+    /// in log₂ side at the lower edge of its side's bucket ([`stackscan::cost::side_bucket`]),
+    /// relative to `matrix_tflops_f32`, clamped to the table's ends.
     #[serde(default)]
     pub matrix_side_tflops: Vec<[f64; 2]>,
 }
@@ -422,7 +422,7 @@ mod tests {
             exchange: Default::default(),
         };
         let t = h.kind_times(&layer);
-        // 600 MB at 600 GB/s is 1 ms, plus 10 µs.
+        // In seconds: 600e6 bytes over the lane's 600e9 a second, plus the 10e-6 latency.
         assert!((t.gather - 1.010e-3).abs() < 1e-12, "{}", t.gather);
         assert_eq!((t.reduce_scatter, t.forward), (0.0, 0.0));
     }
@@ -432,7 +432,8 @@ mod tests {
         let h = Hardware::from_toml(include_str!("../hardware/cpu-example.toml")).unwrap();
         assert!(h.collectives_on_compute && h.trains_in_f32 && h.kernel_overhead_us > 0.0);
         assert!(h.copies_loop_carries && h.single_consumer_fusion);
-        // A copy reads and writes its bytes: 8.525 GB at 8.525 GB/s of traffic each way is 2 s.
+        // A copy reads and writes its bytes: as many as `memory_gb_per_s` moves in one second
+        // take two, one each way.
         assert_eq!(h.memory_gb_per_s, 8.525);
         assert!((h.carry_copy_seconds(8.525e9) - 2.0).abs() < 1e-12);
         // The measured product rates by rows, 128 rows below the 512-square peak.
@@ -450,13 +451,14 @@ mod tests {
     fn products_take_the_larger_of_flops_and_traffic_and_the_rest_their_fused_traffic() {
         let h = Hardware::load("tpu7x").unwrap();
         let mut c = Cost::default();
-        // 2307e12 · 0.43 FLOP/s: 0.99201e12 FLOPs take 1 ms; 7.37e9 bytes take 1 ms.
+        // In seconds: 0.99201e12 FLOPs at 2307e12 · 0.43 a second take 1e-3; so do 7.37e9
+        // bytes at the memory's 7.37e12 a second.
         c.matrix_flops = PerDType::one(DType::BF16, 992_010_000_000);
         c.dot_bytes = PerDType::one(DType::BF16, 3_685_000_000);
         c.hbm_bytes = PerDType::one(DType::BF16, 7_370_000_000);
-        // max(1, 0.5) + max(1, vector 0) = 2 ms.
+        // In milliseconds: max(1, 0.5) + max(1, vector 0) = 2.
         assert!((h.compute_seconds(&c) - 2e-3).abs() < 1e-12);
-        // Memory-bound products: 4 × the traffic makes them 2 ms.
+        // Memory-bound products: 4 × the traffic doubles their time; in milliseconds, 2 + 1.
         c.dot_bytes = PerDType::one(DType::BF16, 14_740_000_000);
         assert!((h.compute_seconds(&c) - 3e-3).abs() < 1e-12);
         // The unfused counts are not what is priced.

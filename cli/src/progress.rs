@@ -211,7 +211,7 @@ mod tests {
             lines,
             [
                 "step 1/4  loss 6.5000 | moe.dropped 0.2500 | 2,048 tok/s | 2.000 s/step  eta 6 s",
-                // 2 steps left at the mean 1.5 s.
+                // Two steps left at the mean of the two step times so far.
                 "step 2/4  loss 6.5000 | moe.dropped 0.2500 | 4,096 tok/s | 1.000 s/step  eta 3 s",
             ]
         );

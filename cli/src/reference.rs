@@ -67,19 +67,20 @@ pub const MAXTEXT_UNROLL: usize = 1;
 
 /// The four configurations.
 ///
-/// The one recipe found for the reference's DeepSeek-V3 runs is the AOT-compile script of
-/// MaxText's branch `mattdavidow-jetski-a1` (commit 57918a5, 2026-06-22, "MoE FSDP weight
-/// prefetching ... add VM build scripts", `run_compile.sh`): `compile_topology=tpu7x-128`
+/// The one recipe found for the reference's DeepSeek-V3 runs is the AOT-compile script of a
+/// MaxText branch ("MoE FSDP weight prefetching ... add VM build scripts", `run_compile.sh`;
+/// the fourth scenario's `sources` names the commit): `compile_topology=tpu7x-128`
 /// (64 chips, 128 devices: MaxText's `accelerator_to_spec_map.py`), `ici_fsdp_parallelism=32`,
 /// `ici_expert_parallelism=4`, `per_device_batch_size=4`, `max_target_length=4096`,
 /// `base_num_decoder_layers=10` (with the model's `first_num_dense_layers: 3`: 3 dense, 7 MoE),
 /// `weight_dtype=bfloat16`, `opt_type=sgd`; `remat_policy` is base.yml's default `full`. It is
-/// earlier than PR #4493 (2026-07-15), on 64 chips, and explains the published 64-chip step:
-/// 10 layers of forward 92 + backward 277 ms are 3.7 s of its 5.2 s, where 61 layers could not
-/// fit. So the fourth row takes it whole; the TPU7x tables' rows, whose run the sources found
-/// do not state, are assumed to be the same recipe (same slice, batch, depth), with the mesh
-/// each row names. The optimizer is priced as our Adam, not SGD (assumed; it is outside the
-/// plan and the same with prefetch on or off).
+/// earlier than PR #4493, on 64 chips, and explains the published 64-chip step: 10 layers at
+/// the published per-layer forward and backward times make up most of it (the fourth
+/// scenario's `published`), where 61 layers could not fit. So the fourth row takes it whole;
+/// the TPU7x tables' rows, whose run the sources found do not state, are assumed to be the
+/// same recipe (same slice, batch, depth), with the mesh each row names. The optimizer is
+/// priced as our Adam, not SGD (assumed; it is outside the plan and the same with prefetch on
+/// or off).
 pub const SCENARIOS: [Scenario; 4] = [
     Scenario {
         name: "DeepSeek-V3, FSDP only",

@@ -16,7 +16,7 @@ use stackscan::fsdp::StackModel;
 
 use crate::hardware::Hardware;
 use crate::predict::{Prediction, predict};
-use stackscan_models::registry::{BUILT_IN, ModelConfig, ModelName, Preset};
+use stackscan_models::registry::{ModelConfig, ModelName, Preset, models};
 
 /// What every prediction assumes beyond the model, chips and hardware named.
 pub const ASSUMPTIONS: &str = "a mesh of the profile's devices_per_chip devices a chip (two \
@@ -42,12 +42,12 @@ fn positive_count(s: &str) -> std::result::Result<usize, String> {
 #[derive(Clone, Debug, clap::Parser)]
 #[command(about = "Predict a training step and draw its timelines")]
 pub struct TimelineArgs {
-    /// Model: `llama`, `deepseek3`, `qwen35`, `llama-swa` (the published size, or
-    /// `--config`'s; a user's command line: its own models), or a Hugging Face `config.json`
-    /// of Llama, DeepSeek-V3 or Qwen3.5. Default: the first model at its published size.
+    /// Model: a name the command line knows (`stackscan train --help` lists them; the
+    /// published size, or `--config`'s), or a Hugging Face `config.json` of one of them.
+    /// Default: the first model at its published size.
     #[arg(long)]
     pub model: Option<String>,
-    /// The config of `--model llama|deepseek3|qwen35`: a preset, a TOML path or a Hugging
+    /// The config of `--model NAME`: a preset, a TOML path or a Hugging
     /// Face `config.json` path (as `train`, `params` and `plan` take it).
     #[arg(long, value_name = "NAME|PATH")]
     pub config: Option<String>,
@@ -62,7 +62,7 @@ pub struct TimelineArgs {
     /// by all_to_all on the second collective lane (needs an MoE model).
     #[arg(long, value_parser = positive_count)]
     pub ep: Option<usize>,
-    /// Context parallelism (llama, deepseek3): each sequence split over N devices, as `train
+    /// Context parallelism (models with a context-parallel form): each sequence split over N devices, as `train
     /// --cp`. Each device computes `seq / N` positions, and attention's gather of the other
     /// pieces' keys and values (and its reduce-scatter in the backward) is priced inside the
     /// layer, on the compute lane, as every collective a layer runs itself.
@@ -187,20 +187,16 @@ pub fn config_by_name(name: &str, config: Option<&str>) -> Result<ModelConfig> {
         return model.load_or(config, Preset::Published);
     }
     if let Some(spec) = config {
-        let models: Vec<&str> = BUILT_IN.iter().map(|m| m.as_str()).collect();
+        let names: Vec<&str> = models().iter().map(|m| m.as_str()).collect();
         return Err(invalid(format!(
             "`--config {spec}` needs `--model {}`, not `{name}`",
-            models.join("|")
+            names.join("|")
         )));
     }
     if name.ends_with(".json") {
-        return stackscan_models::hf_config::load(std::path::Path::new(name))
-            .map(|m| m.into_config());
+        return stackscan_models::hf_config::load(std::path::Path::new(name));
     }
-    let names: Vec<&str> = stackscan_models::registry::models()
-        .iter()
-        .map(|m| m.as_str())
-        .collect();
+    let names: Vec<&str> = models().iter().map(|m| m.as_str()).collect();
     Err(invalid(format!(
         "unknown model `{name}` (known: {}, or a config.json path)",
         names.join(", ")

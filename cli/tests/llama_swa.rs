@@ -1,4 +1,4 @@
-//! The sliding-window Llama (`examples/models/src/llama_swa.rs`, the registry's demonstration that a
+//! The sliding-window Llama (`models/src/llama_swa.rs`, the registry's demonstration that a
 //! model is one file and one line): its mask against hand-written windows, and its training
 //! against the declared Llama's, which a window as long as the sequence must equal.
 

@@ -13,12 +13,10 @@
 //!
 //! The matrix is every model (Llama, DeepSeek-V3-style, Qwen3.5-style, small configs) × 1, 2,
 //! 4, 8 devices × both plugins × prefetch off / on / on + deferred: 72 cases, `#[ignore]`d
-//! (`cargo test -p stackscan-cli --test multi_step -- --ignored`; with the tests' options
-//! on the shared 2-core machine, the three models' matrices in parallel took 46 min, each case
-//! 10-230 s). CI runs one case per plugin × device count, the models and option sets spread
-//! over them: 2 min 33 s for this file on the same machine. The tolerance is
-//! [`Tolerance::new`]'s (its documentation derives it); `a_stale_lm_head_is_caught` shows it
-//! is tight enough to catch issue 24's bug. Measured over the whole matrix: every loss within
+//! (`cargo test -p stackscan-cli --test multi_step -- --ignored`, docs/testing.md). CI runs
+//! one case per plugin × device count, the models and option sets spread over them. The
+//! tolerance is [`Tolerance::new`]'s (its documentation derives it);
+//! `a_stale_lm_head_is_caught` shows it is tight enough to catch issue 24's bug. Measured over the whole matrix: every loss within
 //! 2.4e-7 of the reference's, the final weights within 6.5e-8 norm-wise, at most 0.4 % of
 //! the tolerance; every resumed run bit-equal to its uninterrupted twin.
 
@@ -449,19 +447,19 @@ fn full_matrix(model: Model) {
 }
 
 #[test]
-#[ignore = "24 cases, 19-29 min each model on 2 cores; CI runs the eight above"]
+#[ignore = "24 cases a model, long; CI runs the eight above"]
 fn llama_full_matrix() {
     full_matrix(Model::Llama);
 }
 
 #[test]
-#[ignore = "24 cases, 19-29 min each model on 2 cores; CI runs the eight above"]
+#[ignore = "24 cases a model, long; CI runs the eight above"]
 fn deepseek3_full_matrix() {
     full_matrix(Model::DeepSeek3);
 }
 
 #[test]
-#[ignore = "24 cases, 19-29 min each model on 2 cores; CI runs the eight above"]
+#[ignore = "24 cases a model, long; CI runs the eight above"]
 fn qwen35_full_matrix() {
     full_matrix(Model::Qwen35);
 }

@@ -10,10 +10,8 @@
 //! shard shapes, the options the loops), and compiling one takes most of a case's time, so CI
 //! runs six of them that together cover every option set ({prefetch off, on, on + deferred} ×
 //! {unroll 1, 2}) and 2, 4 and 8 devices over the two block orders; the whole matrix (every
-//! option set on 1, 2, 4 and 8 devices for both orders, 48 steps) is `#[ignore]`d: with the tests'
-//! compile options it took 12 min 42 s on a quiet 2-core machine (both orders in parallel, 7-109 s
-//! of XLA compile per case), run with `cargo test -p stackscan-cli --test qwen35_fsdp --
-//! --ignored`.
+//! option set on 1, 2, 4 and 8 devices for both orders, 48 steps) is `#[ignore]`d, run with
+//! `cargo test -p stackscan-cli --test qwen35_fsdp -- --ignored`.
 
 #![allow(
     clippy::unwrap_used,
@@ -163,13 +161,13 @@ fn attention_first_step_equals_reference_on_2_4_8_devices() {
 }
 
 #[test]
-#[ignore = "24 step programs, 6-13 min on 2 cores; CI runs the six above"]
+#[ignore = "24 step programs, long; CI runs the six above"]
 fn hybrid_step_equals_reference_for_every_option_set_and_device_count() {
     steps_equal_reference::<Qwen35Stack>(&every_case());
 }
 
 #[test]
-#[ignore = "24 step programs, 6-13 min on 2 cores; CI runs the six above"]
+#[ignore = "24 step programs, long; CI runs the six above"]
 fn attention_first_step_equals_reference_for_every_option_set_and_device_count() {
     steps_equal_reference::<Qwen35AttentionFirst>(&every_case());
 }

@@ -27,7 +27,7 @@ seq=${SEQ:-4096}
 mkdir -p "$out"
 base=$("$py" -c 'import maxtext, os; print(os.path.join(os.path.dirname(maxtext.__file__), "configs", "base.yml"))')
 
-# What stackscan's compile-only runs set for libtpu without a TPU (README: "Compile for a TPU
+# What stackscan's compile-only runs set for libtpu without a TPU (docs/tpu.md: "Compile for a TPU
 # pod you don't have"); JAX on the CPU backend, the TPU only as a compile target.
 export TPU_SKIP_MDS_QUERY=1 TPU_WORKER_HOSTNAMES=localhost ALLOW_MULTIPLE_LIBTPU_LOAD=1
 export JAX_PLATFORMS=cpu

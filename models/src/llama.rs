@@ -21,7 +21,7 @@ use stackscan::{Axis, Error, Inputs, LayerStack, Model, Module, Result, SubLayer
 
 use crate::causal_lm::CausalLm;
 
-/// Sizes of a Llama-style model; data (`examples/models/configs/llama-*.toml`, [`LlamaConfig::load`]:
+/// Sizes of a Llama-style model; data (`models/configs/llama-*.toml`, [`LlamaConfig::load`]:
 /// a file's missing fields are its base preset's, see [`crate::configs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,7 +73,7 @@ impl LlamaConfig {
     }
 
     /// The tiny config of the design (Llama-3-8B's structure at d 256, 4 layers).
-    /// Read from its preset file, `examples/models/configs/llama-tiny.toml`.
+    /// Read from its preset file, `models/configs/llama-tiny.toml`.
     pub fn tiny() -> Self {
         crate::configs::built_in("tiny")
     }
@@ -98,7 +98,7 @@ impl LlamaConfig {
     }
 
     /// Llama-3-8B's published sizes (for plans and cost models; far too big to run here).
-    /// Read from its preset file, `examples/models/configs/llama3-8b.toml`.
+    /// Read from its preset file, `models/configs/llama3-8b.toml`.
     pub fn llama3_8b() -> Self {
         crate::configs::built_in("llama3-8b")
     }

@@ -2,7 +2,7 @@
 //! nested [`Decoder`]): one `#[layer_stack]` type whose depth is the config's
 //! (`layers = cfg.layers`), so the tiny config and Llama-3-8B share it, and the declared model
 //! lowered to a [`StackModel`]. The result is what a Llama built by hand with the run-time API
-//! gives (the test support `examples/tests/hand_llama`): same parameters, same program text.
+//! gives (the test support `cli/tests/hand_llama`): same parameters, same program text.
 //!
 //! ```
 //! use stackscan::LayerStack;

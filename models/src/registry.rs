@@ -264,6 +264,22 @@ impl ModelName {
         self.0.load(self, spec)
     }
 
+    /// The `model_type` values of the Hugging Face `config.json` files the model reads
+    /// ([`ConfigFile::HF_MODEL_TYPES`]); empty for a model without a reader.
+    pub fn hf_model_types(self) -> &'static [&'static str] {
+        self.0.hf_model_types()
+    }
+
+    /// The `architectures` class names of those files ([`ConfigFile::HF_CLASSES`]).
+    pub fn hf_classes(self) -> &'static [&'static str] {
+        self.0.hf_classes()
+    }
+
+    /// The config a Hugging Face `config.json`'s text describes ([`ConfigFile::from_hf`]).
+    pub fn parse_hf_config(self, text: &str) -> Result<ModelConfig> {
+        self.0.parse_hf_config(text)
+    }
+
     /// The tiny or the published preset.
     pub fn preset(self, which: Preset) -> Result<ModelConfig> {
         let presets = self.presets();
@@ -481,7 +497,7 @@ impl ModelConfig {
 
     /// This config with each sequence split over `cp` devices (and `ep` expert ranks), and
     /// its mesh ([`Architecture::context_parallel`]); an error naming the model, and the
-    /// built-in models that have one, for a model without a context-parallel form.
+    /// models that have one, for a model without a context-parallel form.
     pub fn context_parallel(
         &self,
         devices: usize,
@@ -558,9 +574,9 @@ impl fmt::Debug for ModelConfig {
     }
 }
 
-/// The built-in models with a context-parallel form, as an error lists them.
+/// The models with a context-parallel form, as an error lists them.
 fn with_context_parallel() -> String {
-    let names: Vec<String> = BUILT_IN
+    let names: Vec<String> = models()
         .iter()
         .filter(|m| {
             m.preset(Preset::Tiny).is_ok_and(|c| {

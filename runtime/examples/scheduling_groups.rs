@@ -1,6 +1,6 @@
 //! Which `_scheduling_group_id` groups libtpu accepts: a gather and two products tagged as
 //! one group, with one op between the products, compiled for a TPU7x slice on a machine
-//! without a TPU. README ("Compile for a TPU pod you don't have") cites what it prints: an op
+//! without a TPU. docs/tpu.md ("Compile for a TPU pod you don't have") cites what it prints: an op
 //! of one operand between the products (`tanh`, a transpose) leaves the group whole, an op of
 //! two (`add`, `multiply`, a reduction), tagged or not, makes libtpu refuse it ("annotation
 //! groups with gaps"), which is why stackscan emits no groups for the TPU plugin.

@@ -4,12 +4,12 @@
 //! libtpu describes a topology from its name and compiles a program for it through the PJRT
 //! C API (`PJRT_TopologyDescription_Create`, then the client-less `PJRT_Compile`), the path
 //! JAX's `jax.experimental.topologies` and MaxText's `train_compile.py` take: the memory per
-//! device, the optimized program and the serialized executable are the compiler's own, with
-//! no TPU attached. Loaded where it finds no TPU, libtpu first asks the cloud metadata server
-//! what it runs on and retries each key for about half a minute; [`prepare_environment`]
-//! sets what stops it (`TPU_SKIP_MDS_QUERY=1`, a worker host list of this machine alone so
-//! it does not warn about one, and leave to load beside another process's libtpu), which a
-//! binary calls first thing in `main`.
+//! device, the optimized program and the serialized executable are the compiler's own, with no
+//! TPU attached. Loaded where it finds no TPU, libtpu first asks the cloud metadata server what
+//! it runs on and retries each key for a long while; [`prepare_environment`] sets what stops it
+//! (`TPU_SKIP_MDS_QUERY=1`, a worker host list of this machine alone so it does not warn about
+//! one, and leave to load beside another process's libtpu), which a binary calls first thing in
+//! `main`.
 //!
 //! ```no_run
 //! use stackscan_runtime::{ClientOptions, CompileOptions, Plugin, Topology, plugin, topology};

@@ -71,9 +71,8 @@ impl Schedule {
 /// The bench's flags.
 #[derive(Clone, Debug, Args)]
 pub struct BenchArgs {
-    /// Model to run (`llama`, the default, `deepseek3`, `qwen35`; a user's command line knows
-    /// its own models, the first by default).
-    #[arg(long, value_name = "NAME", value_parser = crate::cli::args::model_name)]
+    /// Model to run (default: the first the command line knows).
+    #[arg(long, value_name = "NAME", value_parser = crate::cli::args::ModelParser)]
     pub model: Option<ModelName>,
     /// The model's config: a preset or a TOML/`config.json` file, resized by `--layers`,
     /// `--seq` and `--batch` where given (default: the tiny preset at 16 layers, 16 sequences
@@ -98,7 +97,7 @@ pub struct BenchArgs {
     /// Devices on the FSDP axis (CPU: virtual devices; an accelerator: the first N).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub devices: u16,
-    /// Context parallelism (llama, deepseek3): each sequence split over N of the devices, an
+    /// Context parallelism (models with a context-parallel form): each sequence split over N of the devices, an
     /// `fsdp × context` mesh of devices/N × N, as `train --cp`.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096), value_name = "N")]
     pub cp: u16,

@@ -168,13 +168,15 @@ pub fn measure(client: &Client, mesh: &Mesh, repeats: usize) -> Result<Rates> {
         )?;
         matmul_side_gflops.push((side, 2.0 * (side * m * m) as f64 / t / 1e9));
     }
-    // y = 2x + 1 over 4 Mi elements (16 MiB): one fused pass reading and writing 32 MiB.
+    // y = 2x + 1 over 4 Mi f32 elements, far more than any cache holds: one fused pass that
+    // reads each element from memory and writes it back.
     let big = 4i64 << 20;
     let s = Scope::new("copy");
     let y = s.param(f32(&[big])).scale(2.0)?.add_scalar(1.0)?;
     let t = time(client, mesh, s.finish(&[y])?, &[&[big]], repeats)?;
     let copy_gb_per_s = 8.0 * big as f64 / t / 1e9;
-    // 64 fused multiply-adds over 16 Ki elements (64 KiB, cache-resident): 128 FLOPs each.
+    // 64 fused multiply-adds over 16 Ki f32 elements, few enough to stay in cache: 128 FLOPs
+    // each.
     let small = 16i64 << 10;
     let s = Scope::new("vector");
     let mut y = s.param(f32(&[small]));
@@ -183,7 +185,7 @@ pub fn measure(client: &Client, mesh: &Mesh, repeats: usize) -> Result<Rates> {
     }
     let t = time(client, mesh, s.finish(&[y])?, &[&[small]], repeats)?;
     let vector_gflops = 128.0 * small as f64 / t / 1e9;
-    // All-gathers of 1 Mi elements (4 MiB) and of one element a device.
+    // All-gathers of 1 Mi f32 elements and of one element a device.
     let axis = Axis {
         name: "fsdp".into(),
         size: mesh.size(),

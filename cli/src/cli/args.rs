@@ -175,9 +175,39 @@ pub fn learning_rate(s: &str) -> Result<f64, String> {
     }
 }
 
-/// A model name of the registry, refused with [`UnknownModel`]'s one line (the names, on one
-/// line of the short help too).
-pub fn model_name(
+/// `--model`'s parser: a name of the registry's models ([`registry::models`], the one list),
+/// which `--help` lists with each model's line. A name that is none of them is refused with
+/// [`UnknownModel`]'s one line.
+///
+/// [`registry::models`]: stackscan_models::registry::models
+/// [`UnknownModel`]: stackscan_models::registry::UnknownModel
+#[derive(Clone, Copy, Debug)]
+pub struct ModelParser;
+
+impl clap::builder::TypedValueParser for ModelParser {
+    type Value = stackscan_models::registry::ModelName;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        model_name.parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let models = stackscan_models::registry::models();
+        Some(Box::new(models.iter().map(|m| {
+            clap::builder::PossibleValue::new(m.as_str()).help(m.about())
+        })))
+    }
+}
+
+/// A model name of the registry, refused with `UnknownModel`'s one line.
+fn model_name(
     s: &str,
 ) -> Result<stackscan_models::registry::ModelName, stackscan_models::registry::UnknownModel> {
     s.parse()

@@ -22,8 +22,8 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 4, value_parser = device_count, value_name = "N", allow_negative_numbers = true)]
     pub devices: usize,
     /// Training steps per configuration of the check (the first is not counted).
-    // Twenty, not ten: at ten, one late step of a 16-layer run moved its mean by a quarter on
-    // a 2-core machine, more than the ±20 % the check is for.
+    // Twenty, not ten: at ten, one late step of a 16-layer run on a 2-core machine moved its
+    // mean by more than the error the check is there to catch.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..=100_000))]
     pub steps: u32,
     /// Where to write the measured profile (TOML).

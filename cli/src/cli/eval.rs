@@ -20,7 +20,7 @@ use stackscan_models::registry::ModelConfig;
 #[derive(Clone, Debug, Args)]
 pub struct EvalArgs {
     /// The model (default: the first the command line knows).
-    #[arg(long, value_name = "NAME", value_parser = super::args::model_name)]
+    #[arg(long, value_name = "NAME", value_parser = super::args::ModelParser)]
     pub model: Option<ModelName>,
     /// Its config (as `train --config`); with `--init-from`, that directory's `config.json`
     /// by default, else the tiny preset.

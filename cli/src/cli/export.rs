@@ -15,7 +15,7 @@ use stackscan_models::jobs::ModelName;
 #[derive(Clone, Debug, Args)]
 pub struct ExportArgs {
     /// The model the checkpoint is of (default: the first the command line knows).
-    #[arg(long, value_name = "NAME", value_parser = super::args::model_name)]
+    #[arg(long, value_name = "NAME", value_parser = super::args::ModelParser)]
     pub model: Option<ModelName>,
     /// The config it was trained at (as `train --config`; a Hugging Face `config.json`
     /// too), else the tiny preset.

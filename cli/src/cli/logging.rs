@@ -52,7 +52,7 @@ pub fn xla_level(verbose: u8, quiet: bool) -> XlaLog {
 /// the plugin's level can only be set while the process has one thread.
 pub fn init(verbose: u8, quiet: bool) -> stackscan_runtime::Result<()> {
     xla_log::configure(xla_level(verbose, quiet))?;
-    // A 63 MB plugin fetch shows pip's progress, unless asked to be quiet.
+    // A plugin fetch is a large download: it shows pip's progress, unless asked to be quiet.
     stackscan_runtime::plugin::show_fetch_progress(!quiet);
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(AroundProgress)

@@ -10,7 +10,7 @@ use super::CliError;
 use super::args::ScheduleArgs;
 use stackscan_models::registry::{ModelConfig, ModelName, Preset};
 
-/// How to read a plan, for `plan --help` and README's "Plans".
+/// How to read a plan, for `plan --help` and `docs/plans.md`.
 pub const NOTATION: &str = "\
 How to read a plan (MaxText's notation):
   [D0, D1]     one loop over layers D0 and D1; a layer is its kind's name and its index in
@@ -35,15 +35,15 @@ Example: stackscan plan --model qwen35 --no-defer --predict --hardware tpu7x --c
 #[derive(Clone, Debug, Args)]
 #[command(after_help = NOTATION)]
 pub struct PlanArgs {
-    /// The model whose stack to plan, as `--model` names it (`llama`, `deepseek3`, `qwen35`;
-    /// a user's command line knows its own models, the first by default).
-    #[arg(value_name = "STACK", value_parser = super::args::model_name, conflicts_with = "model")]
+    /// The model whose stack to plan, as `--model` names it (default: the first the command
+    /// line knows).
+    #[arg(value_name = "STACK", value_parser = super::args::ModelParser, conflicts_with = "model")]
     pub stack: Option<ModelName>,
     /// The model, named as every command takes it (the positional `STACK` is the same).
-    #[arg(long, value_name = "NAME", value_parser = super::args::model_name)]
+    #[arg(long, value_name = "NAME", value_parser = super::args::ModelParser)]
     pub model: Option<ModelName>,
-    /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
-    /// `qwen35-35b-a3b`), a TOML path or a Hugging Face `config.json` path; the published
+    /// The model's config: a preset (`tiny`, or the published size's name;
+    /// an unknown name lists the model's), a TOML path or a Hugging Face `config.json` path; the published
     /// full size by default (for `qwen35`, the tiny and the full size side by side).
     #[arg(long, value_name = "NAME|PATH")]
     pub config: Option<String>,
@@ -65,7 +65,7 @@ pub struct PlanArgs {
     /// Expert-parallel degree of the prediction (a K-way expert axis).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536), requires = "predict")]
     pub ep: Option<u32>,
-    /// Context parallelism of the prediction (llama, deepseek3): each sequence split over N
+    /// Context parallelism of the prediction (models with a context-parallel form): each sequence split over N
     /// devices, attention's key/value exchange priced inside the layer (as `timeline --cp`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536), requires = "predict")]
     pub cp: Option<u32>,
@@ -74,15 +74,14 @@ pub struct PlanArgs {
 /// Arguments of `params`.
 #[derive(Clone, Debug, Args)]
 pub struct ParamsArgs {
-    /// The model, as `--model` names it (`llama`, the default, `deepseek3`, `qwen35`; a
-    /// user's command line knows its own models, the first by default).
-    #[arg(value_name = "MODEL", value_parser = super::args::model_name, conflicts_with = "model")]
+    /// The model, as `--model` names it (default: the first the command line knows).
+    #[arg(value_name = "MODEL", value_parser = super::args::ModelParser, conflicts_with = "model")]
     pub name: Option<ModelName>,
     /// The model, named as every command takes it (the positional `MODEL` is the same).
-    #[arg(long, value_name = "NAME", value_parser = super::args::model_name)]
+    #[arg(long, value_name = "NAME", value_parser = super::args::ModelParser)]
     pub model: Option<ModelName>,
-    /// The model's config: a preset (`tiny`, and `llama3-8b`, `deepseek3` or
-    /// `qwen35-35b-a3b`), a TOML path or a Hugging Face `config.json` path; the published
+    /// The model's config: a preset (`tiny`, or the published size's name;
+    /// an unknown name lists the model's), a TOML path or a Hugging Face `config.json` path; the published
     /// full size by default.
     #[arg(long, value_name = "NAME|PATH")]
     pub config: Option<String>,
@@ -205,13 +204,13 @@ pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
 
 #[cfg(test)]
 mod tests {
-    /// README's "Plans" quotes the notation `plan --help` ends with.
+    /// `docs/plans.md` quotes the notation `plan --help` ends with.
     #[test]
-    fn the_readme_explains_the_notation_as_help_does() {
-        let readme = include_str!("../../../README.md");
+    fn the_plans_page_explains_the_notation_as_help_does() {
+        let page = include_str!("../../../docs/plans.md");
         assert!(
-            readme.contains(&format!("```text\n{}\n```", super::NOTATION)),
-            "README's \"Plans\" must quote cli::plan::NOTATION"
+            page.contains(&format!("```text\n{}\n```", super::NOTATION)),
+            "docs/plans.md must quote cli::plan::NOTATION"
         );
     }
 }

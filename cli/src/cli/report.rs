@@ -95,7 +95,8 @@ pub(super) fn learned(losses: &[(usize, f32)]) -> Result<(), CliError> {
     }
 }
 
-/// `n` bytes in binary units, three significant figures: `512 B`, `8.31 MiB`, `1.50 GiB`.
+/// `n` bytes in binary units, three significant figures: bytes below a KiB, else the
+/// largest unit that keeps the figure at or above one.
 pub fn bytes(n: i64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
     if n.unsigned_abs() < 1024 {

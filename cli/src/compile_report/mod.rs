@@ -30,7 +30,7 @@ use stackscan_models::registry::ModelName;
 #[derive(Clone, Debug, Args)]
 pub struct CompileReportArgs {
     /// Model (default: the first of the command line's models).
-    #[arg(long, value_name = "NAME", value_parser = crate::cli::args::model_name)]
+    #[arg(long, value_name = "NAME", value_parser = crate::cli::args::ModelParser)]
     pub model: Option<ModelName>,
     /// The model's config: a preset or a TOML/`config.json` file (default: the tiny preset,
     /// what `train` compiles).
@@ -63,11 +63,11 @@ pub struct CompileReportArgs {
     /// With `--topology`: write the serialized TPU executable to this file.
     #[arg(long, value_name = "PATH", requires = "topology")]
     pub save_executable: Option<std::path::PathBuf>,
-    /// Context parallelism (llama, deepseek3): each sequence split over N devices, as `train
+    /// Context parallelism (models with a context-parallel form): each sequence split over N devices, as `train
     /// --cp` (the memory per device of a long context is what it changes).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N")]
     pub cp: u32,
-    /// Expert parallelism (deepseek3, qwen35), as `train --ep`.
+    /// Expert parallelism (models with routed experts), as `train --ep`.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N")]
     pub ep: u32,
     /// MoE dispatch, as `train --direct-token-gather`.

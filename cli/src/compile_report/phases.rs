@@ -100,8 +100,8 @@ I0000 00:00:1.0 1 cpu_compiler.cc:2067] Compiling [m] for CPU using JIT time: 27
     #[test]
     fn passes_are_summed_once_and_the_backend_read() {
         let p = parse(LOG, 10).unwrap();
-        // algsimp twice (4 ms) and fusion (10 ms); the `simplification` pipeline's own line
-        // is not counted on top of its passes.
+        // algsimp's two lines and fusion's one; the `simplification` pipeline's own line is
+        // not counted on top of its passes.
         assert!((p.hlo_pass_seconds - 0.014).abs() < 1e-12, "{p:?}");
         assert!((p.backend_seconds - 27.6).abs() < 1e-9);
         assert_eq!(p.passes[0].0, "fusion");

@@ -235,8 +235,8 @@ pub(crate) fn write_top_k<W: fmt::Write>(w: &mut Writer<W>, s: &Site<'_>, k: usi
 pub(crate) fn vjp_take(c: &Cotangents<'_>, axis: usize) -> Result<Grads> {
     let g = c.g0()?;
     // The zeros come from the cotangent: made late, not at the start of the step (XLA ran the
-    // embedding gradient's there, where it lived through both passes: 0.5 MiB at the
-    // backward's peak for the tiny Llama at 16 × 128).
+    // embedding gradient's there, where it lived through both passes: one more embedding-sized
+    // buffer at the backward's peak).
     let dx = g.zeros_from(c.x[0].ty())?.scatter_add(&c.x[1], &g, axis)?;
     Ok(vec![Some(dx), None])
 }

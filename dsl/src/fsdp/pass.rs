@@ -252,7 +252,7 @@ impl Lowering<'_> {
     /// dynamic-update-slice into the gradient stack had two readers (the optimizer's norm and
     /// its update), and XLA duplicated it into each, so every stacked gradient was written
     /// twice more at the end of the step: three whole stacks of temp for the 32-layer tiny
-    /// Llama (`examples/tests/deferred_memory.rs`). In the loop body it updates the carried
+    /// Llama (`cli/tests/deferred_memory.rs`). In the loop body it updates the carried
     /// stack in place, and the loop's result has no producer left to duplicate.
     ///
     /// A kind whose saved inputs live in its gradient rows ([`super::rows`]) stores its
@@ -325,10 +325,10 @@ impl Lowering<'_> {
             // of its VJP, much as it does after a step that scatters its own gradient. With
             // only the last scatter to wait for, a scheduler free to reorder (the newer CPU
             // plugin's) recomputed the next layer while this one's backward was still live,
-            // two layers of MLP activations at once (tiny Llama, 16 × 128 × 16: 51.9 MiB of
-            // temp deferred against 39.2 not deferred; 39.6 after it, with the prefetch issued
-            // with the input). Waiting for the whole deferred gradient as well cost the
-            // default plugin 0.6 MiB.
+            // two layers of MLP activations at once, so the deferred step's temp grew well past
+            // the step's without deferral; after this fence it is about level with it (with the
+            // prefetch issued with the input). Waiting for the whole deferred gradient as well
+            // costs the default plugin only a little temp.
             OwnGradient::Deferred => {
                 fence_out = Some(self.after(
                     std::slice::from_ref(&dx),

@@ -6,13 +6,12 @@
 //! at the start of the next (deferred). So the layer's row of each gradient stack can hold a
 //! piece of its input first, then its gradient, and the step holds the larger of the two
 //! stacks instead of both: at the backward's peak, every layer below holds its input and
-//! every layer above its gradient. For the tiny Llama at 16 layers × 16 × 128 on 4 devices
-//! that removes the 8 MiB stack of saved inputs from beside 13 MiB of gradients, the largest
-//! single item of the step's temp. The gradient stacks keep their shapes, so the optimizer
-//! (or the step's results) read them as they are: one buffer with a row per layer instead
-//! had XLA copy each weight's strided slice out of it for the optimizer, a whole gradient
-//! more at the update (the tiny Llama at 32 layers: 52.9 MiB of temp against 42.2 without
-//! sharing; 39.1 MiB with these stacks).
+//! every layer above its gradient. For the tiny Llama that removes the stack of saved inputs
+//! from beside the gradients, the largest single item of the step's temp. The gradient stacks
+//! keep their shapes, so the optimizer (or the step's results) read them as they are: one
+//! buffer with a row per layer instead had XLA copy each weight's strided slice out of it for
+//! the optimizer, a whole gradient more at the update, which left more temp than no sharing
+//! at all; these stacks leave less (`stackscan compile-report` shows a step's temp).
 //!
 //! A layer's input is flattened and cut into pieces, one per gradient row in the weights'
 //! order, each as long as the row or what is left; what no row holds (a kind whose input is
@@ -88,7 +87,7 @@ impl Lowering<'_> {
     /// Each stack's zeros come from a tensor of its own ([`Tensor::zeros_from`]): weight
     /// `p`'s stacked slabs `slabs[p]` for its rows, the pass's input `h0` for the spill or
     /// the single stack. Stacks of one shape zeroed alike were one broadcast to XLA, copied
-    /// into each stack's buffer (7 MiB a step at 16 × 128 × 16).
+    /// into each stack's buffer, a whole copy of the stacks every step.
     pub(super) fn saved_stacks(
         &self,
         k: usize,

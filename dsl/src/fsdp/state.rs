@@ -31,12 +31,11 @@ pub(super) enum Around {
     /// takes and passes on has shapes unlike what it computes with. Only the fixed part is
     /// carried.
     ByKind,
-    /// The gathered weights alone: a ping-pong group's odd first step. Carried, the weights
-    /// it takes would share a buffer with those it gathers for the next step while it still
-    /// reads them, and XLA copied both sets into and out of the loop (7 MiB at 16 × 128 × 16,
-    /// every step). The pending gradient has the group's shape and stays in the carry:
-    /// passed around, its reduce-scatter, which reads nothing of the loop's, would be built
-    /// outside the loop.
+    /// The gathered weights alone: a ping-pong group's odd first step. Carried, the weights it
+    /// takes would share a buffer with those it gathers for the next step while it still reads
+    /// them, and XLA copied both sets into and out of the loop every step. The pending gradient
+    /// has the group's shape and stays in the carry: passed around, its reduce-scatter, which
+    /// reads nothing of the loop's, would be built outside the loop.
     Weights,
 }
 

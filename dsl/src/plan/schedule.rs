@@ -131,9 +131,9 @@ impl PlanOptions {
 /// prefetching where collectives are asynchronous (GPU and TPU plugins). XLA's CPU plugins
 /// run a collective as copies on the same threads as the compute, so there it overlaps
 /// nothing, and issued early the next layer's gathered weights are only live longer: through
-/// the whole layer, beside its activations. Issued after the layer, they are not (tiny
-/// Llama, 4 devices, 16 × 128 × 16 deferred: 38.1 MiB of compiled temp early against 35.4
-/// after on the default CPU plugin, 39.6 against 35.9 on `cpu-0.115`; the same step time).
+/// the whole layer, beside its activations. Issued after the layer, they are not: on both
+/// CPU plugins the tiny Llama's deferred step compiles to less temp issued after, at the same
+/// step time (`stackscan compile-report` and `bench` measure both).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PrefetchIssue {

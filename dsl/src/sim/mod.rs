@@ -21,7 +21,7 @@
 //!   ([`KindTimes::carry_copy`] nonzero), a step copies, after its compute, every buffer it
 //!   hands to the next step: the weights it prefetched and, deferring, its unreduced
 //!   gradient. (XLA's CPU compiler copies them in most loops, whether peeled or not; for the
-//!   tiny Llama this rule is within 10 % of the bytes its optimized HLO copies at 4 and 16
+//!   tiny Llama this rule comes close to the bytes its optimized HLO copies at 4 and 16
 //!   layers.)
 //!
 //! Times are in seconds, from per-kind [`KindTimes`] a cost model and a hardware profile

@@ -2,11 +2,13 @@
 
 use serde::{Deserialize, Serialize};
 use stackscan::fsdp::StackModel;
+use stackscan::hf_map::{HfMap, Link, Step};
 use stackscan::layer::{ActivationMarker, Forward};
 use stackscan::model::{Layers, ModelForward, stack_model};
 use stackscan::plan::PlanOptions;
 use stackscan::{Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, layer_stack, nn};
 use stackscan_models::configs::ConfigFile;
+use stackscan_models::hf_weights::map_of;
 use stackscan_models::registry::{Architecture, ModelName, Shape};
 
 /// The sizes: data, from the presets below or the TOML file `--config` names.
@@ -27,6 +29,40 @@ impl ConfigFile for MyConfig {
     const MODEL: &'static str = "my-model"; // `--model my-model`
     const PRESETS: &'static [(&'static str, &'static str)] = &[("tiny", TINY), ("large", LARGE)];
     const TABLES: &'static [&'static str] = &[];
+    // How its Hugging Face `config.json` is recognised among the registered models' files.
+    const HF_MODEL_TYPES: &'static [&'static str] = &["my_model"];
+    const HF_CLASSES: &'static [&'static str] = &["MyModelForCausalLM"];
+
+    fn from_hf(text: &str) -> Result<Self> {
+        let f: HfConfig = serde_json::from_str(text).map_err(|e| stackscan::Error::InvalidOp {
+            op: "config.json",
+            message: e.to_string(),
+        })?;
+        Ok(MyConfig {
+            vocab: f.vocab_size,
+            d_model: f.hidden_size,
+            heads: f.num_attention_heads,
+            head_dim: f.head_dim,
+            ffn: f.intermediate_size,
+            layers: f.num_hidden_layers,
+            seq: f.max_position_embeddings,
+            batch_per_device: 1,
+        })
+    }
+}
+
+/// The model's `config.json` as its Hugging Face checkpoints carry it.
+#[derive(Serialize, Deserialize)]
+struct HfConfig {
+    model_type: String,
+    architectures: Vec<String>,
+    vocab_size: i64,
+    hidden_size: i64,
+    num_attention_heads: i64,
+    head_dim: i64,
+    intermediate_size: i64,
+    num_hidden_layers: usize,
+    max_position_embeddings: i64,
 }
 
 /// The first preset is the tiny one `train` uses by default; `PUBLISHED` names the full size.
@@ -189,6 +225,55 @@ impl Architecture for Mine {
             batch_per_device: &mut c.batch_per_device,
             layers: &mut c.layers,
         }
+    }
+
+    // Hugging Face import (`train --init-from DIR`) and export (`export --to DIR`): which of
+    // their tensors is which of ours. Their projections are `[out, in]` (`torch.nn.Linear`).
+    fn hf_weights(c: &MyConfig) -> Option<Result<HfMap>> {
+        let (d, q) = (c.d_model, c.heads * c.head_dim);
+        let map = Self::build(c).and_then(|(model, _)| {
+            map_of(&model, |name, layer| {
+                let at = |p: &str| format!("model.layers.{}.{p}.weight", layer.unwrap_or(0));
+                let proj = |p: &str, out: i64, inn: i64| {
+                    Link::new(&at(p), &[out, inn]).then(Step::TransposeLast2)
+                };
+                Ok(vec![match name {
+                    "embed" => Link::new("model.embed_tokens.weight", &[c.vocab, d]),
+                    "final_norm" => Link::new("model.norm.weight", &[d]),
+                    "lm_head" => {
+                        Link::new("lm_head.weight", &[c.vocab, d]).then(Step::TransposeLast2)
+                    }
+                    "layers.attention.norm" | "layers.mlp.norm" => Link::new(&at("norm"), &[d]),
+                    "layers.attention.attn.wq" => proj("q_proj", q, d),
+                    "layers.attention.attn.wk" => proj("k_proj", q, d),
+                    "layers.attention.attn.wv" => proj("v_proj", q, d),
+                    "layers.attention.attn.wo" => proj("o_proj", d, q),
+                    "layers.mlp.w_up" => proj("up_proj", c.ffn, d),
+                    "layers.mlp.w_down" => proj("down_proj", d, c.ffn),
+                    other => {
+                        return Err(stackscan::Error::InvalidOp {
+                            op: "hf weights",
+                            message: format!("no tensor of theirs for our `{other}`"),
+                        });
+                    }
+                }])
+            })
+        });
+        Some(map)
+    }
+    fn hf_config_json(c: &MyConfig) -> Option<serde_json::Value> {
+        let f = HfConfig {
+            model_type: "my_model".into(),
+            architectures: vec!["MyModelForCausalLM".into()],
+            vocab_size: c.vocab,
+            hidden_size: c.d_model,
+            num_attention_heads: c.heads,
+            head_dim: c.head_dim,
+            intermediate_size: c.ffn,
+            num_hidden_layers: c.layers,
+            max_position_embeddings: c.seq,
+        };
+        serde_json::to_value(f).ok()
     }
 }
 

@@ -1,5 +1,5 @@
 //! Model configs as data, loaded one way for every command that takes a model (`train`,
-//! `params`, `plan`, `timeline`): a preset kept in `examples/models/configs/` by name, a TOML file by
+//! `params`, `plan`, `timeline`): a preset kept in `models/configs/` by name, a TOML file by
 //! path, or a Hugging Face `config.json` by path ([`crate::hf_config`]). [`load`] does it for
 //! one config type, [`ModelName::load`](crate::registry::ModelName::load) for a model named
 //! at run time.
@@ -74,6 +74,13 @@ pub trait ConfigFile: Serialize + DeserializeOwned + Clone + 'static {
     /// partial table is completed from the base's. Every other value, an enum written as a
     /// table (`form = { chunked = 64 }`) included, is replaced whole.
     const TABLES: &'static [&'static str];
+    /// The `model_type` values of the Hugging Face `config.json` files [`from_hf`](Self::from_hf)
+    /// reads: how a file is recognised as this model's, by [`crate::hf_config::parse`] among
+    /// every registered model. Empty for a model without a reader.
+    const HF_MODEL_TYPES: &'static [&'static str] = &[];
+    /// The `architectures` class names of those files, which identify a file that has no
+    /// `model_type`.
+    const HF_CLASSES: &'static [&'static str] = &[];
 
     /// The config a Hugging Face `config.json`'s text describes; by default none can.
     fn from_hf(text: &str) -> Result<Self> {
@@ -95,6 +102,8 @@ impl ConfigFile for LlamaConfig {
     const MODEL: &'static str = "llama";
     const PRESETS: &'static [(&'static str, &'static str)] = &LLAMA;
     const TABLES: &'static [&'static str] = &[];
+    const HF_MODEL_TYPES: &'static [&'static str] = &["llama"];
+    const HF_CLASSES: &'static [&'static str] = &["LlamaForCausalLM"];
 
     fn from_hf(text: &str) -> Result<Self> {
         crate::hf_config::parse_llama(text)
@@ -105,6 +114,8 @@ impl ConfigFile for DeepSeek3Config {
     const MODEL: &'static str = "deepseek3";
     const PRESETS: &'static [(&'static str, &'static str)] = &DEEPSEEK3;
     const TABLES: &'static [&'static str] = &["mla"];
+    const HF_MODEL_TYPES: &'static [&'static str] = &["deepseek_v3"];
+    const HF_CLASSES: &'static [&'static str] = &["DeepseekV3ForCausalLM"];
 
     fn from_hf(text: &str) -> Result<Self> {
         crate::hf_config::parse_deepseek3(text)
@@ -115,6 +126,11 @@ impl ConfigFile for Qwen35Config {
     const MODEL: &'static str = "qwen35";
     const PRESETS: &'static [(&'static str, &'static str)] = &QWEN35;
     const TABLES: &'static [&'static str] = &["gdn", "attention"];
+    const HF_MODEL_TYPES: &'static [&'static str] = &["qwen3_5_moe", "qwen3_5_moe_text"];
+    const HF_CLASSES: &'static [&'static str] = &[
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3_5MoeForCausalLM",
+    ];
 
     fn from_hf(text: &str) -> Result<Self> {
         crate::hf_config::parse_qwen35(text)

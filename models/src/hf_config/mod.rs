@@ -3,8 +3,10 @@
 //! [`crate::configs::load`], like a preset or a TOML file). Only the fields our models use are
 //! read (unknown fields are ignored, as the files carry many for other tools); a missing or
 //! out-of-range field is a one-line error naming it and the file. Which model a file is comes
-//! from its `model_type` (else its `architectures`); a file of another architecture than the
-//! model asked for is an error naming both. Qwen3.5's file nests the decoder's fields under
+//! from its `model_type` (else its `architectures`), matched against each registered model's
+//! [`ConfigFile::HF_MODEL_TYPES`] and [`ConfigFile::HF_CLASSES`] (the registry is the one list
+//! of models); a file of another architecture than the model asked for is an error naming
+//! both. Qwen3.5's file nests the decoder's fields under
 //! `text_config` (it is a vision-language model); a flat text-only file reads as well.
 //!
 //! Where `transformers` documents a default for a field the file may leave out, the same
@@ -23,10 +25,13 @@
 //! expert counts are free.
 //!
 //! ```
-//! use stackscan_models::hf_config::{HfModel, parse};
+//! use stackscan_models::deepseek3::DeepSeek3Config;
+//! use stackscan_models::hf_config::parse;
 //!
 //! let text = include_str!("../../configs/hf/deepseek-v3.json");
-//! let HfModel::DeepSeek3(c) = parse(text)? else { unreachable!() };
+//! let config = parse(text)?;
+//! assert_eq!(config.model().as_str(), "deepseek3");
+//! let c: &DeepSeek3Config = config.get().expect("a DeepSeek-V3 config");
 //! assert_eq!((c.layers, c.dense_layers, c.experts, c.top_k), (61, 3, 256, 8));
 //! # Ok::<(), stackscan::Error>(())
 //! ```
@@ -34,41 +39,24 @@
 mod llama;
 mod models;
 
-pub use models::{HfArch, HfModel, parse_deepseek3, parse_llama, parse_qwen35};
+pub use models::{parse_deepseek3, parse_llama, parse_qwen35};
 
 use std::path::Path;
 
 use serde::Deserialize;
 use stackscan::{Error, Result};
 
+use crate::configs::ConfigFile;
 use crate::deepseek3::DeepSeek3Config;
 use crate::gated_attention::AttentionConfig;
 use crate::gdn_layer::{GdnConfig, GdnForm};
 use crate::mla::MlaConfig;
 use crate::qwen35::Qwen35Config;
+use crate::registry::{ModelConfig, ModelName, models};
 
 /// Sequence length the DeepSeek-V3 and Qwen3.5 readers assume; a config file says nothing of
 /// the training run.
 pub const SEQ: i64 = 4096;
-
-/// The architectures read, by model: the `model_type` values and `architectures` class names
-/// that identify a file as that model's.
-const ARCHITECTURES: [(HfArch, &[&str], &[&str]); 3] = [
-    (HfArch::Llama, &["llama"], &["LlamaForCausalLM"]),
-    (
-        HfArch::DeepSeek3,
-        &["deepseek_v3"],
-        &["DeepseekV3ForCausalLM"],
-    ),
-    (
-        HfArch::Qwen35,
-        &["qwen3_5_moe", "qwen3_5_moe_text"],
-        &[
-            "Qwen3_5MoeForConditionalGeneration",
-            "Qwen3_5MoeForCausalLM",
-        ],
-    ),
-];
 
 /// The fields read, all optional so a missing one is reported by its name.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -258,7 +246,7 @@ fn count(v: Option<usize>, field: &str) -> Result<usize> {
 }
 
 /// Refuses tied embeddings: every declared model has its own LM head.
-fn untied(f: &Fields, model: HfArch) -> Result<()> {
+fn untied(f: &Fields, model: &str) -> Result<()> {
     if f.tie_word_embeddings == Some(true) {
         return Err(invalid(format!(
             "field `tie_word_embeddings` is true; the declared `{model}` model has its own LM \
@@ -268,27 +256,33 @@ fn untied(f: &Fields, model: HfArch) -> Result<()> {
     Ok(())
 }
 
-/// Reads the file at `path`, whichever of the models it describes.
-pub fn load(path: &Path) -> Result<HfModel> {
+/// Reads the file at `path`, whichever registered model it describes.
+pub fn load(path: &Path) -> Result<ModelConfig> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| invalid(format!("cannot read `{}`: {e}", path.display())))?;
     parse(&text).map_err(|e| in_file(path, e))
 }
 
-/// The file's fields and the model they describe.
-/// The file's fields, the model they describe, and what the file says it is
-/// (`` `deepseek_v3` (DeepseekV3ForCausalLM)``) for errors.
-fn identify(text: &str) -> Result<(Fields, Result<HfArch>, String)> {
+/// What a file says it is: its (decoder's) fields, its `model_type` and its `architectures`.
+struct Identity {
+    fields: Fields,
+    model_type: Option<String>,
+    architectures: Vec<String>,
+    /// `` `deepseek_v3` (DeepseekV3ForCausalLM)``, for errors.
+    what: String,
+}
+
+fn identify(text: &str) -> Result<Identity> {
     let f: Fields =
         serde_json::from_str(text).map_err(|e| invalid(format!("not a config.json: {e}")))?;
     let outer_type = f.model_type.clone();
     let architectures = f.architectures.clone().unwrap_or_default();
-    let f = match f.text_config {
+    let fields = match f.text_config {
         Some(text) => *text,
         None => f,
     }
     .lift_rope_parameters();
-    let model_type = f.model_type.clone().or(outer_type.clone());
+    let model_type = fields.model_type.clone().or(outer_type.clone());
     let what = format!(
         "`{}`{}",
         outer_type
@@ -297,28 +291,43 @@ fn identify(text: &str) -> Result<(Fields, Result<HfArch>, String)> {
             .unwrap_or("?"),
         described(&architectures)
     );
-    let by_type = model_type.as_deref().and_then(|t| {
-        ARCHITECTURES
+    Ok(Identity {
+        fields,
+        model_type,
+        architectures,
+        what,
+    })
+}
+
+impl Identity {
+    /// Whether the file is one of `types` (by `model_type`), or of `classes` (by
+    /// `architectures`, when it has no `model_type`).
+    fn is(&self, types: &[&str], classes: &[&str]) -> bool {
+        match &self.model_type {
+            Some(t) => types.contains(&t.as_str()),
+            None => self
+                .architectures
+                .iter()
+                .any(|a| classes.contains(&a.as_str())),
+        }
+    }
+
+    /// The registered model the file is of; an error naming the model types read.
+    fn model(&self) -> Result<ModelName> {
+        let found = models()
             .iter()
-            .find(|(_, types, _)| types.contains(&t))
-    });
-    let by_class = || {
-        ARCHITECTURES
-            .iter()
-            .find(|(_, _, classes)| architectures.iter().any(|a| classes.contains(&a.as_str())))
-    };
-    let found = match (&model_type, by_type) {
-        (_, Some((m, _, _))) => Ok(*m),
-        (None, None) => by_class()
-            .map(|(m, _, _)| *m)
-            .ok_or_else(|| invalid("missing field `model_type`")),
-        (Some(t), None) => Err(invalid(format!(
-            "field `model_type` is `{t}`{}; expected {}",
-            described(&architectures),
-            known()
-        ))),
-    };
-    Ok((f, found, what))
+            .copied()
+            .find(|m| self.is(m.hf_model_types(), m.hf_classes()));
+        match (found, &self.model_type) {
+            (Some(m), _) => Ok(m),
+            (None, None) => Err(invalid("missing field `model_type`")),
+            (None, Some(t)) => Err(invalid(format!(
+                "field `model_type` is `{t}`{}; expected {}",
+                described(&self.architectures),
+                known()
+            ))),
+        }
+    }
 }
 
 /// ` (Class, …)` for a file's `architectures`, or nothing.
@@ -330,60 +339,50 @@ fn described(architectures: &[String]) -> String {
     }
 }
 
-/// The model types read, as error messages list them.
+/// The model types the registered models read, as error messages list them.
 fn known() -> String {
-    ARCHITECTURES
+    models()
         .iter()
-        .flat_map(|(_, types, _)| types.iter().map(|t| format!("`{t}`")))
+        .flat_map(|m| m.hf_model_types().iter().map(|t| format!("`{t}`")))
         .collect::<Vec<_>>()
         .join(", ")
 }
 
 /// What a model's files say they are, for an error: `` `llama` (LlamaForCausalLM)``.
-fn expected(model: HfArch) -> String {
-    let (_, types, classes) = ARCHITECTURES
-        .iter()
-        .find(|(m, _, _)| *m == model)
-        .copied()
-        .unwrap_or((model, &[], &[]));
+fn expected(types: &[&str], classes: &[&str]) -> String {
     let types: Vec<String> = types.iter().map(|t| format!("`{t}`")).collect();
     format!("{} ({})", types.join(" or "), classes.join(", "))
 }
 
-/// Parses a `config.json`'s text, whichever of the models it describes.
-pub fn parse(text: &str) -> Result<HfModel> {
-    let (f, model, _) = identify(text)?;
-    read(&f, model?)
+/// Parses a `config.json`'s text, whichever registered model it describes.
+pub fn parse(text: &str) -> Result<ModelConfig> {
+    identify(text)?.model()?.parse_hf_config(text)
 }
 
-/// Parses a `config.json`'s text as a config of `model`: a file of another architecture is an
-/// error naming both.
-pub fn parse_as(model: HfArch, text: &str) -> Result<HfModel> {
-    let (f, found, what) = identify(text)?;
-    match found {
-        Ok(m) if m == model => read(&f, m),
-        Ok(other) => Err(invalid(format!(
+/// Parses a `config.json`'s text as a config of `C` with `read`: a file of another
+/// architecture is an error naming both.
+fn parse_as<C: ConfigFile>(text: &str, read: fn(&Fields) -> Result<C>) -> Result<C> {
+    let id = identify(text)?;
+    let (model, types, classes) = (C::MODEL, C::HF_MODEL_TYPES, C::HF_CLASSES);
+    if id.is(types, classes) {
+        untied(&id.fields, model)?;
+        return read(&id.fields);
+    }
+    let what = &id.what;
+    Err(match id.model() {
+        Ok(other) => invalid(format!(
             "model_type {what} is a `{other}` config, not a `{model}` one (model_type {})",
-            expected(model)
-        ))),
-        Err(e) => Err(invalid(format!(
+            expected(types, classes)
+        )),
+        Err(e) => invalid(format!(
             "{}; a `{model}` config has model_type {}",
             match e {
                 Error::InvalidOp { message, .. } => message,
                 other => other.to_string(),
             },
-            expected(model)
-        ))),
-    }
-}
-
-fn read(f: &Fields, model: HfArch) -> Result<HfModel> {
-    untied(f, model)?;
-    match model {
-        HfArch::Llama => llama::read(f).map(HfModel::Llama),
-        HfArch::DeepSeek3 => deepseek3(f).map(HfModel::DeepSeek3),
-        HfArch::Qwen35 => qwen35(f).map(HfModel::Qwen35),
-    }
+            expected(types, classes)
+        )),
+    })
 }
 
 /// The capacity factor where a file gives none: [`NO_DROP`](crate::moe::NO_DROP), since the

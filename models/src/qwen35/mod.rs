@@ -43,7 +43,7 @@ use crate::moe::{GatedMoe, MoeConfig, MoeDims, RouterConfig, RouterKind};
 /// RMSNorm epsilon of the layers' pre-norms and the final norm (`rms_norm_eps`).
 pub const NORM_EPS: f64 = 1e-6;
 
-/// Sizes of the hybrid model, data (`examples/models/configs/qwen35-*.toml`,
+/// Sizes of the hybrid model, data (`models/configs/qwen35-*.toml`,
 /// [`Qwen35Config::load`]): the model's own sizes, the `[gdn]` and `[attention]` tables of
 /// the two mixers, and the MoE FFN's. A file's missing fields, in the tables too, are its
 /// base preset's ([`crate::configs`]).
@@ -106,10 +106,10 @@ impl Qwen35Config {
         crate::configs::load::<Self>(name_or_path)
     }
 
-    /// The tiny config's structure (fewer key than value heads, one kv head, 25 % rotary,
-    /// 16 experts top-4 and a gated shared expert) at sizes that compile the 24 step variants
-    /// of the equivalence tests quickly: d 32, 8 layers, vocab 64, seq 8, experts of width 8,
-    /// GDN in `form`. Capacity never drops a token.
+    /// The tiny config's structure (fewer key than value heads, one kv head, rotary on a
+    /// quarter of each head, 16 experts top-4 and a gated shared expert) at sizes that compile
+    /// the 24 step variants of the equivalence tests quickly: d 32, 8 layers, vocab 64, seq 8,
+    /// experts of width 8, GDN in `form`. Capacity never drops a token.
     pub fn small(batch_per_device: i64, form: GdnForm) -> Qwen35Config {
         Qwen35Config {
             vocab: 64,
@@ -149,18 +149,18 @@ impl Qwen35Config {
     /// shared expert of 32, vocab 512, seq 64. Capacity 2 × a balanced load (64 slots per
     /// expert for the 128 tokens of a device): the main job may drop a token of an expert
     /// that more than half the tokens choose.
-    /// Read from its preset file, `examples/models/configs/qwen35-tiny.toml`.
+    /// Read from its preset file, `models/configs/qwen35-tiny.toml`.
     pub fn tiny() -> Self {
         crate::configs::built_in("tiny")
     }
 
-    /// Qwen3.5-35B-A3B's published sizes (for plans and cost models; far too big to run
-    /// here): d 2048, 40 layers, vocab 248 320, 256 experts top-8 of width 512 and a gated
-    /// shared expert of 512; capacity 1.25 × a balanced load (our choice). Checked against
-    /// the model arguments a public training framework publishes for the checkpoint (also
-    /// 16 query / 2 key-value heads of 256, rotary on 25 %, base 10⁷, GDN 16 key / 32 value
+    /// Qwen3.5-35B-A3B's published sizes (for plans and cost models; far too big to run here):
+    /// d 2048, 40 layers, vocab 248 320, 256 experts top-8 of width 512 and a gated shared
+    /// expert of 512; capacity 1.25 × a balanced load (our choice). Checked against the model
+    /// arguments a public training framework publishes for the checkpoint (also 16 query / 2
+    /// key-value heads of 256, rotary on a quarter of each, base 10⁷, GDN 16 key / 32 value
     /// heads of 128, conv 4, one attention layer in four).
-    /// Read from its preset file, `examples/models/configs/qwen35-35b-a3b.toml`.
+    /// Read from its preset file, `models/configs/qwen35-35b-a3b.toml`.
     pub fn qwen35_35b_a3b() -> Self {
         crate::configs::built_in("qwen35-35b-a3b")
     }

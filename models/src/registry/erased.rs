@@ -23,6 +23,9 @@ pub(super) trait Erased: Sync {
     fn default_lr(&self) -> f64;
     fn default_plans(&self, options: PlanOptions) -> Option<Result<String>>;
     fn load(&self, me: ModelName, spec: &str) -> Result<ModelConfig>;
+    fn hf_model_types(&self) -> &'static [&'static str];
+    fn hf_classes(&self) -> &'static [&'static str];
+    fn parse_hf_config(&self, text: &str) -> Result<ModelConfig>;
     fn build(&self, c: &ModelConfig) -> Result<(StackModel, PlanOptions)>;
     fn stack(&self, c: &ModelConfig) -> Result<(Stack, PlanOptions)>;
     fn describe(&self, c: &ModelConfig) -> String;
@@ -94,6 +97,15 @@ impl<A: Architecture> Erased for Registered<A> {
     fn load(&self, _: ModelName, spec: &str) -> Result<ModelConfig> {
         configs::load_with_precision::<A::Config>(spec)
             .map(|(c, precision)| ModelConfig::new::<A>(c).with_precision(precision))
+    }
+    fn hf_model_types(&self) -> &'static [&'static str] {
+        A::Config::HF_MODEL_TYPES
+    }
+    fn hf_classes(&self) -> &'static [&'static str] {
+        A::Config::HF_CLASSES
+    }
+    fn parse_hf_config(&self, text: &str) -> Result<ModelConfig> {
+        A::Config::from_hf(text).map(ModelConfig::new::<A>)
     }
     fn build(&self, c: &ModelConfig) -> Result<(StackModel, PlanOptions)> {
         A::build(self.of(c))

@@ -75,11 +75,11 @@ impl Plugin {
     /// ([`Topology`](crate::Topology)), on a machine that need not have its devices: the
     /// check for the accelerator's device nodes that [`Plugin::load`] makes is skipped.
     ///
-    /// libtpu, loaded where it finds no TPU, asks the cloud metadata server for its
-    /// topology, retrying each key for about half a minute; the environment that
-    /// [`topology::prepare_environment`](crate::topology::prepare_environment) sets stops
-    /// that, and its absence is refused here with [`Error::DevicelessEnvironment`] rather
-    /// than waited out. A file this process already loaded is returned as it is.
+    /// libtpu, loaded where it finds no TPU, asks the cloud metadata server for its topology,
+    /// retrying each key for a long while; the environment that
+    /// [`topology::prepare_environment`](crate::topology::prepare_environment) sets stops that,
+    /// and its absence is refused here with [`Error::DevicelessEnvironment`] rather than waited
+    /// out. A file this process already loaded is returned as it is.
     pub fn load_compile_only(path: impl AsRef<Path>) -> Result<Plugin> {
         Plugin::load_as(path.as_ref(), false)
     }

@@ -13,11 +13,11 @@ pub const SKIP_DEVICE_CHECK_ENV: &str = "STACKSCAN_SKIP_DEVICE_CHECK";
 /// initialisation would not fail cleanly on its own.
 ///
 /// libtpu, initialised on a machine without TPU chips, asks the cloud metadata server for its
-/// topology, retrying each key for about half a minute before it gives up: a job that loads
-/// it by mistake hangs for minutes and sends requests off the machine. TPU VMs expose their
-/// chips as `/dev/accel*` (v2–v4) or VFIO groups `/dev/vfio/<n>` (v5e and later), so their
-/// absence is a reliable sign. The CUDA plugin needs no such check: without a driver or a GPU
-/// its client creation fails at once with a PJRT error.
+/// topology, retrying each key for a long while before it gives up: a job that loads it by
+/// mistake hangs for minutes and sends requests off the machine. TPU VMs expose their chips as
+/// `/dev/accel*` (v2–v4) or VFIO groups `/dev/vfio/<n>` (v5e and later), so their absence is a
+/// reliable sign. The CUDA plugin needs no such check: without a driver or a GPU its client
+/// creation fails at once with a PJRT error.
 pub(crate) fn check_accelerator(path: &Path) -> Result<()> {
     let is_tpu = path
         .file_name()

@@ -300,7 +300,8 @@ fn find_wheel(package: &PluginPackage, cache: &Path) -> Option<PathBuf> {
 static FETCH_PROGRESS: AtomicBool = AtomicBool::new(false);
 
 /// Lets a plugin download show pip's progress bar on this process's stderr (pip draws it only
-/// when stderr is a terminal), for binaries that want the user to see a 63 MB fetch advance.
+/// when stderr is a terminal), for binaries that want the user to see a large download
+/// advance.
 /// Off by default: a library does not write to the terminal unasked, and pip's output is then
 /// captured and only its last lines reported in [`Error::Fetch`].
 pub fn show_fetch_progress(on: bool) {

@@ -116,14 +116,13 @@ impl Adam {
 /// only when every gradient element is, and infinite whenever one `g²` overflows — the case
 /// in which the second moment would. The verdict is reached before the update, from values
 /// the update only reads: each new state tensor is then `applied ? new : old`, one
-/// elementwise pass XLA writes over the donated old state. Checking the updated state as
-/// well, as this function did until 2026-12-05, made every new tensor an input of a
-/// reduction that had to finish before any select could run, so the whole new state was
-/// materialised beside the old: one more copy of the weights and both moments in every
-/// step's temp memory. What that check caught beyond this one needs values within a factor
-/// of ~10 of `f32::MAX` in the moments or weights, or a zero `eps` (refused by
-/// [`Adam::validate`]). Sign-descent weights' gradients, outside the norm, are checked on
-/// their own.
+/// elementwise pass XLA writes over the donated old state. Checking the updated state as well,
+/// as this function once did, made every new tensor an input of a reduction that had to finish
+/// before any select could run, so the whole new state was materialised beside the old: one
+/// more copy of the weights and both moments in every step's temp memory. What that check
+/// caught beyond this one needs values within a factor of ~10 of `f32::MAX` in the moments or
+/// weights, or a zero `eps` (refused by [`Adam::validate`]). Sign-descent weights' gradients,
+/// outside the norm, are checked on their own.
 pub fn with_adam(step: &TrainStep, adam: Adam) -> Result<Program> {
     adam.validate()?;
     for update in &step.updates {
@@ -429,7 +428,7 @@ fn non_finite_count(s: &Scope, x: &Tensor) -> Result<Tensor> {
 ///
 /// Two levels, because a single running f32 sum over a stacked gradient (10⁶ squares at the
 /// tiny preset) loses the small squares once it is large: each is below half a unit in the
-/// last place of the sum and rounds away, so the norm came out 0.5 % low on one device, and
+/// last place of the sum and rounds away, so the norm came out visibly low on one device, and
 /// less on more devices (each sums a shard), a different number for the same step on each
 /// mesh. A row holds at most a few thousand squares, and a gradient at most a few thousand
 /// rows, so neither sum is long enough to swamp its terms. Dots rather than `sum(g²)`:

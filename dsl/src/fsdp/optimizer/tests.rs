@@ -176,14 +176,14 @@ fn auxiliary_outputs_follow_the_state() -> Result<()> {
     Ok(())
 }
 
-/// The standalone update is what a cost model prices: for one f32 weight of 1024 elements
-/// on 4 devices it reads the weight, gradient and both moments and writes the three new
-/// state tensors (after fusion the moments, the step and the selects are one pass): 7 × 4 KiB,
+/// The standalone update is what a cost model prices: for one f32 weight of 1024 elements on 4
+/// devices it reads the weight, gradient and both moments and writes the three new state
+/// tensors (after fusion the moments, the step and the selects are one pass): 7 × 4096 bytes,
 /// plus a few scalars (loss, step, the schedule's and the norm's); the global norm, a dot of
-/// the gradient with itself, reads the gradient once more among the matrix products' bytes.
-/// The norm is the verdict too, so one all-reduce of an `f32[]` agrees both. Until
-/// 2026-12-05 the update's new values were counted for finiteness as well, which read all
-/// three again (and, in XLA, kept them beside the old state until the count was done).
+/// the gradient with itself, reads the gradient once more among the matrix products' bytes. The
+/// norm is the verdict too, so one all-reduce of an `f32[]` agrees both. An earlier version
+/// counted the update's new values for finiteness as well, which read all three again (and, in
+/// XLA, kept them beside the old state until the count was done).
 #[test]
 fn the_standalone_update_reads_the_state_once_and_writes_it_once() -> Result<()> {
     let axis = Axis {
