@@ -16,7 +16,7 @@ fn train_rejects_bad_arguments_in_one_line() {
         "train",
         &["--config", "no-such.toml"],
         2,
-        &["neither a built-in config (tiny, llama3-8b)"],
+        &["neither a built-in config (tiny, llama3-8b, tiny-swa, mistral-7b)"],
     );
     fails(
         "train",
@@ -1004,14 +1004,16 @@ fn hugging_face_weights_in_and_out_through_the_command_line() {
         "export",
         &[
             "--model",
-            "llama-swa",
+            "llama",
+            "--config",
+            "tiny-swa",
             "--checkpoint",
             utf8(&ckpt),
             "--to",
             utf8(&hf),
         ],
         2,
-        &["`llama-swa` has no Hugging Face counterpart"],
+        &["sliding window (16 positions) has no Hugging Face counterpart"],
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -100,7 +100,7 @@ fn every_command_that_takes_a_model_takes_one_config() {
         "timeline",
         &["--model", "llama3-8b", "--config", "tiny"],
         2,
-        &["`--config tiny` needs `--model llama|deepseek3|qwen35|llama-swa`"],
+        &["`--config tiny` needs `--model llama|deepseek3|qwen35`"],
     );
     fails(
         "timeline",

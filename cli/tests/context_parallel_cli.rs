@@ -99,9 +99,9 @@ fn models_and_splits_without_context_parallelism_are_refused() {
     );
     fails(
         "train",
-        &["--model", "llama-swa", "--devices", "4", "--cp", "2"],
+        &["--config", "tiny-swa", "--devices", "4", "--cp", "2"],
         2,
-        &["--cp 2", "llama-swa", "context-parallel"],
+        &["sliding `window` has no context-parallel form"],
     );
     fails(
         "train",

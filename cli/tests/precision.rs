@@ -34,60 +34,49 @@ fn cost_of(model: ModelName, precision: Precision) -> Cost {
     cost::of(step_program(model, precision).main()).unwrap()
 }
 
-/// SHA-256 of the emitted f32 step of each tiny model. First taken at the commit before the
-/// precision policy (054029d), so the policy provably left every f32 program alone; taken
-/// again on 2026-12-05 for three deliberate changes, each shown to keep the results within
-/// the project's tests: loop labels (frontend attributes, no computation), the deferred
-/// last gradient stored inside the backward pass's last loop rather than after it (the same
-/// reduce-scatter and update, `deferred_memory.rs`), and the Gated DeltaNet's chunk inverse
-/// by doubling rather than a triangular solve (`gdn.rs`: chunked against recurrent to 1e-12
-/// in f64). Taken again for the ordering of prefetches and deferred reduce-scatters by data
-/// dependencies (`fsdp::lowering::Lowering::after`): the same values while they are finite,
-/// XLA's loop-carry copies of the carried weights and gradients gone. Taken again for
-/// softmax as one op whose VJP reads only its result (`Op::Softmax`): the forward's values
-/// are the composite's, the VJP's the same formula (`dsl_composites.rs` checks it against
-/// central differences in f64), and the exponentials no longer live beside the
-/// probabilities. Taken again for the saved layer inputs kept in the rows of the gradient
-/// stacks (`fsdp::rows`; the equivalence tests against the unsharded reference and
-/// `multi_step.rs` hold) and the embedding gradient's zeros made after its cotangent
-/// (`dsl_vjp.rs` checks the rule against central differences). Taken again for the causal
-/// mask built as `[Q, K]` and broadcast into its select, the anchors of prefetched rows kept
-/// off replicated weights, zero-inits made from distinct tensors and the odd first step of
-/// a ping-pong group run as a peeled step (the same values: the equivalence tests against
-/// the unsharded reference and `multi_step.rs` hold). `llama-swa`'s taken again for its
-/// window mask built the same way, as one `[Q, K]` predicate (`llama_swa.rs` checks it
-/// against hand-written windows; its losses are bit-identical). All taken again for the
-/// recompute after a deferring step ordered after that step's input cotangent (one more `x · 0`
-/// anchor, `fsdp::pass`: the same values while they are finite). All taken again for the
-/// softmax composite's ops carrying their step's scheduling group (only attributes changed:
-/// libtpu refused the group with untagged ops inside it). A change here is a change of
-/// every f32 run's program: update a digest only for a change that means to alter it, and
-/// say so in its commit.
-const F32_DIGESTS: [(&str, &str); 4] = [
+/// SHA-256 of the emitted f32 step of each built-in model's tiny preset, and of the Llama's
+/// sliding-window preset. A change here is a change of every f32 run's program: update a
+/// digest only for a change that means to alter it, and say in its commit why (git keeps
+/// each retaking's reason; the equivalence tests against the unsharded reference and
+/// `multi_step.rs` show what it kept).
+const F32_DIGESTS: [(&str, &str, &str); 4] = [
     (
         "llama",
+        "tiny",
         "02d106c5e9a9fbe50826343d661f9926ef755e6e7ed29e0771ccf49517717c50",
     ),
     (
         "deepseek3",
+        "tiny",
         "51221407fa9e01a75e1f21c82a0e092b4bf82648532b31ad527e49f0caa86fc1",
     ),
     (
         "qwen35",
+        "tiny",
         "42b705cd72cf64aae84f220d2ee7337c3e1a2ddeb850f6ec908d4de5318120dd",
     ),
     (
-        "llama-swa",
-        "532f2ad7340b17aab6ee9160e1de3ed8e95dc15bfdc69c371bfec9a36e615e3a",
+        "llama",
+        "tiny-swa",
+        "2720d158b45c1bda33c4228e6e1d2db27ff6ce939106c4fe563879913a0f9748",
     ),
 ];
 
 #[test]
 fn the_f32_step_is_the_program_it_was() {
     let mut changed = Vec::new();
-    for (name, digest) in F32_DIGESTS {
+    for (name, preset, digest) in F32_DIGESTS {
         let model: ModelName = name.parse().unwrap();
-        let text = step_program(model, Precision::F32).emit().unwrap();
+        let (m, options) = model.load(preset).unwrap().build().unwrap();
+        let text = train_step(
+            &m,
+            options.with_precision(Precision::F32),
+            &Axis::new("fsdp", 4),
+        )
+        .unwrap()
+        .program
+        .emit()
+        .unwrap();
         assert!(
             text.contains(stackscan::fsdp::LOOP_LABEL),
             "{name}: no loop labels"
@@ -97,16 +86,19 @@ fn the_f32_step_is_the_program_it_was() {
             .map(|b| format!("{b:02x}"))
             .collect();
         if got != digest {
-            changed.push(format!("{name}: {got}"));
+            changed.push(format!("{name} {preset}: {got}"));
         }
         assert!(!text.contains("bf16"), "{name}: an f32 step names bf16");
     }
     assert!(changed.is_empty(), "the f32 step changed: {changed:?}");
-    assert_eq!(
-        BUILT_IN.len(),
-        F32_DIGESTS.len(),
-        "a built-in model has no digest"
-    );
+    for model in BUILT_IN {
+        assert!(
+            F32_DIGESTS
+                .iter()
+                .any(|(name, _, _)| *name == model.as_str()),
+            "the built-in model `{model}` has no digest"
+        );
+    }
 }
 
 /// Bytes a collective of `kind` moves in the program, per element type.

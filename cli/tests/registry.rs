@@ -88,7 +88,7 @@ fn a_model_outside_the_table_gets_the_same_job_from_its_one_impl() {
 #[test]
 fn every_built_in_model_loads_its_presets_and_builds() {
     let names: Vec<&str> = BUILT_IN.iter().map(|m| m.as_str()).collect();
-    assert_eq!(names, ["llama", "deepseek3", "qwen35", "llama-swa"]);
+    assert_eq!(names, ["llama", "deepseek3", "qwen35"]);
     for &m in BUILT_IN {
         assert_eq!(m.as_str().parse::<ModelName>().unwrap(), m);
         let tiny = m.preset(Preset::Tiny).unwrap();

@@ -100,6 +100,7 @@ fn micro_llama() -> LlamaConfig {
         rope_theta: 10_000.0,
         seq: 4,
         batch_per_device: 2,
+        window: None,
         context: 1,
     }
 }

@@ -329,7 +329,7 @@ pub fn gdn_recurrent(
 /// with `A_ij = β_i Γ_ij k_iᵀ k_j` for `j < i`. The right-hand side is linear in `S₀`, so
 /// one solve per chunk, independent of the state, gives `Ũ = (I + A)⁻¹ (β ⊙ V)` and
 /// `W = (I + A)⁻¹ (β e^γ ⊙ K)` (the WY representation), and `U = Ũ − W S₀ᵀ`. The inverse
-/// is formed by doubling ([`unit_lower_inverse`]): a few batched matrix products, which every
+/// is formed by doubling (`unit_lower_inverse`): a few batched matrix products, which every
 /// backend runs well and XLA compiles in a few kernels, where its triangular solve expands into
 /// a row-by-row program of hundreds of instructions (and its gradient into two more), a large
 /// share of the tiny Qwen3.5's compiled step. All of it runs batched before the loop; the

@@ -2,7 +2,8 @@
 //! attention and a SwiGLU MLP per layer; embedding, final norm, LM head and cross-entropy
 //! outside the scanned stack.
 //!
-//! The model is [`Llama`] over the stack [`LlamaStack`](crate::llama_macro::LlamaStack),
+//! The model is the causal language model ([`CausalLm`](crate::causal_lm::CausalLm)) over the
+//! stack [`LlamaStack`](crate::llama_macro::LlamaStack),
 //! lowered by [`llama_macro::for_config`](crate::llama_macro::for_config).
 //!
 //! ```
@@ -14,12 +15,11 @@
 
 use serde::{Deserialize, Serialize};
 use stackscan::layer::{ActivationMarker, Forward};
-use stackscan::model::{Layers, ModelForward};
 use stackscan::nn::context;
 use stackscan::rng::Rng;
-use stackscan::{Axis, Error, Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, nn};
+use stackscan::{Axis, Error, LayerStack, Module, Result, SubLayer, Tensor, nn};
 
-use crate::causal_lm::CausalLm;
+use crate::causal_lm::LmConfig;
 
 /// Sizes of a Llama-style model; data (`models/configs/llama-*.toml`, [`LlamaConfig::load`]:
 /// a file's missing fields are its base preset's, see [`crate::configs`]).
@@ -46,6 +46,10 @@ pub struct LlamaConfig {
     pub seq: i64,
     /// Sequences per device.
     pub batch_per_device: i64,
+    /// Sliding-window attention (Mistral's): each query attends to itself and the
+    /// `window − 1` positions before it. Absent, the default: every earlier position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<i64>,
     /// Devices each sequence is split over (context parallelism, `--cp`): a device holds
     /// `seq / context` positions of each of its sequences, and attention gathers the keys and
     /// values of the others ([`stackscan::nn::context`]). 1, the default, splits nothing.
@@ -93,6 +97,7 @@ impl LlamaConfig {
             rope_theta: 10_000.0,
             seq: 8,
             batch_per_device,
+            window: None,
             context: 1,
         }
     }
@@ -122,6 +127,8 @@ pub struct AttentionDims {
     pub out_std: f64,
     /// Devices the sequence is split over ([`LlamaConfig::context`]).
     pub context: usize,
+    /// Which keys a query attends to ([`LlamaConfig::window`]).
+    pub mask: nn::Mask,
 }
 
 /// The sizes the SwiGLU MLP reads.
@@ -151,7 +158,14 @@ impl LlamaConfig {
             rope_theta: self.rope_theta,
             out_std: self.out_std(),
             context: self.context,
+            mask: self.mask(),
         }
+    }
+
+    /// The attention mask: causal, or a sliding window of [`LlamaConfig::window`].
+    pub fn mask(&self) -> nn::Mask {
+        self.window
+            .map_or(nn::Mask::Causal, nn::Mask::SlidingWindow)
     }
 
     /// Positions of each sequence on one device: `seq / context`.
@@ -163,6 +177,9 @@ impl LlamaConfig {
     /// sequence and the `devices` (the mesh is `fsdp × context`, `devices / cp` by `cp`).
     pub fn with_context_parallel(self, devices: usize, cp: usize) -> Result<Self> {
         context_split(self.seq, devices, cp)?;
+        if cp > 1 && self.window.is_some() {
+            return Err(no_context_window());
+        }
         Ok(LlamaConfig {
             context: cp,
             ..self
@@ -179,7 +196,8 @@ impl LlamaConfig {
     }
 }
 
-/// Grouped-query causal self-attention with RoPE.
+/// Grouped-query causal self-attention with RoPE, optionally over a sliding window
+/// ([`AttentionDims::mask`]).
 #[derive(Debug, Module)]
 #[module(config = AttentionDims)]
 pub struct Attention<T> {
@@ -210,6 +228,9 @@ impl Attention<Tensor> {
         let heads = |w: &Tensor, n: i64| x.matmul(w)?.reshape(&[b, t, n, hd]);
         let scale = 1.0 / (hd as f64).sqrt();
         if c.context > 1 {
+            if c.mask != nn::Mask::Causal {
+                return Err(no_context_window());
+            }
             let axis = Axis::new(context::CONTEXT_AXIS, c.context);
             let start = context::sequence_start(x, t, &axis)?;
             let q = nn::rope_from(&heads(&self.wq, nh)?, c.rope_theta, hd as usize, &start)?;
@@ -225,7 +246,17 @@ impl Attention<Tensor> {
         let v = heads(&self.wv, nkv)?;
         // Grouped-query attention: each key/value head serves heads/kv_heads query heads.
         let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
-        nn::causal_attention(&q, &k, &v, scale)?.matmul(&self.wo)
+        nn::masked_attention(&q, &k, &v, scale, c.mask)?.matmul(&self.wo)
+    }
+}
+
+/// Context parallelism's blocked attention masks causally only.
+fn no_context_window() -> Error {
+    Error::InvalidOp {
+        op: "llama",
+        message: "context parallelism (`--cp`) attends causally; a sliding `window` has no \
+                  context-parallel form"
+            .into(),
     }
 }
 
@@ -288,78 +319,29 @@ impl Forward for Decoder<Tensor> {
     }
 }
 
-/// The model's inputs, declared once: tokens and next-token labels, `[batch_per_device, seq]`
-/// per device. Both index the vocabulary — a token through the embedding's gather (which
-/// would clamp an id outside it), a label through the cross-entropy's one-hot (which would
-/// match no class) — so both declare `0..vocab` and bad data is rejected on the host.
-#[derive(Debug, Inputs)]
-#[inputs(config = LlamaConfig)]
-pub struct Tokens<T> {
-    /// Token ids.
-    #[input(shape = [cfg.batch_per_device, cfg.seq_per_device()], dtype = i32, values = 0..cfg.vocab)]
-    pub tokens: T,
-    /// The next token of each position.
-    #[input(shape = [cfg.batch_per_device, cfg.seq_per_device()], dtype = i32, values = 0..cfg.vocab)]
-    pub labels: T,
-}
-
-/// The whole Llama-style model with stack `S` (a `#[layer_stack]` of [`Decoder`]s,
-/// [`LlamaStack`](crate::llama_macro::LlamaStack), whose depth is `LlamaConfig.layers`): the
-/// embedding, the stack, the final norm and the LM head, in the order they run. The depth is
-/// the stack's, checked once against its block pattern when the model is built.
-#[derive(Debug, Model)]
-#[model(config = LlamaConfig, inputs = Tokens)]
-pub struct Llama<T, S> {
-    /// Token embedding, `[vocab, d]`.
-    #[param(shape = [cfg.vocab, cfg.d_model], shard = 0)]
-    pub embed: T,
-    /// The decoder layers.
-    #[stack]
-    pub layers: Layers<S>,
-    /// RMSNorm scale after the stack, `[d]`.
-    #[param(shape = [cfg.d_model], replicated)]
-    pub final_norm: T,
-    /// LM head, `[d, vocab]`.
-    #[param(shape = [cfg.d_model, cfg.vocab], shard = 0)]
-    pub lm_head: T,
-}
-
-impl<S> Llama<Tensor, S> {
-    /// The parts outside the stack ([`CausalLm`]), with Llama's norm epsilon.
-    pub fn outer(&self) -> CausalLm<'_> {
-        CausalLm::new(&self.embed, &self.final_norm, &self.lm_head, NORM_EPS)
-    }
-
-    /// The embedding lookup of `tokens: [B, T]`.
-    pub fn embed_tokens(&self, tokens: &Tensor) -> Result<Tensor> {
-        self.outer().embed(tokens)
-    }
-
-    /// Final norm, LM head and mean next-token cross-entropy of `h: [B, T, d]` against
-    /// `labels: [B, T]`.
-    pub fn head_loss(&self, h: &Tensor, labels: &Tensor) -> Result<Tensor> {
-        self.outer().loss(h, labels)
-    }
-}
-
 /// Llama's RMSNorm epsilon (`rms_norm_eps` of its `config.json`).
 pub const NORM_EPS: f64 = 1e-5;
 
-impl<S: LayerStack<Config = LlamaConfig> + 'static> ModelForward for Llama<Tensor, S> {
-    fn embed(&self, _: &LlamaConfig, x: &Tokens<Tensor>) -> Result<Tensor> {
-        self.outer().embed(&x.tokens)
+/// The Llama is the causal language model ([`CausalLm`](crate::causal_lm::CausalLm)) over a stack of [`Decoder`]s
+/// ([`LlamaStack`](crate::llama_macro::LlamaStack)).
+impl LmConfig for LlamaConfig {
+    fn vocab(&self) -> i64 {
+        self.vocab
     }
-
-    fn loss(&self, _: &LlamaConfig, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
-        self.outer().loss(h, &x.labels)
+    fn d_model(&self) -> i64 {
+        self.d_model
     }
-
-    fn logits(&self, _: &LlamaConfig, h: &Tensor, _: &Tokens<Tensor>) -> Result<Tensor> {
-        self.outer().logits(h)
+    fn batch_per_device(&self) -> i64 {
+        self.batch_per_device
     }
-
-    fn check(c: &LlamaConfig) -> Result<()> {
-        check_heads(c)
+    fn seq_per_device(&self) -> i64 {
+        LlamaConfig::seq_per_device(self)
+    }
+    fn norm_eps(&self) -> f64 {
+        NORM_EPS
+    }
+    fn check<S: LayerStack<Config = Self>>(&self) -> Result<()> {
+        check_heads(self)
     }
 }
 
@@ -421,6 +403,14 @@ fn check_heads(c: &LlamaConfig) -> Result<()> {
                 c.heads, c.kv_heads, c.head_dim
             ),
         });
+    }
+    if let Some(window) = c.window {
+        nn::Mask::SlidingWindow(window)
+            .validate()
+            .map_err(|_| Error::InvalidOp {
+                op: "llama",
+                message: format!("`window` is {window}; expected 1 or more positions"),
+            })?;
     }
     Ok(())
 }

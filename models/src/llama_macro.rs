@@ -1,4 +1,4 @@
-//! The stack of the declared Llama ([`llama::Llama`](crate::llama::Llama), whose layer is the
+//! The stack of the declared Llama (the causal language model [`CausalLm`] over layers of the
 //! nested [`Decoder`]): one `#[layer_stack]` type whose depth is the config's
 //! (`layers = cfg.layers`), so the tiny config and Llama-3-8B share it, and the declared model
 //! lowered to a [`StackModel`]. The result is what a Llama built by hand with the run-time API
@@ -27,7 +27,8 @@ use stackscan::model::stack_model;
 use stackscan::plan::PlanOptions;
 use stackscan::{LayerStack, Result, Tensor, layer_stack};
 
-use crate::llama::{Llama, LlamaConfig};
+use crate::causal_lm::CausalLm;
+use crate::llama::LlamaConfig;
 
 pub use crate::llama::{Decoder, Residual};
 
@@ -42,10 +43,10 @@ pub use crate::llama::{Decoder, Residual};
 #[derive(Debug)]
 pub struct LlamaStack;
 
-/// The model with stack `S`: the declared [`Llama`] lowered to the run-time model (the depth
+/// The model with stack `S`: the declared Llama lowered to the run-time model (the depth
 /// checked once, against the stack's block pattern).
 pub fn model<S: LayerStack<Config = LlamaConfig> + 'static>(c: &LlamaConfig) -> Result<StackModel> {
-    Ok(stack_model::<Llama<Tensor, S>>(c)?.0)
+    Ok(stack_model::<CausalLm<Tensor, S>>(c)?.0)
 }
 
 /// The main job's model: the declared tiny Llama with its attribute's options.
@@ -61,7 +62,7 @@ pub fn llama3_8b() -> Result<(StackModel, PlanOptions)> {
 
 /// The declared model for a config loaded by name or path, at the config's depth.
 pub fn for_config(c: &LlamaConfig) -> Result<(StackModel, PlanOptions)> {
-    stack_model::<Llama<Tensor, LlamaStack>>(c)
+    stack_model::<CausalLm<Tensor, LlamaStack>>(c)
 }
 
 /// The declared Llama as the commands know it (`--model llama`).
@@ -71,8 +72,8 @@ pub struct LlamaModel;
 impl crate::registry::Architecture for LlamaModel {
     type Config = LlamaConfig;
     type Stack = LlamaStack;
-    const ABOUT: &'static str =
-        "Llama-style decoder (tiny; published: Llama-3-8B, 32 identical layers)";
+    const ABOUT: &'static str = "Llama-style decoder (tiny; published: Llama-3-8B, 32 identical \
+         layers; `window = N` in its config: sliding-window attention, preset `mistral-7b`)";
     const PUBLISHED: &'static str = "llama3-8b";
 
     fn build(c: &LlamaConfig) -> Result<(StackModel, PlanOptions)> {
@@ -91,7 +92,11 @@ impl crate::registry::Architecture for LlamaModel {
             c.vocab,
             c.batch_per_device,
             c.seq_per_device()
-        ) + &crate::llama::describe_context(c.seq, c.context)
+        ) + &c
+            .window
+            .map(|w| format!("; a sliding window of {w} positions"))
+            .unwrap_or_default()
+            + &crate::llama::describe_context(c.seq, c.context)
     }
 
     fn context_parallel(
@@ -116,13 +121,22 @@ impl crate::registry::Architecture for LlamaModel {
     }
 
     fn logits_head(c: &LlamaConfig) -> Option<stackscan::fsdp::PostFn> {
-        Some(stackscan::model::logits_head::<Llama<Tensor, LlamaStack>>(
-            c,
-        ))
+        Some(stackscan::model::logits_head::<CausalLm<Tensor, LlamaStack>>(c))
     }
 
     fn hf_weights(c: &LlamaConfig) -> Option<Result<stackscan::hf_map::HfMap>> {
-        Some(crate::hf_weights::llama::map(c))
+        Some(match c.window {
+            // Refused rather than written as a `LlamaForCausalLM` that attends to every
+            // earlier position: the checkpoint would load as another model.
+            Some(w) => Err(stackscan::Error::InvalidOp {
+                op: "hf weights",
+                message: format!(
+                    "the Llama with a sliding window ({w} positions) has no Hugging Face \
+                     counterpart here: `LlamaForCausalLM` attends to every earlier position"
+                ),
+            }),
+            None => crate::hf_weights::llama::map(c),
+        })
     }
 
     fn hf_config_json(c: &LlamaConfig) -> Option<serde_json::Value> {

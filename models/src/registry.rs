@@ -181,7 +181,6 @@ pub static BUILT_IN: &[ModelName] = &[
     ModelName::of::<crate::llama_macro::LlamaModel>(),
     ModelName::of::<crate::deepseek3::DeepSeek3Model>(),
     ModelName::of::<crate::qwen35::Qwen35Model>(),
-    ModelName::of::<crate::llama_swa::LlamaSwaModel>(),
 ];
 
 /// The models the commands know in this process: those [`install`]ed (a user's command line,
@@ -259,7 +258,7 @@ impl ModelName {
     }
 
     /// The config by `spec`: a preset name, a TOML path or a `config.json` path
-    /// ([`configs::load`]).
+    /// ([`configs::load`](crate::configs::load)).
     pub fn load(self, spec: &str) -> Result<ModelConfig> {
         self.0.load(self, spec)
     }

@@ -176,7 +176,7 @@ pub fn learning_rate(s: &str) -> Result<f64, String> {
 }
 
 /// `--model`'s parser: a name of the registry's models ([`registry::models`], the one list),
-/// which `--help` lists with each model's line. A name that is none of them is refused with
+/// which `--help` lists. A name that is none of them is refused with
 /// [`UnknownModel`]'s one line.
 ///
 /// [`registry::models`]: stackscan_models::registry::models
@@ -200,9 +200,11 @@ impl clap::builder::TypedValueParser for ModelParser {
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
         let models = stackscan_models::registry::models();
-        Some(Box::new(models.iter().map(|m| {
-            clap::builder::PossibleValue::new(m.as_str()).help(m.about())
-        })))
+        Some(Box::new(
+            models
+                .iter()
+                .map(|m| clap::builder::PossibleValue::new(m.as_str())),
+        ))
     }
 }
 

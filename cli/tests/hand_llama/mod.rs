@@ -14,7 +14,8 @@ use stackscan::fsdp::{Init, InputSpec, LayerKind, ParamSpec, PostFn, PreFn, Stac
 use stackscan::layer::{Forward, Params};
 use stackscan::plan::Stack;
 use stackscan::{DType, Error, Result, Tensor, TensorType};
-use stackscan_models::llama::{Decoder, Llama, LlamaConfig};
+use stackscan_models::causal_lm::Outer as OuterPart;
+use stackscan_models::llama::{Decoder, LlamaConfig, NORM_EPS};
 
 /// Parameters of one decoder layer, written out for the run-time API (the macro-declared
 /// `Decoder` must give exactly these; `macros_llama` checks it).
@@ -70,11 +71,11 @@ pub fn outer(c: &LlamaConfig) -> Result<Outer> {
         ],
         pre: Rc::new(|inputs, w| {
             let (OuterInputs { tokens, .. }, w) = named(inputs, w)?;
-            w.embed_tokens(tokens)
+            w.part().embed(tokens)
         }),
         post: Rc::new(move |h, inputs, w| {
             let (OuterInputs { labels, .. }, w) = named(inputs, w)?;
-            w.head_loss(h, labels)
+            w.part().loss(h, labels)
         }),
     })
 }
@@ -85,20 +86,43 @@ struct OuterInputs<'a> {
     labels: &'a Tensor,
 }
 
-/// The outer weights of the run-time API's positional lists, by name: the model struct with
-/// no stack type (its fields outside the stack are all the closures read).
-type OuterWeights = Llama<Tensor, ()>;
+/// The outer weights of the run-time API's positional lists, by name.
+struct OuterWeights {
+    embed: Tensor,
+    final_norm: Tensor,
+    lm_head: Tensor,
+}
+
+impl OuterWeights {
+    /// What they compute, with Llama's norm epsilon.
+    fn part(&self) -> OuterPart<'_> {
+        OuterPart {
+            embed: &self.embed,
+            final_norm: &self.final_norm,
+            lm_head: &self.lm_head,
+            eps: NORM_EPS,
+        }
+    }
+}
 
 /// Names the closures' positional inputs and weights; a wrong count is an error, not a panic.
 fn named<'a>(inputs: &'a [Tensor], w: &[Tensor]) -> Result<(OuterInputs<'a>, OuterWeights)> {
-    match inputs {
-        [tokens, labels] => Ok((
+    match (inputs, w) {
+        ([tokens, labels], [embed, final_norm, lm_head]) => Ok((
             OuterInputs { tokens, labels },
-            OuterWeights::from_values(w.to_vec())?,
+            OuterWeights {
+                embed: embed.clone(),
+                final_norm: final_norm.clone(),
+                lm_head: lm_head.clone(),
+            },
         )),
         _ => Err(Error::InvalidOp {
             op: "llama",
-            message: format!("expected 2 inputs (tokens, labels), got {}", inputs.len()),
+            message: format!(
+                "expected 2 inputs (tokens, labels) and 3 outer weights, got {} and {}",
+                inputs.len(),
+                w.len()
+            ),
         }),
     }
 }

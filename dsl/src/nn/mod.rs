@@ -246,36 +246,89 @@ fn rope_same_type(
     }
 }
 
+/// Which keys each query of a sequence attends to, by position: query `i`, key `j`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Mask {
+    /// `j ≤ i`: itself and every earlier position.
+    #[default]
+    Causal,
+    /// `i − window < j ≤ i`: itself and the `window − 1` positions before it (Mistral's local
+    /// attention). A window as long as the sequence is [`Mask::Causal`].
+    SlidingWindow(i64),
+    /// `j ≤ i` within `i`'s block of `len` positions (`j / len = i / len`): causal attention
+    /// inside fixed-length blocks, as for documents packed into a sequence at a fixed stride.
+    Block(i64),
+}
+
+impl Mask {
+    /// Checks the mask's own length: a window or block of at least one position.
+    pub fn validate(self) -> Result<()> {
+        match self {
+            Mask::Causal => Ok(()),
+            Mask::SlidingWindow(n) | Mask::Block(n) if n >= 1 => Ok(()),
+            Mask::SlidingWindow(n) => Err(Error::invalid(
+                "mask",
+                format!("a sliding window of {n} positions; expected 1 or more"),
+            )),
+            Mask::Block(n) => Err(Error::invalid(
+                "mask",
+                format!("blocks of {n} positions; expected 1 or more"),
+            )),
+        }
+    }
+}
+
 /// Keeps `scores[.., q, k]` where `k ≤ q` and replaces the rest by a large negative value, so
 /// a following softmax gives them zero weight.
 pub fn causal_mask(scores: &Tensor) -> Result<Tensor> {
-    causal_mask_from(scores, None)
+    mask_scores(scores, None, Mask::Causal)
 }
 
 /// [`causal_mask`] for queries that start at position `q_start` (an integer scalar) of a
 /// sequence whose keys all are present: `scores[.., q, k]` is kept where `k ≤ q_start + q`.
 pub fn causal_mask_at(scores: &Tensor, q_start: &Tensor) -> Result<Tensor> {
-    causal_mask_from(scores, Some(q_start))
+    mask_scores(scores, Some(q_start), Mask::Causal)
 }
 
-fn causal_mask_from(scores: &Tensor, q_start: Option<&Tensor>) -> Result<Tensor> {
+/// Keeps `scores[.., q, k]` where `mask` lets query `q` see key `k`, the rest a large negative
+/// value, so a following softmax gives them zero weight.
+pub fn apply_mask(scores: &Tensor, mask: Mask) -> Result<Tensor> {
+    mask_scores(scores, None, mask)
+}
+
+fn mask_scores(scores: &Tensor, q_start: Option<&Tensor>, mask: Mask) -> Result<Tensor> {
+    mask.validate()?;
     let r = scores.rank();
     if r < 2 {
         return Err(Error::invalid(
-            "causal_mask",
-            format!("needs [.., Q, K], got {}", scores.ty()),
+            "mask",
+            format!("needs scores [.., Q, K], got {}", scores.ty()),
         ));
     }
-    // The mask is built as `[Q, K]` and broadcast into the select: it depends on nothing in
-    // a layer, so XLA hoists it out of the layer loops and keeps it for the whole step, at
-    // the size it is built (the scores' size would be half a MiB at 16 × 128, 8 heads).
+    // The mask is built as one `[Q, K]` predicate and broadcast into a single select: it
+    // depends on nothing in a layer, so XLA hoists it out of the layer loops and keeps it for
+    // the whole step at the size it is built, not the scores'.
     let s = scores.scope();
     let dims = scores.dims();
     let ty = TensorType::new(DType::I32, &dims[r - 2..]);
     let q = positions(scores, ty.clone(), 0, q_start)?;
     let k = s.iota(ty, 1)?;
-    let keep = k.le(&q)?.broadcast_in_dim(dims, &[r - 2, r - 1])?;
-    keep.select(scores, &scores.full_like(-1e30)?)
+    let past = k.le(&q)?;
+    let keep = match mask {
+        Mask::Causal => past,
+        Mask::SlidingWindow(window) => {
+            let within = q.sub(&k)?.lt(&k.full_like(window as f64)?)?;
+            // `past ∧ within`: where `past` is false the select keeps it.
+            past.select(&within, &past)?
+        }
+        Mask::Block(len) => {
+            let len = k.full_like(len as f64)?;
+            let same = q.div(&len)?.eq(&k.div(&len)?)?;
+            past.select(&same, &past)?
+        }
+    };
+    keep.broadcast_in_dim(dims, &[r - 2, r - 1])?
+        .select(scores, &scores.full_like(-1e30)?)
 }
 
 /// Grouped-query attention's key/value sharing: `z: [B, T, KV, D]` repeated to
@@ -302,7 +355,19 @@ pub fn repeat_kv(z: &Tensor, heads: i64) -> Result<Tensor> {
 /// `v: [B, T, H, Dv]`, scores scaled by `scale`, query `i` attending to keys `j ≤ i`; the
 /// heads' outputs side by side, `[B, T, H·Dv]`, ready for the output projection.
 pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Tensor> {
-    attention(q, k, v, scale, None)
+    attention(q, k, v, scale, None, Mask::Causal)
+}
+
+/// [`causal_attention`] with query `i` attending to the keys `mask` lets it see
+/// ([`Mask::SlidingWindow`], [`Mask::Block`]; [`Mask::Causal`] is [`causal_attention`]).
+pub fn masked_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    mask: Mask,
+) -> Result<Tensor> {
+    attention(q, k, v, scale, None, mask)
 }
 
 /// [`causal_attention`] of queries `q: [B, T, H, Dk]` that start at position `q_start` (an
@@ -316,7 +381,7 @@ pub fn causal_attention_at(
     scale: f64,
     q_start: &Tensor,
 ) -> Result<Tensor> {
-    attention(q, k, v, scale, Some(q_start))
+    attention(q, k, v, scale, Some(q_start), Mask::Causal)
 }
 
 fn attention(
@@ -325,10 +390,11 @@ fn attention(
     v: &Tensor,
     scale: f64,
     q_start: Option<&Tensor>,
+    mask: Mask,
 ) -> Result<Tensor> {
     let [b, t, h, dv] = attention_shapes("causal_attention", q, k, v, q_start.is_some())?;
     let scores = head_scores(q, k)?.scale(scale)?; // [B, H, T, S]
-    let probs = softmax(&causal_mask_from(&scores, q_start)?, 3)?;
+    let probs = softmax(&mask_scores(&scores, q_start, mask)?, 3)?;
     weighted_values(&probs, v)? // [B, H, T, Dv]
         .transpose(&[0, 2, 1, 3])?
         .reshape(&[b, t, h * dv])

@@ -4,9 +4,10 @@ use serde::{Deserialize, Serialize};
 use stackscan::fsdp::StackModel;
 use stackscan::hf_map::{HfMap, Link, Step};
 use stackscan::layer::{ActivationMarker, Forward};
-use stackscan::model::{Layers, ModelForward, stack_model};
+use stackscan::model::stack_model;
 use stackscan::plan::PlanOptions;
-use stackscan::{Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, layer_stack, nn};
+use stackscan::{Module, Result, SubLayer, Tensor, layer_stack, nn};
+use stackscan_models::causal_lm::{CausalLm, LmConfig};
 use stackscan_models::configs::ConfigFile;
 use stackscan_models::hf_weights::map_of;
 use stackscan_models::registry::{Architecture, ModelName, Shape};
@@ -161,42 +162,26 @@ impl Forward for MlpLayer<Tensor> {
 )]
 pub struct MyStack;
 
-/// A step's inputs, with their value ranges.
-#[derive(Inputs)]
-#[inputs(config = MyConfig)]
-pub struct Batch<T> {
-    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
-    pub tokens: T,
-    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
-    pub labels: T,
-}
-
-/// The whole model: what runs before and after the stack, and the stack.
-#[derive(Debug, Model)]
-#[model(config = MyConfig, inputs = Batch)]
-pub struct MyModel<T, S> {
-    #[param(shape = [cfg.vocab, cfg.d_model], shard = 0, init = normal(1.0))]
-    pub embed: T,
-    #[stack]
-    pub layers: Layers<S>,
-    #[param(shape = [cfg.d_model], replicated)]
-    pub final_norm: T,
-    #[param(shape = [cfg.d_model, cfg.vocab], shard = 0)]
-    pub lm_head: T,
-}
-
-impl<S: LayerStack<Config = MyConfig> + 'static> ModelForward for MyModel<Tensor, S> {
-    fn embed(&self, _: &MyConfig, x: &Batch<Tensor>) -> Result<Tensor> {
-        self.embed.take(&x.tokens, 0)
+/// The model is the causal language model, `CausalLm`, over this stack: the embedding, the
+/// stack, the final norm and the head. What it reads of the config:
+impl LmConfig for MyConfig {
+    fn vocab(&self) -> i64 {
+        self.vocab
     }
-
-    fn loss(&self, c: &MyConfig, h: &Tensor, x: &Batch<Tensor>) -> Result<Tensor> {
-        let rows = c.batch_per_device * c.seq;
-        let logits = nn::rms_norm(h, &self.final_norm, 1e-5)?.matmul(&self.lm_head)?;
-        nn::cross_entropy(
-            &logits.reshape(&[rows, c.vocab])?,
-            &x.labels.reshape(&[rows])?,
-        )
+    fn d_model(&self) -> i64 {
+        self.d_model
+    }
+    fn batch_per_device(&self) -> i64 {
+        self.batch_per_device
+    }
+    fn seq_per_device(&self) -> i64 {
+        self.seq
+    }
+    fn norm_eps(&self) -> f64 {
+        1e-5
+    }
+    fn embed_std(&self) -> f64 {
+        1.0
     }
 }
 
@@ -210,7 +195,7 @@ impl Architecture for Mine {
     const PUBLISHED: &'static str = "large";
 
     fn build(c: &MyConfig) -> Result<(StackModel, PlanOptions)> {
-        stack_model::<MyModel<Tensor, MyStack>>(c)
+        stack_model::<CausalLm<Tensor, MyStack>>(c)
     }
     fn describe(c: &MyConfig) -> String {
         format!(

@@ -43,9 +43,14 @@ use crate::llama::LlamaConfig;
 use crate::qwen35::Qwen35Config;
 
 /// The Llama configs kept in the repository, by the name `--config` takes.
-pub const LLAMA: [(&str, &str); 2] = [
+pub const LLAMA: [(&str, &str); 4] = [
     ("tiny", include_str!("../../configs/llama-tiny.toml")),
     ("llama3-8b", include_str!("../../configs/llama3-8b.toml")),
+    (
+        "tiny-swa",
+        include_str!("../../configs/llama-tiny-swa.toml"),
+    ),
+    ("mistral-7b", include_str!("../../configs/mistral-7b.toml")),
 ];
 
 /// The Qwen3.5 configs kept in the repository, by the name `--config` takes.

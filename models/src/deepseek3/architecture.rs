@@ -1,6 +1,7 @@
 //! The model as every command knows it (`--model deepseek3`): its [`Architecture`] impl, one line
 //! of [`crate::registry::BUILT_IN`].
 
+use crate::causal_lm::CausalLm;
 use stackscan::Result;
 use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
@@ -113,7 +114,7 @@ impl Architecture for DeepSeek3Model {
 
     fn logits_head(c: &DeepSeek3Config) -> Option<stackscan::fsdp::PostFn> {
         Some(stackscan::model::logits_head::<
-            DeepSeek3<Tensor, DeepSeek3Stack>,
+            CausalLm<Tensor, DeepSeek3Stack>,
         >(c))
     }
 

@@ -1,7 +1,7 @@
 //! A DeepSeek-V3-style decoder declared as nested modules: a prefix of dense-FFN layers
 //! ([`Dense`], kind `D`: MLA and a SwiGLU), then MoE layers ([`MoeLayer`], kind `M`: MLA and
-//! the [`Moe`] FFN), and the whole model [`DeepSeek3`] — embedding, the stack, final norm,
-//! LM head and cross-entropy. [`DeepSeek3Config::tiny`] is the test and training config;
+//! the [`Moe`] FFN); the whole model is the causal language model over that stack
+//! ([`CausalLm`]: embedding, the stack, final norm, LM head and cross-entropy). [`DeepSeek3Config::tiny`] is the test and training config;
 //! [`DeepSeek3Config::deepseek3`] the published model's, for plans and cost models; both are
 //! data too (`models/configs/deepseek3-tiny.toml`, `deepseek3.toml`, [`DeepSeek3Config::load`]).
 //!
@@ -41,14 +41,12 @@ pub use architecture::DeepSeek3Model;
 use serde::{Deserialize, Serialize};
 use stackscan::fsdp::{StackModel, Update};
 use stackscan::layer::{ActivationMarker, Forward};
-use stackscan::model::{Layers, ModelForward, stack_model};
+use stackscan::model::stack_model;
 use stackscan::module::join;
 use stackscan::plan::PlanOptions;
-use stackscan::{
-    Error, Inputs, LayerStack, Model, Module, Result, SubLayer, Tensor, layer_stack, nn,
-};
+use stackscan::{Error, LayerStack, Module, Result, SubLayer, Tensor, layer_stack, nn};
 
-use crate::causal_lm::CausalLm;
+use crate::causal_lm::{CausalLm, LmConfig};
 use crate::llama::{MlpDims, SwiGlu};
 use crate::mla::{Mla, MlaConfig};
 use crate::moe::{ExpertMesh, Experts, Moe, MoeConfig, MoeDims, RouterConfig, RouterKind};
@@ -421,74 +419,44 @@ impl Forward for MoeLayer<Tensor> {
 #[derive(Debug)]
 pub struct DeepSeek3Stack;
 
-/// The model's inputs, declared once: tokens and next-token labels `[batch_per_device, seq]`
-/// per device, both in `0..vocab` (checked on the host).
-#[derive(Debug, Inputs)]
-#[inputs(config = DeepSeek3Config)]
-pub struct Tokens<T> {
-    /// Token ids.
-    #[input(shape = [cfg.batch_per_device, cfg.seq_per_device()], dtype = i32, values = 0..cfg.vocab)]
-    pub tokens: T,
-    /// The next token of each position.
-    #[input(shape = [cfg.batch_per_device, cfg.seq_per_device()], dtype = i32, values = 0..cfg.vocab)]
-    pub labels: T,
-}
-
-/// The whole DeepSeek-V3-style model with stack `S` ([`DeepSeek3Stack`]):
-/// the embedding, the stack, the final norm and the LM head, in the order they run. The
-/// stack's depth is the config's `layers`, and `dense_layers` must be its prefix; both are
-/// checked once, when the model is built.
-#[derive(Debug, Model)]
-#[model(config = DeepSeek3Config, inputs = Tokens)]
-pub struct DeepSeek3<T, S> {
-    /// Token embedding, `[vocab, d]`, initialised `normal(1)`, not the layers' `normal(0.02)`:
-    /// at 0.02 the residual stream of a small model is dominated by the attention's averages
-    /// over each sequence's prefix, so the routers see nearly one input per sequence and
-    /// route a sequence's tokens as a herd. Measured on the tiny preset (4 devices, one
-    /// sequence each, capacity 1.25): at 0.02 a large share of the assignments is dropped,
-    /// from the first step on and more over a run; at 1 only a small share, and the loss
-    /// after 200 steps is far lower. The first RMSNorm makes the scale no larger downstream.
-    #[param(shape = [cfg.vocab, cfg.d], shard = 0, init = normal(1.0))]
-    pub embed: T,
-    /// The decoder layers.
-    #[stack]
-    pub layers: Layers<S>,
-    /// RMSNorm scale after the stack, `[d]`.
-    #[param(shape = [cfg.d], replicated)]
-    pub final_norm: T,
-    /// LM head, `[d, vocab]`.
-    #[param(shape = [cfg.d, cfg.vocab], shard = 0)]
-    pub lm_head: T,
-}
-
-impl<S> DeepSeek3<Tensor, S> {
-    fn outer(&self) -> CausalLm<'_> {
-        CausalLm::new(&self.embed, &self.final_norm, &self.lm_head, NORM_EPS)
+/// DeepSeek-V3 is the causal language model ([`CausalLm`]) over [`DeepSeek3Stack`]: its dense
+/// prefix, then MoE layers.
+impl LmConfig for DeepSeek3Config {
+    fn vocab(&self) -> i64 {
+        self.vocab
     }
-}
-
-impl<S: LayerStack<Config = DeepSeek3Config> + 'static> ModelForward for DeepSeek3<Tensor, S> {
-    fn embed(&self, _: &DeepSeek3Config, x: &Tokens<Tensor>) -> Result<Tensor> {
-        self.outer().embed(&x.tokens)
+    fn d_model(&self) -> i64 {
+        self.d
     }
-
-    fn loss(&self, _: &DeepSeek3Config, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
-        self.outer().loss(h, &x.labels)
+    fn batch_per_device(&self) -> i64 {
+        self.batch_per_device
     }
-
-    fn logits(&self, _: &DeepSeek3Config, h: &Tensor, _: &Tokens<Tensor>) -> Result<Tensor> {
-        self.outer().logits(h)
+    fn seq_per_device(&self) -> i64 {
+        DeepSeek3Config::seq_per_device(self)
     }
-
-    fn check(c: &DeepSeek3Config) -> Result<()> {
-        c.validate()?;
-        let prefix = S::stack(c)?.prefix_len();
-        if c.dense_layers != prefix {
+    fn norm_eps(&self) -> f64 {
+        NORM_EPS
+    }
+    /// The embedding starts at `normal(1)`, not the layers' `normal(0.02)`: at 0.02 the
+    /// residual stream of a small model is dominated by the attention's averages over each
+    /// sequence's prefix, so the routers see nearly one input per sequence and route a
+    /// sequence's tokens as a herd. On the tiny preset (4 devices, one sequence each, capacity
+    /// 1.25), at 0.02 a large share of the assignments is dropped, from the first step on and
+    /// more over a run; at 1 only a small share, and the loss after 200 steps is far lower.
+    /// The first RMSNorm makes the scale no larger downstream.
+    fn embed_std(&self) -> f64 {
+        1.0
+    }
+    /// The config's own checks, and its `dense_layers` against the stack's dense prefix.
+    fn check<S: LayerStack<Config = Self>>(&self) -> Result<()> {
+        self.validate()?;
+        let prefix = S::stack(self)?.prefix_len();
+        if self.dense_layers != prefix {
             return Err(Error::InvalidOp {
                 op: "deepseek3",
                 message: format!(
                     "`DeepSeek3Config.dense_layers` is {}, but the stack `{}` declares a dense prefix of {prefix}",
-                    c.dense_layers,
+                    self.dense_layers,
                     core::any::type_name::<S>()
                         .rsplit("::")
                         .next()
@@ -506,7 +474,7 @@ impl<S: LayerStack<Config = DeepSeek3Config> + 'static> ModelForward for DeepSee
 pub fn declared<S: LayerStack<Config = DeepSeek3Config>>(
     c: &DeepSeek3Config,
 ) -> Result<(StackModel, PlanOptions)> {
-    let (mut m, options) = stack_model::<DeepSeek3<Tensor, S>>(c)?;
+    let (mut m, options) = stack_model::<CausalLm<Tensor, S>>(c)?;
     // The selection bias moves by the balancing rule's sign steps, never by Adam.
     let rule = Update::SignDescent {
         rate: c.bias_update_speed,

@@ -79,6 +79,7 @@ pub(super) fn read(f: &Fields) -> Result<LlamaConfig> {
             None => SEQ,
         },
         batch_per_device: 1,
+        window: None,
         context: 1,
     })
 }

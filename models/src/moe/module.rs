@@ -3,7 +3,7 @@
 //! expert behind a per-token sigmoid gate, Qwen3.5). A model's sub-layer holds one as a
 //! `#[module(config = cfg.moe())]` field, so its parameters are named `moe.router`,
 //! `moe.experts.gate`, `moe.shared.w_up`, … (`layers.moe.experts.gate` in a stack), and its
-//! forward reads them by name and calls [`moe`](crate::moe::moe).
+//! forward reads them by name and calls [`crate::moe::moe`].
 //!
 //! The variants are types, not flags: a module's parameter count is part of its type
 //! (`Params::LEN`), so "with a gated shared expert" is [`GatedMoe`] rather than an optional

@@ -1,6 +1,7 @@
 //! The model as every command knows it (`--model qwen35`): its [`Architecture`] impl, one line
 //! of [`crate::registry::BUILT_IN`].
 
+use crate::causal_lm::CausalLm;
 use stackscan::Result;
 use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
@@ -116,7 +117,7 @@ impl Architecture for Qwen35Model {
     }
 
     fn logits_head(c: &Qwen35Config) -> Option<stackscan::fsdp::PostFn> {
-        Some(stackscan::model::logits_head::<Qwen35<Tensor, Qwen35Stack>>(c))
+        Some(stackscan::model::logits_head::<CausalLm<Tensor, Qwen35Stack>>(c))
     }
 
     fn hf_weights(c: &Qwen35Config) -> Option<Result<stackscan::hf_map::HfMap>> {

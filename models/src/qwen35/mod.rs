@@ -1,8 +1,9 @@
 //! A Qwen3.5-style hybrid decoder declared with the macros as nested, named modules: blocks
 //! of three Gated DeltaNet layers and one gated attention layer (`block = [Gdn, Gdn, Gdn,
 //! Attention]`), each layer a token mixer ([`GatedDeltaNet`] or [`GatedAttention`]) and a
-//! mixture-of-experts FFN ([`GatedMoe`]) behind RMSNorms with residuals; the whole model
-//! ([`Qwen35`]) adds the embedding, the final norm, the LM head and the cross-entropy.
+//! mixture-of-experts FFN ([`GatedMoe`]) behind RMSNorms with residuals; the whole model, the
+//! causal language model over that stack ([`CausalLm`]), adds the embedding, the final norm,
+//! the LM head and the cross-entropy.
 //!
 //! The FFN of every layer is the mixture of experts of [`crate::moe`], as in the published
 //! model: softmax top-k routing renormalised over the chosen experts, and one shared expert
@@ -31,11 +32,11 @@ pub use architecture::Qwen35Model;
 use serde::{Deserialize, Serialize};
 use stackscan::fsdp::StackModel;
 use stackscan::layer::{ActivationMarker, Forward};
-use stackscan::model::{Layers, ModelForward, stack_model};
+use stackscan::model::stack_model;
 use stackscan::plan::PlanOptions;
-use stackscan::{Error, Inputs, LayerStack, Model, Result, SubLayer, Tensor, layer_stack, nn};
+use stackscan::{Error, LayerStack, Result, SubLayer, Tensor, layer_stack, nn};
 
-use crate::causal_lm::CausalLm;
+use crate::causal_lm::{CausalLm, LmConfig};
 use crate::gated_attention::{AttentionConfig, GatedAttention, GatedAttentionDims};
 use crate::gdn_layer::{GatedDeltaNet, GdnConfig, GdnDims, GdnForm};
 use crate::moe::{GatedMoe, MoeConfig, MoeDims, RouterConfig, RouterKind};
@@ -350,65 +351,30 @@ pub struct Qwen35Stack;
 #[derive(Debug)]
 pub struct Qwen35AttentionFirst;
 
-/// The model's inputs, declared once: tokens and next-token labels, `[batch_per_device, seq]`
-/// per device, both in `0..vocab` (so bad data is rejected on the host).
-#[derive(Debug, Inputs)]
-#[inputs(config = Qwen35Config)]
-pub struct Tokens<T> {
-    /// Token ids.
-    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
-    pub tokens: T,
-    /// The next token of each position.
-    #[input(shape = [cfg.batch_per_device, cfg.seq], dtype = i32, values = 0..cfg.vocab)]
-    pub labels: T,
-}
-
-/// The whole hybrid model with stack `S` ([`Qwen35Stack`], [`Qwen35AttentionFirst`]): the
-/// embedding, the stack, the final norm and the LM head, in the order they run. The stack's
-/// depth is the config's `layers`, checked once against the block pattern when the model is
-/// built.
-#[derive(Debug, Model)]
-#[model(config = Qwen35Config, inputs = Tokens)]
-pub struct Qwen35<T, S> {
-    /// Token embedding, `[vocab, d]`.
-    #[param(shape = [cfg.vocab, cfg.d_model], shard = 0)]
-    pub embed: T,
-    /// The hybrid layers.
-    #[stack]
-    pub layers: Layers<S>,
-    /// RMSNorm scale after the stack, `[d]`.
-    #[param(shape = [cfg.d_model], replicated)]
-    pub final_norm: T,
-    /// LM head, `[d, vocab]`.
-    #[param(shape = [cfg.d_model, cfg.vocab], shard = 0)]
-    pub lm_head: T,
-}
-
-impl<S> Qwen35<Tensor, S> {
-    fn outer(&self) -> CausalLm<'_> {
-        CausalLm::new(&self.embed, &self.final_norm, &self.lm_head, NORM_EPS)
+/// Qwen3.5 is the causal language model ([`CausalLm`]) over its hybrid stack
+/// ([`Qwen35Stack`], [`Qwen35AttentionFirst`]).
+impl LmConfig for Qwen35Config {
+    fn vocab(&self) -> i64 {
+        self.vocab
+    }
+    fn d_model(&self) -> i64 {
+        self.d_model
+    }
+    fn batch_per_device(&self) -> i64 {
+        self.batch_per_device
+    }
+    fn seq_per_device(&self) -> i64 {
+        self.seq
+    }
+    fn norm_eps(&self) -> f64 {
+        NORM_EPS
+    }
+    fn check<S: LayerStack<Config = Self>>(&self) -> Result<()> {
+        Qwen35Config::check(self)
     }
 }
 
-impl<S: LayerStack<Config = Qwen35Config> + 'static> ModelForward for Qwen35<Tensor, S> {
-    fn embed(&self, _: &Qwen35Config, x: &Tokens<Tensor>) -> Result<Tensor> {
-        self.outer().embed(&x.tokens)
-    }
-
-    fn loss(&self, _: &Qwen35Config, h: &Tensor, x: &Tokens<Tensor>) -> Result<Tensor> {
-        self.outer().loss(h, &x.labels)
-    }
-
-    fn logits(&self, _: &Qwen35Config, h: &Tensor, _: &Tokens<Tensor>) -> Result<Tensor> {
-        self.outer().logits(h)
-    }
-
-    fn check(c: &Qwen35Config) -> Result<()> {
-        c.check()
-    }
-}
-
-/// The run-time model of [`Qwen35`] with stack `S`: tokens and next-token labels
+/// The run-time model of [`CausalLm`] with stack `S`: tokens and next-token labels
 /// `[batch_per_device, seq]` per device. Fails with a typed error when the config's depth is
 /// not the stack's, naming `Qwen35Config.layers`.
 pub fn model<S: LayerStack<Config = Qwen35Config> + 'static>(
@@ -421,7 +387,7 @@ pub fn model<S: LayerStack<Config = Qwen35Config> + 'static>(
 pub fn declared<S: LayerStack<Config = Qwen35Config> + 'static>(
     c: &Qwen35Config,
 ) -> Result<(StackModel, PlanOptions)> {
-    let (mut m, options) = stack_model::<Qwen35<Tensor, S>>(c)?;
+    let (mut m, options) = stack_model::<CausalLm<Tensor, S>>(c)?;
     if c.expert_mesh.is_parallel() {
         // Each expert rank keeps its own experts: their banks are gathered over `fsdp` only.
         let fsdp = c.expert_mesh.fsdp_axis();
