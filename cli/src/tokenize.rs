@@ -48,32 +48,81 @@ pub struct Tokenized {
     pub fresh: bool,
 }
 
-/// Text is encoded a chunk at a time, each ending at a line break (kept in its chunk), so a
-/// corpus of gigabytes is never one string in the tokenizer.
+/// Text is encoded a chunk of about this many bytes at a time, so a corpus of gigabytes is
+/// never one string in the tokenizer.
 const CHUNK: usize = 1 << 20;
 
-/// The ids of `text` under `tokenizer`, without special tokens (a corpus is one stream).
+/// Bytes either side of a chunk's end within which [`cut`] looks for a safe place to end it.
+const WINDOW: usize = 1 << 12;
+
+/// The ids of `text` under `tokenizer`, without special tokens (a corpus is one stream):
+/// exactly the ids of encoding `text` whole, found a chunk at a time ([`cut`]).
 pub fn encode(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, TokenizeError> {
     let mut ids = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
-        let mut end = rest.len().min(CHUNK);
-        while !rest.is_char_boundary(end) {
-            end += 1;
-        }
-        if end < rest.len()
-            && let Some(nl) = rest[..end].rfind('\n')
-        {
-            end = nl + 1;
-        }
-        let chunk = &rest[..end];
-        let enc = tokenizer
-            .encode(chunk, false)
-            .map_err(|e| TokenizeError(format!("tokenizing: {e}")))?;
-        ids.extend_from_slice(enc.get_ids());
+        let end = cut(tokenizer, rest, CHUNK)?;
+        ids.extend(ids_of(tokenizer, &rest[..end])?);
         rest = &rest[end..];
     }
     Ok(ids)
+}
+
+fn ids_of(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, TokenizeError> {
+    let enc = tokenizer
+        .encode(text, false)
+        .map_err(|e| TokenizeError(format!("tokenizing: {e}")))?;
+    Ok(enc.get_ids().to_vec())
+}
+
+/// Where the chunk at the start of `text` ends: all of it when it is no longer than about
+/// `chunk` bytes, else a token boundary near `chunk` at which tokenizing the two sides apart
+/// gives what tokenizing them together gives, tried on the `WINDOW` bytes either side.
+///
+/// A pre-tokenizer's pattern can join what lies either side of a line break (Llama-3's and
+/// Qwen's `\s*[\r\n]+` take a run of line breaks as one piece, GPT-2's `\s+(?!\S)` a line
+/// break and the spaces after it), so no fixed character is a safe place to cut; the
+/// tokenizer itself says where one is. A window without one (a run of whitespace longer than
+/// it) moves the end on by a chunk.
+fn cut(tokenizer: &Tokenizer, text: &str, chunk: usize) -> Result<usize, TokenizeError> {
+    let mut at = chunk;
+    while at + WINDOW < text.len() {
+        let start = floor_char(text, at - WINDOW.min(at));
+        let end = floor_char(text, at + WINDOW);
+        let window = &text[start..end];
+        let whole = tokenizer
+            .encode(window, false)
+            .map_err(|e| TokenizeError(format!("tokenizing: {e}")))?;
+        let whole_ids = whole.get_ids();
+        // Token starts in the window, nearest the preferred end first, the window's own edges
+        // left out (a token there may continue outside it).
+        let mut starts: Vec<usize> = whole
+            .get_offsets()
+            .iter()
+            .map(|&(from, _)| from)
+            .filter(|&o| o > 0 && o < window.len() && window.is_char_boundary(o))
+            .collect();
+        starts.dedup();
+        starts.sort_by_key(|&o| (start + o).abs_diff(at));
+        for o in starts.into_iter().take(64) {
+            let mut apart = ids_of(tokenizer, &window[..o])?;
+            apart.extend(ids_of(tokenizer, &window[o..])?);
+            if apart == whole_ids {
+                return Ok(start + o);
+            }
+        }
+        at += chunk;
+    }
+    Ok(text.len())
+}
+
+/// The largest char boundary of `text` at or below `i`.
+fn floor_char(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
 }
 
 /// Loads the tokenizer at `path` (a `tokenizer.json`).

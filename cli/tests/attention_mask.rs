@@ -11,8 +11,8 @@ use stackscan::fsdp::Adam;
 use stackscan::nn::{self, Mask};
 use stackscan::{DType, TensorType};
 use stackscan_models::jobs::{Job, MoeFlags};
+use stackscan_models::llama::Llama;
 use stackscan_models::llama::{LlamaConfig, synthetic_batch};
-use stackscan_models::llama_macro::LlamaModel;
 use stackscan_models::registry::{ModelConfig, ModelName};
 use stackscan_runtime::Mesh;
 use stackscan_runtime::testing as common;
@@ -104,9 +104,9 @@ fn losses(c: ModelConfig) -> Vec<f32> {
 #[test]
 fn a_window_as_long_as_the_sequence_is_the_llama() {
     let llama = LlamaConfig::tiny();
-    let reference = losses(ModelConfig::new::<LlamaModel>(llama));
+    let reference = losses(ModelConfig::new::<Llama>(llama));
     let windowed = |window| {
-        losses(ModelConfig::new::<LlamaModel>(LlamaConfig {
+        losses(ModelConfig::new::<Llama>(LlamaConfig {
             window: Some(window),
             ..llama
         }))
@@ -135,6 +135,6 @@ fn the_window_is_a_field_of_the_llamas_config() {
         window: Some(0),
         ..LlamaConfig::tiny()
     };
-    let e = ModelConfig::new::<LlamaModel>(bad).build().unwrap_err();
+    let e = ModelConfig::new::<Llama>(bad).build().unwrap_err();
     assert!(e.to_string().contains("`window` is 0"), "{e}");
 }

@@ -13,8 +13,8 @@ use stackscan::Axis;
 use stackscan::fsdp::train_step;
 use stackscan::plan::PlanOptions;
 use stackscan_cli::bench::step_flops;
+use stackscan_models::llama;
 use stackscan_models::llama::LlamaConfig;
-use stackscan_models::llama_macro;
 
 /// The count is generic (the cost model's count of each layer's and the outer parts' traced
 /// forward, × 3); for a dense decoder it must equal the hand-derived `6·N·tokens + 12·layers·
@@ -31,7 +31,7 @@ fn model_flops_equal_the_hand_derived_count_of_a_dense_decoder() {
         name: "fsdp".into(),
         size: 4,
     };
-    let model = llama_macro::for_config(&c).unwrap().0;
+    let model = llama::for_config(&c).unwrap().0;
     let step = train_step(&model, PlanOptions::prefetch_deferred(), &axis).unwrap();
     let tokens = 8 * 16;
     let f = step_flops(&model, tokens, &step, 4).unwrap();

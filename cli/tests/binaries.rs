@@ -57,6 +57,41 @@ fn train_rejects_bad_arguments_in_one_line() {
     fails("train", &["--devices"], 2, &["--devices"]);
     fails("train", &["--devices", "-1"], 2, &["--devices"]);
     fails("train", &["--frobnicate"], 2, &["--frobnicate"]);
+    // A value error names its flag, a negative number included; a flag that would do nothing
+    // in the combination given is refused with the reason.
+    fails(
+        "train",
+        &["--warmup-steps", "-1"],
+        2,
+        &["'-1'", "--warmup-steps"],
+    );
+    fails(
+        "train",
+        &["--eval-every", "-1"],
+        2,
+        &["'-1'", "--eval-every"],
+    );
+    fails(
+        "train",
+        &["--warmup-steps", "3"],
+        2,
+        &[
+            "`--warmup-steps` shapes a decaying schedule",
+            "--lr-schedule cosine",
+        ],
+    );
+    fails(
+        "train",
+        &["--lr-min", "0.001"],
+        2,
+        &["`--lr-min` shapes a decaying schedule"],
+    );
+    fails(
+        "train",
+        &["--tokenizer", "tokenizer.json"],
+        2,
+        &["`--tokenizer` tokenizes the text of `--data` and `--eval-data`"],
+    );
     fails(
         "train",
         &["--model", "qwen"],

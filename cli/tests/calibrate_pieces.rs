@@ -55,5 +55,5 @@ fn every_piece_runs_beside_its_prediction() {
 
 /// The declared Llama at `c`, as the run-time model.
 fn model(c: &LlamaConfig) -> stackscan::Result<stackscan::fsdp::StackModel> {
-    Ok(stackscan_models::llama_macro::for_config(c)?.0)
+    Ok(stackscan_models::llama::for_config(c)?.0)
 }

@@ -110,3 +110,35 @@ fn every_command_that_takes_a_model_takes_one_config() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Without `--model`, a Hugging Face `config.json` (a file or a model directory) says which
+/// model it is: its `model_type`, matched against the registry's models. `--model` still
+/// decides, and a file of another architecture is then refused naming both.
+#[test]
+fn a_config_json_names_its_model() {
+    let hf = |f: &str| format!("{}/../models/configs/hf/{f}", env!("CARGO_MANIFEST_DIR"));
+    let (deepseek, qwen) = (hf("deepseek-v3.json"), hf("qwen3.5-35b-a3b.json"));
+    let inferred = succeeds("params", &["--config", &deepseek]);
+    let named = succeeds("params", &["deepseek3", "--config", &deepseek]);
+    assert_eq!(inferred, named);
+    assert!(inferred.contains("layers.M.moe.experts"), "{inferred}");
+    let plan = succeeds("plan", &["--config", &qwen]);
+    assert!(plan.contains("qwen35 ("), "{plan}");
+    // A model directory as the Hub lays it out.
+    let dir = std::env::temp_dir().join(format!("stackscan-infer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(&qwen, dir.join("config.json")).unwrap();
+    let from_dir = succeeds("plan", &["--config", dir.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let body = |s: &str| s.lines().skip(2).collect::<Vec<_>>().join("\n");
+    assert!(
+        from_dir.contains("qwen35 (") && body(&from_dir) == body(&plan),
+        "{from_dir}"
+    );
+    fails(
+        "params",
+        &["--model", "llama", "--config", &qwen],
+        2,
+        &["is a `qwen35` config, not a `llama` one"],
+    );
+}

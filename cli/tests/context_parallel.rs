@@ -45,7 +45,7 @@ fn config(batch_per_device: i64) -> LlamaConfig {
 
 /// The declared Llama at `c`, as the run-time model.
 fn model(c: &LlamaConfig) -> stackscan::fsdp::StackModel {
-    stackscan_models::llama_macro::for_config(c).unwrap().0
+    stackscan_models::llama::for_config(c).unwrap().0
 }
 
 /// The global batch `[rows, SEQ]` laid out so that the test harness's split (device `d` takes

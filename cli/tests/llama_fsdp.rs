@@ -48,5 +48,5 @@ fn llama_step_equals_reference_for_every_option_set_and_device_count() {
 
 /// The declared Llama at `c`, as the run-time model.
 fn model(c: &LlamaConfig) -> stackscan::Result<stackscan::fsdp::StackModel> {
-    Ok(stackscan_models::llama_macro::for_config(c)?.0)
+    Ok(stackscan_models::llama::for_config(c)?.0)
 }

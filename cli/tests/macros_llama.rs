@@ -15,8 +15,8 @@ use stackscan::plan::{Plan, PlanOptions};
 use stackscan::{Axis, LayerStack, Program};
 mod hand_llama;
 
+use stackscan_models::llama::LlamaStack;
 use stackscan_models::llama::{self, LlamaConfig};
-use stackscan_models::llama_macro::{self, LlamaStack};
 
 /// The target's directory for tests, where
 /// [`cached_cpu_client`](stackscan_runtime::testing::cached_cpu_client) keeps its cache.
@@ -27,7 +27,7 @@ fn macro_llama_declares_the_hand_built_model() {
     for c in [LlamaConfig::tiny(), LlamaConfig::llama3_8b()] {
         let hand = hand_llama::model(&c).unwrap();
         // One stack type at both depths: the depth is the config's.
-        let generated = llama_macro::model::<LlamaStack>(&c).unwrap();
+        let generated = llama::model::<LlamaStack>(&c).unwrap();
         assert_eq!(generated.stack, hand.stack);
         assert_eq!(generated.kinds.len(), 1);
         assert_eq!(generated.kinds[0].name, hand.kinds[0].name);
@@ -60,7 +60,7 @@ fn macro_llama_lowers_to_the_hand_built_program() {
         ..LlamaConfig::tiny()
     };
     let hand = hand_llama::model(&c).unwrap();
-    let generated = llama_macro::model::<LlamaStack>(&c).unwrap();
+    let generated = llama::model::<LlamaStack>(&c).unwrap();
     let reference = |m: &StackModel| Program::new(reference_step(m, 1).unwrap()).emit().unwrap();
     assert_eq!(reference(&generated), reference(&hand));
     let axis = Axis {
@@ -100,7 +100,7 @@ fn macro_llama_trains_like_the_hand_built_model_on_1_2_4_devices() {
     use stackscan_runtime::testing as common;
 
     // The options the declared model hands the trainer: its stack attribute's.
-    let options = llama_macro::tiny().unwrap().1;
+    let options = llama::tiny().unwrap().1;
     assert_eq!(options, LlamaStack::OPTIONS);
     assert_eq!(
         options,
@@ -124,7 +124,7 @@ fn macro_llama_trains_like_the_hand_built_model_on_1_2_4_devices() {
     for n in [1, 2, 4] {
         let c = small((max / n) as i64);
         let hand = hand_llama::model(&c).unwrap();
-        let generated = llama_macro::model::<LlamaStack>(&c).unwrap();
+        let generated = llama::model::<LlamaStack>(&c).unwrap();
         assert_eq!(
             LlamaStack::plan(&c).unwrap(),
             Plan::new(&hand.stack, options).unwrap(),

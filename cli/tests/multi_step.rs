@@ -34,8 +34,8 @@ use stackscan::layer_stack;
 use stackscan::plan::PlanOptions;
 use stackscan_models::deepseek3::{self, DeepSeek3Config, Dense, MoeLayer};
 use stackscan_models::gdn_layer::GdnForm;
+use stackscan_models::llama::LlamaStack;
 use stackscan_models::llama::{LlamaConfig, synthetic_tokens};
-use stackscan_models::llama_macro::LlamaStack;
 use stackscan_models::qwen35::{self, Qwen35Config, Qwen35Stack};
 use stackscan_runtime::checkpoint::Checkpoint;
 use stackscan_runtime::testing::graph::Data;
@@ -93,7 +93,7 @@ impl Model {
     fn build(self, rows: usize) -> StackModel {
         let rows = rows as i64;
         match self {
-            Model::Llama => stackscan_models::llama_macro::model::<LlamaStack>(&LlamaConfig {
+            Model::Llama => stackscan_models::llama::model::<LlamaStack>(&LlamaConfig {
                 seq: SEQ as i64,
                 batch_per_device: rows,
                 ..LlamaConfig::small(0)

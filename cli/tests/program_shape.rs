@@ -184,5 +184,5 @@ fn the_update_grows_by_the_larger_of_a_layers_input_and_gradient() {
 
 /// The declared Llama at `c`, as the run-time model.
 fn model(c: &LlamaConfig) -> stackscan::Result<stackscan::fsdp::StackModel> {
-    Ok(stackscan_models::llama_macro::for_config(c)?.0)
+    Ok(stackscan_models::llama::for_config(c)?.0)
 }

@@ -12,7 +12,7 @@ use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
 use stackscan_models::jobs::{Job, MoeFlags};
 use stackscan_models::llama::LlamaConfig;
-use stackscan_models::llama_macro::{LlamaStack, for_config};
+use stackscan_models::llama::{LlamaStack, for_config};
 use stackscan_models::registry::{Architecture, BUILT_IN, ModelConfig, ModelName, Preset, Shape};
 
 /// A model of the test's own: the declared Llama under another name and learning rate.

@@ -65,3 +65,84 @@ fn a_text_becomes_a_cached_token_file_of_its_ids() {
     assert!(e.contains("binary.txt") && e.contains("not UTF-8"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A byte-level BPE tokenizer as Llama-3's and Qwen's are built: their pre-tokenizer pattern,
+/// which takes a run of line breaks (and the whitespace before it) as one piece, then bytes as
+/// characters, with merges that join two line breaks and two spaces.
+fn byte_level_tokenizer() -> tokenizers::Tokenizer {
+    use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+    let mut vocab: std::collections::BTreeMap<String, u32> = ByteLevel::alphabet()
+        .into_iter()
+        .map(String::from)
+        .zip(0..)
+        .collect();
+    let merges = [("Ċ", "Ċ"), ("Ġ", "Ġ"), ("Ġ", "a")];
+    for (a, b) in merges {
+        let next = vocab.len() as u32;
+        vocab.insert(format!("{a}{b}"), next);
+    }
+    let json = serde_json::json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": [],
+        "normalizer": null,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {
+                    "type": "Split",
+                    "pattern": {"Regex": "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+                    "behavior": "Isolated",
+                    "invert": false
+                },
+                {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
+            ]
+        },
+        "post_processor": null,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {
+            "type": "BPE",
+            "dropout": null,
+            "unk_token": null,
+            "continuing_subword_prefix": null,
+            "end_of_word_suffix": null,
+            "fuse_unk": false,
+            "byte_fallback": false,
+            "ignore_merges": false,
+            "vocab": vocab,
+            "merges": merges.iter().map(|(a, b)| format!("{a} {b}")).collect::<Vec<_>>()
+        }
+    });
+    json.to_string().parse().unwrap()
+}
+
+/// Texts of several encoding chunks give exactly the ids of one encoding of the whole text,
+/// whatever lies where a chunk would end: two line breaks there (one piece to the
+/// pre-tokenizer, one token after the merge), or a line break followed by spaces.
+#[test]
+fn chunked_encoding_is_the_whole_texts_at_every_chunk_end() {
+    let tok = byte_level_tokenizer();
+    let mib = 1 << 20;
+    for straddle in ["\n\n", "\n  a", "  \n\n\n  "] {
+        // Words and single line breaks up to just before the first chunk's end, so the
+        // straddling run begins one byte before it; then more of the same past a second end.
+        let filler = "a bb ccc\nd ";
+        let mut text = filler.repeat(mib / filler.len());
+        text.truncate(mib - 1);
+        text.push_str(straddle);
+        while text.len() < 2 * mib + 100 {
+            text.push_str(filler);
+            text.push_str(straddle);
+        }
+        let whole = tok.encode(text.as_str(), false).unwrap().get_ids().to_vec();
+        let chunked = encode(&tok, &text).unwrap();
+        let first = whole.iter().zip(&chunked).position(|(a, b)| a != b);
+        assert!(
+            chunked == whole,
+            "{straddle:?}: {} ids chunked, {} whole, first different at {first:?}",
+            chunked.len(),
+            whole.len()
+        );
+    }
+}

@@ -132,7 +132,7 @@ fn ids_outside_the_vocabulary_are_rejected_with_their_position() {
     let client = common::cpu_client(2);
     let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
     let c = micro_llama();
-    let m = stackscan_models::llama_macro::for_config(&c).unwrap().0;
+    let m = stackscan_models::llama::for_config(&c).unwrap().0;
     let mut fresh = Trainer::new(
         &client,
         &mesh,

@@ -1,7 +1,7 @@
 //! The models stackscan ships, apart from the tool that runs them (`stackscan-cli`: the
 //! command line, the bench, calibration, prediction): the layers and mixers (Llama's
 //! attention and MLP, MLA, the Gated DeltaNet, gated attention, MoE), the declared models
-//! (`llama_macro`, `deepseek3`, `qwen35`) and the causal-LM outer part they share,
+//! (`llama`, `deepseek3`, `qwen35`) and the causal-LM outer part they share,
 //! their configs as data (`configs`, the TOML presets under `configs/`), Hugging Face config
 //! and weight maps, and the registry through which every command finds a model.
 
@@ -15,7 +15,6 @@ pub mod hf_config;
 pub mod hf_weights;
 pub mod jobs;
 pub mod llama;
-pub mod llama_macro;
 pub mod mla;
 pub mod moe;
 pub mod qwen35;

@@ -178,9 +178,9 @@ pub enum Preset {
 
 /// The built-in models, in the order help texts list them.
 pub static BUILT_IN: &[ModelName] = &[
-    ModelName::of::<crate::llama_macro::LlamaModel>(),
-    ModelName::of::<crate::deepseek3::DeepSeek3Model>(),
-    ModelName::of::<crate::qwen35::Qwen35Model>(),
+    ModelName::of::<crate::llama::Llama>(),
+    ModelName::of::<crate::deepseek3::DeepSeek3>(),
+    ModelName::of::<crate::qwen35::Qwen35>(),
 ];
 
 /// The models the commands know in this process: those [`install`]ed (a user's command line,

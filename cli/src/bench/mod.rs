@@ -71,7 +71,8 @@ impl Schedule {
 /// The bench's flags.
 #[derive(Clone, Debug, Args)]
 pub struct BenchArgs {
-    /// Model to run (default: the first the command line knows).
+    /// Model to run (default: the one a `config.json` given by `--config` says it is, else
+    /// the first the command line knows).
     #[arg(long, value_name = "NAME", value_parser = crate::cli::args::ModelParser)]
     pub model: Option<ModelName>,
     /// The model's config: a preset or a TOML/`config.json` file, resized by `--layers`,
@@ -329,9 +330,7 @@ pub fn config(args: &BenchArgs) -> Result<ModelConfig, BenchError> {
     // The batch splits over the groups of devices that share sequences (all of them without
     // context parallelism).
     let devices = i64::from(args.devices / args.cp.max(1)).max(1);
-    let name = args
-        .model
-        .unwrap_or_else(stackscan_models::registry::default_model);
+    let name = crate::cli::args::model_for(args.model, args.config.as_deref(), None);
     let base = match &args.config {
         Some(spec) => name.load(spec),
         None => name.preset(Preset::Tiny),

@@ -324,7 +324,7 @@ pub fn configurations(depths: &[usize]) -> Result<Vec<Configuration>> {
                 layers,
                 prefetch,
                 config,
-                model: stackscan_models::llama_macro::for_config(&config)?.0,
+                model: stackscan_models::llama::for_config(&config)?.0,
                 options,
             });
         }

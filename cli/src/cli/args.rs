@@ -215,6 +215,24 @@ fn model_name(
     s.parse()
 }
 
+/// The model a command runs: `model` (`--model`), else the registered model a Hugging Face
+/// `config.json` says it is (`--config` naming a `.json` file or a model directory, else the
+/// directory of `--init-from`), else the first the command line knows. A file that names no
+/// registered model leaves the first, whose reading of it then says why.
+pub fn model_for(
+    model: Option<stackscan_models::registry::ModelName>,
+    config: Option<&str>,
+    init_from: Option<&std::path::Path>,
+) -> stackscan_models::registry::ModelName {
+    let hf_file = config
+        .map(std::path::Path::new)
+        .filter(|p| p.is_dir() || p.extension().is_some_and(|x| x == "json"))
+        .or(init_from);
+    model
+        .or_else(|| hf_file.and_then(|p| stackscan_models::hf_config::model_of(p).ok()))
+        .unwrap_or_else(stackscan_models::registry::default_model)
+}
+
 /// The config commands train or evaluate: `config` (a preset, TOML or `config.json`), else the
 /// `config.json` of the Hugging Face directory `init_from`, else the model's tiny preset;
 /// with `--batch` (sequences over all `devices`, which must split them) and `--seq` applied.

@@ -19,7 +19,8 @@ use stackscan_models::registry::ModelConfig;
 /// Arguments of `eval`.
 #[derive(Clone, Debug, Args)]
 pub struct EvalArgs {
-    /// The model (default: the first the command line knows).
+    /// The model (default: the one a Hugging Face `config.json` given by `--config` or
+    /// `--init-from` says it is, else the first the command line knows).
     #[arg(long, value_name = "NAME", value_parser = super::args::ModelParser)]
     pub model: Option<ModelName>,
     /// Its config (as `train --config`); with `--init-from`, that directory's `config.json`
@@ -61,8 +62,11 @@ pub struct EvalArgs {
 impl EvalArgs {
     fn config(&self) -> Result<ModelConfig, CliError> {
         super::args::shaped_config(
-            self.model
-                .unwrap_or_else(stackscan_models::registry::default_model),
+            super::args::model_for(
+                self.model,
+                self.config.as_deref(),
+                self.init_from.as_deref(),
+            ),
             self.config.as_deref(),
             self.init_from.as_deref(),
             self.batch,

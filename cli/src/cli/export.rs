@@ -14,7 +14,8 @@ use stackscan_models::jobs::ModelName;
 /// Arguments of `export`.
 #[derive(Clone, Debug, Args)]
 pub struct ExportArgs {
-    /// The model the checkpoint is of (default: the first the command line knows).
+    /// The model the checkpoint is of (default: the one a `config.json` given by `--config`
+    /// says it is, else the first the command line knows).
     #[arg(long, value_name = "NAME", value_parser = super::args::ModelParser)]
     pub model: Option<ModelName>,
     /// The config it was trained at (as `train --config`; a Hugging Face `config.json`
@@ -36,9 +37,7 @@ pub struct ExportArgs {
 
 /// Runs `export`.
 pub fn run(a: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let model = a
-        .model
-        .unwrap_or_else(stackscan_models::registry::default_model);
+    let model = super::args::model_for(a.model, a.config.as_deref(), None);
     let config = model
         .load_or(
             a.config.as_deref(),

@@ -210,7 +210,7 @@ pub fn main(
 ///
 /// ```no_run
 /// use stackscan_models::registry::ModelName;
-/// # type MyModel = stackscan_models::llama_macro::LlamaModel;
+/// # type MyModel = stackscan_models::llama::Llama;
 ///
 /// static MODELS: &[ModelName] = &[ModelName::of::<MyModel>()];
 ///

@@ -35,15 +35,15 @@ Example: stackscan plan --model qwen35 --no-defer --predict --hardware tpu7x --c
 #[derive(Clone, Debug, Args)]
 #[command(after_help = NOTATION)]
 pub struct PlanArgs {
-    /// The model whose stack to plan, as `--model` names it (default: the first the command
-    /// line knows).
+    /// The model whose stack to plan, as `--model` names it (default: the one a `config.json`
+    /// given by `--config` says it is, else the first the command line knows).
     #[arg(value_name = "STACK", value_parser = super::args::ModelParser, conflicts_with = "model")]
     pub stack: Option<ModelName>,
     /// The model, named as every command takes it (the positional `STACK` is the same).
     #[arg(long, value_name = "NAME", value_parser = super::args::ModelParser)]
     pub model: Option<ModelName>,
-    /// The model's config: a preset (`tiny`, or the published size's name;
-    /// an unknown name lists the model's), a TOML path or a Hugging Face `config.json` path; the published
+    /// The model's config: a preset (`tiny`, or the published size's name; an unknown name
+    /// lists the model's), a TOML path or a Hugging Face `config.json` path; the published
     /// full size by default (for `qwen35`, the tiny and the full size side by side).
     #[arg(long, value_name = "NAME|PATH")]
     pub config: Option<String>,
@@ -74,14 +74,15 @@ pub struct PlanArgs {
 /// Arguments of `params`.
 #[derive(Clone, Debug, Args)]
 pub struct ParamsArgs {
-    /// The model, as `--model` names it (default: the first the command line knows).
+    /// The model, as `--model` names it (default: the one a `config.json` given by `--config`
+    /// says it is, else the first the command line knows).
     #[arg(value_name = "MODEL", value_parser = super::args::ModelParser, conflicts_with = "model")]
     pub name: Option<ModelName>,
     /// The model, named as every command takes it (the positional `MODEL` is the same).
     #[arg(long, value_name = "NAME", value_parser = super::args::ModelParser)]
     pub model: Option<ModelName>,
-    /// The model's config: a preset (`tiny`, or the published size's name;
-    /// an unknown name lists the model's), a TOML path or a Hugging Face `config.json` path; the published
+    /// The model's config: a preset (`tiny`, or the published size's name; an unknown name
+    /// lists the model's), a TOML path or a Hugging Face `config.json` path; the published
     /// full size by default.
     #[arg(long, value_name = "NAME|PATH")]
     pub config: Option<String>,
@@ -90,10 +91,7 @@ pub struct ParamsArgs {
 /// Writes the plan of `the model named` to `out`: the declared stack at its config's depth under
 /// its attribute's options, with the schedule flags overriding them.
 pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let model = args
-        .model
-        .or(args.stack)
-        .unwrap_or_else(stackscan_models::registry::default_model);
+    let model = super::args::model_for(args.model.or(args.stack), args.config.as_deref(), None);
     // A config that does not load or fit its model is a bad argument, as for `train`.
     let config = model
         .load_or(args.config.as_deref(), Preset::Published)
@@ -175,10 +173,7 @@ fn predict_line(
 /// dtypes, shard dims and the total.
 pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let spec = args.config.as_deref();
-    let config = args
-        .model
-        .or(args.name)
-        .unwrap_or_else(stackscan_models::registry::default_model)
+    let config = super::args::model_for(args.model.or(args.name), spec, None)
         .load_or(spec, Preset::Published)
         .map_err(usage)?;
     let m = config.build().map_err(usage)?.0;

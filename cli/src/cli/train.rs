@@ -35,7 +35,8 @@ pub const MAX_STEPS: u64 = 1_000_000_000;
 /// Arguments of `train`.
 #[derive(Clone, Debug, Args)]
 pub struct TrainArgs {
-    /// The model (default: the first the command line knows).
+    /// The model (default: the one a Hugging Face `config.json` given by `--config` or
+    /// `--init-from` says it is, else the first the command line knows).
     #[arg(long, value_name = "NAME", value_parser = super::args::ModelParser)]
     pub model: Option<ModelName>,
     /// The model's config: a preset (`tiny`, or the published size's name;
@@ -99,17 +100,12 @@ pub struct TrainArgs {
         hide_possible_values = true
     )]
     pub lr_schedule: String,
-    /// Warmup steps of `--lr-schedule cosine|linear`.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub warmup_steps: u64,
-    /// The floor a decaying schedule reaches at the last step (0 by default).
-    #[arg(
-        long,
-        default_value_t = 0.0,
-        value_name = "LR",
-        allow_negative_numbers = true
-    )]
-    pub lr_min: f64,
+    /// Warmup steps of `--lr-schedule cosine|linear` (0 by default).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub warmup_steps: Option<u64>,
+    /// The floor `--lr-schedule cosine|linear` reaches at the last step (0 by default).
+    #[arg(long, value_name = "LR", allow_negative_numbers = true)]
+    pub lr_min: Option<f64>,
     /// AdamW's decoupled weight decay λ, for matrices and larger except embeddings (never
     /// norms' scales or biases); 0: plain Adam.
     #[arg(
@@ -162,7 +158,12 @@ pub struct TrainArgs {
     pub eval_data: Option<PathBuf>,
     /// Steps between evaluations (10 with `--eval-data`). On synthetic batches (no `--data`)
     /// it alone turns evaluation on, on synthetic batches of seeds training never reads.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..),
+        allow_negative_numbers = true
+    )]
     pub eval_every: Option<u64>,
     /// Global batches (of a step's size) each evaluation reads.
     #[arg(long, default_value_t = 2, value_name = "M", value_parser = clap::value_parser!(u64).range(1..=10_000))]
@@ -203,10 +204,14 @@ struct Checked {
 }
 
 impl TrainArgs {
-    /// The model named, or the first the command line knows.
+    /// The model named, else the one a Hugging Face `config.json` of `--config` or
+    /// `--init-from` says it is, else the first the command line knows.
     pub fn model(&self) -> ModelName {
-        self.model
-            .unwrap_or_else(stackscan_models::registry::default_model)
+        super::args::model_for(
+            self.model,
+            self.config.as_deref(),
+            self.init_from.as_deref(),
+        )
     }
 
     /// The model's config (`--config`, else its tiny preset) with `--batch` and `--seq`.
@@ -224,7 +229,8 @@ impl TrainArgs {
 
     fn adam(&self, job: &Job) -> Adam {
         let decay = |cosine| {
-            let (warmup, total, min_lr) = (self.warmup_steps, self.steps, self.lr_min);
+            let (warmup, total) = (self.warmup_steps.unwrap_or(0), self.steps);
+            let min_lr = self.lr_min.unwrap_or(0.0);
             if cosine {
                 Schedule::Cosine {
                     warmup,
@@ -255,6 +261,7 @@ impl TrainArgs {
     /// Everything that can be checked without a plugin, so a mistake costs no plugin load
     /// and its message is the only line the job prints.
     fn check(&self) -> Result<Checked, CliError> {
+        self.check_flags()?;
         let devices = self.runtime.devices;
         let moe = MoeFlags {
             direct_token_gather: self.direct_token_gather,
@@ -295,6 +302,30 @@ impl TrainArgs {
             hf,
             config_precision,
         })
+    }
+
+    /// Refuses flags that would do nothing in the combination given.
+    fn check_flags(&self) -> Result<(), CliError> {
+        if self.lr_schedule == "constant" {
+            for (flag, given) in [
+                ("--warmup-steps", self.warmup_steps.is_some()),
+                ("--lr-min", self.lr_min.is_some()),
+            ] {
+                if given {
+                    return Err(CliError::Usage(format!(
+                        "`{flag}` shapes a decaying schedule: give `--lr-schedule cosine` or \
+                         `linear` with it (the schedule is constant)"
+                    )));
+                }
+            }
+        }
+        if self.tokenizer.is_some() && self.data.is_none() && self.eval_data.is_none() {
+            return Err(CliError::Usage(
+                "`--tokenizer` tokenizes the text of `--data` and `--eval-data`; give one of them"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     /// The token file of `--data`, checked against the model's vocabulary.

@@ -29,7 +29,8 @@ use stackscan_models::registry::ModelName;
 /// The flags of `compile-report`.
 #[derive(Clone, Debug, Args)]
 pub struct CompileReportArgs {
-    /// Model (default: the first of the command line's models).
+    /// Model (default: the one a `config.json` given by `--config` says it is, else the first
+    /// of the command line's models).
     #[arg(long, value_name = "NAME", value_parser = crate::cli::args::ModelParser)]
     pub model: Option<ModelName>,
     /// The model's config: a preset or a TOML/`config.json` file (default: the tiny preset,
@@ -322,9 +323,7 @@ pub(crate) fn declared_step(
     ),
     CompileReportError,
 > {
-    let name = args
-        .model
-        .unwrap_or_else(stackscan_models::registry::default_model);
+    let name = crate::cli::args::model_for(args.model, args.config.as_deref(), None);
     let (cp, ep) = (args.cp as usize, args.ep as usize);
     let mut c = crate::cli::args::shaped_config(
         name,

@@ -154,7 +154,7 @@ fn left_out_fields_default_to_tiny_and_unknown_ones_are_errors() {
     assert!(e.to_string().contains("invalid type"), "{e}");
     let e = LlamaConfig::load("no-such-config").unwrap_err().to_string();
     assert!(
-        e.contains("neither a built-in config (tiny, llama3-8b)"),
+        e.contains("neither a built-in config (tiny, llama3-8b, tiny-swa, mistral-7b)"),
         "{e}"
     );
 }
@@ -299,8 +299,8 @@ fn extends_defaults_to_the_tiny_preset_and_names_unknown_presets() {
 
 #[test]
 fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
-    use crate::deepseek3::DeepSeek3Model;
-    use crate::llama_macro::LlamaModel;
+    use crate::deepseek3::DeepSeek3;
+    use crate::llama::Llama;
     use crate::registry::{ModelConfig, ModelName, Preset};
     let [llama, deepseek3, qwen35]: [ModelName; 3] =
         ["llama", "deepseek3", "qwen35"].map(|n| n.parse().unwrap());
@@ -313,7 +313,7 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
     let spec = toml_path.to_str().unwrap();
     assert_eq!(
         llama.load(spec),
-        Ok(ModelConfig::new::<LlamaModel>(LlamaConfig {
+        Ok(ModelConfig::new::<Llama>(LlamaConfig {
             layers: 8,
             ..LlamaConfig::llama3_8b()
         }))
@@ -322,7 +322,7 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
     // A `config.json` has no capacity factor: the published models' dropless routing.
     assert_eq!(
         deepseek3.load(ds),
-        Ok(ModelConfig::new::<DeepSeek3Model>(DeepSeek3Config {
+        Ok(ModelConfig::new::<DeepSeek3>(DeepSeek3Config {
             capacity_factor: crate::moe::NO_DROP,
             ..DeepSeek3Config::deepseek3()
         }))
@@ -367,7 +367,7 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
     assert!(e.contains("is a directory without a `config.json`"), "{e}");
     let e = llama.load("no-such.json").unwrap_err().to_string();
     assert!(
-        e.contains("neither a built-in config (tiny, llama3-8b)"),
+        e.contains("neither a built-in config (tiny, llama3-8b, tiny-swa, mistral-7b)"),
         "{e}"
     );
     std::fs::remove_dir_all(&dir).unwrap();

@@ -11,9 +11,9 @@ use crate::registry::Architecture;
 
 /// The declared DeepSeek-V3-style model as the commands know it (`--model deepseek3`).
 #[derive(Debug)]
-pub struct DeepSeek3Model;
+pub struct DeepSeek3;
 
-impl Architecture for DeepSeek3Model {
+impl Architecture for DeepSeek3 {
     type Config = DeepSeek3Config;
     type Stack = DeepSeek3Stack;
     const ABOUT: &'static str =

@@ -36,7 +36,7 @@
 
 mod architecture;
 
-pub use architecture::DeepSeek3Model;
+pub use architecture::DeepSeek3;
 
 use serde::{Deserialize, Serialize};
 use stackscan::fsdp::{StackModel, Update};

@@ -263,6 +263,19 @@ pub fn load(path: &Path) -> Result<ModelConfig> {
     parse(&text).map_err(|e| in_file(path, e))
 }
 
+/// The registered model the `config.json` at `path` describes (a model directory: the
+/// `config.json` in it), by its `model_type` or `architectures`.
+pub fn model_of(path: &Path) -> Result<ModelName> {
+    let file = if path.is_dir() {
+        path.join("config.json")
+    } else {
+        path.to_owned()
+    };
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| invalid(format!("cannot read `{}`: {e}", file.display())))?;
+    identify(&text)?.model().map_err(|e| in_file(&file, e))
+}
+
 /// What a file says it is: its (decoder's) fields, its `model_type` and its `architectures`.
 struct Identity {
     fields: Fields,

@@ -10,7 +10,7 @@ use crate::llama::LlamaConfig;
 
 /// The map of the Llama at `c`.
 pub fn map(c: &LlamaConfig) -> Result<HfMap> {
-    let (model, _) = crate::llama_macro::for_config(c)?;
+    let (model, _) = crate::llama::for_config(c)?;
     let (d, q, kv) = (c.d_model, c.heads * c.head_dim, c.kv_heads * c.head_dim);
     map_of(&model, |name, layer| {
         let at = |p: &str| format!("model.layers.{}.{p}", layer.unwrap_or(0));

@@ -11,9 +11,9 @@ use crate::registry::Architecture;
 
 /// The declared Qwen3.5-style hybrid as the commands know it (`--model qwen35`).
 #[derive(Debug)]
-pub struct Qwen35Model;
+pub struct Qwen35;
 
-impl Architecture for Qwen35Model {
+impl Architecture for Qwen35 {
     type Config = Qwen35Config;
     type Stack = Qwen35Stack;
     const ABOUT: &'static str = "Qwen3.5-style hybrid: blocks of `[GDN, GDN, GDN, attention]` (published: Qwen3.5-35B-A3B, 10 blocks)";

@@ -27,7 +27,7 @@
 
 mod architecture;
 
-pub use architecture::Qwen35Model;
+pub use architecture::Qwen35;
 
 use serde::{Deserialize, Serialize};
 use stackscan::fsdp::StackModel;

@@ -7,7 +7,7 @@
 //! ```
 //! use stackscan::LayerStack;
 //! use stackscan_models::llama::LlamaConfig;
-//! use stackscan_models::llama_macro::{LlamaStack, model};
+//! use stackscan_models::llama::{LlamaStack, model};
 //!
 //! let m = model::<LlamaStack>(&LlamaConfig::tiny())?;
 //! assert_eq!(m.kinds[0].params[1].name, "attn.wq");
@@ -27,10 +27,8 @@ use stackscan::model::stack_model;
 use stackscan::plan::PlanOptions;
 use stackscan::{LayerStack, Result, Tensor, layer_stack};
 
+use super::{Decoder, LlamaConfig};
 use crate::causal_lm::CausalLm;
-use crate::llama::LlamaConfig;
-
-pub use crate::llama::{Decoder, Residual};
 
 /// The Llama stack at every depth: `LlamaConfig.layers` decoder layers, prefetch and deferred
 /// reduce-scatter.
@@ -67,9 +65,9 @@ pub fn for_config(c: &LlamaConfig) -> Result<(StackModel, PlanOptions)> {
 
 /// The declared Llama as the commands know it (`--model llama`).
 #[derive(Debug)]
-pub struct LlamaModel;
+pub struct Llama;
 
-impl crate::registry::Architecture for LlamaModel {
+impl crate::registry::Architecture for Llama {
     type Config = LlamaConfig;
     type Stack = LlamaStack;
     const ABOUT: &'static str = "Llama-style decoder (tiny; published: Llama-3-8B, 32 identical \

@@ -3,15 +3,19 @@
 //! outside the scanned stack.
 //!
 //! The model is the causal language model ([`CausalLm`](crate::causal_lm::CausalLm)) over the
-//! stack [`LlamaStack`](crate::llama_macro::LlamaStack),
-//! lowered by [`llama_macro::for_config`](crate::llama_macro::for_config).
+//! stack [`LlamaStack`](crate::llama::LlamaStack),
+//! lowered by [`llama::for_config`](crate::llama::for_config).
 //!
 //! ```
 //! use stackscan_models::llama::LlamaConfig;
-//! let (m, _) = stackscan_models::llama_macro::for_config(&LlamaConfig::tiny())?;
+//! let (m, _) = stackscan_models::llama::for_config(&LlamaConfig::tiny())?;
 //! assert_eq!(m.stack.len(), 4);
 //! # Ok::<(), stackscan::Error>(())
 //! ```
+
+mod architecture;
+
+pub use architecture::{Llama, LlamaStack, for_config, llama3_8b, model, tiny};
 
 use serde::{Deserialize, Serialize};
 use stackscan::layer::{ActivationMarker, Forward};
@@ -323,7 +327,7 @@ impl Forward for Decoder<Tensor> {
 pub const NORM_EPS: f64 = 1e-5;
 
 /// The Llama is the causal language model ([`CausalLm`](crate::causal_lm::CausalLm)) over a stack of [`Decoder`]s
-/// ([`LlamaStack`](crate::llama_macro::LlamaStack)).
+/// ([`LlamaStack`](crate::llama::LlamaStack)).
 impl LmConfig for LlamaConfig {
     fn vocab(&self) -> i64 {
         self.vocab
