@@ -65,6 +65,7 @@ fn mean(v: &[(f32, f32)]) -> (f32, f32) {
 /// The preset over 200 steps: its balancing keeps the dropped assignments under 5 %, and
 /// under those of the same run with neither rule, which drops over 5 % late in the run.
 #[test]
+#[ignore = "two 200-step runs: a property of training, run by name with the other long runs"]
 fn the_preset_drops_under_5_percent_over_200_steps() {
     let steps = 200;
     let tiny = DeepSeek3Config::tiny();
