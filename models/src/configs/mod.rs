@@ -38,36 +38,6 @@ use stackscan::{Error, Precision, Result};
 
 pub use extends::{Filled, from_toml, log_filled, read_toml};
 
-use crate::deepseek3::DeepSeek3Config;
-use crate::llama::LlamaConfig;
-use crate::qwen35::Qwen35Config;
-
-/// The Llama configs kept in the repository, by the name `--config` takes.
-pub const LLAMA: [(&str, &str); 4] = [
-    ("tiny", include_str!("../../configs/llama-tiny.toml")),
-    ("llama3-8b", include_str!("../../configs/llama3-8b.toml")),
-    (
-        "tiny-swa",
-        include_str!("../../configs/llama-tiny-swa.toml"),
-    ),
-    ("mistral-7b", include_str!("../../configs/mistral-7b.toml")),
-];
-
-/// The Qwen3.5 configs kept in the repository, by the name `--config` takes.
-pub const QWEN35: [(&str, &str); 2] = [
-    ("tiny", include_str!("../../configs/qwen35-tiny.toml")),
-    (
-        "qwen35-35b-a3b",
-        include_str!("../../configs/qwen35-35b-a3b.toml"),
-    ),
-];
-
-/// The DeepSeek-V3 configs kept in the repository, by the name `--config` takes.
-pub const DEEPSEEK3: [(&str, &str); 2] = [
-    ("tiny", include_str!("../../configs/deepseek3-tiny.toml")),
-    ("deepseek3", include_str!("../../configs/deepseek3.toml")),
-];
-
 /// A model's config type as data: its presets, which of its fields are tables to fill field
 /// by field from a base, and how a Hugging Face `config.json` reads as one.
 pub trait ConfigFile: Serialize + DeserializeOwned + Clone + 'static {
@@ -100,45 +70,6 @@ pub trait ConfigFile: Serialize + DeserializeOwned + Clone + 'static {
     /// The preset names, as error messages list them.
     fn preset_names() -> Vec<&'static str> {
         Self::PRESETS.iter().map(|(n, _)| *n).collect()
-    }
-}
-
-impl ConfigFile for LlamaConfig {
-    const MODEL: &'static str = "llama";
-    const PRESETS: &'static [(&'static str, &'static str)] = &LLAMA;
-    const TABLES: &'static [&'static str] = &[];
-    const HF_MODEL_TYPES: &'static [&'static str] = &["llama"];
-    const HF_CLASSES: &'static [&'static str] = &["LlamaForCausalLM"];
-
-    fn from_hf(text: &str) -> Result<Self> {
-        crate::hf_config::parse_llama(text)
-    }
-}
-
-impl ConfigFile for DeepSeek3Config {
-    const MODEL: &'static str = "deepseek3";
-    const PRESETS: &'static [(&'static str, &'static str)] = &DEEPSEEK3;
-    const TABLES: &'static [&'static str] = &["mla"];
-    const HF_MODEL_TYPES: &'static [&'static str] = &["deepseek_v3"];
-    const HF_CLASSES: &'static [&'static str] = &["DeepseekV3ForCausalLM"];
-
-    fn from_hf(text: &str) -> Result<Self> {
-        crate::hf_config::parse_deepseek3(text)
-    }
-}
-
-impl ConfigFile for Qwen35Config {
-    const MODEL: &'static str = "qwen35";
-    const PRESETS: &'static [(&'static str, &'static str)] = &QWEN35;
-    const TABLES: &'static [&'static str] = &["gdn", "attention"];
-    const HF_MODEL_TYPES: &'static [&'static str] = &["qwen3_5_moe", "qwen3_5_moe_text"];
-    const HF_CLASSES: &'static [&'static str] = &[
-        "Qwen3_5MoeForConditionalGeneration",
-        "Qwen3_5MoeForCausalLM",
-    ];
-
-    fn from_hf(text: &str) -> Result<Self> {
-        crate::hf_config::parse_qwen35(text)
     }
 }
 

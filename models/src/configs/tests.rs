@@ -1,15 +1,15 @@
 //! The presets, the TOML reading over a base and the one loading path of every command.
 
 use super::*;
+use crate::deepseek3::DeepSeek3Config;
 use crate::llama::LlamaConfig;
+use crate::qwen35::Qwen35Config;
 
 /// The presets are the one source of the sizes (the Rust constructors read them): each
 /// parses, and holds the published figures (model cards and `config.json`s) and the design's
 /// tiny sizes, written here by hand.
 #[test]
 fn every_preset_parses_and_names_its_model() {
-    use crate::deepseek3::DeepSeek3Config;
-    use crate::qwen35::Qwen35Config;
     fn all<C: ConfigFile>() {
         for (name, _) in C::PRESETS {
             assert!(
@@ -222,7 +222,11 @@ fn a_file_extending_the_published_qwen35_keeps_its_sub_dims() {
     assert_eq!(filled.config, expected);
     // Every field not written is named as the base's, nested ones by their path.
     let mut all = Vec::new();
-    keys(&toml::from_str(QWEN35[1].1).unwrap(), "", &mut all);
+    keys(
+        &toml::from_str(Qwen35Config::PRESETS[1].1).unwrap(),
+        "",
+        &mut all,
+    );
     // A table the file does not write is the base's whole, named once.
     let written = ["layers", "gdn.key_heads"];
     let mut from_base = filled.from_base.clone();

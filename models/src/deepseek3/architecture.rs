@@ -119,10 +119,10 @@ impl Architecture for DeepSeek3 {
     }
 
     fn hf_weights(c: &DeepSeek3Config) -> Option<Result<stackscan::hf_map::HfMap>> {
-        Some(crate::hf_weights::deepseek3::map(c))
+        Some(super::hf::map(c))
     }
 
     fn hf_config_json(c: &DeepSeek3Config) -> Option<serde_json::Value> {
-        Some(crate::hf_weights::deepseek3::config_json(c))
+        Some(super::hf::config_json(c))
     }
 }

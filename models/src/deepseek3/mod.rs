@@ -35,6 +35,7 @@
 //! equivalence tests' [`DeepSeek3Config::small`]).
 
 mod architecture;
+pub mod hf;
 
 pub use architecture::DeepSeek3;
 
@@ -47,6 +48,7 @@ use stackscan::plan::PlanOptions;
 use stackscan::{Error, LayerStack, Module, Result, SubLayer, Tensor, layer_stack, nn};
 
 use crate::causal_lm::{CausalLm, LmConfig};
+use crate::configs::ConfigFile;
 use crate::llama::{MlpDims, SwiGlu};
 use crate::mla::{Mla, MlaConfig};
 use crate::moe::{ExpertMesh, Experts, Moe, MoeConfig, MoeDims, RouterConfig, RouterKind};
@@ -418,6 +420,24 @@ impl Forward for MoeLayer<Tensor> {
 )]
 #[derive(Debug)]
 pub struct DeepSeek3Stack;
+
+/// The DeepSeek-V3 configs kept in the repository, by the name `--config` takes.
+const PRESETS: [(&str, &str); 2] = [
+    ("tiny", include_str!("../../configs/deepseek3-tiny.toml")),
+    ("deepseek3", include_str!("../../configs/deepseek3.toml")),
+];
+
+impl ConfigFile for DeepSeek3Config {
+    const MODEL: &'static str = "deepseek3";
+    const PRESETS: &'static [(&'static str, &'static str)] = &PRESETS;
+    const TABLES: &'static [&'static str] = &["mla"];
+    const HF_MODEL_TYPES: &'static [&'static str] = &["deepseek_v3"];
+    const HF_CLASSES: &'static [&'static str] = &["DeepseekV3ForCausalLM"];
+
+    fn from_hf(text: &str) -> Result<Self> {
+        crate::hf_config::parse_as(text, hf::read)
+    }
+}
 
 /// DeepSeek-V3 is the causal language model ([`CausalLm`]) over [`DeepSeek3Stack`]: its dense
 /// prefix, then MoE layers.

@@ -36,22 +36,12 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
-mod llama;
-mod models;
-
-pub use models::{parse_deepseek3, parse_llama, parse_qwen35};
-
 use std::path::Path;
 
 use serde::Deserialize;
 use stackscan::{Error, Result};
 
 use crate::configs::ConfigFile;
-use crate::deepseek3::DeepSeek3Config;
-use crate::gated_attention::AttentionConfig;
-use crate::gdn_layer::{GdnConfig, GdnForm};
-use crate::mla::MlaConfig;
-use crate::qwen35::Qwen35Config;
 use crate::registry::{ModelConfig, ModelName, models};
 
 /// Sequence length the DeepSeek-V3 and Qwen3.5 readers assume; a config file says nothing of
@@ -60,63 +50,63 @@ pub const SEQ: i64 = 4096;
 
 /// The fields read, all optional so a missing one is reported by its name.
 #[derive(Clone, Debug, Default, Deserialize)]
-struct Fields {
-    model_type: Option<String>,
-    architectures: Option<Vec<String>>,
-    text_config: Option<Box<Fields>>,
-    vocab_size: Option<i64>,
-    hidden_size: Option<i64>,
-    intermediate_size: Option<i64>,
-    num_hidden_layers: Option<usize>,
-    num_attention_heads: Option<i64>,
-    num_key_value_heads: Option<i64>,
-    head_dim: Option<i64>,
-    rope_theta: Option<f64>,
+pub(crate) struct Fields {
+    pub(crate) model_type: Option<String>,
+    pub(crate) architectures: Option<Vec<String>>,
+    pub(crate) text_config: Option<Box<Fields>>,
+    pub(crate) vocab_size: Option<i64>,
+    pub(crate) hidden_size: Option<i64>,
+    pub(crate) intermediate_size: Option<i64>,
+    pub(crate) num_hidden_layers: Option<usize>,
+    pub(crate) num_attention_heads: Option<i64>,
+    pub(crate) num_key_value_heads: Option<i64>,
+    pub(crate) head_dim: Option<i64>,
+    pub(crate) rope_theta: Option<f64>,
     /// Where `transformers` 5 writes RoPE's settings (`rope_theta`, `partial_rotary_factor`,
     /// `rope_type`) instead of the top level.
-    rope_parameters: Option<RopeParameters>,
-    rms_norm_eps: Option<f64>,
-    max_position_embeddings: Option<i64>,
-    tie_word_embeddings: Option<bool>,
+    pub(crate) rope_parameters: Option<RopeParameters>,
+    pub(crate) rms_norm_eps: Option<f64>,
+    pub(crate) max_position_embeddings: Option<i64>,
+    pub(crate) tie_word_embeddings: Option<bool>,
     // Llama.
-    hidden_act: Option<String>,
-    attention_bias: Option<bool>,
-    mlp_bias: Option<bool>,
-    rope_scaling: Option<serde_json::Value>,
+    pub(crate) hidden_act: Option<String>,
+    pub(crate) attention_bias: Option<bool>,
+    pub(crate) mlp_bias: Option<bool>,
+    pub(crate) rope_scaling: Option<serde_json::Value>,
     // DeepSeek-V3.
-    first_k_dense_replace: Option<usize>,
-    n_routed_experts: Option<usize>,
-    n_shared_experts: Option<i64>,
-    num_experts_per_tok: Option<usize>,
-    moe_intermediate_size: Option<i64>,
-    q_lora_rank: Option<i64>,
-    kv_lora_rank: Option<i64>,
-    qk_nope_head_dim: Option<i64>,
-    qk_rope_head_dim: Option<i64>,
-    v_head_dim: Option<i64>,
-    n_group: Option<usize>,
-    topk_group: Option<usize>,
-    routed_scaling_factor: Option<f64>,
+    pub(crate) first_k_dense_replace: Option<usize>,
+    pub(crate) n_routed_experts: Option<usize>,
+    pub(crate) n_shared_experts: Option<i64>,
+    pub(crate) num_experts_per_tok: Option<usize>,
+    pub(crate) moe_intermediate_size: Option<i64>,
+    pub(crate) q_lora_rank: Option<i64>,
+    pub(crate) kv_lora_rank: Option<i64>,
+    pub(crate) qk_nope_head_dim: Option<i64>,
+    pub(crate) qk_rope_head_dim: Option<i64>,
+    pub(crate) v_head_dim: Option<i64>,
+    pub(crate) n_group: Option<usize>,
+    pub(crate) topk_group: Option<usize>,
+    pub(crate) routed_scaling_factor: Option<f64>,
     // Qwen3.5.
-    layer_types: Option<Vec<String>>,
-    full_attention_interval: Option<usize>,
-    num_experts: Option<usize>,
-    shared_expert_intermediate_size: Option<i64>,
-    linear_num_key_heads: Option<i64>,
-    linear_num_value_heads: Option<i64>,
-    linear_key_head_dim: Option<i64>,
-    linear_value_head_dim: Option<i64>,
-    linear_conv_kernel_dim: Option<i64>,
-    partial_rotary_factor: Option<f64>,
+    pub(crate) layer_types: Option<Vec<String>>,
+    pub(crate) full_attention_interval: Option<usize>,
+    pub(crate) num_experts: Option<usize>,
+    pub(crate) shared_expert_intermediate_size: Option<i64>,
+    pub(crate) linear_num_key_heads: Option<i64>,
+    pub(crate) linear_num_value_heads: Option<i64>,
+    pub(crate) linear_key_head_dim: Option<i64>,
+    pub(crate) linear_value_head_dim: Option<i64>,
+    pub(crate) linear_conv_kernel_dim: Option<i64>,
+    pub(crate) partial_rotary_factor: Option<f64>,
     // Training: MoE capacity and balancing.
-    capacity_factor: Option<f64>,
-    aux_loss_alpha: Option<f64>,
-    router_aux_loss_coef: Option<f64>,
+    pub(crate) capacity_factor: Option<f64>,
+    pub(crate) aux_loss_alpha: Option<f64>,
+    pub(crate) router_aux_loss_coef: Option<f64>,
 }
 
 /// `rope_parameters` of a `transformers` 5 file.
 #[derive(Clone, Debug, Default, Deserialize)]
-struct RopeParameters {
+pub(crate) struct RopeParameters {
     rope_theta: Option<f64>,
     partial_rotary_factor: Option<f64>,
 }
@@ -133,7 +123,7 @@ impl Fields {
     }
 }
 
-fn invalid(message: impl Into<String>) -> Error {
+pub(crate) fn invalid(message: impl Into<String>) -> Error {
     Error::InvalidOp {
         op: "config.json",
         message: message.into(),
@@ -150,7 +140,7 @@ pub fn in_file(path: &Path, e: Error) -> Error {
 
 /// Refuses an `rms_norm_eps` other than `eps`, the one the declared `model`'s layer and final
 /// norms use (a constant of the model, as the published checkpoints agree on it).
-fn norm_eps(f: &Fields, eps: f64, model: &str) -> Result<()> {
+pub(crate) fn norm_eps(f: &Fields, eps: f64, model: &str) -> Result<()> {
     match f.rms_norm_eps {
         Some(e) if e != eps => Err(invalid(format!(
             "field `rms_norm_eps` is {e}; the declared {model} normalises with {eps}"
@@ -161,7 +151,7 @@ fn norm_eps(f: &Fields, eps: f64, model: &str) -> Result<()> {
 
 /// DeepSeek-V3's `rope_scaling`: none, or YaRN with the published defaults for the fields
 /// it leaves out. Another scaling type is refused: the model would compute something else.
-fn yarn(scaling: Option<&serde_json::Value>) -> Result<Option<crate::yarn::Yarn>> {
+pub(crate) fn yarn(scaling: Option<&serde_json::Value>) -> Result<Option<crate::yarn::Yarn>> {
     let Some(v) = scaling.filter(|v| !v.is_null()) else {
         return Ok(None);
     };
@@ -221,12 +211,12 @@ fn yarn(scaling: Option<&serde_json::Value>) -> Result<Option<crate::yarn::Yarn>
 }
 
 /// A required field.
-fn need<T: Copy>(v: Option<T>, field: &str) -> Result<T> {
+pub(crate) fn need<T: Copy>(v: Option<T>, field: &str) -> Result<T> {
     v.ok_or_else(|| invalid(format!("missing field `{field}`")))
 }
 
 /// A required positive integer field.
-fn positive<T: Copy + Into<i64>>(v: Option<T>, field: &str) -> Result<T> {
+pub(crate) fn positive<T: Copy + Into<i64>>(v: Option<T>, field: &str) -> Result<T> {
     let x = need(v, field)?;
     if x.into() <= 0 {
         return Err(invalid(format!(
@@ -238,7 +228,7 @@ fn positive<T: Copy + Into<i64>>(v: Option<T>, field: &str) -> Result<T> {
 }
 
 /// A required positive count.
-fn count(v: Option<usize>, field: &str) -> Result<usize> {
+pub(crate) fn count(v: Option<usize>, field: &str) -> Result<usize> {
     match need(v, field)? {
         0 => Err(invalid(format!("field `{field}` must be positive, got 0"))),
         n => Ok(n),
@@ -246,7 +236,7 @@ fn count(v: Option<usize>, field: &str) -> Result<usize> {
 }
 
 /// Refuses tied embeddings: every declared model has its own LM head.
-fn untied(f: &Fields, model: &str) -> Result<()> {
+pub(crate) fn untied(f: &Fields, model: &str) -> Result<()> {
     if f.tie_word_embeddings == Some(true) {
         return Err(invalid(format!(
             "field `tie_word_embeddings` is true; the declared `{model}` model has its own LM \
@@ -374,7 +364,7 @@ pub fn parse(text: &str) -> Result<ModelConfig> {
 
 /// Parses a `config.json`'s text as a config of `C` with `read`: a file of another
 /// architecture is an error naming both.
-fn parse_as<C: ConfigFile>(text: &str, read: fn(&Fields) -> Result<C>) -> Result<C> {
+pub(crate) fn parse_as<C: ConfigFile>(text: &str, read: fn(&Fields) -> Result<C>) -> Result<C> {
     let id = identify(text)?;
     let (model, types, classes) = (C::MODEL, C::HF_MODEL_TYPES, C::HF_CLASSES);
     if id.is(types, classes) {
@@ -408,7 +398,7 @@ pub const CAPACITY_FACTOR: f64 = crate::moe::NO_DROP;
 pub const BIAS_UPDATE_SPEED: f64 = 0.001;
 
 /// The file's `capacity_factor`, else [`CAPACITY_FACTOR`]; 0 or positive.
-fn capacity_factor(f: &Fields) -> Result<f64> {
+pub(crate) fn capacity_factor(f: &Fields) -> Result<f64> {
     let factor = f.capacity_factor.unwrap_or(CAPACITY_FACTOR);
     crate::moe::check_capacity_factor("capacity_factor", factor).map_err(|_| {
         invalid(format!(
@@ -419,7 +409,7 @@ fn capacity_factor(f: &Fields) -> Result<f64> {
 }
 
 /// A loss coefficient `field`, else `default`; finite and non-negative.
-fn coefficient(v: Option<f64>, field: &str, default: f64) -> Result<f64> {
+pub(crate) fn coefficient(v: Option<f64>, field: &str, default: f64) -> Result<f64> {
     let x = v.unwrap_or(default);
     if !(x.is_finite() && x >= 0.0) {
         return Err(invalid(format!(
@@ -427,168 +417,6 @@ fn coefficient(v: Option<f64>, field: &str, default: f64) -> Result<f64> {
         )));
     }
     Ok(x)
-}
-
-fn deepseek3(f: &Fields) -> Result<DeepSeek3Config> {
-    let layers = count(f.num_hidden_layers, "num_hidden_layers")?;
-    let dense = need(f.first_k_dense_replace, "first_k_dense_replace")?;
-    // The dense prefix is declared (`prefix = [Dense, Dense, Dense]`); the depth is the
-    // config's, checked when the model is built.
-    if dense != 3 || layers <= dense {
-        return Err(invalid(format!(
-            "fields `num_hidden_layers` = {layers}, `first_k_dense_replace` = {dense}: the \
-             declared DeepSeek-V3 stack has 3 dense layers, then at least one MoE layer"
-        )));
-    }
-    let d = positive(f.hidden_size, "hidden_size")?;
-    let experts = count(f.n_routed_experts, "n_routed_experts")?;
-    let top_k = count(f.num_experts_per_tok, "num_experts_per_tok")?;
-    let groups = count(f.n_group, "n_group")?;
-    let top_groups = count(f.topk_group, "topk_group")?;
-    if experts % groups != 0 || top_groups > groups || top_k > experts {
-        return Err(invalid(format!(
-            "fields `n_routed_experts` = {experts}, `n_group` = {groups}, `topk_group` = \
-             {top_groups}, `num_experts_per_tok` = {top_k}: groups must divide the experts, \
-             and a token cannot use more groups or experts than there are"
-        )));
-    }
-    norm_eps(f, crate::deepseek3::NORM_EPS, "DeepSeek-V3")?;
-    Ok(DeepSeek3Config {
-        vocab: positive(f.vocab_size, "vocab_size")?,
-        d,
-        layers,
-        dense_layers: dense,
-        mla: MlaConfig {
-            d,
-            heads: positive(f.num_attention_heads, "num_attention_heads")?,
-            q_lora: positive(f.q_lora_rank, "q_lora_rank")?,
-            kv_lora: positive(f.kv_lora_rank, "kv_lora_rank")?,
-            nope: positive(f.qk_nope_head_dim, "qk_nope_head_dim")?,
-            rope: positive(f.qk_rope_head_dim, "qk_rope_head_dim")?,
-            v: positive(f.v_head_dim, "v_head_dim")?,
-            rope_theta: f.rope_theta.unwrap_or(10_000.0),
-            // The latent norms (`q_a_layernorm`, `kv_a_layernorm`) keep RMSNorm's default
-            // epsilon there; `rms_norm_eps` is the layers' and the final norm's (checked above).
-            eps: crate::deepseek3::NORM_EPS,
-            rope_scaling: yarn(f.rope_scaling.as_ref())?,
-            context: 1,
-        },
-        dense_ffn: positive(f.intermediate_size, "intermediate_size")?,
-        experts,
-        top_k,
-        groups,
-        top_groups,
-        expert_width: positive(f.moe_intermediate_size, "moe_intermediate_size")?,
-        shared_experts: positive(f.n_shared_experts, "n_shared_experts")?,
-        scaling: f.routed_scaling_factor.unwrap_or(1.0),
-        capacity_factor: capacity_factor(f)?,
-        bias_update_speed: BIAS_UPDATE_SPEED,
-        aux_loss_alpha: coefficient(f.aux_loss_alpha, "aux_loss_alpha", 0.0)?,
-        direct_token_gather: false,
-        dlhs_transpose_rhs: false,
-        expert_mesh: crate::moe::ExpertMesh::OFF,
-        context: 1,
-        seq: SEQ,
-        batch_per_device: 1,
-    })
-}
-
-fn qwen35(f: &Fields) -> Result<Qwen35Config> {
-    let layers = count(f.num_hidden_layers, "num_hidden_layers")?;
-    // Which layers are full attention: `layer_types`, or every `full_attention_interval`-th.
-    let full: Vec<bool> = match (&f.layer_types, f.full_attention_interval) {
-        (Some(types), _) => types
-            .iter()
-            .map(|t| match t.as_str() {
-                "full_attention" => Ok(true),
-                "linear_attention" => Ok(false),
-                other => Err(invalid(format!(
-                    "field `layer_types` holds `{other}`; expected `linear_attention` or \
-                     `full_attention`"
-                ))),
-            })
-            .collect::<Result<_>>()?,
-        (None, Some(0)) => return Err(invalid("field `full_attention_interval` must be positive")),
-        (None, Some(n)) => (0..layers).map(|l| (l + 1) % n == 0).collect(),
-        (None, None) => {
-            return Err(invalid(
-                "missing field `layer_types` (or `full_attention_interval`)",
-            ));
-        }
-    };
-    // The block is declared (`block = [Gdn, Gdn, Gdn, Attention]`); the number of blocks is
-    // the config's.
-    let declared: Vec<bool> = (0..layers).map(|l| l % 4 == 3).collect();
-    if !layers.is_multiple_of(4) || full != declared {
-        return Err(invalid(format!(
-            "fields `num_hidden_layers` = {layers} and `layer_types`: the declared Qwen3.5 \
-             stack is blocks of three `linear_attention` layers and one `full_attention`"
-        )));
-    }
-    norm_eps(f, crate::qwen35::NORM_EPS, "Qwen3.5")?;
-    let d = positive(f.hidden_size, "hidden_size")?;
-    let head_dim = positive(f.head_dim, "head_dim")?;
-    let rotary = f.partial_rotary_factor.unwrap_or(0.25);
-    if !(rotary > 0.0 && rotary <= 1.0) {
-        return Err(invalid(format!(
-            "field `partial_rotary_factor` must be in (0, 1], got {rotary}"
-        )));
-    }
-    let rotary_dim = ((head_dim as f64 * rotary) as i64) & !1;
-    let theta = f.rope_theta.unwrap_or(10_000_000.0);
-    let gdn = GdnConfig {
-        key_heads: positive(f.linear_num_key_heads, "linear_num_key_heads")?,
-        value_heads: positive(f.linear_num_value_heads, "linear_num_value_heads")?,
-        key_dim: positive(f.linear_key_head_dim, "linear_key_head_dim")?,
-        value_dim: positive(f.linear_value_head_dim, "linear_value_head_dim")?,
-        conv_kernel: positive(f.linear_conv_kernel_dim, "linear_conv_kernel_dim")?,
-        form: GdnForm::Chunked(64),
-    };
-    let attention = AttentionConfig {
-        heads: positive(f.num_attention_heads, "num_attention_heads")?,
-        kv_heads: positive(f.num_key_value_heads, "num_key_value_heads")?,
-        head_dim,
-        rotary_dim,
-        rope_theta: theta,
-    };
-    if attention.heads % attention.kv_heads != 0 || gdn.value_heads % gdn.key_heads != 0 {
-        return Err(invalid(
-            "fields `num_attention_heads` / `num_key_value_heads` and \
-             `linear_num_value_heads` / `linear_num_key_heads` must divide evenly",
-        ));
-    }
-    let experts = count(f.num_experts, "num_experts")?;
-    let top_k = count(f.num_experts_per_tok, "num_experts_per_tok")?;
-    if top_k > experts {
-        return Err(invalid(format!(
-            "field `num_experts_per_tok` = {top_k} exceeds `num_experts` = {experts}"
-        )));
-    }
-    Ok(Qwen35Config {
-        vocab: positive(f.vocab_size, "vocab_size")?,
-        d_model: d,
-        layers,
-        seq: SEQ,
-        batch_per_device: 1,
-        experts,
-        top_k,
-        expert_width: positive(f.moe_intermediate_size, "moe_intermediate_size")?,
-        shared_width: positive(
-            f.shared_expert_intermediate_size,
-            "shared_expert_intermediate_size",
-        )?,
-        capacity_factor: capacity_factor(f)?,
-        router_aux_loss_coef: coefficient(
-            f.router_aux_loss_coef,
-            "router_aux_loss_coef",
-            crate::qwen35::ROUTER_AUX_LOSS_COEF,
-        )?,
-        direct_token_gather: false,
-        dlhs_transpose_rhs: false,
-        expert_mesh: crate::moe::ExpertMesh::OFF,
-        gdn,
-        attention,
-    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! The `config.json` readers against files the project writes from the published sizes.
 
 use super::*;
+use crate::deepseek3::DeepSeek3Config;
+use crate::llama::LlamaConfig;
+use crate::qwen35::Qwen35Config;
 
 const DEEPSEEK: &str = include_str!("../../configs/hf/deepseek-v3.json");
 const QWEN: &str = include_str!("../../configs/hf/qwen3.5-35b-a3b.json");
@@ -24,10 +27,13 @@ fn published_qwen35() -> Qwen35Config {
 
 #[test]
 fn the_published_files_read_into_the_published_configs() {
-    assert_eq!(parse_deepseek3(DEEPSEEK).unwrap(), published_deepseek3());
-    assert_eq!(parse_qwen35(QWEN).unwrap(), published_qwen35());
     assert_eq!(
-        parse_llama(LLAMA).unwrap(),
+        DeepSeek3Config::from_hf(DEEPSEEK).unwrap(),
+        published_deepseek3()
+    );
+    assert_eq!(Qwen35Config::from_hf(QWEN).unwrap(), published_qwen35());
+    assert_eq!(
+        LlamaConfig::from_hf(LLAMA).unwrap(),
         crate::llama::LlamaConfig::llama3_8b()
     );
     // Whichever model a file is, the registry's list says, through each model's own reader.
@@ -48,7 +54,10 @@ fn full_attention_interval_stands_in_for_layer_types() {
     let mut text = v["text_config"].clone();
     text.as_object_mut().unwrap().remove("layer_types");
     text["full_attention_interval"] = 4.into();
-    assert_eq!(parse_qwen35(&text.to_string()).unwrap(), published_qwen35());
+    assert_eq!(
+        Qwen35Config::from_hf(&text.to_string()).unwrap(),
+        published_qwen35()
+    );
 }
 
 fn edited(text: &str, path: &[&str], value: Option<serde_json::Value>) -> String {
@@ -160,12 +169,12 @@ fn transformers_defaults_fill_what_a_llama_file_may_leave_out() {
     let mut text = edited(LLAMA, &["num_key_value_heads"], None);
     text = edited(&text, &["rope_theta"], None);
     text = edited(&text, &["max_position_embeddings"], None);
-    let c = parse_llama(&text).unwrap();
+    let c = LlamaConfig::from_hf(&text).unwrap();
     // Multi-head attention, heads splitting the width, RoPE base 10⁴, our default sequence.
     assert_eq!((c.heads, c.kv_heads, c.head_dim), (32, 32, 128));
     assert_eq!((c.rope_theta, c.seq), (10_000.0, SEQ));
     // A depth other than Llama-3-8B's is a depth of the one declared stack.
-    let c = parse_llama(&edited(LLAMA, &["num_hidden_layers"], Some(2.into()))).unwrap();
+    let c = LlamaConfig::from_hf(&edited(LLAMA, &["num_hidden_layers"], Some(2.into()))).unwrap();
     assert_eq!(c.layers, 2);
 }
 
@@ -173,19 +182,19 @@ fn transformers_defaults_fill_what_a_llama_file_may_leave_out() {
 fn a_file_of_another_architecture_names_both() {
     for (model, text, found) in [
         (
-            (|t: &str| parse_llama(t).map(|_| ())) as fn(&str) -> Result<()>,
+            (|t: &str| LlamaConfig::from_hf(t).map(|_| ())) as fn(&str) -> Result<()>,
             DEEPSEEK,
             "model_type `deepseek_v3` (DeepseekV3ForCausalLM) is a `deepseek3` config, not a \
              `llama` one (model_type `llama` (LlamaForCausalLM))",
         ),
         (
-            (|t: &str| parse_deepseek3(t).map(|_| ())) as fn(&str) -> Result<()>,
+            (|t: &str| DeepSeek3Config::from_hf(t).map(|_| ())) as fn(&str) -> Result<()>,
             QWEN,
             "model_type `qwen3_5_moe` (Qwen3_5MoeForConditionalGeneration) is a `qwen35` \
              config, not a `deepseek3` one",
         ),
         (
-            (|t: &str| parse_qwen35(t).map(|_| ())) as fn(&str) -> Result<()>,
+            (|t: &str| Qwen35Config::from_hf(t).map(|_| ())) as fn(&str) -> Result<()>,
             LLAMA,
             "model_type `llama` (LlamaForCausalLM) is a `llama` config, not a `qwen35` one \
              (model_type `qwen3_5_moe` or `qwen3_5_moe_text` \
@@ -197,9 +206,9 @@ fn a_file_of_another_architecture_names_both() {
     }
     // Without `model_type`, the class in `architectures` says which model a file is.
     let text = edited(LLAMA, &["model_type"], None);
-    assert!(parse_llama(&text).is_ok());
+    assert!(LlamaConfig::from_hf(&text).is_ok());
     assert_eq!(parse(&text).unwrap().model().as_str(), "llama");
-    let e = parse_llama(&edited(&text, &["architectures"], None))
+    let e = LlamaConfig::from_hf(&edited(&text, &["architectures"], None))
         .unwrap_err()
         .to_string();
     assert!(
@@ -213,13 +222,14 @@ fn a_file_of_another_architecture_names_both() {
 
 #[test]
 fn depths_of_the_declared_patterns_read_and_others_are_named() {
-    let c = parse_deepseek3(&edited(DEEPSEEK, &["num_hidden_layers"], Some(8.into()))).unwrap();
+    let c = DeepSeek3Config::from_hf(&edited(DEEPSEEK, &["num_hidden_layers"], Some(8.into())))
+        .unwrap();
     assert_eq!((c.layers, c.dense_layers), (8, 3));
     let v: serde_json::Value = serde_json::from_str(QWEN).unwrap();
     let mut text = v["text_config"].clone();
     text.as_object_mut().unwrap().remove("layer_types");
     text["num_hidden_layers"] = 8.into();
-    let c = parse_qwen35(&text.to_string()).unwrap();
+    let c = Qwen35Config::from_hf(&text.to_string()).unwrap();
     assert_eq!(c.layers, 8);
     text["num_hidden_layers"] = 10.into();
     let e = parse(&text.to_string()).unwrap_err().to_string();
@@ -228,11 +238,11 @@ fn depths_of_the_declared_patterns_read_and_others_are_named() {
 
 #[test]
 fn deepseek_yarn_reads_and_other_scalings_are_refused() {
-    let c = parse_deepseek3(DEEPSEEK).unwrap();
+    let c = DeepSeek3Config::from_hf(DEEPSEEK).unwrap();
     assert_eq!(c.mla.rope_scaling, Some(crate::yarn::Yarn::deepseek3()));
     // Without `rope_scaling`, plain RoPE.
     let plain = edited(DEEPSEEK, &["rope_scaling"], None);
-    let c = parse_deepseek3(&plain).unwrap();
+    let c = DeepSeek3Config::from_hf(&plain).unwrap();
     assert_eq!(c.mla.rope_scaling, None);
     // YaRN's optional fields default as the published model's code has them.
     let short = edited(
@@ -241,7 +251,7 @@ fn deepseek_yarn_reads_and_other_scalings_are_refused() {
         Some(serde_json::json!({"type": "yarn", "factor": 4,
             "original_max_position_embeddings": 2048})),
     );
-    let c = parse_deepseek3(&short).unwrap();
+    let c = DeepSeek3Config::from_hf(&short).unwrap();
     let y = c.mla.rope_scaling.unwrap();
     assert_eq!(
         (y.factor, y.original_context, y.beta_fast, y.beta_slow),
@@ -288,7 +298,7 @@ fn a_norm_epsilon_other_than_the_models_is_refused() {
         "{err}"
     );
     // The MLA latent norms keep 1e-6 whatever the file says of the layers' norms.
-    let c = parse_deepseek3(DEEPSEEK).unwrap();
+    let c = DeepSeek3Config::from_hf(DEEPSEEK).unwrap();
     assert_eq!(c.mla.eps, crate::deepseek3::NORM_EPS);
 }
 
@@ -297,26 +307,26 @@ fn a_norm_epsilon_other_than_the_models_is_refused() {
 /// value is an error naming the field.
 #[test]
 fn capacity_and_balancing_come_from_the_file_or_documented_defaults() {
-    let c = parse_deepseek3(DEEPSEEK).unwrap();
+    let c = DeepSeek3Config::from_hf(DEEPSEEK).unwrap();
     assert_eq!(c.capacity_factor, crate::moe::NO_DROP);
     assert_eq!(c.capacity_factor, CAPACITY_FACTOR);
     assert_eq!(
         (c.bias_update_speed, c.aux_loss_alpha),
         (BIAS_UPDATE_SPEED, 0.0)
     );
-    let c = parse_qwen35(QWEN).unwrap();
+    let c = Qwen35Config::from_hf(QWEN).unwrap();
     assert_eq!(c.capacity_factor, crate::moe::NO_DROP);
     assert_eq!(c.router_aux_loss_coef, 0.001);
     let text = edited(DEEPSEEK, &["capacity_factor"], Some(2.0.into()));
     let text = edited(&text, &["aux_loss_alpha"], Some(0.0001.into()));
-    let c = parse_deepseek3(&text).unwrap();
+    let c = DeepSeek3Config::from_hf(&text).unwrap();
     assert_eq!((c.capacity_factor, c.aux_loss_alpha), (2.0, 0.0001));
     let text = edited(
         QWEN,
         &["text_config", "router_aux_loss_coef"],
         Some(0.0.into()),
     );
-    let c = parse_qwen35(&text).unwrap();
+    let c = Qwen35Config::from_hf(&text).unwrap();
     assert_eq!(c.router_aux_loss_coef, 0.0);
     for (field, value) in [("capacity_factor", -1.0), ("aux_loss_alpha", -0.5)] {
         let e = parse(&edited(DEEPSEEK, &[field], Some(value.into())))
@@ -335,6 +345,6 @@ fn rope_parameters_of_transformers_5_are_read() {
         &["rope_parameters"],
         Some(serde_json::json!({"rope_theta": 123456.0, "rope_type": "default"})),
     );
-    let c = parse_llama(&text).unwrap();
+    let c = LlamaConfig::from_hf(&text).unwrap();
     assert_eq!(c.rope_theta, 123_456.0);
 }

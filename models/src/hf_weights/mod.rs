@@ -1,22 +1,18 @@
-//! Each architecture's map between its weights and the Hugging Face checkpoint of the same
-//! model (`LlamaForCausalLM`, …): which tensor of theirs is which of ours, and how it is laid
-//! out ([`HfMap`]). The runtime does the reading, checking, converting and writing
+//! What every model's map between its weights and the Hugging Face checkpoint of the same
+//! model (`LlamaForCausalLM`, …) is built with: which tensor of theirs is which of ours, and
+//! how it is laid out ([`HfMap`]); each model's own map is in its folder (`llama::hf`,
+//! `deepseek3::hf`, `qwen35::hf`). The runtime does the reading, checking, converting and writing
 //! (`stackscan_runtime::hf`); this module only knows the names and conventions.
 //!
 //! ```
-//! use stackscan_models::hf_weights;
-//! use stackscan_models::llama::LlamaConfig;
+//! use stackscan_models::llama::{self, LlamaConfig};
 //!
-//! let map = hf_weights::llama::map(&LlamaConfig::tiny())?;
+//! let map = llama::hf::map(&LlamaConfig::tiny())?;
 //! let head = map.weights.iter().find(|w| w.name == "lm_head").unwrap();
 //! assert_eq!(head.links[0].theirs, "lm_head.weight");
 //! assert_eq!(head.links[0].shape, vec![512, 256]); // [vocab, d]: theirs is [out, in]
 //! # Ok::<(), stackscan::Error>(())
 //! ```
-
-pub mod deepseek3;
-pub mod llama;
-pub mod qwen35;
 
 use stackscan::Result;
 use stackscan::fsdp::StackModel;

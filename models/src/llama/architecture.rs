@@ -133,11 +133,11 @@ impl crate::registry::Architecture for Llama {
                      counterpart here: `LlamaForCausalLM` attends to every earlier position"
                 ),
             }),
-            None => crate::hf_weights::llama::map(c),
+            None => super::hf::map(c),
         })
     }
 
     fn hf_config_json(c: &LlamaConfig) -> Option<serde_json::Value> {
-        Some(crate::hf_weights::llama::config_json(c))
+        Some(super::hf::config_json(c))
     }
 }

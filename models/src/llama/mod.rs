@@ -14,6 +14,7 @@
 //! ```
 
 mod architecture;
+pub mod hf;
 
 pub use architecture::{Llama, LlamaStack, for_config, llama3_8b, model, tiny};
 
@@ -24,6 +25,7 @@ use stackscan::rng::Rng;
 use stackscan::{Axis, Error, LayerStack, Module, Result, SubLayer, Tensor, nn};
 
 use crate::causal_lm::LmConfig;
+use crate::configs::ConfigFile;
 
 /// Sizes of a Llama-style model; data (`models/configs/llama-*.toml`, [`LlamaConfig::load`]:
 /// a file's missing fields are its base preset's, see [`crate::configs`]).
@@ -110,6 +112,29 @@ impl LlamaConfig {
     /// Read from its preset file, `models/configs/llama3-8b.toml`.
     pub fn llama3_8b() -> Self {
         crate::configs::built_in("llama3-8b")
+    }
+}
+
+/// The Llama configs kept in the repository, by the name `--config` takes.
+const PRESETS: [(&str, &str); 4] = [
+    ("tiny", include_str!("../../configs/llama-tiny.toml")),
+    ("llama3-8b", include_str!("../../configs/llama3-8b.toml")),
+    (
+        "tiny-swa",
+        include_str!("../../configs/llama-tiny-swa.toml"),
+    ),
+    ("mistral-7b", include_str!("../../configs/mistral-7b.toml")),
+];
+
+impl ConfigFile for LlamaConfig {
+    const MODEL: &'static str = "llama";
+    const PRESETS: &'static [(&'static str, &'static str)] = &PRESETS;
+    const TABLES: &'static [&'static str] = &[];
+    const HF_MODEL_TYPES: &'static [&'static str] = &["llama"];
+    const HF_CLASSES: &'static [&'static str] = &["LlamaForCausalLM"];
+
+    fn from_hf(text: &str) -> Result<Self> {
+        crate::hf_config::parse_as(text, hf::read)
     }
 }
 

@@ -121,10 +121,10 @@ impl Architecture for Qwen35 {
     }
 
     fn hf_weights(c: &Qwen35Config) -> Option<Result<stackscan::hf_map::HfMap>> {
-        Some(crate::hf_weights::qwen35::map(c))
+        Some(super::hf::map(c))
     }
 
     fn hf_config_json(c: &Qwen35Config) -> Option<serde_json::Value> {
-        Some(crate::hf_weights::qwen35::config_json(c))
+        Some(super::hf::config_json(c))
     }
 }

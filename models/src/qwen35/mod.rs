@@ -26,6 +26,7 @@
 //! ```
 
 mod architecture;
+pub mod hf;
 
 pub use architecture::Qwen35;
 
@@ -37,6 +38,7 @@ use stackscan::plan::PlanOptions;
 use stackscan::{Error, LayerStack, Result, SubLayer, Tensor, layer_stack, nn};
 
 use crate::causal_lm::{CausalLm, LmConfig};
+use crate::configs::ConfigFile;
 use crate::gated_attention::{AttentionConfig, GatedAttention, GatedAttentionDims};
 use crate::gdn_layer::{GatedDeltaNet, GdnConfig, GdnDims, GdnForm};
 use crate::moe::{GatedMoe, MoeConfig, MoeDims, RouterConfig, RouterKind};
@@ -350,6 +352,30 @@ pub struct Qwen35Stack;
 )]
 #[derive(Debug)]
 pub struct Qwen35AttentionFirst;
+
+/// The Qwen3.5 configs kept in the repository, by the name `--config` takes.
+const PRESETS: [(&str, &str); 2] = [
+    ("tiny", include_str!("../../configs/qwen35-tiny.toml")),
+    (
+        "qwen35-35b-a3b",
+        include_str!("../../configs/qwen35-35b-a3b.toml"),
+    ),
+];
+
+impl ConfigFile for Qwen35Config {
+    const MODEL: &'static str = "qwen35";
+    const PRESETS: &'static [(&'static str, &'static str)] = &PRESETS;
+    const TABLES: &'static [&'static str] = &["gdn", "attention"];
+    const HF_MODEL_TYPES: &'static [&'static str] = &["qwen3_5_moe", "qwen3_5_moe_text"];
+    const HF_CLASSES: &'static [&'static str] = &[
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3_5MoeForCausalLM",
+    ];
+
+    fn from_hf(text: &str) -> Result<Self> {
+        crate::hf_config::parse_as(text, hf::read)
+    }
+}
 
 /// Qwen3.5 is the causal language model ([`CausalLm`]) over its hybrid stack
 /// ([`Qwen35Stack`], [`Qwen35AttentionFirst`]).

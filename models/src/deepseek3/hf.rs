@@ -1,17 +1,24 @@
-//! `DeepseekV3ForCausalLM`'s tensors. Besides the `[out, in]` projections: the checkpoints
-//! store each head's rotary query columns and the shared rotary key's columns interleaved
-//! (pairs `2i, 2i + 1` rotate together; `rope_interleave`, which `transformers` undoes at run
-//! time), ours rotate halves (`i, i + rope/2`), so those columns are reordered on the way in;
-//! routed experts are one `[out, in]` matrix per expert there and one bank per layer here;
-//! the multi-token-prediction layer (`model.layers.{num_hidden_layers}`) is not modelled and
-//! skipped.
+//! DeepSeek-V3's Hugging Face side, `DeepseekV3ForCausalLM`: its `config.json` read into
+//! [`DeepSeek3Config`] and written back, and the map between its tensors and ours.
+//!
+//! Besides the `[out, in]` projections: the checkpoints store each head's rotary query
+//! columns and the shared rotary key's columns interleaved (pairs `2i, 2i + 1` rotate
+//! together; `rope_interleave`, which `transformers` undoes at run time), ours rotate halves
+//! (`i, i + rope/2`), so those columns are reordered on the way in; routed experts are one
+//! `[out, in]` matrix per expert there and one bank per layer here; the multi-token-prediction
+//! layer (`model.layers.{num_hidden_layers}`) is not modelled and skipped.
 
 use serde_json::json;
 use stackscan::Result;
 use stackscan::hf_map::{HfMap, Link, Step};
 
-use super::{expert_links, map_of, unmapped};
-use crate::deepseek3::DeepSeek3Config;
+use super::DeepSeek3Config;
+use crate::hf_config::{
+    BIAS_UPDATE_SPEED, Fields, SEQ, capacity_factor, coefficient, count, invalid, need, norm_eps,
+    positive, yarn,
+};
+use crate::hf_weights::{expert_links, map_of, unmapped};
+use crate::mla::MlaConfig;
 
 /// Our index `j` of `rope` rotary features is their index `order[j]`: the first half are
 /// their even features, the second half their odd ones.
@@ -164,6 +171,71 @@ pub fn config_json(c: &DeepSeek3Config) -> serde_json::Value {
         "tie_word_embeddings": false,
         "hidden_act": "silu",
         "dtype": "float32",
+    })
+}
+
+/// A DeepSeek-V3 file's config.
+pub(crate) fn read(f: &Fields) -> Result<DeepSeek3Config> {
+    let layers = count(f.num_hidden_layers, "num_hidden_layers")?;
+    let dense = need(f.first_k_dense_replace, "first_k_dense_replace")?;
+    // The dense prefix is declared (`prefix = [Dense, Dense, Dense]`); the depth is the
+    // config's, checked when the model is built.
+    if dense != 3 || layers <= dense {
+        return Err(invalid(format!(
+            "fields `num_hidden_layers` = {layers}, `first_k_dense_replace` = {dense}: the \
+             declared DeepSeek-V3 stack has 3 dense layers, then at least one MoE layer"
+        )));
+    }
+    let d = positive(f.hidden_size, "hidden_size")?;
+    let experts = count(f.n_routed_experts, "n_routed_experts")?;
+    let top_k = count(f.num_experts_per_tok, "num_experts_per_tok")?;
+    let groups = count(f.n_group, "n_group")?;
+    let top_groups = count(f.topk_group, "topk_group")?;
+    if experts % groups != 0 || top_groups > groups || top_k > experts {
+        return Err(invalid(format!(
+            "fields `n_routed_experts` = {experts}, `n_group` = {groups}, `topk_group` = \
+             {top_groups}, `num_experts_per_tok` = {top_k}: groups must divide the experts, \
+             and a token cannot use more groups or experts than there are"
+        )));
+    }
+    norm_eps(f, crate::deepseek3::NORM_EPS, "DeepSeek-V3")?;
+    Ok(DeepSeek3Config {
+        vocab: positive(f.vocab_size, "vocab_size")?,
+        d,
+        layers,
+        dense_layers: dense,
+        mla: MlaConfig {
+            d,
+            heads: positive(f.num_attention_heads, "num_attention_heads")?,
+            q_lora: positive(f.q_lora_rank, "q_lora_rank")?,
+            kv_lora: positive(f.kv_lora_rank, "kv_lora_rank")?,
+            nope: positive(f.qk_nope_head_dim, "qk_nope_head_dim")?,
+            rope: positive(f.qk_rope_head_dim, "qk_rope_head_dim")?,
+            v: positive(f.v_head_dim, "v_head_dim")?,
+            rope_theta: f.rope_theta.unwrap_or(10_000.0),
+            // The latent norms (`q_a_layernorm`, `kv_a_layernorm`) keep RMSNorm's default
+            // epsilon there; `rms_norm_eps` is the layers' and the final norm's (checked above).
+            eps: crate::deepseek3::NORM_EPS,
+            rope_scaling: yarn(f.rope_scaling.as_ref())?,
+            context: 1,
+        },
+        dense_ffn: positive(f.intermediate_size, "intermediate_size")?,
+        experts,
+        top_k,
+        groups,
+        top_groups,
+        expert_width: positive(f.moe_intermediate_size, "moe_intermediate_size")?,
+        shared_experts: positive(f.n_shared_experts, "n_shared_experts")?,
+        scaling: f.routed_scaling_factor.unwrap_or(1.0),
+        capacity_factor: capacity_factor(f)?,
+        bias_update_speed: BIAS_UPDATE_SPEED,
+        aux_loss_alpha: coefficient(f.aux_loss_alpha, "aux_loss_alpha", 0.0)?,
+        direct_token_gather: false,
+        dlhs_transpose_rhs: false,
+        expert_mesh: crate::moe::ExpertMesh::OFF,
+        context: 1,
+        seq: SEQ,
+        batch_per_device: 1,
     })
 }
 

@@ -1,16 +1,25 @@
-//! `Qwen3_5MoeForCausalLM`'s tensors (the text model). Besides the `[out, in]` projections:
-//! their RMSNorms scale by `1 + w` where ours scale by `w` (import `w + 1`, export `w − 1`),
-//! except the gated norm inside Gated DeltaNet, which scales by `w` there too; the GDN's
-//! query, key and value projections are one `in_proj_qkv` there (blocks of its rows here);
-//! its depthwise convolution is `[channels, 1, kernel]` there, `[kernel, channels]` here;
-//! routed experts are one matrix per expert there, one bank per layer here.
+//! Qwen3.5's Hugging Face side, `Qwen3_5MoeForCausalLM`: its `config.json` read into
+//! [`Qwen35Config`] and written back, and the map between its tensors (the text model's) and
+//! ours.
+//!
+//! Besides the `[out, in]` projections: their RMSNorms scale by `1 + w` where ours scale by
+//! `w` (import `w + 1`, export `w − 1`), except the gated norm inside Gated DeltaNet, which
+//! scales by `w` there too; the GDN's query, key and value projections are one `in_proj_qkv`
+//! there (blocks of its rows here); its depthwise convolution is `[channels, 1, kernel]`
+//! there, `[kernel, channels]` here; routed experts are one matrix per expert there, one bank
+//! per layer here.
 
 use serde_json::json;
 use stackscan::Result;
 use stackscan::hf_map::{HfMap, Link, Step};
 
-use super::{expert_links, map_of, unmapped};
-use crate::qwen35::Qwen35Config;
+use super::Qwen35Config;
+use crate::gated_attention::AttentionConfig;
+use crate::gdn_layer::{GdnConfig, GdnForm};
+use crate::hf_config::{
+    Fields, SEQ, capacity_factor, coefficient, count, invalid, norm_eps, positive,
+};
+use crate::hf_weights::{expert_links, map_of, unmapped};
 
 /// The map of the Qwen3.5 model at `c`.
 pub fn map(c: &Qwen35Config) -> Result<HfMap> {
@@ -131,5 +140,104 @@ pub fn config_json(c: &Qwen35Config) -> serde_json::Value {
         "tie_word_embeddings": false,
         "hidden_act": "silu",
         "dtype": "float32",
+    })
+}
+
+/// A Qwen3.5 file's config (its decoder's fields: `text_config` of a vision-language file).
+pub(crate) fn read(f: &Fields) -> Result<Qwen35Config> {
+    let layers = count(f.num_hidden_layers, "num_hidden_layers")?;
+    // Which layers are full attention: `layer_types`, or every `full_attention_interval`-th.
+    let full: Vec<bool> = match (&f.layer_types, f.full_attention_interval) {
+        (Some(types), _) => types
+            .iter()
+            .map(|t| match t.as_str() {
+                "full_attention" => Ok(true),
+                "linear_attention" => Ok(false),
+                other => Err(invalid(format!(
+                    "field `layer_types` holds `{other}`; expected `linear_attention` or \
+                     `full_attention`"
+                ))),
+            })
+            .collect::<Result<_>>()?,
+        (None, Some(0)) => return Err(invalid("field `full_attention_interval` must be positive")),
+        (None, Some(n)) => (0..layers).map(|l| (l + 1) % n == 0).collect(),
+        (None, None) => {
+            return Err(invalid(
+                "missing field `layer_types` (or `full_attention_interval`)",
+            ));
+        }
+    };
+    // The block is declared (`block = [Gdn, Gdn, Gdn, Attention]`); the number of blocks is
+    // the config's.
+    let declared: Vec<bool> = (0..layers).map(|l| l % 4 == 3).collect();
+    if !layers.is_multiple_of(4) || full != declared {
+        return Err(invalid(format!(
+            "fields `num_hidden_layers` = {layers} and `layer_types`: the declared Qwen3.5 \
+             stack is blocks of three `linear_attention` layers and one `full_attention`"
+        )));
+    }
+    norm_eps(f, crate::qwen35::NORM_EPS, "Qwen3.5")?;
+    let d = positive(f.hidden_size, "hidden_size")?;
+    let head_dim = positive(f.head_dim, "head_dim")?;
+    let rotary = f.partial_rotary_factor.unwrap_or(0.25);
+    if !(rotary > 0.0 && rotary <= 1.0) {
+        return Err(invalid(format!(
+            "field `partial_rotary_factor` must be in (0, 1], got {rotary}"
+        )));
+    }
+    let rotary_dim = ((head_dim as f64 * rotary) as i64) & !1;
+    let theta = f.rope_theta.unwrap_or(10_000_000.0);
+    let gdn = GdnConfig {
+        key_heads: positive(f.linear_num_key_heads, "linear_num_key_heads")?,
+        value_heads: positive(f.linear_num_value_heads, "linear_num_value_heads")?,
+        key_dim: positive(f.linear_key_head_dim, "linear_key_head_dim")?,
+        value_dim: positive(f.linear_value_head_dim, "linear_value_head_dim")?,
+        conv_kernel: positive(f.linear_conv_kernel_dim, "linear_conv_kernel_dim")?,
+        form: GdnForm::Chunked(64),
+    };
+    let attention = AttentionConfig {
+        heads: positive(f.num_attention_heads, "num_attention_heads")?,
+        kv_heads: positive(f.num_key_value_heads, "num_key_value_heads")?,
+        head_dim,
+        rotary_dim,
+        rope_theta: theta,
+    };
+    if attention.heads % attention.kv_heads != 0 || gdn.value_heads % gdn.key_heads != 0 {
+        return Err(invalid(
+            "fields `num_attention_heads` / `num_key_value_heads` and \
+             `linear_num_value_heads` / `linear_num_key_heads` must divide evenly",
+        ));
+    }
+    let experts = count(f.num_experts, "num_experts")?;
+    let top_k = count(f.num_experts_per_tok, "num_experts_per_tok")?;
+    if top_k > experts {
+        return Err(invalid(format!(
+            "field `num_experts_per_tok` = {top_k} exceeds `num_experts` = {experts}"
+        )));
+    }
+    Ok(Qwen35Config {
+        vocab: positive(f.vocab_size, "vocab_size")?,
+        d_model: d,
+        layers,
+        seq: SEQ,
+        batch_per_device: 1,
+        experts,
+        top_k,
+        expert_width: positive(f.moe_intermediate_size, "moe_intermediate_size")?,
+        shared_width: positive(
+            f.shared_expert_intermediate_size,
+            "shared_expert_intermediate_size",
+        )?,
+        capacity_factor: capacity_factor(f)?,
+        router_aux_loss_coef: coefficient(
+            f.router_aux_loss_coef,
+            "router_aux_loss_coef",
+            crate::qwen35::ROUTER_AUX_LOSS_COEF,
+        )?,
+        direct_token_gather: false,
+        dlhs_transpose_rhs: false,
+        expert_mesh: crate::moe::ExpertMesh::OFF,
+        gdn,
+        attention,
     })
 }

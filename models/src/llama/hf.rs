@@ -1,0 +1,138 @@
+//! The Llama's Hugging Face side, `LlamaForCausalLM`: its `config.json` read into
+//! [`LlamaConfig`] (the fields that would describe another model than the declared one,
+//! biases, another activation or norm epsilon, refused by name rather than silently dropped)
+//! and written back, and the map between its tensors and ours (projections `[out, in]` there,
+//! `[in, out]` here; RoPE already rotates halves in `transformers`' checkpoints, as ours does).
+
+use serde_json::json;
+use stackscan::Result;
+use stackscan::hf_map::{HfMap, Link, Step};
+
+use super::{LlamaConfig, NORM_EPS};
+use crate::hf_config::{Fields, SEQ, count, invalid, positive};
+use crate::hf_weights::{map_of, unmapped};
+
+/// The map of the Llama at `c`.
+pub fn map(c: &LlamaConfig) -> Result<HfMap> {
+    let (model, _) = super::for_config(c)?;
+    let (d, q, kv) = (c.d_model, c.heads * c.head_dim, c.kv_heads * c.head_dim);
+    map_of(&model, |name, layer| {
+        let at = |p: &str| format!("model.layers.{}.{p}", layer.unwrap_or(0));
+        // Their `[out, in]` projection `p`, transposed.
+        let proj =
+            |p: &str, out: i64, inn: i64| Link::new(&at(p), &[out, inn]).then(Step::TransposeLast2);
+        Ok(vec![match name {
+            "embed" => Link::new("model.embed_tokens.weight", &[c.vocab, d]),
+            "final_norm" => Link::new("model.norm.weight", &[d]),
+            "lm_head" => Link::new("lm_head.weight", &[c.vocab, d]).then(Step::TransposeLast2),
+            "layers.attn_norm" => Link::new(&at("input_layernorm.weight"), &[d]),
+            "layers.mlp_norm" => Link::new(&at("post_attention_layernorm.weight"), &[d]),
+            "layers.attn.wq" => proj("self_attn.q_proj.weight", q, d),
+            "layers.attn.wk" => proj("self_attn.k_proj.weight", kv, d),
+            "layers.attn.wv" => proj("self_attn.v_proj.weight", kv, d),
+            "layers.attn.wo" => proj("self_attn.o_proj.weight", d, q),
+            "layers.mlp.w_gate" => proj("mlp.gate_proj.weight", c.ffn, d),
+            "layers.mlp.w_up" => proj("mlp.up_proj.weight", c.ffn, d),
+            "layers.mlp.w_down" => proj("mlp.down_proj.weight", d, c.ffn),
+            other => return Err(unmapped("llama", other)),
+        }])
+    })
+}
+
+/// The `config.json` of the Llama at `c`, as `transformers` reads it.
+pub fn config_json(c: &LlamaConfig) -> serde_json::Value {
+    json!({
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": c.vocab,
+        "hidden_size": c.d_model,
+        "intermediate_size": c.ffn,
+        "num_hidden_layers": c.layers,
+        "num_attention_heads": c.heads,
+        "num_key_value_heads": c.kv_heads,
+        "head_dim": c.head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": c.seq,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": c.rope_theta,
+        "attention_bias": false,
+        "mlp_bias": false,
+        "tie_word_embeddings": false,
+        "dtype": "float32",
+    })
+}
+
+/// A Llama file's config.
+pub(crate) fn read(f: &Fields) -> Result<LlamaConfig> {
+    let d_model = positive(f.hidden_size, "hidden_size")?;
+    let heads = positive(f.num_attention_heads, "num_attention_heads")?;
+    // `transformers`' defaults: multi-head attention, heads that split the width.
+    let kv_heads = positive(f.num_key_value_heads.or(Some(heads)), "num_key_value_heads")?;
+    if heads % kv_heads != 0 {
+        return Err(invalid(format!(
+            "field `num_attention_heads` = {heads} is not a multiple of `num_key_value_heads` \
+             = {kv_heads}"
+        )));
+    }
+    let head_dim = match f.head_dim {
+        Some(_) => positive(f.head_dim, "head_dim")?,
+        None if d_model % heads == 0 => d_model / heads,
+        None => {
+            return Err(invalid(format!(
+                "missing field `head_dim`, and `hidden_size` = {d_model} does not split into \
+                 `num_attention_heads` = {heads}"
+            )));
+        }
+    };
+    if let Some(act) = f.hidden_act.as_deref().filter(|a| *a != "silu") {
+        return Err(invalid(format!(
+            "field `hidden_act` is `{act}`; the declared Llama's MLP is SwiGLU (`silu`)"
+        )));
+    }
+    for (field, on) in [
+        ("attention_bias", f.attention_bias),
+        ("mlp_bias", f.mlp_bias),
+    ] {
+        if on == Some(true) {
+            return Err(invalid(format!(
+                "field `{field}` is true; the declared Llama's projections have no bias"
+            )));
+        }
+    }
+    if let Some(eps) = f.rms_norm_eps.filter(|e| *e != NORM_EPS) {
+        return Err(invalid(format!(
+            "field `rms_norm_eps` is {eps}; the declared Llama normalises with {NORM_EPS}"
+        )));
+    }
+    if let Some(scaling) = f.rope_scaling.as_ref().filter(|v| !v.is_null()) {
+        tracing::warn!(
+            "config.json: `rope_scaling` ({scaling}) is not modelled; RoPE runs unscaled, \
+             which changes no shape, FLOP or byte the plan and the cost model see"
+        );
+    }
+    Ok(LlamaConfig {
+        vocab: positive(f.vocab_size, "vocab_size")?,
+        d_model,
+        layers: count(f.num_hidden_layers, "num_hidden_layers")?,
+        heads,
+        kv_heads,
+        head_dim,
+        ffn: positive(f.intermediate_size, "intermediate_size")?,
+        rope_theta: match f.rope_theta {
+            Some(t) if t.is_finite() && t > 0.0 => t,
+            Some(t) => {
+                return Err(invalid(format!(
+                    "field `rope_theta` must be a positive number, got {t}"
+                )));
+            }
+            None => 10_000.0,
+        },
+        seq: match f.max_position_embeddings {
+            Some(_) => positive(f.max_position_embeddings, "max_position_embeddings")?,
+            None => SEQ,
+        },
+        batch_per_device: 1,
+        window: None,
+        context: 1,
+    })
+}
