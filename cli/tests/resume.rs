@@ -152,3 +152,63 @@ fn a_checkpoint_without_checksums_resumes_with_a_warning() {
     assert!(stderr.contains("has no checksums"), "{stderr}");
     std::fs::remove_dir_all(dir).expect("clean up");
 }
+
+/// A checkpoint of another model, and a Hugging Face directory of another size, are refused
+/// before the plugin loads or anything compiles: exit 2, one line naming the tensor at fault,
+/// nothing on stdout (the run's first line, the model on its devices, comes after the plugin
+/// loads; the compile after that).
+#[test]
+fn another_models_weights_are_refused_before_anything_compiles() {
+    let dir = scratch("refused-before-compile");
+    let ckpt = dir.join("ckpt");
+    trained(&ckpt);
+    let resume = run(
+        "train",
+        &[
+            "--model",
+            "deepseek3",
+            "--devices",
+            "2",
+            "--resume",
+            utf8(&ckpt),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&resume.stderr);
+    assert_eq!(resume.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("error: cannot resume") && stderr.contains("tensor `embed`"),
+        "{stderr}"
+    );
+    assert!(resume.stdout.is_empty(), "{resume:?}");
+
+    // The tiny Hugging Face Llama, its config saying one layer more than its weights hold.
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf/llama");
+    let hf = dir.join("hf");
+    std::fs::create_dir_all(&hf).expect("hf dir");
+    std::fs::copy(
+        fixture.join("model.safetensors"),
+        hf.join("model.safetensors"),
+    )
+    .expect("copy the weights");
+    let mut config: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture.join("config.json")).expect("config.json"),
+    )
+    .expect("JSON");
+    let layers = config["num_hidden_layers"].as_u64().expect("layers");
+    config["num_hidden_layers"] = (layers + 1).into();
+    std::fs::write(hf.join("config.json"), config.to_string()).expect("write config.json");
+    let import = run(
+        "train",
+        &["--init-from", utf8(&hf), "--batch", "4", "--steps", "1"],
+    );
+    let stderr = String::from_utf8_lossy(&import.stderr);
+    assert_eq!(import.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("error: cannot import")
+            && stderr.contains(&format!("model.layers.{layers}."))
+            && stderr.contains("is missing"),
+        "{stderr}"
+    );
+    assert!(import.stdout.is_empty(), "{import:?}");
+    std::fs::remove_dir_all(dir).expect("clean up");
+}

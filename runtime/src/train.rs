@@ -49,7 +49,8 @@ use crate::pjrt::{Buffer, CacheOutcome, Client, CompiledMemoryStats, Executable}
 use crate::shard::shard;
 use stackscan::rng::Rng;
 
-pub use checkpoint::{Progress, weight_names};
+pub use checkpoint::{Progress, check_checkpoint, stored_weights, weight_names};
+pub use import::check_hf_import;
 pub use input::HostInput;
 pub use pending::{DeviceBatch, HostTimes, PendingStep, StepReport};
 

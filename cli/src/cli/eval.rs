@@ -9,6 +9,7 @@ use stackscan::fsdp::Adam;
 use stackscan_runtime::checkpoint::Checkpoint;
 use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
 use stackscan_runtime::train::{HostInput, Trainer};
+use stackscan_runtime::train::{check_checkpoint, check_hf_import, stored_weights};
 use stackscan_runtime::{Client, Mesh, Plugin, plugin};
 
 use super::CliError;
@@ -116,10 +117,17 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 p.clone()
             };
             let ckpt = Checkpoint::read(&path).map_err(|e| CliError::Usage(e.to_string()))?;
+            check_checkpoint(&ckpt, &path, &job.model)
+                .map_err(|e| CliError::Usage(format!("cannot evaluate: {e}")))?;
             Some((path, ckpt))
         }
         None => None,
     };
+    // Every tensor of `--init-from` checked against the model before anything compiles.
+    if let (Some(dir), Some(map)) = (&a.init_from, &map) {
+        check_hf_import(map, dir, &stored_weights(&job.model))
+            .map_err(|e| CliError::Usage(format!("cannot import `{}`: {e}", dir.display())))?;
+    }
     let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
     let client = Client::for_devices_with(&plugin, devices, a.runtime.accelerator())?;
     let mesh = Mesh::for_layout(&client, &layout)?;

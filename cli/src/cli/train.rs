@@ -15,7 +15,9 @@ use stackscan::fsdp::{Adam, Schedule};
 use stackscan::plan::PlanOptions;
 use stackscan_runtime::checkpoint::Checkpoint;
 use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
-use stackscan_runtime::train::{HostInput, Progress, Trainer};
+use stackscan_runtime::train::{
+    HostInput, Progress, Trainer, check_checkpoint, check_hf_import, stored_weights,
+};
 use stackscan_runtime::{Client, CompileCache, Mesh, Plugin, plugin};
 
 use batches::{Batches, DEFAULT_EVAL_EVERY, Layout, step_inputs};
@@ -295,6 +297,11 @@ impl TrainArgs {
         })?;
         job.check_host_memory()
             .map_err(|e| CliError::Usage(format!("cannot train this model here: {e}")))?;
+        // Every tensor of `--init-from` checked against the model before anything compiles.
+        if let (Some(dir), Some(map)) = (&self.init_from, &hf) {
+            check_hf_import(map, dir, &stored_weights(&job.model))
+                .map_err(|e| CliError::Usage(format!("cannot import `{}`: {e}", dir.display())))?;
+        }
         Ok(Checked {
             job,
             options,
@@ -370,16 +377,18 @@ impl TrainArgs {
         Ok(batches)
     }
 
-    /// The checkpoint of `--resume`, read and every tensor checked against its checksum:
-    /// a damaged file is refused before the plugin loads, so the run writes nothing (no
-    /// metrics, no checkpoint over the one it could not trust).
-    fn resume_from(&self) -> Result<Option<(PathBuf, Checkpoint)>, CliError> {
+    /// The checkpoint of `--resume`, read and every tensor checked against its checksum and
+    /// against `job`'s model (names, shapes, step and data position): a damaged file or one
+    /// of another model is refused before the plugin loads, so the run writes nothing (no
+    /// metrics, no checkpoint over the one it could not trust) and compiles nothing.
+    fn resume_from(&self, job: &Job) -> Result<Option<(PathBuf, Checkpoint)>, CliError> {
         let Some(dir) = &self.resume else {
             return Ok(None);
         };
         let path = latest(dir);
-        let ckpt =
-            Checkpoint::read(&path).map_err(|e| CliError::Usage(format!("cannot resume: {e}")))?;
+        let cannot = |e: stackscan_runtime::Error| CliError::Usage(format!("cannot resume: {e}"));
+        let ckpt = Checkpoint::read(&path).map_err(cannot)?;
+        check_checkpoint(&ckpt, &path, &job.model).map_err(cannot)?;
         Ok(Some((path, ckpt)))
     }
 }
@@ -395,7 +404,7 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     } = a.check()?;
     let data = a.data(&job)?;
     let eval = a.eval(&job)?;
-    let resume = a.resume_from()?;
+    let resume = a.resume_from(&job)?;
     let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
     let devices = a.runtime.devices;
     let cache = CompileCache::from_env().filter(|_| !a.no_compile_cache);

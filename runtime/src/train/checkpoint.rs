@@ -75,6 +75,54 @@ pub(super) fn name_slots(model: &StackModel, mut slots: Vec<Slot>) -> Vec<Slot> 
     slots
 }
 
+/// `model`'s weights as a checkpoint holds them: each one's name and natural shape (stacked
+/// ones with their layer dimension), in [`StackModel::weights`] order.
+pub fn stored_weights(model: &StackModel) -> Vec<(String, Vec<i64>)> {
+    let outer = model.outer_params.len();
+    weight_names(model)
+        .into_iter()
+        .zip(model.weights())
+        .enumerate()
+        .map(|(j, (name, (spec, layers)))| {
+            let mut shape = Vec::with_capacity(spec.shape.len() + 1);
+            if j >= outer {
+                shape.push(layers as i64);
+            }
+            shape.extend_from_slice(&spec.shape);
+            (name, shape)
+        })
+        .collect()
+}
+
+/// Checks `ckpt` (read from `path`) against `model` as a restore would, with no trainer and
+/// nothing compiled: its step, data position and RNG state, and every weight and both its
+/// moments present with the model's shape. What a command runs before it compiles, so a
+/// checkpoint of another model or size is refused at once.
+pub fn check_checkpoint(ckpt: &Checkpoint, path: &Path, model: &StackModel) -> Result<()> {
+    stored_step(ckpt, path)?;
+    ckpt.metadata_u64(DATA_POSITION, path)?;
+    ckpt.metadata_u64(RNG_STATE, path)?;
+    let weights = stored_weights(model);
+    for prefix in [""].iter().chain(MOMENTS.iter()) {
+        for (name, shape) in &weights {
+            ckpt.tensor(&format!("{prefix}{name}"), shape, path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Adam's step of `ckpt`: a count the devices' `f32` holds exactly (below 2^24).
+fn stored_step(ckpt: &Checkpoint, path: &Path) -> Result<usize> {
+    let steps = ckpt.metadata_u64(STEP, path)?;
+    usize::try_from(steps)
+        .ok()
+        .filter(|&s| s < (1 << 24) - 1)
+        .ok_or_else(|| Error::CheckpointCorrupt {
+            path: path.to_owned(),
+            reason: format!("step {steps} is out of range"),
+        })
+}
+
 const STEP: &str = "step";
 const DATA_POSITION: &str = "data_position";
 const RNG_STATE: &str = "rng_state";
@@ -132,19 +180,11 @@ impl Trainer {
     /// trainer is unchanged.
     pub fn restore(&mut self, ckpt: &Checkpoint, path: &Path) -> Result<Progress> {
         let n = self.mesh.size();
-        let steps = ckpt.metadata_u64(STEP, path)?;
+        let steps = stored_step(ckpt, path)?;
         let progress = Progress {
             data_position: ckpt.metadata_u64(DATA_POSITION, path)?,
             rng_state: ckpt.metadata_u64(RNG_STATE, path)?,
         };
-        // Adam's count is an `f32` on the devices, exact below 2^24.
-        let steps = usize::try_from(steps)
-            .ok()
-            .filter(|&s| s < (1 << 24) - 1)
-            .ok_or_else(|| Error::CheckpointCorrupt {
-                path: path.to_owned(),
-                reason: format!("step {steps} is out of range"),
-            })?;
         let mut host: Vec<Vec<Vec<f32>>> = Vec::with_capacity(3 * self.weights);
         for prefix in [""].iter().chain(MOMENTS.iter()) {
             for slot in &self.params {

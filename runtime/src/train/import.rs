@@ -10,6 +10,44 @@ use stackscan::hf_map::HfMap;
 use crate::hf::{self, ExportDType, WeightFiles, write_weights};
 use crate::shard::{shard, unshard};
 
+/// Checks the Hugging Face model directory `dir` against `map` and `map` against the model's
+/// `weights` (names and natural shapes, [`stored_weights`](super::stored_weights)), reading
+/// headers only: every linked tensor present with its shape and a float dtype, every tensor
+/// there linked or skipped. What a command runs before it compiles, so a checkpoint of
+/// another model or size is refused at once; [`Trainer::import_hf`] runs it too.
+pub fn check_hf_import(
+    map: &HfMap,
+    dir: &Path,
+    weights: &[(String, Vec<i64>)],
+) -> Result<WeightFiles> {
+    let files = WeightFiles::open(dir)?;
+    if map.weights.len() != weights.len() {
+        return Err(Error::HfWeights {
+            dir: dir.to_owned(),
+            tensor: None,
+            reason: format!(
+                "the map links {} weights, the model has {}",
+                map.weights.len(),
+                weights.len()
+            ),
+        });
+    }
+    for (w, (name, shape)) in map.weights.iter().zip(weights) {
+        if &w.name != name || &w.shape != shape {
+            return Err(Error::HfWeights {
+                dir: dir.to_owned(),
+                tensor: None,
+                reason: format!(
+                    "the map's weight `{}` {:?} is not the model's `{name}` {shape:?}",
+                    w.name, w.shape
+                ),
+            });
+        }
+    }
+    hf::check(map, &files)?;
+    Ok(files)
+}
+
 impl Trainer {
     /// Replaces the weights with those of the Hugging Face model directory `dir` as `map`
     /// links them, and starts the optimizer afresh (zero moments, step 0): fine-tuning from a
@@ -21,34 +59,12 @@ impl Trainer {
     /// the host holds one weight, never the whole checkpoint, and no device holds more than
     /// its shards.
     pub fn import_hf(&mut self, map: &HfMap, dir: &Path) -> Result<()> {
-        let files = WeightFiles::open(dir)?;
-        if map.weights.len() != self.params.len() {
-            return Err(Error::HfWeights {
-                dir: dir.to_owned(),
-                tensor: None,
-                reason: format!(
-                    "the map links {} weights, the model has {}",
-                    map.weights.len(),
-                    self.params.len()
-                ),
-            });
-        }
-        for (w, slot) in map.weights.iter().zip(&self.params) {
-            if w.name != slot.name || w.shape != slot.shape() {
-                return Err(Error::HfWeights {
-                    dir: dir.to_owned(),
-                    tensor: None,
-                    reason: format!(
-                        "the map's weight `{}` {:?} is not the model's `{}` {:?}",
-                        w.name,
-                        w.shape,
-                        slot.name,
-                        slot.shape()
-                    ),
-                });
-            }
-        }
-        hf::check(map, &files)?;
+        let weights: Vec<(String, Vec<i64>)> = self
+            .params
+            .iter()
+            .map(|slot| (slot.name.clone(), slot.shape()))
+            .collect();
+        let files = check_hf_import(map, dir, &weights)?;
         let n = self.mesh.size();
         let mut weights: Vec<Vec<_>> = (0..n).map(|_| Vec::with_capacity(self.weights)).collect();
         for (j, slot) in self.params.iter().enumerate() {
