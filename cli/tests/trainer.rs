@@ -98,6 +98,7 @@ fn micro_llama() -> LlamaConfig {
         head_dim: 4,
         ffn: 8,
         rope_theta: 10_000.0,
+        rope_scaling: None,
         seq: 4,
         batch_per_device: 2,
         window: None,

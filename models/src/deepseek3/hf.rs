@@ -141,7 +141,7 @@ pub fn map(c: &DeepSeek3Config) -> Result<HfMap> {
 /// The `config.json` of the DeepSeek-V3 model at `c`, as `transformers` reads it.
 pub fn config_json(c: &DeepSeek3Config) -> serde_json::Value {
     let m = &c.mla;
-    json!({
+    let mut v = json!({
         "architectures": ["DeepseekV3ForCausalLM"],
         "model_type": "deepseek_v3",
         "vocab_size": c.vocab,
@@ -171,7 +171,20 @@ pub fn config_json(c: &DeepSeek3Config) -> serde_json::Value {
         "tie_word_embeddings": false,
         "hidden_act": "silu",
         "dtype": "float32",
-    })
+    });
+    // The YaRN the model computes with, in the legacy form every `transformers` reads.
+    if let Some(y) = &m.rope_scaling {
+        v["rope_scaling"] = json!({
+            "type": "yarn",
+            "factor": y.factor,
+            "original_max_position_embeddings": y.original_context,
+            "beta_fast": y.beta_fast,
+            "beta_slow": y.beta_slow,
+            "mscale": y.mscale,
+            "mscale_all_dim": y.mscale_all_dim,
+        });
+    }
+    v
 }
 
 /// A DeepSeek-V3 file's config.

@@ -63,8 +63,8 @@ pub(crate) struct Fields {
     pub(crate) head_dim: Option<i64>,
     pub(crate) rope_theta: Option<f64>,
     /// Where `transformers` 5 writes RoPE's settings (`rope_theta`, `partial_rotary_factor`,
-    /// `rope_type`) instead of the top level.
-    pub(crate) rope_parameters: Option<RopeParameters>,
+    /// `rope_type` and a scaling's own fields) instead of the top level and `rope_scaling`.
+    pub(crate) rope_parameters: Option<serde_json::Value>,
     pub(crate) rms_norm_eps: Option<f64>,
     pub(crate) max_position_embeddings: Option<i64>,
     pub(crate) tie_word_embeddings: Option<bool>,
@@ -104,22 +104,105 @@ pub(crate) struct Fields {
     pub(crate) router_aux_loss_coef: Option<f64>,
 }
 
-/// `rope_parameters` of a `transformers` 5 file.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub(crate) struct RopeParameters {
-    rope_theta: Option<f64>,
-    partial_rotary_factor: Option<f64>,
+impl Fields {
+    /// The file's RoPE settings where the readers look for them, from `rope_parameters` when
+    /// the file keeps them there (`transformers` 5): its `rope_theta` and
+    /// `partial_rotary_factor` at the top level, and a scaling (a `rope_type` other than
+    /// `default`) as the legacy `rope_scaling`, its own fields only. A file with both forms
+    /// must say the same in each.
+    fn lift_rope_parameters(mut self) -> Result<Fields> {
+        let Some(p) = self.rope_parameters.take() else {
+            return Ok(self);
+        };
+        let Some(table) = p.as_object() else {
+            return Err(invalid(format!(
+                "field `rope_parameters` must be an object, got {p}"
+            )));
+        };
+        let number = |key: &str| -> Result<Option<f64>> {
+            match table.get(key) {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(v) => v.as_f64().map(Some).ok_or_else(|| {
+                    invalid(format!(
+                        "field `rope_parameters.{key}` must be a number, got {v}"
+                    ))
+                }),
+            }
+        };
+        self.rope_theta = self.rope_theta.or(number("rope_theta")?);
+        self.partial_rotary_factor = self
+            .partial_rotary_factor
+            .or(number("partial_rotary_factor")?);
+        let mut scaling = table.clone();
+        scaling.remove("rope_theta");
+        scaling.remove("partial_rotary_factor");
+        let scaling = serde_json::Value::Object(scaling);
+        if scaling_kind(Some(&scaling))?.is_some() {
+            match &self.rope_scaling {
+                Some(legacy) if !legacy.is_null() && *legacy != scaling => {
+                    return Err(invalid(format!(
+                        "fields `rope_scaling` ({legacy}) and `rope_parameters` ({scaling}) \
+                         describe two RoPE scalings"
+                    )));
+                }
+                _ => self.rope_scaling = Some(scaling),
+            }
+        }
+        Ok(self)
+    }
 }
 
-impl Fields {
-    /// The file's RoPE settings at the top level, where the readers look for them, from
-    /// `rope_parameters` when the file keeps them there.
-    fn lift_rope_parameters(mut self) -> Fields {
-        if let Some(p) = self.rope_parameters.take() {
-            self.rope_theta = self.rope_theta.or(p.rope_theta);
-            self.partial_rotary_factor = self.partial_rotary_factor.or(p.partial_rotary_factor);
-        }
-        self
+/// A `rope_scaling`'s type and fields: `None` for none (absent, null, or of type `default`).
+pub(crate) fn scaling_kind(
+    scaling: Option<&serde_json::Value>,
+) -> Result<Option<(String, &serde_json::Map<String, serde_json::Value>)>> {
+    let Some(v) = scaling.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let Some(table) = v.as_object() else {
+        return Err(invalid(format!(
+            "field `rope_scaling` must be an object or null, got {v}"
+        )));
+    };
+    let kind = table
+        .get("rope_type")
+        .or_else(|| table.get("type"))
+        .and_then(|t| t.as_str())
+        .unwrap_or("");
+    Ok((kind != "default").then(|| (kind.to_owned(), table)))
+}
+
+/// The number `field` of a `rope_scaling` table, else `default` (required when `None`).
+pub(crate) fn scaling_number(
+    table: &serde_json::Map<String, serde_json::Value>,
+    field: &str,
+    default: Option<f64>,
+) -> Result<f64> {
+    match table.get(field) {
+        Some(n) => n.as_f64().ok_or_else(|| {
+            invalid(format!(
+                "field `rope_scaling.{field}` must be a number, got {n}"
+            ))
+        }),
+        None => default.ok_or_else(|| invalid(format!("missing field `rope_scaling.{field}`"))),
+    }
+}
+
+/// Refuses a `rope_scaling` field that is not one of `known`, naming it.
+pub(crate) fn known_scaling_fields(
+    table: &serde_json::Map<String, serde_json::Value>,
+    kind: &str,
+    known: &[&str],
+) -> Result<()> {
+    match table
+        .keys()
+        .find(|k| !known.contains(&k.as_str()) && *k != "type" && *k != "rope_type")
+    {
+        Some(other) => Err(invalid(format!(
+            "field `rope_scaling.{other}` is not part of `{kind}` scaling; known: {}",
+            known.join(", ")
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -152,51 +235,28 @@ pub(crate) fn norm_eps(f: &Fields, eps: f64, model: &str) -> Result<()> {
 /// DeepSeek-V3's `rope_scaling`: none, or YaRN with the published defaults for the fields
 /// it leaves out. Another scaling type is refused: the model would compute something else.
 pub(crate) fn yarn(scaling: Option<&serde_json::Value>) -> Result<Option<crate::yarn::Yarn>> {
-    let Some(v) = scaling.filter(|v| !v.is_null()) else {
+    let Some((kind, table)) = scaling_kind(scaling)? else {
         return Ok(None);
     };
-    let Some(table) = v.as_object() else {
-        return Err(invalid(format!(
-            "field `rope_scaling` must be an object or null, got {v}"
-        )));
-    };
-    let kind = table
-        .get("type")
-        .or_else(|| table.get("rope_type"))
-        .and_then(|t| t.as_str())
-        .unwrap_or("");
     if kind != "yarn" {
         return Err(invalid(format!(
             "field `rope_scaling` has type `{kind}`; the declared DeepSeek-V3 implements \
              `yarn` (its published scaling) or none"
         )));
     }
-    let known = [
-        "type",
-        "rope_type",
-        "factor",
-        "original_max_position_embeddings",
-        "beta_fast",
-        "beta_slow",
-        "mscale",
-        "mscale_all_dim",
-    ];
-    if let Some(other) = table.keys().find(|k| !known.contains(&k.as_str())) {
-        return Err(invalid(format!(
-            "field `rope_scaling.{other}` is not part of YaRN; known: {}",
-            known.join(", ")
-        )));
-    }
-    let number = |field: &str, default: Option<f64>| -> Result<f64> {
-        match table.get(field) {
-            Some(n) => n.as_f64().ok_or_else(|| {
-                invalid(format!(
-                    "field `rope_scaling.{field}` must be a number, got {n}"
-                ))
-            }),
-            None => default.ok_or_else(|| invalid(format!("missing field `rope_scaling.{field}`"))),
-        }
-    };
+    known_scaling_fields(
+        table,
+        "yarn",
+        &[
+            "factor",
+            "original_max_position_embeddings",
+            "beta_fast",
+            "beta_slow",
+            "mscale",
+            "mscale_all_dim",
+        ],
+    )?;
+    let number = |field: &str, default: Option<f64>| scaling_number(table, field, default);
     let published = crate::yarn::Yarn::deepseek3();
     let y = crate::yarn::Yarn {
         factor: number("factor", None)?,
@@ -284,7 +344,7 @@ fn identify(text: &str) -> Result<Identity> {
         Some(text) => *text,
         None => f,
     }
-    .lift_rope_parameters();
+    .lift_rope_parameters()?;
     let model_type = fields.model_type.clone().or(outer_type.clone());
     let what = format!(
         "`{}`{}",

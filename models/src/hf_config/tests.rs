@@ -348,3 +348,116 @@ fn rope_parameters_of_transformers_5_are_read() {
     let c = LlamaConfig::from_hf(&text).unwrap();
     assert_eq!(c.rope_theta, 123_456.0);
 }
+
+/// Llama 3.1's `rope_scaling` is Llama 3's scaling, read in the legacy form and in the form
+/// `transformers` 5 writes (`rope_parameters`), and written back by export; a scaling the
+/// declared Llama does not implement is refused by its type, not run unscaled.
+#[test]
+fn llama3_rope_scaling_is_read_in_both_forms_and_other_types_are_refused() {
+    use crate::llama::Llama3RopeScaling;
+    let scaling = serde_json::json!({
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192
+    });
+    let legacy = edited(LLAMA, &["rope_scaling"], Some(scaling.clone()));
+    let c = LlamaConfig::from_hf(&legacy).unwrap();
+    assert_eq!(c.rope_scaling, Some(Llama3RopeScaling::llama3_1()));
+    let mut parameters = scaling.clone();
+    parameters["rope_theta"] = 500_000.0.into();
+    let v5 = edited(
+        &edited(
+            &edited(LLAMA, &["rope_scaling"], None),
+            &["rope_theta"],
+            None,
+        ),
+        &["rope_parameters"],
+        Some(parameters),
+    );
+    assert_eq!(LlamaConfig::from_hf(&v5).unwrap(), c);
+    // Export writes it back; the written file reads as the same config.
+    let written = crate::llama::hf::config_json(&c).to_string();
+    assert_eq!(
+        LlamaConfig::from_hf(&written).unwrap().rope_scaling,
+        c.rope_scaling
+    );
+    // `default` is no scaling; another type is refused by name in either form.
+    let none = edited(
+        LLAMA,
+        &["rope_scaling"],
+        Some(serde_json::json!({"rope_type": "default"})),
+    );
+    assert_eq!(LlamaConfig::from_hf(&none).unwrap().rope_scaling, None);
+    for text in [
+        edited(
+            LLAMA,
+            &["rope_scaling"],
+            Some(serde_json::json!({"type": "linear", "factor": 2.0})),
+        ),
+        edited(
+            LLAMA,
+            &["rope_parameters"],
+            Some(serde_json::json!({"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4})),
+        ),
+    ] {
+        let e = LlamaConfig::from_hf(&text).unwrap_err().to_string();
+        assert!(e.contains("`rope_scaling` has type `linear`"), "{e}");
+    }
+    let mut unknown = scaling;
+    unknown["beta_fast"] = 32.into();
+    let e = LlamaConfig::from_hf(&edited(LLAMA, &["rope_scaling"], Some(unknown)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`rope_scaling.beta_fast` is not part of `llama3`"),
+        "{e}"
+    );
+}
+
+/// DeepSeek-V3's YaRN in the form `transformers` 5 writes (`rope_parameters`) is the YaRN of
+/// the legacy `rope_scaling`; Qwen3.5, which implements none, refuses a scaling by its type.
+#[test]
+fn rope_parameters_carry_a_scaling_as_rope_scaling_does() {
+    let legacy = DeepSeek3Config::from_hf(DEEPSEEK).unwrap();
+    assert!(legacy.mla.rope_scaling.is_some());
+    let v: serde_json::Value = serde_json::from_str(DEEPSEEK).unwrap();
+    let mut parameters = v["rope_scaling"].clone();
+    parameters["rope_theta"] = v["rope_theta"].clone();
+    let v5 = edited(
+        &edited(
+            &edited(DEEPSEEK, &["rope_scaling"], None),
+            &["rope_theta"],
+            None,
+        ),
+        &["rope_parameters"],
+        Some(parameters),
+    );
+    assert_eq!(DeepSeek3Config::from_hf(&v5).unwrap(), legacy);
+    // Export writes the YaRN back; the written file reads as the same config.
+    let written = crate::deepseek3::hf::config_json(&legacy).to_string();
+    assert_eq!(DeepSeek3Config::from_hf(&written).unwrap().mla, legacy.mla);
+    // Both forms, disagreeing, are refused.
+    let both = edited(
+        DEEPSEEK,
+        &["rope_parameters"],
+        Some(
+            serde_json::json!({"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 4096}),
+        ),
+    );
+    let e = DeepSeek3Config::from_hf(&both).unwrap_err().to_string();
+    assert!(e.contains("describe two RoPE scalings"), "{e}");
+    let qwen = edited(
+        QWEN,
+        &["text_config", "rope_scaling"],
+        Some(
+            serde_json::json!({"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 32768}),
+        ),
+    );
+    let e = Qwen35Config::from_hf(&qwen).unwrap_err().to_string();
+    assert!(
+        e.contains("`rope_scaling` has type `yarn`") && e.contains("Qwen3.5"),
+        "{e}"
+    );
+}

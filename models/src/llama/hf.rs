@@ -8,8 +8,10 @@ use serde_json::json;
 use stackscan::Result;
 use stackscan::hf_map::{HfMap, Link, Step};
 
-use super::{LlamaConfig, NORM_EPS};
-use crate::hf_config::{Fields, SEQ, count, invalid, positive};
+use super::{Llama3RopeScaling, LlamaConfig, NORM_EPS};
+use crate::hf_config::{
+    Fields, SEQ, count, invalid, known_scaling_fields, positive, scaling_kind, scaling_number,
+};
 use crate::hf_weights::{map_of, unmapped};
 
 /// The map of the Llama at `c`.
@@ -41,7 +43,7 @@ pub fn map(c: &LlamaConfig) -> Result<HfMap> {
 
 /// The `config.json` of the Llama at `c`, as `transformers` reads it.
 pub fn config_json(c: &LlamaConfig) -> serde_json::Value {
-    json!({
+    let mut v = json!({
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
         "vocab_size": c.vocab,
@@ -59,7 +61,17 @@ pub fn config_json(c: &LlamaConfig) -> serde_json::Value {
         "mlp_bias": false,
         "tie_word_embeddings": false,
         "dtype": "float32",
-    })
+    });
+    if let Some(s) = &c.rope_scaling {
+        v["rope_scaling"] = json!({
+            "rope_type": "llama3",
+            "factor": s.factor,
+            "low_freq_factor": s.low_freq_factor,
+            "high_freq_factor": s.high_freq_factor,
+            "original_max_position_embeddings": s.original_max_position_embeddings,
+        });
+    }
+    v
 }
 
 /// A Llama file's config.
@@ -104,12 +116,7 @@ pub(crate) fn read(f: &Fields) -> Result<LlamaConfig> {
             "field `rms_norm_eps` is {eps}; the declared Llama normalises with {NORM_EPS}"
         )));
     }
-    if let Some(scaling) = f.rope_scaling.as_ref().filter(|v| !v.is_null()) {
-        tracing::warn!(
-            "config.json: `rope_scaling` ({scaling}) is not modelled; RoPE runs unscaled, \
-             which changes no shape, FLOP or byte the plan and the cost model see"
-        );
-    }
+    let rope_scaling = llama3_scaling(f.rope_scaling.as_ref())?;
     Ok(LlamaConfig {
         vocab: positive(f.vocab_size, "vocab_size")?,
         d_model,
@@ -127,6 +134,7 @@ pub(crate) fn read(f: &Fields) -> Result<LlamaConfig> {
             }
             None => 10_000.0,
         },
+        rope_scaling,
         seq: match f.max_position_embeddings {
             Some(_) => positive(f.max_position_embeddings, "max_position_embeddings")?,
             None => SEQ,
@@ -135,4 +143,34 @@ pub(crate) fn read(f: &Fields) -> Result<LlamaConfig> {
         window: None,
         context: 1,
     })
+}
+
+/// The Llama's `rope_scaling` (or `rope_parameters`): none, or Llama 3's. Another type is
+/// refused by name: the declared Llama would compute something else.
+fn llama3_scaling(scaling: Option<&serde_json::Value>) -> Result<Option<Llama3RopeScaling>> {
+    let Some((kind, table)) = scaling_kind(scaling)? else {
+        return Ok(None);
+    };
+    if kind != "llama3" {
+        return Err(invalid(format!(
+            "field `rope_scaling` has type `{kind}`; the declared Llama implements `llama3` \
+             (Llama 3.1's) or none"
+        )));
+    }
+    let fields = [
+        "factor",
+        "low_freq_factor",
+        "high_freq_factor",
+        "original_max_position_embeddings",
+    ];
+    known_scaling_fields(table, "llama3", &fields)?;
+    let number = |field: &str| scaling_number(table, field, None);
+    let s = Llama3RopeScaling {
+        factor: number("factor")?,
+        low_freq_factor: number("low_freq_factor")?,
+        high_freq_factor: number("high_freq_factor")?,
+        original_max_position_embeddings: number("original_max_position_embeddings")?,
+    };
+    s.validate().map_err(invalid)?;
+    Ok(Some(s))
 }

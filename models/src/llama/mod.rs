@@ -15,8 +15,10 @@
 
 mod architecture;
 pub mod hf;
+mod rope_scaling;
 
 pub use architecture::{Llama, LlamaStack, for_config, llama3_8b, model, tiny};
+pub use rope_scaling::Llama3RopeScaling;
 
 use serde::{Deserialize, Serialize};
 use stackscan::layer::{ActivationMarker, Forward};
@@ -48,6 +50,9 @@ pub struct LlamaConfig {
     pub ffn: i64,
     /// RoPE base.
     pub rope_theta: f64,
+    /// Llama 3's RoPE scaling (Llama 3.1 and later). Absent, the default: unscaled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_scaling: Option<Llama3RopeScaling>,
     /// Sequence length.
     pub seq: i64,
     /// Sequences per device.
@@ -101,6 +106,7 @@ impl LlamaConfig {
             head_dim: 8,
             ffn: 48,
             rope_theta: 10_000.0,
+            rope_scaling: None,
             seq: 8,
             batch_per_device,
             window: None,
@@ -152,12 +158,36 @@ pub struct AttentionDims {
     pub head_dim: i64,
     /// RoPE base.
     pub rope_theta: f64,
+    /// RoPE scaling ([`LlamaConfig::rope_scaling`]).
+    pub rope_scaling: Option<Llama3RopeScaling>,
     /// Standard deviation of the output projection's initialiser.
     pub out_std: f64,
     /// Devices the sequence is split over ([`LlamaConfig::context`]).
     pub context: usize,
     /// Which keys a query attends to ([`LlamaConfig::window`]).
     pub mask: nn::Mask,
+}
+
+impl AttentionDims {
+    /// RoPE on `x: [B, T, heads, head_dim]`, scaled when the config says so.
+    fn rope(&self, x: &Tensor) -> Result<Tensor> {
+        let d = self.head_dim as usize;
+        match &self.rope_scaling {
+            None => nn::rope(x, self.rope_theta, d),
+            Some(s) => nn::rope_with_frequencies(x, &s.inv_freq(self.rope_theta, d), 1.0),
+        }
+    }
+
+    /// [`AttentionDims::rope`] of a piece of the sequence that starts at position `start`.
+    fn rope_from(&self, x: &Tensor, start: &Tensor) -> Result<Tensor> {
+        let d = self.head_dim as usize;
+        match &self.rope_scaling {
+            None => nn::rope_from(x, self.rope_theta, d, start),
+            Some(s) => {
+                nn::rope_with_frequencies_from(x, &s.inv_freq(self.rope_theta, d), 1.0, start)
+            }
+        }
+    }
 }
 
 /// The sizes the SwiGLU MLP reads.
@@ -185,6 +215,7 @@ impl LlamaConfig {
             kv_heads: self.kv_heads,
             head_dim: self.head_dim,
             rope_theta: self.rope_theta,
+            rope_scaling: self.rope_scaling,
             out_std: self.out_std(),
             context: self.context,
             mask: self.mask(),
@@ -262,16 +293,16 @@ impl Attention<Tensor> {
             }
             let axis = Axis::new(context::CONTEXT_AXIS, c.context);
             let start = context::sequence_start(x, t, &axis)?;
-            let q = nn::rope_from(&heads(&self.wq, nh)?, c.rope_theta, hd as usize, &start)?;
-            let k = nn::rope_from(&heads(&self.wk, nkv)?, c.rope_theta, hd as usize, &start)?;
+            let q = c.rope_from(&heads(&self.wq, nh)?, &start)?;
+            let k = c.rope_from(&heads(&self.wk, nkv)?, &start)?;
             let k = context::gather_sequence(&k, &axis)?;
             let v = context::gather_sequence(&heads(&self.wv, nkv)?, &axis)?;
             let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
             return context::blocked_causal_attention(&q, &k, &v, scale, &start, t)?
                 .matmul(&self.wo);
         }
-        let q = nn::rope(&heads(&self.wq, nh)?, c.rope_theta, hd as usize)?;
-        let k = nn::rope(&heads(&self.wk, nkv)?, c.rope_theta, hd as usize)?;
+        let q = c.rope(&heads(&self.wq, nh)?)?;
+        let k = c.rope(&heads(&self.wk, nkv)?)?;
         let v = heads(&self.wv, nkv)?;
         // Grouped-query attention: each key/value head serves heads/kv_heads query heads.
         let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
@@ -432,6 +463,12 @@ fn check_heads(c: &LlamaConfig) -> Result<()> {
                 c.heads, c.kv_heads, c.head_dim
             ),
         });
+    }
+    if let Some(s) = &c.rope_scaling {
+        s.validate().map_err(|message| Error::InvalidOp {
+            op: "llama",
+            message,
+        })?;
     }
     if let Some(window) = c.window {
         nn::Mask::SlidingWindow(window)

@@ -17,7 +17,7 @@ use super::Qwen35Config;
 use crate::gated_attention::AttentionConfig;
 use crate::gdn_layer::{GdnConfig, GdnForm};
 use crate::hf_config::{
-    Fields, SEQ, capacity_factor, coefficient, count, invalid, norm_eps, positive,
+    Fields, SEQ, capacity_factor, coefficient, count, invalid, norm_eps, positive, scaling_kind,
 };
 use crate::hf_weights::{expert_links, map_of, unmapped};
 
@@ -177,6 +177,12 @@ pub(crate) fn read(f: &Fields) -> Result<Qwen35Config> {
         )));
     }
     norm_eps(f, crate::qwen35::NORM_EPS, "Qwen3.5")?;
+    if let Some((kind, _)) = scaling_kind(f.rope_scaling.as_ref())? {
+        return Err(invalid(format!(
+            "field `rope_scaling` has type `{kind}`; the declared Qwen3.5 implements no RoPE \
+             scaling (its published context needs none)"
+        )));
+    }
     let d = positive(f.hidden_size, "hidden_size")?;
     let head_dim = positive(f.head_dim, "head_dim")?;
     let rotary = f.partial_rotary_factor.unwrap_or(0.25);
