@@ -1176,5 +1176,28 @@ fn train_tokenizes_text_with_a_tokenizer() {
         2,
         &["no-such-tokenizer.json"],
     );
+    // Ids the model's vocabulary does not hold are named by the text they came from, not by
+    // the token file the cache made of it.
+    let small = dir.join("small-vocab.toml");
+    std::fs::write(&small, "vocab = 16\n").unwrap();
+    fails(
+        "train",
+        &[
+            "--config",
+            utf8(&small),
+            "--data",
+            utf8(&text),
+            "--tokenizer",
+            utf8(&tokenizer),
+            "--seq",
+            "16",
+            "--quiet",
+        ],
+        2,
+        &[
+            &format!("`{}` tokenized by `{}`", utf8(&text), utf8(&tokenizer)),
+            "16",
+        ],
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -283,8 +283,16 @@ impl TrainArgs {
             };
         let config_precision = config.precision();
         let (job, layout) =
-            Job::on_layout(config, devices, self.ep as usize, self.cp as usize, moe)
-                .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
+            Job::on_layout(config, devices, self.ep as usize, self.cp as usize, moe).map_err(
+                // A refused `--ep` or `--cp` names its flag first; other errors their op.
+                |e| match e {
+                    stackscan::Error::InvalidOp {
+                        op: "expert_parallel" | "context_parallel",
+                        message,
+                    } => CliError::Usage(message),
+                    e => CliError::Usage(format!("cannot build the declared model: {e}")),
+                },
+            )?;
         let options = self.schedule.apply(job.options);
         options
             .validate()
@@ -344,7 +352,8 @@ impl TrainArgs {
     }
 
     /// The token file `path` (`--data-format`, else by its name) as the model's batches.
-    fn token_batches(&self, path: &Path, job: &Job) -> Result<TokenBatches, CliError> {
+    fn token_batches(&self, text: &Path, job: &Job) -> Result<TokenBatches, CliError> {
+        let path = text;
         let (path, format) = match &self.tokenizer {
             Some(t) => {
                 let done = crate::tokenize::tokenize_text(t, path)
@@ -365,15 +374,24 @@ impl TrainArgs {
                     .unwrap_or_else(|| TokenFormat::for_path(path)),
             ),
         };
+        // Tokens the user did not write themselves are named by the text they came from.
+        let refused = |e: stackscan_runtime::Error| match &self.tokenizer {
+            Some(t) => CliError::Usage(format!(
+                "`{}` tokenized by `{}`: {e}",
+                text.display(),
+                t.display()
+            )),
+            None => CliError::Usage(e.to_string()),
+        };
         let to_usize = |v: i64| usize::try_from(v).map_err(|e| CliError::failed(e.to_string()));
-        let file = TokenFile::open(&path, format).map_err(|e| CliError::Usage(e.to_string()))?;
+        let file = TokenFile::open(&path, format).map_err(refused)?;
         let batches = TokenBatches::new(
             file,
             to_usize(job.vocab)?,
             to_usize(job.batch_per_device)?,
             to_usize(job.seq)?,
         )
-        .map_err(|e| CliError::Usage(e.to_string()))?;
+        .map_err(refused)?;
         Ok(batches)
     }
 

@@ -336,8 +336,19 @@ struct Identity {
 }
 
 fn identify(text: &str) -> Result<Identity> {
-    let f: Fields =
-        serde_json::from_str(text).map_err(|e| invalid(format!("not a config.json: {e}")))?;
+    let f: Fields = {
+        let mut json = serde_json::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(&mut json).map_err(|e| {
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            if inner.is_data() && field != "." {
+                // A value of the wrong type: named by its field's path, not a column.
+                invalid(format!("field `{field}`: {inner}"))
+            } else {
+                invalid(format!("not a config.json: {inner}"))
+            }
+        })?
+    };
     let outer_type = f.model_type.clone();
     let architectures = f.architectures.clone().unwrap_or_default();
     let fields = match f.text_config {

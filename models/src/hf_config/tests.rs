@@ -155,7 +155,11 @@ fn a_missing_or_bad_field_is_named() {
         ("{".to_owned(), "not a config.json"),
         (
             edited(DEEPSEEK, &["hidden_size"], Some("wide".into())),
-            "not a config.json",
+            "field `hidden_size`: invalid type: string \"wide\"",
+        ),
+        (
+            edited(QWEN, &["text_config", "num_experts"], Some((-1).into())),
+            "field `text_config.num_experts`: invalid value",
         ),
     ];
     for (text, expected) in cases {
