@@ -154,9 +154,26 @@ impl Checkpoint {
         Checkpoint::from_bytes(&bytes, path)
     }
 
-    /// Writes the file at `path` atomically, with checksums.
+    /// Writes the file at `path` atomically, with checksums. A file already there that
+    /// carries no checksums (one written before them, or one whose header does not parse)
+    /// could not be verified when it was read, so it is not overwritten: it is moved aside
+    /// first, to `{stem}.unverified.safetensors` in the same directory (a free name), and a
+    /// warning says where.
     pub fn write(&self, path: &Path) -> Result<()> {
-        write_atomic(path, &self.to_bytes()?)
+        let bytes = self.to_bytes()?;
+        if path.is_file() && !checksum::file_has_checksums(path) {
+            let aside = unverified_name(path);
+            std::fs::rename(path, &aside).map_err(|source| Error::Io {
+                context: format!("moving the unverified `{}` aside", path.display()),
+                source,
+            })?;
+            tracing::warn!(
+                "`{}` has no checksums and was not overwritten: it is now `{}`",
+                path.display(),
+                aside.display()
+            );
+        }
+        write_atomic(path, &bytes)
     }
 
     /// The tensor called `name`, checked to have `shape`; `path` names the file in errors.
@@ -197,6 +214,25 @@ impl Checkpoint {
 
 /// Rewrites the JSON header of the safetensors file `out` with its keys sorted, in place.
 ///
+/// A free name beside `path` for a file moved aside unverified: `latest.unverified.safetensors`,
+/// else `latest.unverified-2.safetensors`, and so on.
+fn unverified_name(path: &Path) -> std::path::PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "checkpoint".into(), |s| s.to_string_lossy().into_owned());
+    (1..)
+        .map(|n| {
+            let suffix = if n == 1 {
+                String::new()
+            } else {
+                format!("-{n}")
+            };
+            path.with_file_name(format!("{stem}.unverified{suffix}.safetensors"))
+        })
+        .find(|p| !p.exists())
+        .unwrap_or_else(|| path.with_extension("unverified"))
+}
+
 /// The crate takes the metadata as a `HashMap` and writes it in that map's iteration order,
 /// which differs from process to process; sorted, the same state always gives the same bytes
 /// (a checkpoint can be hashed, deduplicated or compared). The sorted text has the same

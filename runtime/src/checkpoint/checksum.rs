@@ -53,6 +53,28 @@ fn hex(bytes: &[u8]) -> String {
 /// The checksums of a file, by tensor, split off its metadata.
 pub(super) type Checksums = BTreeMap<String, String>;
 
+/// Whether the safetensors file at `path` records a checksum for its tensors, read from its
+/// header alone; a file that cannot be read or parsed has none.
+pub(super) fn file_has_checksums(path: &Path) -> bool {
+    use std::io::Read;
+    let header = || -> Option<serde_json::Value> {
+        let mut f = std::fs::File::open(path).ok()?;
+        let mut len = [0u8; 8];
+        f.read_exact(&mut len).ok()?;
+        let len = usize::try_from(u64::from_le_bytes(len)).ok()?;
+        // A header is small; a length past any real one is a file of something else.
+        if len > 100 << 20 {
+            return None;
+        }
+        let mut text = vec![0u8; len];
+        f.read_exact(&mut text).ok()?;
+        serde_json::from_slice(&text).ok()
+    };
+    header()
+        .and_then(|h| h.get("__metadata__").and_then(|m| m.as_object()).cloned())
+        .is_some_and(|m| m.keys().any(|k| tensor_of(k).is_some()))
+}
+
 /// Checks that `sums` and `tensors` (the file's tensor names) name each other, before any data
 /// is hashed: a header damaged in a tensor's name would otherwise leave its data unchecked. A
 /// file without checksums predates them: it loads, with a warning.

@@ -241,3 +241,43 @@ fn a_bf16_or_f16_checkpoint_loads_into_f32_masters() {
         }
     }
 }
+
+/// A file without checksums is never overwritten: writing over it moves it aside, bytes
+/// intact, under a free name; a verified file is simply replaced.
+#[test]
+fn a_file_that_was_not_verified_is_moved_aside_not_overwritten() {
+    let dir = std::env::temp_dir().join(format!("stackscan-unverified-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("latest.safetensors");
+    let c = checkpoint();
+    let old = with_header(&c.to_bytes().expect("serialises"), |h| {
+        metadata(h).retain(|k, _| !k.starts_with("stackscan.sha256."));
+    });
+    std::fs::write(&path, &old).expect("an old file");
+    c.write(&path).expect("write");
+    let aside = dir.join("latest.unverified.safetensors");
+    assert_eq!(std::fs::read(&aside).expect("moved aside"), old);
+    assert_eq!(Checkpoint::read(&path).expect("the new file"), c);
+    assert!(super::checksum::file_has_checksums(&path));
+    // A second old file goes beside the first, not over it.
+    std::fs::write(&path, &old).expect("another old file");
+    c.write(&path).expect("write");
+    assert!(dir.join("latest.unverified-2.safetensors").is_file());
+    // A verified file is replaced, nothing moved.
+    c.write(&path).expect("write");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "latest.safetensors",
+            "latest.unverified-2.safetensors",
+            "latest.unverified.safetensors"
+        ]
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
