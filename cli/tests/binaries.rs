@@ -36,7 +36,7 @@ fn train_rejects_bad_arguments_in_one_line() {
         "train",
         &["--model", "deepseek3", "--config", "deepseek3"],
         2,
-        &["8052.3 GB of host memory"],
+        &["8052.3 GB of weights and Adam moments"],
     );
     let dir = std::env::temp_dir().join(format!("stackscan-bad-config-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -57,6 +57,19 @@ fn train_rejects_bad_arguments_in_one_line() {
     fails("train", &["--devices"], 2, &["--devices"]);
     fails("train", &["--devices", "-1"], 2, &["--devices"]);
     fails("train", &["--frobnicate"], 2, &["--frobnicate"]);
+    // A step whose activations alone are far beyond any machine's memory is refused before
+    // anything compiles, its needs broken down and the flags to change named.
+    fails(
+        "train",
+        &["--seq", "1000000", "--batch", "64"],
+        2,
+        &[
+            "needs at least",
+            "GB of activations on 4 devices",
+            "`--seq`",
+            "`--no-memory-check`",
+        ],
+    );
     // A value error names its flag, a negative number included; a flag that would do nothing
     // in the combination given is refused with the reason.
     fails(

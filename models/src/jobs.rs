@@ -263,20 +263,45 @@ impl Job {
             .sum()
     }
 
+    /// What a step holds at least, summed over `devices` devices: each layer's saved input
+    /// (the backward recomputes the rest of a layer from it, so the step keeps one per
+    /// layer) and one device batch's logits. A lower bound of the step's activations: a
+    /// layer's own intermediates, gathered weights and gradients come on top.
+    pub fn activation_bytes(&self, devices: usize) -> u64 {
+        let m = &self.model;
+        let saved = m.activation.size_in_bytes() as u64 * m.stack.len() as u64;
+        let positions = self.seq / self.context.max(1) as i64;
+        let logits = (self.batch_per_device * positions * self.vocab).max(0) as u64 * 4;
+        (saved + logits) * devices as u64
+    }
+
     /// Refuses a model whose training state cannot fit the memory this machine has free
     /// (`MemAvailable`, where the system reports it): a published-size config, a named file
     /// away from the tiny one, would otherwise be initialised until the process is killed.
-    pub fn check_host_memory(&self) -> Result<()> {
-        let need = self.state_bytes();
+    /// With `activations_on_host` (a CPU plugin, whose devices' buffers are host memory) the
+    /// step's activations on all `devices` count too ([`Job::activation_bytes`]), so a
+    /// sequence far too long is refused before the compile rather than by it.
+    pub fn check_host_memory(&self, activations_on_host: bool, devices: usize) -> Result<()> {
+        let state = self.state_bytes();
+        let activations = if activations_on_host {
+            self.activation_bytes(devices)
+        } else {
+            0
+        };
+        let gb = |b: u64| b as f64 / 1e9;
         match available_host_memory() {
-            Some(free) if need > free => Err(Error::InvalidOp {
+            Some(free) if state + activations > free => Err(Error::InvalidOp {
                 op: "train",
                 message: format!(
-                    "its weights and Adam moments need {:.1} GB of host memory and {:.1} GB are \
-                     available; train a smaller config (`--config tiny`), or list this one with \
-                     `stackscan params`",
-                    need as f64 / 1e9,
-                    free as f64 / 1e9
+                    "it needs at least {:.1} GB of host memory and {:.1} GB are available: \
+                     {:.1} GB of weights and Adam moments, {:.1} GB of activations on {devices} \
+                     devices (each layer's input and the logits); a smaller `--batch`, `--seq` \
+                     or config (`--config tiny`) fits, `stackscan params` lists this one, and \
+                     `--no-memory-check` tries anyway",
+                    gb(state + activations),
+                    gb(free),
+                    gb(state),
+                    gb(activations),
                 ),
             }),
             _ => Ok(()),

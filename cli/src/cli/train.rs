@@ -178,6 +178,10 @@ pub struct TrainArgs {
     /// it off, a path moves it).
     #[arg(long)]
     pub no_compile_cache: bool,
+    /// Compile and run even when the memory the step needs at least (weights, Adam moments
+    /// and, on a CPU plugin, activations) is above what this machine has free.
+    #[arg(long)]
+    pub no_memory_check: bool,
     /// Resume from DIR/latest.safetensors: weights, Adam moments, step and data position.
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
@@ -303,8 +307,11 @@ impl TrainArgs {
         job.model.validate_on(&layout).map_err(|e| {
             CliError::Usage(format!("the model does not fit {devices} devices: {e}"))
         })?;
-        job.check_host_memory()
-            .map_err(|e| CliError::Usage(format!("cannot train this model here: {e}")))?;
+        if !self.no_memory_check {
+            let on_cpu = self.runtime.plugin.starts_with("cpu");
+            job.check_host_memory(on_cpu, devices)
+                .map_err(|e| CliError::Usage(format!("cannot train this model here: {e}")))?;
+        }
         // Every tensor of `--init-from` checked against the model before anything compiles.
         if let (Some(dir), Some(map)) = (&self.init_from, &hf) {
             check_hf_import(map, dir, &stored_weights(&job.model))
