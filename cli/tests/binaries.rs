@@ -1118,8 +1118,27 @@ fn eval_reports_the_loss_train_reported_for_the_same_weights() {
     );
     let evaluated = reported(&stdout, "eval on");
     assert!(
-        (trained - evaluated).abs() <= 1e-4,
+        (trained - evaluated).abs() <= 1e-5,
         "{trained} vs {evaluated}"
+    );
+    // Its programs come from the compile cache: the second evaluation compiles nothing.
+    let cache = dir.join("compile-cache");
+    let eval_args = [
+        "--checkpoint",
+        utf8(&ckpt),
+        "--data",
+        utf8(&text),
+        "--batches",
+        "3",
+    ];
+    let first = run_with_cache("eval", &eval_args, &cache);
+    assert!(first.status.success(), "{first:?}");
+    let second = run_with_cache("eval", &eval_args, &cache);
+    let second = String::from_utf8_lossy(&second.stdout);
+    assert!(
+        second.contains("loaded from the compile cache, nothing compiled")
+            && reported(&second, "eval on") == evaluated,
+        "{second}"
     );
     assert!(stdout.contains("perplexity"), "{stdout}");
     // A Hugging Face directory: the fixture's vocabulary is 64, so u16 ids below it.

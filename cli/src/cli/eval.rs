@@ -10,7 +10,7 @@ use stackscan_runtime::checkpoint::Checkpoint;
 use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
 use stackscan_runtime::train::{HostInput, Trainer};
 use stackscan_runtime::train::{check_checkpoint, check_hf_import, stored_weights};
-use stackscan_runtime::{Client, Mesh, Plugin, plugin};
+use stackscan_runtime::{Client, CompileCache, Mesh, Plugin, plugin};
 
 use super::CliError;
 use super::args::RuntimeArgs;
@@ -55,6 +55,10 @@ pub struct EvalArgs {
     /// Tokens per sequence, instead of the config's.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub seq: Option<u32>,
+    /// Compile even if the persistent compile cache holds the programs, and store nothing
+    /// (as `train --no-compile-cache`).
+    #[arg(long)]
+    pub no_compile_cache: bool,
     /// Plugin and devices.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -129,7 +133,11 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
             .map_err(|e| CliError::Usage(format!("cannot import `{}`: {e}", dir.display())))?;
     }
     let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
-    let client = Client::for_devices_with(&plugin, devices, a.runtime.accelerator())?;
+    // The programs come from the compile cache as `train`'s do: a second evaluation of the
+    // same model compiles nothing.
+    let cache = CompileCache::from_env().filter(|_| !a.no_compile_cache);
+    let client = Client::for_devices_with(&plugin, devices, a.runtime.accelerator())?
+        .with_compile_cache(cache);
     let mesh = Mesh::for_layout(&client, &layout)?;
     let mut trainer = Trainer::new(&client, &mesh, &job.model, job.options, Adam::default(), 0)?;
     match (&checkpoint, &a.init_from, &map) {
@@ -149,6 +157,12 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
         job.describe,
         client.platform()
     )?;
+    writeln!(
+        out,
+        "compiled in {:.2} s ({})",
+        trainer.compile_seconds(),
+        trainer.cache_outcome()
+    )?;
     let mut total = 0.0f64;
     for b in 0..a.batches {
         let inputs: Vec<Vec<HostInput>> = (0..devices as u64)
@@ -162,7 +176,7 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let loss = total / a.batches as f64;
     writeln!(
         out,
-        "eval on {}: loss {loss:.4}, perplexity {:.2} ({} batches of {} × {} tokens)",
+        "eval on {}: loss {loss:.6}, perplexity {:.4} ({} batches of {} × {} tokens)",
         a.data.display(),
         loss.exp(),
         a.batches,

@@ -31,7 +31,7 @@ pub(super) fn evaluate(
     let perplexity = loss.exp();
     writeln!(
         out,
-        "eval after step {step}: loss {loss:.4}, perplexity {perplexity:.2} ({batches} batches)"
+        "eval after step {step}: loss {loss:.6}, perplexity {perplexity:.4} ({batches} batches)"
     )?;
     if let Some(f) = &mut shown.metrics {
         let line = serde_json::json!({
