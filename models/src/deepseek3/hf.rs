@@ -58,6 +58,17 @@ pub fn map(c: &DeepSeek3Config) -> Result<HfMap> {
                 .map(|j| m.kv_lora as usize + j),
         )
         .collect();
+    // A checkpoint that already rotates halves (`rope_interleave: false`) is read as it is.
+    let reorder = |link: Link, order: &[usize]| {
+        if c.rope_interleave {
+            link.then(Step::Reorder {
+                dim: 1,
+                order: order.to_vec(),
+            })
+        } else {
+            link
+        }
+    };
     let shared = c.shared_experts * c.expert_width;
     let mut map = map_of(&model, |name, layer| {
         let at = |p: &str| format!("model.layers.{}.{p}", layer.unwrap_or(0));
@@ -82,20 +93,14 @@ pub fn map(c: &DeepSeek3Config) -> Result<HfMap> {
                 &at("self_attn.q_a_layernorm.weight"),
                 &[m.q_lora],
             )],
-            (_, "attn.q_up") => vec![
-                proj("self_attn.q_b_proj.weight", h * m.qk_head(), m.q_lora).then(Step::Reorder {
-                    dim: 1,
-                    order: q_order.clone(),
-                }),
-            ],
-            (_, "attn.kv_down") => vec![
-                proj("self_attn.kv_a_proj_with_mqa.weight", m.kv_lora + m.rope, d).then(
-                    Step::Reorder {
-                        dim: 1,
-                        order: kv_order.clone(),
-                    },
-                ),
-            ],
+            (_, "attn.q_up") => vec![reorder(
+                proj("self_attn.q_b_proj.weight", h * m.qk_head(), m.q_lora),
+                &q_order,
+            )],
+            (_, "attn.kv_down") => vec![reorder(
+                proj("self_attn.kv_a_proj_with_mqa.weight", m.kv_lora + m.rope, d),
+                &kv_order,
+            )],
             (_, "attn.kv_norm") => {
                 vec![Link::new(
                     &at("self_attn.kv_a_layernorm.weight"),
@@ -164,7 +169,7 @@ pub fn config_json(c: &DeepSeek3Config) -> serde_json::Value {
         "n_shared_experts": c.shared_experts,
         "routed_scaling_factor": c.scaling,
         "norm_topk_prob": true,
-        "rope_interleave": true,
+        "rope_interleave": c.rope_interleave,
         "rope_theta": m.rope_theta,
         "rms_norm_eps": crate::deepseek3::NORM_EPS,
         "max_position_embeddings": c.seq,
@@ -249,6 +254,7 @@ pub(crate) fn read(f: &Fields) -> Result<DeepSeek3Config> {
         context: 1,
         seq: SEQ,
         batch_per_device: 1,
+        rope_interleave: f.rope_interleave.unwrap_or(true),
     })
 }
 
@@ -261,5 +267,39 @@ mod tests {
         // Their pairs (0, 1), (2, 3) are our pairs (0, 2), (1, 3).
         assert_eq!(deinterleave(4), vec![0, 2, 1, 3]);
         assert_eq!(deinterleave(6), vec![0, 2, 4, 1, 3, 5]);
+    }
+
+    /// `rope_interleave: false` (a checkpoint whose rotary columns already rotate halves) is
+    /// read: its map moves no column, where the published layout's de-interleaves them; the
+    /// flag is written back by export and left out of a written config at its default.
+    #[test]
+    fn rope_interleave_false_reads_the_columns_as_they_are() {
+        use crate::configs::ConfigFile;
+        let c = DeepSeek3Config::small(4, 3, 1);
+        let reorders = |c: &DeepSeek3Config| {
+            map(c)
+                .unwrap()
+                .weights
+                .iter()
+                .flat_map(|w| &w.links)
+                .filter(|l| l.steps.iter().any(|s| matches!(s, Step::Reorder { .. })))
+                .count()
+        };
+        assert!(reorders(&c) > 0);
+        let plain = DeepSeek3Config {
+            rope_interleave: false,
+            ..c
+        };
+        assert_eq!(reorders(&plain), 0);
+        let written = config_json(&plain);
+        assert_eq!(written["rope_interleave"], false);
+        let read = DeepSeek3Config::from_hf(&written.to_string()).unwrap();
+        assert!(!read.rope_interleave);
+        let fields = serde_json::to_value(c).unwrap();
+        assert!(fields.get("rope_interleave").is_none(), "{fields}");
+        assert_eq!(
+            serde_json::to_value(plain).unwrap()["rope_interleave"],
+            false
+        );
     }
 }

@@ -100,6 +100,13 @@ pub struct DeepSeek3Config {
     pub seq: i64,
     /// Sequences per device.
     pub batch_per_device: i64,
+    /// Whether the Hugging Face checkpoint stores each head's rotary query and key columns
+    /// interleaved (`rope_interleave` of its `config.json`, the published layout; true by
+    /// default), which import de-interleaves and export interleaves again; false for a
+    /// checkpoint whose columns already rotate halves, as ours do. The model computes the
+    /// same either way.
+    #[serde(default = "interleaved", skip_serializing_if = "is_interleaved")]
+    pub rope_interleave: bool,
     /// The expert-parallel mesh the model runs on ([`ExpertMesh::OFF`]: plain FSDP). A run
     /// setting rather than a size (`--ep`, never read from a file), but the layers' forward
     /// sees only the config.
@@ -115,6 +122,16 @@ impl Default for DeepSeek3Config {
     fn default() -> Self {
         DeepSeek3Config::tiny()
     }
+}
+
+/// [`DeepSeek3Config::rope_interleave`]'s default: the published checkpoints' layout.
+fn interleaved() -> bool {
+    true
+}
+
+/// Whether `rope_interleave` is its default, which a written config leaves out.
+fn is_interleaved(interleave: &bool) -> bool {
+    *interleave
 }
 
 impl DeepSeek3Config {
@@ -167,6 +184,7 @@ impl DeepSeek3Config {
             dlhs_transpose_rhs: false,
             seq: 8,
             batch_per_device,
+            rope_interleave: true,
             expert_mesh: ExpertMesh::OFF,
             context: 1,
         }

@@ -73,6 +73,7 @@ pub(crate) struct Fields {
     pub(crate) attention_bias: Option<bool>,
     pub(crate) mlp_bias: Option<bool>,
     pub(crate) rope_scaling: Option<serde_json::Value>,
+    pub(crate) rope_interleave: Option<bool>,
     // DeepSeek-V3.
     pub(crate) first_k_dense_replace: Option<usize>,
     pub(crate) n_routed_experts: Option<usize>,
