@@ -31,6 +31,24 @@ pub struct RuntimeArgs {
 }
 
 impl RuntimeArgs {
+    /// The plugin's client on these devices, taking compiled programs from the persistent
+    /// compile cache unless `no_cache` (a second run of the same step compiles nothing), and
+    /// the mesh of `layout` on it: what `train` and `eval` run on.
+    pub fn client_and_mesh(
+        &self,
+        layout: &stackscan::Mesh,
+        no_cache: bool,
+    ) -> Result<(stackscan_runtime::Client, stackscan_runtime::Mesh), stackscan_runtime::Error>
+    {
+        use stackscan_runtime::{Client, CompileCache, Mesh, Plugin, plugin};
+        let plugin = Plugin::load(plugin::resolve(&self.plugin)?)?;
+        let cache = CompileCache::from_env().filter(|_| !no_cache);
+        let client = Client::for_devices_with(&plugin, self.devices, self.accelerator())?
+            .with_compile_cache(cache);
+        let mesh = Mesh::for_layout(&client, layout)?;
+        Ok((client, mesh))
+    }
+
     /// The accelerator memory options these flags ask for.
     pub fn accelerator(&self) -> AcceleratorOptions {
         AcceleratorOptions {

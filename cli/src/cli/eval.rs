@@ -10,7 +10,6 @@ use stackscan_runtime::checkpoint::Checkpoint;
 use stackscan_runtime::tokens::{TokenBatches, TokenFile, TokenFormat};
 use stackscan_runtime::train::{HostInput, Trainer};
 use stackscan_runtime::train::{check_checkpoint, check_hf_import, stored_weights};
-use stackscan_runtime::{Client, CompileCache, Mesh, Plugin, plugin};
 
 use super::CliError;
 use super::args::RuntimeArgs;
@@ -132,13 +131,7 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
         check_hf_import(map, dir, &stored_weights(&job.model))
             .map_err(|e| CliError::Usage(format!("cannot import `{}`: {e}", dir.display())))?;
     }
-    let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
-    // The programs come from the compile cache as `train`'s do: a second evaluation of the
-    // same model compiles nothing.
-    let cache = CompileCache::from_env().filter(|_| !a.no_compile_cache);
-    let client = Client::for_devices_with(&plugin, devices, a.runtime.accelerator())?
-        .with_compile_cache(cache);
-    let mesh = Mesh::for_layout(&client, &layout)?;
+    let (client, mesh) = a.runtime.client_and_mesh(&layout, a.no_compile_cache)?;
     let mut trainer = Trainer::new(&client, &mesh, &job.model, job.options, Adam::default(), 0)?;
     match (&checkpoint, &a.init_from, &map) {
         (Some((path, ckpt)), _, _) => {

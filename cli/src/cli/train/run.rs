@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use stackscan_runtime::checkpoint::Checkpoint;
 use stackscan_runtime::tokens::TokenBatches;
 use stackscan_runtime::train::{HostInput, Progress, Trainer};
-use stackscan_runtime::{Client, CompileCache, Mesh, Plugin, plugin};
 
 use super::batches::{Batches, DEFAULT_EVAL_EVERY, Layout, step_inputs};
 use super::shown::{IN_FLIGHT, InFlight, Shown, evaluate};
@@ -31,12 +30,8 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
     let data = a.data(&job)?;
     let eval = a.eval(&job)?;
     let resume = a.resume_from(&job)?;
-    let plugin = Plugin::load(plugin::resolve(&a.runtime.plugin)?)?;
     let devices = a.runtime.devices;
-    let cache = CompileCache::from_env().filter(|_| !a.no_compile_cache);
-    let client = Client::for_devices_with(&plugin, devices, a.runtime.accelerator())?
-        .with_compile_cache(cache);
-    let mesh = Mesh::for_layout(&client, &layout)?;
+    let (client, mesh) = a.runtime.client_and_mesh(&layout, a.no_compile_cache)?;
     writeln!(
         out,
         "{} on {devices} {} devices",
