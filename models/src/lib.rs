@@ -15,6 +15,7 @@ pub mod hf_config;
 pub mod hf_weights;
 pub mod jobs;
 pub mod llama;
+pub mod memory;
 pub mod mla;
 pub mod moe;
 pub mod qwen35;

@@ -34,6 +34,9 @@ fn matmul_plus_add_is_exact_on_the_newer_plugin() {
 fn check_matmul_add(plugin: &Plugin) {
     let client = Client::new(plugin, &ClientOptions::cpu(1)).unwrap();
     assert_eq!(client.platform(), "cpu");
+    // A CPU device shares the host's memory: the plugin reports no limit of its own, so the
+    // memory check reads the machine's instead.
+    assert_eq!(client.device_memory_limit(), None);
     let device = &client.devices()[0];
     let exe = client
         .compile(MATMUL_ADD, &CompileOptions::default())

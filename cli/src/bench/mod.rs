@@ -132,6 +132,10 @@ pub struct BenchArgs {
     /// PJRT plugin: `cpu`, `cpu-0.115`, `cuda`, `tpu`, or a path to a plugin library.
     #[arg(long, default_value = "cpu")]
     pub plugin: String,
+    /// Go on even if a schedule's estimated memory is more than the machine (or each device)
+    /// has (as `train --no-memory-check`).
+    #[arg(long)]
+    pub no_memory_check: bool,
     /// On the CUDA plugin: the share of each GPU's memory it may use, in (0, 1].
     #[arg(long, value_name = "F", value_parser = crate::cli::args::memory_fraction)]
     pub gpu_memory_fraction: Option<f32>,
@@ -393,12 +397,42 @@ fn schedule_options(args: &BenchArgs, declared: Precision, schedule: Schedule) -
         .with_prefetch_issue(args.prefetch_issue.unwrap_or(PrefetchIssue::Auto))
 }
 
+/// Refuses, before the plugin loads, a bench whose largest schedule cannot fit this machine's
+/// memory (`memory::check`); returns that schedule's estimate per device, for an
+/// accelerator's own check once its client says what it has (none with `--no-memory-check`).
+fn check_memory(
+    args: &BenchArgs,
+    c: &ModelConfig,
+) -> Result<Option<stackscan::cost::MemoryEstimate>, BenchError> {
+    if args.no_memory_check {
+        return Ok(None);
+    }
+    let (model, declared) = c.build()?;
+    let devices = crate::cli::args::devices_kind(&args.plugin, usize::from(args.devices));
+    let mut largest: Option<stackscan::cost::MemoryEstimate> = None;
+    for &schedule in &args.options {
+        let options = schedule_options(args, declared.precision, schedule);
+        let e = stackscan_models::memory::check(&model, devices, options, 1).map_err(|e| {
+            BenchError::Config(format!(
+                "cannot bench this model here (schedule `{}`): {}",
+                format!("{schedule:?}").to_lowercase(),
+                stackscan_models::memory::reason(e)
+            ))
+        })?;
+        if largest.is_none_or(|l| e.total() > l.total()) {
+            largest = Some(e);
+        }
+    }
+    Ok(largest)
+}
+
 /// Runs the bench the flags describe.
 pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
     let (c, layout) = layout(config(args)?, args)?;
     let devices = usize::from(args.devices);
     let cp = usize::from(args.cp);
     let tags = !args.no_scheduling_tags;
+    let memory = check_memory(args, &c)?;
     let plugin = Plugin::load(plugin::resolve(&args.plugin)?)?;
     let accelerator = stackscan_runtime::AcceleratorOptions {
         memory_fraction: args.gpu_memory_fraction,
@@ -409,6 +443,14 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
     let global_batch = c.batch_per_device() * (devices / cp) as i64;
     let (model, declared) = c.build()?;
     let declared = declared.precision;
+    if let (Some(estimate), Some(limit)) = (&memory, client.device_memory_limit()) {
+        stackscan_models::memory::check_device_memory(estimate, limit).map_err(|e| {
+            BenchError::Config(format!(
+                "cannot bench this model here: {}",
+                stackscan_models::memory::reason(e)
+            ))
+        })?;
+    }
     let deferred = stackscan_runtime::backend::plan_options(
         &client,
         schedule_options(args, declared, Schedule::Deferred),

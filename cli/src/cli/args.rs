@@ -6,6 +6,7 @@
 use clap::Args;
 use stackscan::Precision;
 use stackscan::plan::{PlanOptions, PrefetchIssue};
+use stackscan_models::memory::Devices;
 use stackscan_runtime::{AcceleratorOptions, MAX_CPU_DEVICES};
 
 /// Where the programs run.
@@ -49,12 +50,37 @@ impl RuntimeArgs {
         Ok((client, mesh))
     }
 
+    /// Where these devices keep their buffers, for the memory check ([`devices_kind`]).
+    pub fn devices_kind(&self) -> Devices {
+        devices_kind(&self.plugin, self.devices)
+    }
+
     /// The accelerator memory options these flags ask for.
     pub fn accelerator(&self) -> AcceleratorOptions {
         AcceleratorOptions {
             memory_fraction: self.gpu_memory_fraction,
             preallocate: self.gpu_preallocate,
         }
+    }
+}
+
+/// Where `devices` devices of `plugin` keep their buffers, for the memory check: a CPU
+/// plugin's (named `cpu…`, or a path to a file whose name says `cpu`) in this machine's
+/// memory, any other plugin's on accelerators of their own. The plugin of
+/// `$STACKSCAN_PJRT_PLUGIN` wins, as it does when the plugin loads.
+pub fn devices_kind(plugin: &str, devices: usize) -> Devices {
+    let plugin = std::env::var(stackscan_runtime::plugin::PLUGIN_ENV)
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| plugin.to_owned());
+    let name = std::path::Path::new(&plugin)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or(plugin);
+    if name.contains("cpu") {
+        Devices::Host(devices)
+    } else {
+        Devices::Accelerators(devices)
     }
 }
 

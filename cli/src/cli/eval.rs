@@ -58,6 +58,10 @@ pub struct EvalArgs {
     /// (as `train --no-compile-cache`).
     #[arg(long)]
     pub no_compile_cache: bool,
+    /// Go on even if the step's estimated memory is more than the machine (or each device)
+    /// has (as `train --no-memory-check`).
+    #[arg(long)]
+    pub no_memory_check: bool,
     /// Plugin and devices.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -91,6 +95,15 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
         None => None,
     };
     let (job, layout) = Job::on_config(c, devices, 1, MoeFlags::default()).map_err(usage)?;
+    // Evaluation runs the training step's program, so it needs the step's memory.
+    let memory = if a.no_memory_check {
+        None
+    } else {
+        let estimate = job
+            .check_memory(a.runtime.devices_kind(), job.options, 1)
+            .map_err(super::train::too_big("evaluate"))?;
+        Some(estimate)
+    };
     let (path, format) = match &a.tokenizer {
         Some(t) => {
             let done = crate::tokenize::tokenize_text(t, &a.data)
@@ -132,6 +145,7 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
             .map_err(|e| CliError::Usage(format!("cannot import `{}`: {e}", dir.display())))?;
     }
     let (client, mesh) = a.runtime.client_and_mesh(&layout, a.no_compile_cache)?;
+    super::train::check_device_memory(&client, memory.as_ref(), "evaluate")?;
     let mut trainer = Trainer::new(&client, &mesh, &job.model, job.options, Adam::default(), 0)?;
     match (&checkpoint, &a.init_from, &map) {
         (Some((path, ckpt)), _, _) => {

@@ -8,6 +8,7 @@ use stackscan::plan::{Plan, PlanOptions, PrefetchIssue};
 
 use super::CliError;
 use super::args::ScheduleArgs;
+use stackscan_models::memory;
 use stackscan_models::registry::{ModelConfig, ModelName, Preset};
 
 /// How to read a plan, for `plan --help` and `docs/plans.md`.
@@ -55,12 +56,12 @@ pub struct PlanArgs {
     /// prefetch off, for comparison), from the cost model and the schedule simulator.
     #[arg(long)]
     pub predict: bool,
-    /// Hardware profile of the prediction: a built-in name (`tpu7x`, `tpu-v5p`, `h200`) or a
-    /// profile TOML path.
-    #[arg(long, default_value = "tpu7x", requires = "predict")]
+    /// Hardware profile of the prediction and of the memory estimate's devices: a built-in
+    /// name (`tpu7x`, `tpu-v5p`, `h200`) or a profile TOML path.
+    #[arg(long, default_value = "tpu7x")]
     pub hardware: String,
-    /// Chips on the predicted mesh.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536), requires = "predict")]
+    /// Chips on the mesh the prediction and the memory estimate are for.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub chips: u32,
     /// Expert-parallel degree of the prediction (a K-way expert axis).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536), requires = "predict")]
@@ -103,6 +104,7 @@ pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
         && let Some(plans) = model.default_plans(options)
     {
         write!(out, "{}", plans?)?;
+        memory_line(args, &config, options, out)?;
         return predict_line(args, &config, options, out);
     }
     let plan = Plan::new(&stack, options).map_err(usage)?;
@@ -120,7 +122,42 @@ pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
         options.precision
     )?;
     writeln!(out, "{}", plan.describe(&stack))?;
+    memory_line(args, &config, options, out)?;
     predict_line(args, &config, options, out)
+}
+
+/// The memory one device holds training `config` under `options` with FSDP over every device
+/// of `--chips` chips of `--hardware`, as `train` estimates it before compiling (values
+/// materialised as an accelerator's compiler fuses them), its parts largest first.
+fn memory_line(
+    args: &PlanArgs,
+    config: &ModelConfig,
+    options: PlanOptions,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let chip = crate::hardware::Hardware::load(&args.hardware)?;
+    let devices = (args.chips as usize).saturating_mul(chip.devices_per_chip);
+    let (model, _) = config.build().map_err(usage)?;
+    let e = stackscan::cost::memory_estimate(
+        &model,
+        devices,
+        options,
+        1,
+        stackscan::cost::fusion::Rule::Shared,
+    )
+    .map_err(usage)?;
+    writeln!(
+        out,
+        "memory per device, FSDP over {devices} devices ({} {} chips), batch {} × {} tokens a \
+         device: about {} ({})",
+        args.chips,
+        args.hardware,
+        config.batch_per_device(),
+        config.tokens().seq,
+        memory::size(e.total()),
+        memory::breakdown(&e)
+    )?;
+    Ok(())
 }
 
 /// A config or model error of the arguments: exit status 2.

@@ -199,6 +199,9 @@ struct Checked {
     hf: Option<stackscan::hf_map::HfMap>,
     /// The precision the config file declares, if it does.
     config_precision: Option<stackscan::Precision>,
+    /// The step's memory per device, estimated (none with `--no-memory-check`): an
+    /// accelerator's is checked once its client says how much it has.
+    memory: Option<stackscan::cost::MemoryEstimate>,
 }
 
 impl TrainArgs {
@@ -299,11 +302,18 @@ impl TrainArgs {
         job.model.validate_on(&layout).map_err(|e| {
             CliError::Usage(format!("the model does not fit {devices} devices: {e}"))
         })?;
-        if !self.no_memory_check {
-            let on_cpu = self.runtime.plugin.starts_with("cpu");
-            job.check_host_memory(on_cpu, devices)
-                .map_err(|e| CliError::Usage(format!("cannot train this model here: {e}")))?;
-        }
+        let memory = if self.no_memory_check {
+            None
+        } else {
+            let estimate = job
+                .check_memory(
+                    self.runtime.devices_kind(),
+                    options,
+                    self.accumulate as usize,
+                )
+                .map_err(too_big("train"))?;
+            Some(estimate)
+        };
         // Every tensor of `--init-from` checked against the model before anything compiles.
         if let (Some(dir), Some(map)) = (&self.init_from, &hf) {
             check_hf_import(map, dir, &stored_weights(&job.model))
@@ -315,6 +325,7 @@ impl TrainArgs {
             layout,
             hf,
             config_precision,
+            memory,
         })
     }
 
@@ -407,5 +418,30 @@ impl TrainArgs {
         let ckpt = Checkpoint::read(&path).map_err(cannot)?;
         check_checkpoint(&ckpt, &path, &job.model).map_err(cannot)?;
         Ok(Some((path, ckpt)))
+    }
+}
+
+/// Refuses a step whose `estimate` does not fit the memory each of `client`'s devices may
+/// allocate, where the plugin reports it (an accelerator; a CPU plugin's devices were checked
+/// against the host's memory before it loaded). Nothing has compiled yet.
+pub(crate) fn check_device_memory(
+    client: &stackscan_runtime::Client,
+    estimate: Option<&stackscan::cost::MemoryEstimate>,
+    run: &'static str,
+) -> Result<(), CliError> {
+    match (estimate, client.device_memory_limit()) {
+        (Some(e), Some(limit)) => {
+            stackscan_models::memory::check_device_memory(e, limit).map_err(too_big(run))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A refused memory check of a command that would `run` the model (`train`, `evaluate`),
+/// as a usage error whose message is the reason.
+pub(crate) fn too_big(run: &'static str) -> impl Fn(stackscan::Error) -> CliError {
+    move |e| {
+        let why = stackscan_models::memory::reason(e);
+        CliError::Usage(format!("cannot {run} this model here: {why}"))
     }
 }

@@ -115,6 +115,47 @@ pub struct LoopBody {
     pub copied_bytes: u64,
 }
 
+/// The step's memory per device: stackscan's estimate, made before anything compiles (what
+/// `train` checks against the memory it has), beside what XLA planned.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemoryComparison {
+    /// The estimate in bytes ([`stackscan::cost::memory_estimate`]).
+    pub estimate: u64,
+    /// Its parts, in bytes.
+    pub parts: Vec<(String, u64)>,
+    /// XLA's figure in bytes: arguments + outputs − aliased + temporaries
+    /// ([`CompiledMemoryStats::footprint`](stackscan_runtime::CompiledMemoryStats::footprint)).
+    pub xla: i64,
+}
+
+impl MemoryComparison {
+    /// The estimate of `model` on `devices` under `options` against `xla`'s figure, values
+    /// materialised as `rule` says (the CPU compiler's or an accelerator's).
+    pub(crate) fn of(
+        model: &stackscan::fsdp::StackModel,
+        devices: usize,
+        options: PlanOptions,
+        rule: stackscan::cost::fusion::Rule,
+        xla: &stackscan_runtime::CompiledMemoryStats,
+    ) -> Result<MemoryComparison, CompileReportError> {
+        let e = stackscan::cost::memory_estimate(model, devices, options, 1, rule)?;
+        Ok(MemoryComparison {
+            estimate: e.total(),
+            parts: e
+                .parts()
+                .into_iter()
+                .map(|(what, b)| (what.to_owned(), b))
+                .collect(),
+            xla: xla.footprint(),
+        })
+    }
+
+    /// The estimate over XLA's figure.
+    pub fn ratio(&self) -> f64 {
+        self.estimate as f64 / self.xla.max(1) as f64
+    }
+}
+
 /// The report.
 #[derive(Clone, Debug, Serialize)]
 pub struct CompileReport {
@@ -139,6 +180,8 @@ pub struct CompileReport {
     pub xla_compile_seconds: f64,
     /// Compiled temp memory per device, bytes.
     pub temp_bytes: i64,
+    /// Memory per device, estimated before the compile and as XLA planned it.
+    pub memory: MemoryComparison,
     /// Computations of the optimized module.
     pub computations: usize,
     /// Instructions outside fused computations.
@@ -222,7 +265,14 @@ pub fn run(args: &CompileReportArgs) -> Result<CompileReport, CompileReportError
     let started = Instant::now();
     let exe = client.compile_program(&program, &mesh)?;
     let xla_compile_seconds = started.elapsed().as_secs_f64();
-    let temp_bytes = exe.memory_stats()?.temp;
+    let stats = exe.memory_stats()?;
+    let memory = MemoryComparison::of(
+        &model,
+        devices,
+        options,
+        stackscan::cost::fusion::Rule::SingleConsumer,
+        &stats,
+    )?;
     let (format, bytes) = exe.optimized_program()?;
     let module = OptimizedModule::parse(&format, &bytes)?;
     Ok(CompileReport::assemble(
@@ -236,7 +286,8 @@ pub fn run(args: &CompileReportArgs) -> Result<CompileReport, CompileReportError
             text: &text,
         },
         xla_compile_seconds,
-        temp_bytes,
+        memory,
+        stats.temp,
         &module,
         usize::from(args.top),
     ))
@@ -255,10 +306,11 @@ pub(crate) struct Step<'a> {
 
 impl CompileReport {
     /// The report of `step`, compiled in `xla_compile_seconds` into `module` with `temp_bytes`
-    /// of temporaries per device; tables of `top` rows.
+    /// of temporaries per device and `memory` in all; tables of `top` rows.
     fn assemble(
         step: Step<'_>,
         xla_compile_seconds: f64,
+        memory: MemoryComparison,
         temp_bytes: i64,
         module: &OptimizedModule,
         top: usize,
@@ -290,6 +342,7 @@ impl CompileReport {
                 .count(),
             xla_compile_seconds,
             temp_bytes,
+            memory,
             computations: module.computations.len(),
             instructions: outer.values().sum(),
             fused_instructions: inner.values().sum(),
@@ -523,6 +576,15 @@ impl fmt::Display for CompileReport {
             "XLA compile       {:>9.2} s   temp {:.1} MiB per device",
             self.xla_compile_seconds,
             self.temp_bytes as f64 / (1024.0 * 1024.0)
+        )?;
+        let m = &self.memory;
+        writeln!(
+            f,
+            "memory per device estimate {:.1} MiB before the compile, XLA {:.1} MiB \
+             (arguments + outputs - aliased + temp): {:.2}x",
+            m.estimate as f64 / (1024.0 * 1024.0),
+            m.xla as f64 / (1024.0 * 1024.0),
+            m.ratio()
         )?;
         if let Some(p) = &self.phases {
             let passes: Vec<String> = p

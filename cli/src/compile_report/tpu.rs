@@ -318,6 +318,13 @@ pub(crate) fn report(
         }
     };
     let total = memory.footprint();
+    let estimate = super::MemoryComparison::of(
+        &model,
+        devices,
+        options,
+        stackscan::cost::fusion::Rule::Shared,
+        &memory,
+    )?;
     let mut report = CompileReport::assemble(
         Step {
             model: name.to_string(),
@@ -329,6 +336,7 @@ pub(crate) fn report(
             text: &text,
         },
         xla_compile_seconds,
+        estimate,
         memory.temp,
         &module,
         usize::from(args.top),

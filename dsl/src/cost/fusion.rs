@@ -40,7 +40,7 @@
 //! [`Cost::dot_bytes`](super::Cost::dot_bytes), so a hardware model can bound the products by
 //! the larger of their FLOP time and their traffic time (a roofline) and the rest by theirs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::ir::{Function, Op, ValueId};
 
@@ -121,6 +121,14 @@ pub(super) struct Fused {
     /// Kernels launched: one per fusion and one per boundary op other than a loop or a
     /// collective (a loop launches its body's, counted with the body).
     pub kernels: u64,
+    /// The values written to memory (each a buffer, aliases seen through): what a memory
+    /// estimate holds live ([`super::memory`]); a value fused into its consumer never is.
+    pub materialised: HashSet<ValueId>,
+}
+
+/// Whether `op` only renames its operand's buffer (a bitcast or a marker).
+pub(super) fn is_alias(op: &Op) -> bool {
+    class(op) == Class::Alias
 }
 
 /// Fusion-aware traffic and kernel count of one level of `f` under `rule`. `live[i]` says
@@ -178,7 +186,7 @@ pub(super) fn traffic(f: &Function, live: &[bool], rule: Rule) -> Fused {
 
     let mut other = PerDType::default();
     let mut dots = PerDType::default();
-    let mut units = std::collections::HashSet::new();
+    let mut units = HashSet::new();
     // Reads: per consuming unit (a fusion or a boundary op), each distinct input once, at the
     // largest extent any of the unit's ops reads of it.
     let mut reads: HashMap<(usize, ValueId), (PerDType, bool)> = HashMap::new();
@@ -285,11 +293,12 @@ pub(super) fn traffic(f: &Function, live: &[bool], rule: Rule) -> Fused {
     }
     // Writes: every materialised value its producer writes once.
     let results: Vec<ValueId> = f.results.iter().map(|&r| root(&alias, r)).collect();
+    let mut materialised = HashSet::new();
     for (&v, &p) in &producer {
-        let materialised = crossing.contains_key(&v) || results.contains(&v);
-        if !materialised {
+        if !(crossing.contains_key(&v) || results.contains(&v)) {
             continue;
         }
+        materialised.insert(v);
         let node = &f.nodes[p];
         let written = match &node.op {
             Op::DynamicUpdateSlice => node
@@ -318,6 +327,7 @@ pub(super) fn traffic(f: &Function, live: &[bool], rule: Rule) -> Fused {
         other,
         dots,
         kernels: units.len() as u64,
+        materialised,
     }
 }
 

@@ -55,16 +55,20 @@ mod count;
 pub mod exchange;
 pub mod fusion;
 mod layers;
+mod memory;
 mod walk;
 
 pub use count::{Collective, Cost, PerDType, SIDE_BUCKETS, side_bucket};
 pub use exchange::{Exchange, ExpertParallel, token_exchange};
 pub use layers::{LayerCost, layer_costs};
+pub use memory::{MemoryEstimate, memory_estimate, working_set};
 pub use walk::{Accounting, ActiveExperts, of, of_with};
 
 #[cfg(test)]
 mod fusion_tests;
 #[cfg(test)]
 mod layer_tests;
+#[cfg(test)]
+mod memory_tests;
 #[cfg(test)]
 mod tests;

@@ -67,7 +67,7 @@ pub fn of_with(f: &Function, accounting: &Accounting) -> Result<Cost> {
 /// Which nodes some result of `f` depends on. The others never run, since XLA removes dead
 /// code before compiling, and they do occur: [`vjp`](crate::vjp) replays the whole forward,
 /// including products whose values the backward never reads.
-fn live_nodes(f: &Function) -> Vec<bool> {
+pub(super) fn live_nodes(f: &Function) -> Vec<bool> {
     let mut needed = vec![false; f.values.len()];
     for &r in &f.results {
         if let Some(n) = needed.get_mut(r) {

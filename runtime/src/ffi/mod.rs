@@ -324,6 +324,35 @@ pub struct PJRT_Device_GetDescription_Args {
 
 #[repr(C)]
 #[derive(Debug)]
+pub struct PJRT_Device_MemoryStats_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub device: *mut PJRT_Device,
+    pub bytes_in_use: i64,
+    pub peak_bytes_in_use: i64,
+    pub peak_bytes_in_use_is_set: bool,
+    pub num_allocs: i64,
+    pub num_allocs_is_set: bool,
+    pub largest_alloc_size: i64,
+    pub largest_alloc_size_is_set: bool,
+    pub bytes_limit: i64,
+    pub bytes_limit_is_set: bool,
+    pub bytes_reserved: i64,
+    pub bytes_reserved_is_set: bool,
+    pub peak_bytes_reserved: i64,
+    pub peak_bytes_reserved_is_set: bool,
+    pub bytes_reservable_limit: i64,
+    pub bytes_reservable_limit_is_set: bool,
+    pub largest_free_block_bytes: i64,
+    pub largest_free_block_bytes_is_set: bool,
+    pub pool_bytes: i64,
+    pub pool_bytes_is_set: bool,
+    pub peak_pool_bytes: i64,
+    pub peak_pool_bytes_is_set: bool,
+}
+
+#[repr(C)]
+#[derive(Debug)]
 pub struct PJRT_DeviceDescription_Id_Args {
     pub struct_size: usize,
     pub extension_start: *mut PJRT_Extension_Base,
@@ -359,6 +388,7 @@ args! {
     PJRT_Client_Compile_Args => executable,
     PJRT_Client_BufferFromHostBuffer_Args => buffer,
     PJRT_Device_GetDescription_Args => device_description,
+    PJRT_Device_MemoryStats_Args => peak_pool_bytes_is_set,
     PJRT_DeviceDescription_Id_Args => id,
     PJRT_DeviceDescription_Kind_Args => device_kind_size,
     PJRT_Executable_Destroy_Args => executable,
@@ -446,7 +476,7 @@ pub struct PJRT_Api {
     pub PJRT_Device_LocalHardwareId: Unused,
     pub PJRT_Device_AddressableMemories: Unused,
     pub PJRT_Device_DefaultMemory: Unused,
-    pub PJRT_Device_MemoryStats: Unused,
+    pub PJRT_Device_MemoryStats: Option<PjrtFn<PJRT_Device_MemoryStats_Args>>,
 
     pub PJRT_Memory_Id: Unused,
     pub PJRT_Memory_Kind: Unused,

@@ -397,6 +397,30 @@ impl Client {
         )
     }
 
+    /// The bytes a program may allocate on the smallest of this client's devices, as the
+    /// plugin reports them (`PJRT_Device_MemoryStats`'s `bytes_limit`): a GPU's share under
+    /// its memory fraction, a TPU's HBM. `None` where the plugin reports no limit, as a CPU
+    /// plugin does (its devices share the host's memory) or one without the call.
+    pub fn device_memory_limit(&self) -> Option<u64> {
+        let f = pjrt_fn!(self.inner.api, PJRT_Device_MemoryStats).ok()?;
+        let mut smallest: Option<u64> = None;
+        for &device in &self.inner.raw_devices {
+            let mut a = args::<ffi::PJRT_Device_MemoryStats_Args>();
+            a.device = device;
+            // SAFETY: `device` comes from this live client's device list; the plugin writes
+            // only the fields below `struct_size`.
+            let err = unsafe { f(&mut a) };
+            // A plugin that cannot say (unimplemented on CPU) has no limit to check against.
+            self.inner.api.check("PJRT_Device_MemoryStats", err).ok()?;
+            if !a.bytes_limit_is_set || a.bytes_limit <= 0 {
+                return None;
+            }
+            let limit = a.bytes_limit as u64;
+            smallest = Some(smallest.map_or(limit, |s| s.min(limit)));
+        }
+        smallest
+    }
+
     pub(crate) fn raw_device(&self, device: &Device) -> Result<*mut ffi::PJRT_Device> {
         match self.inner.devices.get(device.index) {
             Some(d) if d == device => Ok(self.inner.raw_devices[device.index]),

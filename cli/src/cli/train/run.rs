@@ -26,12 +26,14 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
         layout,
         hf,
         config_precision,
+        memory,
     } = a.check()?;
     let data = a.data(&job)?;
     let eval = a.eval(&job)?;
     let resume = a.resume_from(&job)?;
     let devices = a.runtime.devices;
     let (client, mesh) = a.runtime.client_and_mesh(&layout, a.no_compile_cache)?;
+    super::check_device_memory(&client, memory.as_ref(), "train")?;
     writeln!(
         out,
         "{} on {devices} {} devices",

@@ -248,6 +248,15 @@ layout_table! {
         args PJRT_Device_GetDescription_Args => [PJRT_Device_GetDescription_Args] {
             struct_size, extension_start, device, device_description,
         }
+        args PJRT_Device_MemoryStats_Args => [PJRT_Device_MemoryStats_Args] {
+            struct_size, extension_start, device, bytes_in_use, peak_bytes_in_use,
+            peak_bytes_in_use_is_set, num_allocs, num_allocs_is_set, largest_alloc_size,
+            largest_alloc_size_is_set, bytes_limit, bytes_limit_is_set, bytes_reserved,
+            bytes_reserved_is_set, peak_bytes_reserved, peak_bytes_reserved_is_set,
+            bytes_reservable_limit, bytes_reservable_limit_is_set, largest_free_block_bytes,
+            largest_free_block_bytes_is_set, pool_bytes, pool_bytes_is_set, peak_pool_bytes,
+            peak_pool_bytes_is_set,
+        }
         args PJRT_DeviceDescription_Id_Args => [PJRT_DeviceDescription_Id_Args] {
             struct_size, extension_start, device_description, id,
         }
