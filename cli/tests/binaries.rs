@@ -963,8 +963,14 @@ fn plan_predicts_the_step_time_under_its_options() {
         2,
         &["--chips"],
     );
-    // The prediction's flags need `--predict`.
-    fails("plan", &["llama", "--chips", "8"], 2, &["--predict"]);
+    // The prediction's own flags need `--predict`; the chips and their hardware also say
+    // what the memory estimate is per.
+    fails("plan", &["llama", "--ep", "2"], 2, &["--predict"]);
+    let stdout = succeeds("plan", &["llama", "--chips", "8"]);
+    assert!(
+        stdout.contains("memory per device, FSDP over 16 devices (8 tpu7x chips)"),
+        "{stdout}"
+    );
     // The simulator overlaps each prefetch with the layer before it: a prefetch issued
     // after the layer is not priced as if it did.
     fails(

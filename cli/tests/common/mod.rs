@@ -73,6 +73,11 @@ pub fn fails(bin: &str, args: &[&str], code: i32, says: &[&str]) {
     }
 }
 
+/// Requires success; returns stdout.
+#[allow(
+    dead_code,
+    reason = "not every test binary that includes this module runs a success"
+)]
 pub fn succeeds(bin: &str, args: &[&str]) -> String {
     let out = run(bin, args);
     assert!(
