@@ -89,24 +89,34 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-fn imports_matches_trains_and_round_trips(model: &str) {
-    let dir = fixture(model);
+/// What [`parity`] imported and checked.
+struct Imported {
+    t: Trainer,
+    c: ModelConfig,
+    map: stackscan::hf_map::HfMap,
+    inputs: Vec<Vec<HostInput>>,
+    loss: f64,
+}
+
+/// The `fixture` directory imported as `model` onto 4 devices: its loss within 1e-4 relative
+/// of `transformers`', and the first sequence's first logits within 1e-4 of their scale.
+fn parity(model: &str, fixture_name: &str, client: &Client) -> Imported {
+    let dir = fixture(fixture_name);
     let e = expected(&dir);
     let c = config(model, &dir, &e);
     let map = c.hf_weights().unwrap();
-    let client = cached_cpu_client(DEVICES, TARGET_TMP);
-    let mut t = trainer(&client, &c);
+    let mut t = trainer(client, &c);
     t.import_hf(&map, &dir).unwrap();
     let inputs = split(&e);
     let loss = f64::from(t.evaluate(&inputs).unwrap());
     eprintln!(
-        "{model}: loss {loss:.7} vs transformers' {:.7} ({:.1e} relative)",
+        "{fixture_name}: loss {loss:.7} vs transformers' {:.7} ({:.1e} relative)",
         e.loss,
         (loss - e.loss).abs() / e.loss
     );
     assert!(
         (loss - e.loss).abs() <= 1e-4 * e.loss,
-        "{model}: loss {loss} vs transformers' {}",
+        "{fixture_name}: loss {loss} vs transformers' {}",
         e.loss
     );
 
@@ -121,13 +131,32 @@ fn imports_matches_trains_and_round_trips(model: &str) {
         .map(|(a, b)| (f64::from(*a) - b).abs())
         .fold(0.0f64, f64::max);
     eprintln!(
-        "{model}: logits within {:.1e} of their scale {scale:.2}",
+        "{fixture_name}: logits within {:.1e} of their scale {scale:.2}",
         worst / scale
     );
     assert!(
         worst <= 1e-4 * scale,
-        "{model}: logits off by {worst} (scale {scale})"
+        "{fixture_name}: logits off by {worst} (scale {scale})"
     );
+    Imported {
+        t,
+        c,
+        map,
+        inputs,
+        loss,
+    }
+}
+
+fn imports_matches_trains_and_round_trips(model: &str) {
+    let dir = fixture(model);
+    let client = cached_cpu_client(DEVICES, TARGET_TMP);
+    let Imported {
+        mut t,
+        c,
+        map,
+        inputs,
+        loss,
+    } = parity(model, model, &client);
 
     // The export of the imported weights is the fixture's own tensors, bit for bit, but for
     // those the import skips (DeepSeek-V3's multi-token-prediction layer) and Qwen3.5's
@@ -271,4 +300,89 @@ fn a_bf16_checkpoint_loads_into_f32_masters() {
         e.loss
     );
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// JSON values equal as `transformers` reads them: numbers by value (`10000` is `10000.0`),
+/// objects key by key.
+fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same(v, w))
+        }
+        _ => a == b,
+    }
+}
+
+/// The rotary table of a `config.json` as `transformers` 5 reads it: `rope_parameters`, or
+/// the legacy `rope_scaling` (its `type` spelled `rope_type`) with `rope_theta` beside it.
+fn rope_table(v: &serde_json::Value) -> serde_json::Value {
+    if let Some(p) = v.get("rope_parameters") {
+        return p.clone();
+    }
+    let mut table = v
+        .get("rope_scaling")
+        .and_then(|s| s.as_object().cloned())
+        .unwrap_or_else(|| {
+            let mut m = serde_json::Map::new();
+            m.insert("rope_type".into(), "default".into());
+            m
+        });
+    if let Some(kind) = table.remove("type") {
+        table.insert("rope_type".into(), kind);
+    }
+    if let Some(theta) = v.get("rope_theta") {
+        table.insert("rope_theta".into(), theta.clone());
+    }
+    serde_json::Value::Object(table)
+}
+
+/// A published variant of `model` saved by `transformers` (`fixture_name`): its loss and
+/// logits as `transformers` computes them, and the `config.json` an export writes holds each
+/// of its keys at the fixture's value, the rotary table included.
+fn variant_matches_transformers(model: &str, fixture_name: &str) {
+    let client = cached_cpu_client(DEVICES, TARGET_TMP);
+    let imported = parity(model, fixture_name, &client);
+    let ours = imported.c.hf_config_json().unwrap();
+    let path = fixture(fixture_name).join("config.json");
+    let theirs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for (key, value) in ours.as_object().unwrap() {
+        if matches!(
+            key.as_str(),
+            "rope_scaling" | "rope_theta" | "rope_parameters"
+        ) {
+            continue;
+        }
+        assert!(
+            same(value, &theirs[key]),
+            "{fixture_name}: export writes `{key}` = {value}, the file has {}",
+            theirs[key]
+        );
+    }
+    assert!(
+        same(&rope_table(&ours), &rope_table(&theirs)),
+        "{fixture_name}: export writes the rotary table {}, the file has {}",
+        rope_table(&ours),
+        rope_table(&theirs)
+    );
+}
+
+#[test]
+fn llama_with_llama3_rope_scaling_matches_transformers() {
+    variant_matches_transformers("llama", "llama_llama3");
+}
+
+#[test]
+fn deepseek3_with_yarn_matches_transformers() {
+    variant_matches_transformers("deepseek3", "deepseek3_yarn");
+}
+
+#[test]
+fn deepseek3_with_rotary_halves_matches_transformers() {
+    variant_matches_transformers("deepseek3", "deepseek3_halves");
 }
