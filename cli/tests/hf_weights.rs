@@ -370,6 +370,30 @@ fn variant_matches_transformers(model: &str, fixture_name: &str) {
         rope_table(&ours),
         rope_table(&theirs)
     );
+
+    // The same file in the legacy form (`rope_theta` beside a `rope_scaling` table, as
+    // `transformers` 4 wrote it) reads as the same config, so it computes the same loss.
+    let mut legacy = theirs.clone();
+    let table = legacy
+        .as_object_mut()
+        .unwrap()
+        .remove("rope_parameters")
+        .unwrap();
+    let mut table = table.as_object().unwrap().clone();
+    legacy["rope_theta"] = table.remove("rope_theta").unwrap();
+    legacy["rope_scaling"] = serde_json::Value::Object(table);
+    let dir = scratch(&format!("{fixture_name}-legacy"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.json");
+    std::fs::write(&path, serde_json::to_vec(&legacy).unwrap()).unwrap();
+    let name: ModelName = model.parse().unwrap();
+    let read = |p: &Path| name.load(p.to_str().unwrap()).unwrap();
+    assert_eq!(
+        read(&path),
+        read(&fixture(fixture_name).join("config.json")),
+        "{fixture_name}: the legacy form reads as another config"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

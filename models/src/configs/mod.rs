@@ -56,6 +56,10 @@ pub trait ConfigFile: Serialize + DeserializeOwned + Clone + 'static {
     /// The `architectures` class names of those files, which identify a file that has no
     /// `model_type`.
     const HF_CLASSES: &'static [&'static str] = &[];
+    /// Every key of the family's `config.json` beyond
+    /// [`COMMON`](crate::hf_config::keys::COMMON), and what [`ConfigFile::from_hf`] does with
+    /// it: a file that sets a key refused here is refused before it is read.
+    const HF_KEYS: &'static [(&'static str, crate::hf_config::keys::HfKey)] = &[];
 
     /// The config a Hugging Face `config.json`'s text describes; by default none can.
     fn from_hf(text: &str) -> Result<Self> {

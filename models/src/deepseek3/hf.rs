@@ -13,6 +13,7 @@ use stackscan::Result;
 use stackscan::hf_map::{HfMap, Link, Step};
 
 use super::DeepSeek3Config;
+use crate::hf_config::keys::HfKey;
 use crate::hf_config::{
     BIAS_UPDATE_SPEED, Fields, SEQ, capacity_factor, coefficient, count, invalid, need, norm_eps,
     positive, yarn,
@@ -33,6 +34,108 @@ fn deinterleave(rope: usize) -> Vec<usize> {
         })
         .collect()
 }
+
+/// Every key of a DeepSeek-V3 `config.json` beyond [`COMMON`](crate::hf_config::keys::COMMON),
+/// the published file's own included, and what [`read`] does with it.
+pub const KEYS: &[(&str, HfKey)] = &[
+    ("vocab_size", HfKey::Read),
+    ("hidden_size", HfKey::Read),
+    ("intermediate_size", HfKey::Read),
+    ("moe_intermediate_size", HfKey::Read),
+    ("num_hidden_layers", HfKey::Read),
+    (
+        "first_k_dense_replace",
+        HfKey::Held("the declared stack has 3 dense layers, then MoE layers"),
+    ),
+    ("num_attention_heads", HfKey::Read),
+    (
+        "num_key_value_heads",
+        HfKey::Ignored("multi-head latent attention reads every head's keys from one latent"),
+    ),
+    ("q_lora_rank", HfKey::Read),
+    ("kv_lora_rank", HfKey::Read),
+    ("qk_nope_head_dim", HfKey::Read),
+    ("qk_rope_head_dim", HfKey::Read),
+    ("v_head_dim", HfKey::Read),
+    (
+        "qk_head_dim",
+        HfKey::Ignored("`qk_nope_head_dim` + `qk_rope_head_dim`, both read"),
+    ),
+    ("head_dim", HfKey::Ignored("`qk_rope_head_dim`, read")),
+    ("n_routed_experts", HfKey::Read),
+    ("num_experts_per_tok", HfKey::Read),
+    ("n_group", HfKey::Read),
+    ("topk_group", HfKey::Read),
+    ("n_shared_experts", HfKey::Read),
+    ("routed_scaling_factor", HfKey::Read),
+    (
+        "norm_topk_prob",
+        HfKey::Fixed("true", "the router normalises the chosen experts' weights"),
+    ),
+    (
+        "scoring_func",
+        HfKey::Fixed("\"sigmoid\"", "the router scores experts with a sigmoid"),
+    ),
+    (
+        "topk_method",
+        HfKey::Fixed(
+            "\"noaux_tc\"",
+            "the router picks groups, then experts, by the bias-corrected scores",
+        ),
+    ),
+    (
+        "moe_layer_freq",
+        HfKey::Fixed("1", "every layer after the dense prefix is an MoE layer"),
+    ),
+    ("aux_loss_alpha", HfKey::Read),
+    (
+        "seq_aux",
+        HfKey::Ignored("the form of the balancing loss; `aux_loss_alpha` weights ours"),
+    ),
+    (
+        "ep_size",
+        HfKey::Ignored("the original training's expert parallelism; `--ep` sets ours"),
+    ),
+    (
+        "num_nextn_predict_layers",
+        HfKey::Ignored("the multi-token-prediction layer is not modelled; its weights are skipped"),
+    ),
+    (
+        "output_router_logits",
+        HfKey::Ignored("what a `transformers` forward returns"),
+    ),
+    ("rope_theta", HfKey::Read),
+    ("rope_parameters", HfKey::Read),
+    ("rope_scaling", HfKey::Held("YaRN, or none")),
+    ("rope_interleave", HfKey::Read),
+    (
+        "max_position_embeddings",
+        HfKey::Ignored("the longest context of the published model; `--seq` sets the sequence"),
+    ),
+    (
+        "rms_norm_eps",
+        HfKey::Held("the norms divide with ε = 1e-6"),
+    ),
+    (
+        "hidden_act",
+        HfKey::Fixed("\"silu\"", "the MLPs and experts are SwiGLU"),
+    ),
+    (
+        "attention_bias",
+        HfKey::Fixed("false", "the projections have no bias"),
+    ),
+    (
+        "pretraining_tp",
+        HfKey::Ignored("how the original training split its matrices; the product is the same"),
+    ),
+    (
+        "quantization_config",
+        HfKey::Refused(
+            "FP8 block-quantized weights are not dequantized on import yet; convert the \
+             checkpoint to bf16 first",
+        ),
+    ),
+];
 
 /// The map of the DeepSeek-V3 model at `c`.
 pub fn map(c: &DeepSeek3Config) -> Result<HfMap> {

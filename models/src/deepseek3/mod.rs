@@ -451,6 +451,7 @@ impl ConfigFile for DeepSeek3Config {
     const TABLES: &'static [&'static str] = &["mla"];
     const HF_MODEL_TYPES: &'static [&'static str] = &["deepseek_v3"];
     const HF_CLASSES: &'static [&'static str] = &["DeepseekV3ForCausalLM"];
+    const HF_KEYS: &'static [(&'static str, crate::hf_config::keys::HfKey)] = hf::KEYS;
 
     fn from_hf(text: &str) -> Result<Self> {
         crate::hf_config::parse_as(text, hf::read)

@@ -41,6 +41,8 @@ use std::path::Path;
 use serde::Deserialize;
 use stackscan::{Error, Result};
 
+pub mod keys;
+
 use crate::configs::ConfigFile;
 use crate::registry::{ModelConfig, ModelName, models};
 
@@ -440,6 +442,7 @@ pub(crate) fn parse_as<C: ConfigFile>(text: &str, read: fn(&Fields) -> Result<C>
     let id = identify(text)?;
     let (model, types, classes) = (C::MODEL, C::HF_MODEL_TYPES, C::HF_CLASSES);
     if id.is(types, classes) {
+        keys::check(text, C::HF_KEYS)?;
         untied(&id.fields, model)?;
         return read(&id.fields);
     }

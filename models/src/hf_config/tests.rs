@@ -465,3 +465,82 @@ fn rope_parameters_carry_a_scaling_as_rope_scaling_does() {
         "{e}"
     );
 }
+
+/// Every key of each family's `transformers` config classes and published files
+/// (`transformers_keys.json`, made by `cli/tests/fixtures/hf/make.py`) has a row in the
+/// family's table or [`keys::COMMON`]: a key a new release adds fails here until its reader
+/// says what it does with it.
+#[test]
+fn every_published_key_of_each_family_is_read_held_ignored_or_refused() {
+    let listed: serde_json::Value =
+        serde_json::from_str(include_str!("transformers_keys.json")).unwrap();
+    for (family, table) in [
+        ("llama", LlamaConfig::HF_KEYS),
+        ("deepseek3", DeepSeek3Config::HF_KEYS),
+        ("qwen35", Qwen35Config::HF_KEYS),
+    ] {
+        let missing: Vec<&str> = listed[family]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .filter(|k| keys::handling(table, k).is_none())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{family}: no row for {missing:?} in its `KEYS` or `keys::COMMON`"
+        );
+    }
+}
+
+/// A refused key is named with its reason, a fixed one when it holds another value; a null
+/// is as good as absent.
+#[test]
+fn refused_and_fixed_keys_are_named_when_set() {
+    let fp8 = edited(
+        DEEPSEEK,
+        &["quantization_config"],
+        Some(serde_json::json!({"quant_method": "fp8", "weight_block_size": [128, 128]})),
+    );
+    let e = parse(&fp8).unwrap_err().to_string();
+    assert!(
+        e.contains("field `quantization_config` is set") && e.contains("FP8"),
+        "{e}"
+    );
+    let softmax = edited(DEEPSEEK, &["scoring_func"], Some("softmax".into()));
+    let e = parse(&softmax).unwrap_err().to_string();
+    assert!(
+        e.contains("field `scoring_func` is \"softmax\"") && e.contains("sigmoid"),
+        "{e}"
+    );
+    let dropout = edited(LLAMA, &["attention_dropout"], Some(0.1.into()));
+    let e = parse(&dropout).unwrap_err().to_string();
+    assert!(e.contains("field `attention_dropout` is 0.1"), "{e}");
+    // The published values, spelled as integers or left null, pass.
+    assert!(parse(&edited(LLAMA, &["attention_dropout"], Some(0.into()))).is_ok());
+    assert!(
+        parse(&edited(
+            DEEPSEEK,
+            &["quantization_config"],
+            Some(serde_json::Value::Null)
+        ))
+        .is_ok()
+    );
+}
+
+/// `docs/checkpoints.md` prints each family's table as [`keys::markdown`] writes it.
+#[test]
+fn the_checkpoints_page_prints_each_familys_key_table() {
+    let page = include_str!("../../../docs/checkpoints.md");
+    for (family, table) in [
+        ("Llama", LlamaConfig::HF_KEYS),
+        ("DeepSeek-V3", DeepSeek3Config::HF_KEYS),
+        ("Qwen3.5", Qwen35Config::HF_KEYS),
+    ] {
+        assert!(
+            page.contains(&keys::markdown(table)),
+            "docs/checkpoints.md lacks {family}'s key table; it is:\n{}",
+            keys::markdown(table)
+        );
+    }
+}

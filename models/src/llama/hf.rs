@@ -9,10 +9,44 @@ use stackscan::Result;
 use stackscan::hf_map::{HfMap, Link, Step};
 
 use super::{Llama3RopeScaling, LlamaConfig, NORM_EPS};
+use crate::hf_config::keys::HfKey;
 use crate::hf_config::{
     Fields, SEQ, count, invalid, known_scaling_fields, positive, scaling_kind, scaling_number,
 };
 use crate::hf_weights::{map_of, unmapped};
+
+/// Every key of a Llama `config.json` beyond [`COMMON`](crate::hf_config::keys::COMMON), and
+/// what [`read`] does with it.
+pub const KEYS: &[(&str, HfKey)] = &[
+    ("vocab_size", HfKey::Read),
+    ("hidden_size", HfKey::Read),
+    ("intermediate_size", HfKey::Read),
+    ("num_hidden_layers", HfKey::Read),
+    ("num_attention_heads", HfKey::Read),
+    ("num_key_value_heads", HfKey::Read),
+    ("head_dim", HfKey::Read),
+    ("rope_theta", HfKey::Read),
+    ("rope_parameters", HfKey::Read),
+    (
+        "rope_scaling",
+        HfKey::Held("Llama 3.1's `llama3` scaling, or none"),
+    ),
+    ("max_position_embeddings", HfKey::Read),
+    ("hidden_act", HfKey::Held("the MLP is SwiGLU (`silu`)")),
+    (
+        "attention_bias",
+        HfKey::Held("the projections have no bias"),
+    ),
+    ("mlp_bias", HfKey::Held("the projections have no bias")),
+    (
+        "rms_norm_eps",
+        HfKey::Held("the norms divide with ε = 1e-5"),
+    ),
+    (
+        "pretraining_tp",
+        HfKey::Ignored("how the original training split its matrices; the product is the same"),
+    ),
+];
 
 /// The map of the Llama at `c`.
 pub fn map(c: &LlamaConfig) -> Result<HfMap> {

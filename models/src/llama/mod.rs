@@ -138,6 +138,7 @@ impl ConfigFile for LlamaConfig {
     const TABLES: &'static [&'static str] = &[];
     const HF_MODEL_TYPES: &'static [&'static str] = &["llama"];
     const HF_CLASSES: &'static [&'static str] = &["LlamaForCausalLM"];
+    const HF_KEYS: &'static [(&'static str, crate::hf_config::keys::HfKey)] = hf::KEYS;
 
     fn from_hf(text: &str) -> Result<Self> {
         crate::hf_config::parse_as(text, hf::read)

@@ -16,10 +16,89 @@ use stackscan::hf_map::{HfMap, Link, Step};
 use super::Qwen35Config;
 use crate::gated_attention::AttentionConfig;
 use crate::gdn_layer::{GdnConfig, GdnForm};
+use crate::hf_config::keys::HfKey;
 use crate::hf_config::{
     Fields, SEQ, capacity_factor, coefficient, count, invalid, norm_eps, positive, scaling_kind,
 };
 use crate::hf_weights::{expert_links, map_of, unmapped};
+
+/// Every key of a Qwen3.5 `config.json` beyond [`COMMON`](crate::hf_config::keys::COMMON): the
+/// text model's (at the top level, or under `text_config` in the published vision-language
+/// file) and the vision-language file's own, and what [`read`] does with each.
+pub const KEYS: &[(&str, HfKey)] = &[
+    ("text_config", HfKey::Read),
+    (
+        "vision_config",
+        HfKey::Ignored("the vision tower is not modelled; the text model is read"),
+    ),
+    (
+        "image_token_id",
+        HfKey::Ignored("a token of the vision tower's inputs"),
+    ),
+    (
+        "video_token_id",
+        HfKey::Ignored("a token of the vision tower's inputs"),
+    ),
+    (
+        "vision_start_token_id",
+        HfKey::Ignored("a token of the vision tower's inputs"),
+    ),
+    (
+        "vision_end_token_id",
+        HfKey::Ignored("a token of the vision tower's inputs"),
+    ),
+    ("vocab_size", HfKey::Read),
+    ("hidden_size", HfKey::Read),
+    ("num_hidden_layers", HfKey::Read),
+    (
+        "layer_types",
+        HfKey::Held("blocks of three `linear_attention` layers and one `full_attention`"),
+    ),
+    (
+        "full_attention_interval",
+        HfKey::Held("a full-attention layer every fourth"),
+    ),
+    ("num_attention_heads", HfKey::Read),
+    ("num_key_value_heads", HfKey::Read),
+    ("head_dim", HfKey::Read),
+    ("linear_num_key_heads", HfKey::Read),
+    ("linear_num_value_heads", HfKey::Read),
+    ("linear_key_head_dim", HfKey::Read),
+    ("linear_value_head_dim", HfKey::Read),
+    ("linear_conv_kernel_dim", HfKey::Read),
+    ("num_experts", HfKey::Read),
+    ("num_experts_per_tok", HfKey::Read),
+    ("moe_intermediate_size", HfKey::Read),
+    ("shared_expert_intermediate_size", HfKey::Read),
+    ("router_aux_loss_coef", HfKey::Read),
+    (
+        "output_router_logits",
+        HfKey::Ignored("what a `transformers` forward returns"),
+    ),
+    ("rope_theta", HfKey::Read),
+    ("rope_parameters", HfKey::Read),
+    ("partial_rotary_factor", HfKey::Read),
+    (
+        "rope_scaling",
+        HfKey::Held("no RoPE scaling: the published context needs none"),
+    ),
+    (
+        "max_position_embeddings",
+        HfKey::Ignored("the longest context of the published model; `--seq` sets the sequence"),
+    ),
+    (
+        "rms_norm_eps",
+        HfKey::Held("the norms divide with ε = 1e-6"),
+    ),
+    (
+        "hidden_act",
+        HfKey::Fixed("\"silu\"", "the experts are SwiGLU"),
+    ),
+    (
+        "attention_bias",
+        HfKey::Fixed("false", "the projections have no bias"),
+    ),
+];
 
 /// The map of the Qwen3.5 model at `c`.
 pub fn map(c: &Qwen35Config) -> Result<HfMap> {

@@ -371,6 +371,7 @@ impl ConfigFile for Qwen35Config {
         "Qwen3_5MoeForConditionalGeneration",
         "Qwen3_5MoeForCausalLM",
     ];
+    const HF_KEYS: &'static [(&'static str, crate::hf_config::keys::HfKey)] = hf::KEYS;
 
     fn from_hf(text: &str) -> Result<Self> {
         crate::hf_config::parse_as(text, hf::read)
