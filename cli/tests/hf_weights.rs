@@ -343,19 +343,32 @@ fn rope_table(v: &serde_json::Value) -> serde_json::Value {
 
 /// A published variant of `model` saved by `transformers` (`fixture_name`): its loss and
 /// logits as `transformers` computes them, and the `config.json` an export writes holds each
-/// of its keys at the fixture's value, the rotary table included.
+/// of its keys at the fixture's value, the rotary table included (a vision-language file's
+/// text model's, under `text_config`; the export is the text model's, so its class and type
+/// are the text model's own).
 fn variant_matches_transformers(model: &str, fixture_name: &str) {
     let client = cached_cpu_client(DEVICES, TARGET_TMP);
     let imported = parity(model, fixture_name, &client);
     let ours = imported.c.hf_config_json().unwrap();
     let path = fixture(fixture_name).join("config.json");
-    let theirs: serde_json::Value =
+    let file: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let nested = file.get("text_config").is_some();
+    // A vision-language file's keys, the text model's over the file's own.
+    let mut theirs = file.clone();
+    if let Some(text) = file.get("text_config").and_then(|t| t.as_object()) {
+        for (k, v) in text {
+            theirs[k] = v.clone();
+        }
+    }
     for (key, value) in ours.as_object().unwrap() {
-        if matches!(
-            key.as_str(),
-            "rope_scaling" | "rope_theta" | "rope_parameters"
-        ) {
+        let renamed = nested && matches!(key.as_str(), "architectures" | "model_type");
+        if renamed
+            || matches!(
+                key.as_str(),
+                "rope_scaling" | "rope_theta" | "rope_parameters"
+            )
+        {
             continue;
         }
         assert!(
@@ -373,15 +386,22 @@ fn variant_matches_transformers(model: &str, fixture_name: &str) {
 
     // The same file in the legacy form (`rope_theta` beside a `rope_scaling` table, as
     // `transformers` 4 wrote it) reads as the same config, so it computes the same loss.
-    let mut legacy = theirs.clone();
-    let table = legacy
+    let mut legacy = file.clone();
+    let text = match legacy.get_mut("text_config") {
+        Some(t) => t,
+        None => &mut legacy,
+    };
+    let table = text
         .as_object_mut()
         .unwrap()
         .remove("rope_parameters")
         .unwrap();
     let mut table = table.as_object().unwrap().clone();
-    legacy["rope_theta"] = table.remove("rope_theta").unwrap();
-    legacy["rope_scaling"] = serde_json::Value::Object(table);
+    text["rope_theta"] = table.remove("rope_theta").unwrap();
+    if let Some(partial) = table.remove("partial_rotary_factor") {
+        text["partial_rotary_factor"] = partial;
+    }
+    text["rope_scaling"] = serde_json::Value::Object(table);
     let dir = scratch(&format!("{fixture_name}-legacy"));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("config.json");
@@ -409,4 +429,11 @@ fn deepseek3_with_yarn_matches_transformers() {
 #[test]
 fn deepseek3_with_rotary_halves_matches_transformers() {
     variant_matches_transformers("deepseek3", "deepseek3_halves");
+}
+
+/// Qwen3.5 as published, the vision-language model: the text model's tensors read from under
+/// `model.language_model.`, the vision tower skipped.
+#[test]
+fn qwen35_as_the_published_vision_language_model_matches_transformers() {
+    variant_matches_transformers("qwen35", "qwen35_vl");
 }

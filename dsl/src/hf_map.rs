@@ -20,6 +20,7 @@
 //!         links: vec![Link::new("lm_head.weight", &[10, 4]).then(Step::TransposeLast2)],
 //!     }],
 //!     skipped: vec![],
+//!     stored_under: vec![],
 //! };
 //! assert!(map.validate().is_ok());
 //! ```
@@ -234,9 +235,31 @@ pub struct HfMap {
     /// Their tensors no weight of ours reads, by name prefix, with the reason (logged once
     /// per prefix on import).
     pub skipped: Vec<(String, String)>,
+    /// Other places a checkpoint may keep the tensors the links name, by prefix: `(from,
+    /// to)` says their `from…` may be stored as `to…` (Qwen3.5's vision-language checkpoint
+    /// keeps `model.layers.…` of the text model as `model.language_model.layers.…`). An
+    /// import reads a tensor where the files hold it; an export writes the links' names.
+    pub stored_under: Vec<(String, String)>,
 }
 
 impl HfMap {
+    /// Where files that hold the tensors `has` says they hold keep their tensor `theirs`:
+    /// under its own name, else under the first of [`HfMap::stored_under`] that they hold.
+    pub fn stored_name(&self, theirs: &str, has: impl Fn(&str) -> bool) -> String {
+        if has(theirs) {
+            return theirs.to_owned();
+        }
+        self.stored_under
+            .iter()
+            .filter_map(|(from, to)| {
+                theirs
+                    .strip_prefix(from.as_str())
+                    .map(|rest| format!("{to}{rest}"))
+            })
+            .find(|name| has(name))
+            .unwrap_or_else(|| theirs.to_owned())
+    }
+
     /// Checks the map itself: each weight has one link per layer and each link yields that
     /// layer's shape; each of their tensors has one shape across links; and blocks of one of
     /// their tensors cover it exactly once (so an export writes every element of it).

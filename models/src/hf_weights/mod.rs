@@ -66,6 +66,7 @@ pub fn map_of(
     Ok(HfMap {
         weights,
         skipped: Vec::new(),
+        stored_under: Vec::new(),
     })
 }
 

@@ -106,7 +106,7 @@ pub fn map(c: &Qwen35Config) -> Result<HfMap> {
     let (d, g, a) = (c.d_model, &c.gdn, &c.attention);
     let (key, value) = (g.key_heads * g.key_dim, g.value_heads * g.value_dim);
     let channels = 2 * key + value;
-    map_of(&model, |name, layer| {
+    let mut map = map_of(&model, |name, layer| {
         let at = |p: &str| format!("model.layers.{}.{p}", layer.unwrap_or(0));
         let proj =
             |p: &str, out: i64, inn: i64| Link::new(&at(p), &[out, inn]).then(Step::TransposeLast2);
@@ -175,7 +175,22 @@ pub fn map(c: &Qwen35Config) -> Result<HfMap> {
             "moe.shared_gate" => vec![proj("mlp.shared_expert_gate.weight", 1, d)],
             _ => return Err(unmapped("qwen35", name)),
         })
-    })
+    })?;
+    // The published checkpoint is the vision-language model: its text model's tensors under
+    // `model.language_model.`, a vision tower beside them.
+    map.stored_under
+        .push(("model.".into(), "model.language_model.".into()));
+    map.skipped.push((
+        "model.visual.".into(),
+        "the vision tower of the vision-language checkpoint, which the declared text model \
+         does not have"
+            .into(),
+    ));
+    map.skipped.push((
+        "mtp.".into(),
+        "the multi-token-prediction layer, which the declared model does not have".into(),
+    ));
+    Ok(map)
 }
 
 /// The `config.json` of the Qwen3.5 model at `c`, as `transformers` reads it

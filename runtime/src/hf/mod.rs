@@ -45,7 +45,8 @@ pub fn check(map: &HfMap, files: &WeightFiles) -> Result<Vec<(String, usize)>> {
     let mut linked = std::collections::BTreeSet::new();
     for w in &map.weights {
         for l in &w.links {
-            let Some((shape, dtype)) = files.header(&l.theirs) else {
+            let stored = stored_name(map, files, &l.theirs);
+            let Some((shape, dtype)) = files.header(&stored) else {
                 return Err(bad(
                     dir,
                     Some(&l.theirs),
@@ -55,18 +56,18 @@ pub fn check(map: &HfMap, files: &WeightFiles) -> Result<Vec<(String, usize)>> {
             if shape != l.shape.as_slice() {
                 return Err(bad(
                     dir,
-                    Some(&l.theirs),
+                    Some(&stored),
                     format!("is {shape:?}; the model's config makes it {:?}", l.shape),
                 ));
             }
-            if !files.readable(&l.theirs) {
+            if !files.readable(&stored) {
                 return Err(bad(
                     dir,
-                    Some(&l.theirs),
+                    Some(&stored),
                     format!("is {dtype}; weights load from F32, BF16 or F16"),
                 ));
             }
-            linked.insert(l.theirs.as_str());
+            linked.insert(stored);
         }
     }
     let mut skipped: Vec<(String, usize)> =
@@ -102,6 +103,11 @@ pub fn check(map: &HfMap, files: &WeightFiles) -> Result<Vec<(String, usize)>> {
     Ok(skipped)
 }
 
+/// Where `files` keep their tensor `theirs` ([`HfMap::stored_name`]).
+fn stored_name(map: &HfMap, files: &WeightFiles, theirs: &str) -> String {
+    map.stored_name(theirs, |name| files.header(name).is_some())
+}
+
 /// Our weight `j` of `map` in natural layout, read from `files` (which [`check`]
 /// accepted) one layer at a time.
 pub fn import(map: &HfMap, files: &WeightFiles, j: usize) -> Result<Tensor> {
@@ -112,7 +118,7 @@ pub fn import(map: &HfMap, files: &WeightFiles, j: usize) -> Result<Tensor> {
     let per_layer = w.layer_dims().iter().product::<i64>().max(0) as usize;
     let mut data = vec![0.0f32; per_layer * w.layers()];
     for l in &w.links {
-        let (dims, values) = files.read(&l.theirs)?;
+        let (dims, values) = files.read(&stored_name(map, files, &l.theirs))?;
         let mut a = Array::new(dims, values)?;
         if let Some(r) = l.region {
             a = a.slice(r.dim, r.start, r.len)?;

@@ -48,6 +48,7 @@ fn map() -> HfMap {
             },
         ],
         skipped: vec![("mtp.".into(), "not modelled".into())],
+        stored_under: vec![("layers.".into(), "model.language_model.layers.".into())],
     }
 }
 
@@ -102,6 +103,29 @@ fn an_export_reimports_bit_identically() {
     );
     let dir = scratch("roundtrip");
     write_weights(&dir, &theirs, ExportDType::F32).expect("write");
+    let files = WeightFiles::open(&dir).expect("open");
+    check(&m, &files).expect("check");
+    for (j, want) in ours().iter().enumerate() {
+        assert_eq!(&import(&m, &files, j).expect("import"), want);
+    }
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+/// Files that keep the layers under another prefix ([`HfMap::stored_under`]) import the same
+/// weights; a tensor under neither name is still missing.
+#[test]
+fn tensors_stored_under_another_prefix_import_the_same() {
+    let m = map();
+    let moved: Vec<(String, Array)> = export(&m, &ours())
+        .expect("export")
+        .into_iter()
+        .map(|(name, a)| match name.strip_prefix("layers.") {
+            Some(rest) => (format!("model.language_model.layers.{rest}"), a),
+            None => (name, a),
+        })
+        .collect();
+    let dir = scratch("moved");
+    write_weights(&dir, &moved, ExportDType::F32).expect("write");
     let files = WeightFiles::open(&dir).expect("open");
     check(&m, &files).expect("check");
     for (j, want) in ours().iter().enumerate() {
