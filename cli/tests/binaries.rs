@@ -16,7 +16,7 @@ fn train_rejects_bad_arguments_in_one_line() {
         "train",
         &["--config", "no-such.toml"],
         2,
-        &["neither a built-in config (tiny, llama3-8b, tiny-swa, mistral-7b)"],
+        &["neither a built-in config (tiny, llama3-8b, llama3.2-1b, tiny-swa, mistral-7b)"],
     );
     fails(
         "train",

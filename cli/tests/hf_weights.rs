@@ -437,3 +437,33 @@ fn deepseek3_with_rotary_halves_matches_transformers() {
 fn qwen35_as_the_published_vision_language_model_matches_transformers() {
     variant_matches_transformers("qwen35", "qwen35_vl");
 }
+
+/// The Llama as Llama 3.2 1B and 3B publish it, its LM head tied to the embedding: one
+/// tensor in the file, the loss and logits `transformers` computes, and after one Adam step
+/// the loss `transformers` reaches with the same step (the embedding's update needs the
+/// gradient of both its uses: the lookup and the head).
+#[test]
+fn llama_with_tied_embeddings_matches_transformers_and_steps_as_it_does() {
+    variant_matches_transformers("llama", "llama_tied");
+    let dir = fixture("llama_tied");
+    let e = expected(&dir);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let after = v["loss_after_adam_step"].as_f64().unwrap();
+    let client = cached_cpu_client(DEVICES, TARGET_TMP);
+    let Imported {
+        mut t, map, inputs, ..
+    } = parity("llama", "llama_tied", &client);
+    assert!(
+        map.weights.iter().all(|w| w.name != "lm_head"),
+        "a tied model has no head of its own"
+    );
+    t.step(&inputs).unwrap();
+    let ours = f64::from(t.evaluate(&inputs).unwrap());
+    eprintln!("llama_tied: after one Adam step {ours:.7} vs transformers' {after:.7}");
+    assert!(
+        (ours - after).abs() <= 1e-4 * after,
+        "after one step: {ours} vs transformers' {after} (from {})",
+        e.loss
+    );
+}

@@ -102,6 +102,7 @@ fn micro_llama() -> LlamaConfig {
         seq: 4,
         batch_per_device: 2,
         window: None,
+        tie_embeddings: false,
         context: 1,
     }
 }

@@ -1,7 +1,7 @@
 //! The causal language model every model here is (Llama, DeepSeek-V3, Qwen3.5 and a user's,
 //! `examples/my-model`), declared once and generic over its stack: the token embedding's
 //! lookup, the `#[layer_stack]`, the final RMSNorm, the LM head and the mean next-token
-//! cross-entropy. What differs between models, the config's field names, the final norm's
+//! cross-entropy ([`CausalLm`]; [`TiedCausalLm`] when the head is the embedding's transpose). What differs between models, the config's field names, the final norm's
 //! epsilon, the embedding's initial scale and the checks a config needs beyond its layers, is
 //! read through [`LmConfig`], which each model's config implements.
 //!
@@ -15,7 +15,7 @@
 //!     s.param(TensorType::new(DType::F32, [8])),
 //!     s.param(TensorType::new(DType::F32, [8, 64])),
 //! );
-//! let lm = Outer { embed: &embed, final_norm: &norm, lm_head: &head, eps: 1e-5 };
+//! let lm = Outer { embed: &embed, final_norm: &norm, lm_head: Some(&head), eps: 1e-5 };
 //! let tokens = s.param(TensorType::new(DType::I32, [2, 5]));
 //! let h = lm.embed(&tokens)?;
 //! assert_eq!(h.dims(), &[2, 5, 8]);
@@ -143,13 +143,70 @@ where
         Outer {
             embed: &self.embed,
             final_norm: &self.final_norm,
-            lm_head: &self.lm_head,
+            lm_head: Some(&self.lm_head),
             eps: c.norm_eps(),
         }
     }
 }
 
 impl<S: LayerStack + 'static> ModelForward for CausalLm<Tensor, S>
+where
+    S::Config: LmConfig,
+{
+    fn embed(&self, c: &S::Config, x: &Tokens<Tensor, S::Config>) -> Result<Tensor> {
+        self.outer(c).embed(&x.tokens)
+    }
+
+    fn loss(&self, c: &S::Config, h: &Tensor, x: &Tokens<Tensor, S::Config>) -> Result<Tensor> {
+        self.outer(c).loss(h, &x.labels)
+    }
+
+    fn logits(&self, c: &S::Config, h: &Tensor, _: &Tokens<Tensor, S::Config>) -> Result<Tensor> {
+        self.outer(c).logits(h)
+    }
+
+    fn check(c: &S::Config) -> Result<()> {
+        c.check::<S>()
+    }
+}
+
+/// The causal language model with stack `S` whose LM head is the token embedding's transpose
+/// (`tie_word_embeddings`, as Llama 3.2 1B and 3B publish it): one `[vocab, d]` weight, read by
+/// the lookup before the stack and by the logits after it, so its gradient is the sum of both
+/// uses (the VJP adds them).
+#[derive(Debug, Model)]
+#[model(config = S::Config, inputs = Tokens<T, S::Config>)]
+pub struct TiedCausalLm<T, S: LayerStack>
+where
+    S::Config: LmConfig,
+{
+    /// Token embedding, `[vocab, d]`, and (transposed) the LM head.
+    #[param(shape = [cfg.vocab(), cfg.d_model()], shard = 0, init = normal(cfg.embed_std()))]
+    pub embed: T,
+    /// The decoder layers.
+    #[stack]
+    pub layers: Layers<S>,
+    /// RMSNorm scale after the stack, `[d]`.
+    #[param(shape = [cfg.d_model()], replicated)]
+    pub final_norm: T,
+}
+
+impl<S: LayerStack> TiedCausalLm<Tensor, S>
+where
+    S::Config: LmConfig,
+{
+    /// The parts outside the stack, borrowed, the head tied to the embedding.
+    pub fn outer(&self, c: &S::Config) -> Outer<'_> {
+        Outer {
+            embed: &self.embed,
+            final_norm: &self.final_norm,
+            lm_head: None,
+            eps: c.norm_eps(),
+        }
+    }
+}
+
+impl<S: LayerStack + 'static> ModelForward for TiedCausalLm<Tensor, S>
 where
     S::Config: LmConfig,
 {
@@ -178,8 +235,8 @@ pub struct Outer<'a> {
     pub embed: &'a Tensor,
     /// RMSNorm scale after the stack, `[d]`.
     pub final_norm: &'a Tensor,
-    /// LM head, `[d, vocab]`.
-    pub lm_head: &'a Tensor,
+    /// LM head, `[d, vocab]`; `None`: the embedding's transpose (tied).
+    pub lm_head: Option<&'a Tensor>,
     /// The final norm's epsilon.
     pub eps: f64,
 }
@@ -190,21 +247,38 @@ impl Outer<'_> {
         self.embed.take(tokens, 0)
     }
 
-    /// The logits `[B, T, vocab]` of `h: [B, T, d]`: the final RMSNorm, then the LM head.
+    /// The logits `[B, T, vocab]` of `h: [B, T, d]`: the final RMSNorm, then the LM head (or
+    /// the embedding's transpose).
     pub fn logits(&self, h: &Tensor) -> Result<Tensor> {
-        nn::rms_norm(h, self.final_norm, self.eps)?.matmul(self.lm_head)
+        let normed = nn::rms_norm(h, self.final_norm, self.eps)?;
+        match self.lm_head {
+            Some(head) => normed.matmul(head),
+            None => normed.matmul(&self.embed.transpose(&[1, 0])?),
+        }
+    }
+
+    /// Vocabulary size: the LM head's columns (the embedding's rows when tied).
+    fn vocab(&self) -> Option<i64> {
+        match self.lm_head {
+            Some(head) => match head.dims() {
+                &[_, vocab] => Some(vocab),
+                _ => None,
+            },
+            None => self.embed.dims().first().copied(),
+        }
     }
 
     /// The mean next-token cross-entropy of `h: [B, T, d]`'s logits against `labels: [B, T]`
     /// (f32 whatever the activation's type, [`nn::cross_entropy`]).
     pub fn loss(&self, h: &Tensor, labels: &Tensor) -> Result<Tensor> {
-        let (&[b, t, _], &[_, vocab]) = (h.dims(), self.lm_head.dims()) else {
+        let (&[b, t, _], Some(vocab)) = (h.dims(), self.vocab()) else {
             return Err(Error::InvalidOp {
                 op: "causal_lm",
                 message: format!(
-                    "expected h [B, T, d] and an LM head [d, vocab], got {} and {}",
+                    "expected h [B, T, d] and an LM head [d, vocab] (or an embedding [vocab, \
+                     d]), got {} and {}",
                     h.ty(),
-                    self.lm_head.ty()
+                    self.lm_head.unwrap_or(self.embed).ty()
                 ),
             });
         };

@@ -400,7 +400,7 @@ fn schedule_options(args: &BenchArgs, declared: Precision, schedule: Schedule) -
 /// Refuses, before the plugin loads, a bench whose largest schedule cannot fit this machine's
 /// memory (`memory::check`); returns that schedule's estimate per device, for an
 /// accelerator's own check once its client says what it has (none with `--no-memory-check`).
-fn check_memory(
+pub fn check_memory(
     args: &BenchArgs,
     c: &ModelConfig,
 ) -> Result<Option<stackscan::cost::MemoryEstimate>, BenchError> {

@@ -20,11 +20,13 @@ pub struct BenchCommand {
     pub out: Option<PathBuf>,
 }
 
-/// Runs `bench`. Flags that describe nothing runnable, and a destination that cannot be
-/// written, fail before anything is measured (status 2, as the parser's own errors).
+/// Runs `bench`. Flags that describe nothing runnable, a step that does not fit the memory
+/// here, and a destination that cannot be written, fail before anything is measured (status
+/// 2, as the parser's own errors).
 pub fn run(a: &BenchCommand, out: &mut dyn Write) -> Result<(), CliError> {
     let usage = |e: BenchError| CliError::Usage(e.to_string());
-    bench::config(&a.bench).map_err(usage)?;
+    let config = bench::config(&a.bench).map_err(usage)?;
+    bench::check_memory(&a.bench, &config).map_err(usage)?;
     if let Some(path) = &a.out {
         bench::check_destination(path).map_err(usage)?;
     }

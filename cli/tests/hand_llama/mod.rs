@@ -99,7 +99,7 @@ impl OuterWeights {
         OuterPart {
             embed: &self.embed,
             final_norm: &self.final_norm,
-            lm_head: &self.lm_head,
+            lm_head: Some(&self.lm_head),
             eps: NORM_EPS,
         }
     }

@@ -443,7 +443,10 @@ pub(crate) fn parse_as<C: ConfigFile>(text: &str, read: fn(&Fields) -> Result<C>
     let (model, types, classes) = (C::MODEL, C::HF_MODEL_TYPES, C::HF_CLASSES);
     if id.is(types, classes) {
         keys::check(text, C::HF_KEYS)?;
-        untied(&id.fields, model)?;
+        // A family whose table reads `tie_word_embeddings` models the tied head.
+        if keys::handling(C::HF_KEYS, "tie_word_embeddings") != Some(keys::HfKey::Read) {
+            untied(&id.fields, model)?;
+        }
         return read(&id.fields);
     }
     let what = &id.what;

@@ -141,7 +141,7 @@ fn a_missing_or_bad_field_is_named() {
             "not a multiple of `num_key_value_heads` = 5",
         ),
         (
-            edited(LLAMA, &["tie_word_embeddings"], Some(true.into())),
+            edited(DEEPSEEK, &["tie_word_embeddings"], Some(true.into())),
             "field `tie_word_embeddings` is true",
         ),
         (
@@ -543,4 +543,21 @@ fn the_checkpoints_page_prints_each_familys_key_table() {
             keys::markdown(table)
         );
     }
+}
+
+/// Llama reads a tied head (Llama 3.2 1B and 3B), and writes it back.
+#[test]
+fn a_llama_file_with_tied_embeddings_reads_as_the_tied_model() {
+    let tied = parse(&edited(LLAMA, &["tie_word_embeddings"], Some(true.into()))).unwrap();
+    let c: &LlamaConfig = tied.get().unwrap();
+    assert!(c.tie_embeddings);
+    let (model, _) = tied.build().unwrap();
+    let names: Vec<&str> = model.outer_params.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["embed", "final_norm"]);
+    assert_eq!(
+        crate::llama::hf::config_json(c)["tie_word_embeddings"],
+        true
+    );
+    let untied = parse(LLAMA).unwrap();
+    assert!(!untied.get::<LlamaConfig>().unwrap().tie_embeddings);
 }

@@ -28,7 +28,7 @@ use stackscan::plan::PlanOptions;
 use stackscan::{LayerStack, Result, Tensor, layer_stack};
 
 use super::{Decoder, LlamaConfig};
-use crate::causal_lm::CausalLm;
+use crate::causal_lm::{CausalLm, TiedCausalLm};
 
 /// The Llama stack at every depth: `LlamaConfig.layers` decoder layers, prefetch and deferred
 /// reduce-scatter.
@@ -44,7 +44,18 @@ pub struct LlamaStack;
 /// The model with stack `S`: the declared Llama lowered to the run-time model (the depth
 /// checked once, against the stack's block pattern).
 pub fn model<S: LayerStack<Config = LlamaConfig> + 'static>(c: &LlamaConfig) -> Result<StackModel> {
-    Ok(stack_model::<CausalLm<Tensor, S>>(c)?.0)
+    Ok(declared::<S>(c)?.0)
+}
+
+/// The causal LM over stack `S` at `c`: its head tied to the embedding or its own.
+fn declared<S: LayerStack<Config = LlamaConfig> + 'static>(
+    c: &LlamaConfig,
+) -> Result<(StackModel, PlanOptions)> {
+    if c.tie_embeddings {
+        stack_model::<TiedCausalLm<Tensor, S>>(c)
+    } else {
+        stack_model::<CausalLm<Tensor, S>>(c)
+    }
 }
 
 /// The main job's model: the declared tiny Llama with its attribute's options.
@@ -60,7 +71,7 @@ pub fn llama3_8b() -> Result<(StackModel, PlanOptions)> {
 
 /// The declared model for a config loaded by name or path, at the config's depth.
 pub fn for_config(c: &LlamaConfig) -> Result<(StackModel, PlanOptions)> {
-    stack_model::<CausalLm<Tensor, LlamaStack>>(c)
+    declared::<LlamaStack>(c)
 }
 
 /// The declared Llama as the commands know it (`--model llama`).
@@ -119,7 +130,11 @@ impl crate::registry::Architecture for Llama {
     }
 
     fn logits_head(c: &LlamaConfig) -> Option<stackscan::fsdp::PostFn> {
-        Some(stackscan::model::logits_head::<CausalLm<Tensor, LlamaStack>>(c))
+        Some(if c.tie_embeddings {
+            stackscan::model::logits_head::<TiedCausalLm<Tensor, LlamaStack>>(c)
+        } else {
+            stackscan::model::logits_head::<CausalLm<Tensor, LlamaStack>>(c)
+        })
     }
 
     fn hf_weights(c: &LlamaConfig) -> Option<Result<stackscan::hf_map::HfMap>> {

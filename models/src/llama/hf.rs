@@ -42,6 +42,7 @@ pub const KEYS: &[(&str, HfKey)] = &[
         "rms_norm_eps",
         HfKey::Held("the norms divide with ε = 1e-5"),
     ),
+    ("tie_word_embeddings", HfKey::Read),
     (
         "pretraining_tp",
         HfKey::Ignored("how the original training split its matrices; the product is the same"),
@@ -52,7 +53,7 @@ pub const KEYS: &[(&str, HfKey)] = &[
 pub fn map(c: &LlamaConfig) -> Result<HfMap> {
     let (model, _) = super::for_config(c)?;
     let (d, q, kv) = (c.d_model, c.heads * c.head_dim, c.kv_heads * c.head_dim);
-    map_of(&model, |name, layer| {
+    let mut map = map_of(&model, |name, layer| {
         let at = |p: &str| format!("model.layers.{}.{p}", layer.unwrap_or(0));
         // Their `[out, in]` projection `p`, transposed.
         let proj =
@@ -72,7 +73,16 @@ pub fn map(c: &LlamaConfig) -> Result<HfMap> {
             "layers.mlp.w_down" => proj("mlp.down_proj.weight", d, c.ffn),
             other => return Err(unmapped("llama", other)),
         }])
-    })
+    })?;
+    if c.tie_embeddings {
+        // `save_pretrained` leaves the tied head out; a file that keeps it holds a copy.
+        map.skipped.push((
+            "lm_head.weight".into(),
+            "the LM head, tied to the embedding (the model reads `model.embed_tokens.weight`)"
+                .into(),
+        ));
+    }
+    Ok(map)
 }
 
 /// The `config.json` of the Llama at `c`, as `transformers` reads it.
@@ -93,7 +103,7 @@ pub fn config_json(c: &LlamaConfig) -> serde_json::Value {
         "rope_theta": c.rope_theta,
         "attention_bias": false,
         "mlp_bias": false,
-        "tie_word_embeddings": false,
+        "tie_word_embeddings": c.tie_embeddings,
         "dtype": "float32",
     });
     if let Some(s) = &c.rope_scaling {
@@ -175,6 +185,7 @@ pub(crate) fn read(f: &Fields) -> Result<LlamaConfig> {
         },
         batch_per_device: 1,
         window: None,
+        tie_embeddings: f.tie_word_embeddings.unwrap_or(false),
         context: 1,
     })
 }

@@ -61,6 +61,11 @@ pub struct LlamaConfig {
     /// `window − 1` positions before it. Absent, the default: every earlier position.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<i64>,
+    /// The LM head is the embedding's transpose, one weight (`tie_word_embeddings`, Llama 3.2
+    /// 1B and 3B): the model is [`TiedCausalLm`](crate::causal_lm::TiedCausalLm). Absent, the
+    /// default: a head of its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tie_embeddings: bool,
     /// Devices each sequence is split over (context parallelism, `--cp`): a device holds
     /// `seq / context` positions of each of its sequences, and attention gathers the keys and
     /// values of the others ([`stackscan::nn::context`]). 1, the default, splits nothing.
@@ -110,6 +115,7 @@ impl LlamaConfig {
             seq: 8,
             batch_per_device,
             window: None,
+            tie_embeddings: false,
             context: 1,
         }
     }
@@ -122,9 +128,13 @@ impl LlamaConfig {
 }
 
 /// The Llama configs kept in the repository, by the name `--config` takes.
-const PRESETS: [(&str, &str); 4] = [
+const PRESETS: [(&str, &str); 5] = [
     ("tiny", include_str!("../../configs/llama-tiny.toml")),
     ("llama3-8b", include_str!("../../configs/llama3-8b.toml")),
+    (
+        "llama3.2-1b",
+        include_str!("../../configs/llama3.2-1b.toml"),
+    ),
     (
         "tiny-swa",
         include_str!("../../configs/llama-tiny-swa.toml"),
