@@ -467,3 +467,11 @@ fn llama_with_tied_embeddings_matches_transformers_and_steps_as_it_does() {
         e.loss
     );
 }
+
+/// DeepSeek-V3 as published: its projections FP8 (e4m3) with block scales, dequantized on
+/// import into the f32 masters, to the loss and logits `transformers` computes on the
+/// dequantized weights.
+#[test]
+fn deepseek3_with_fp8_block_quantized_weights_matches_transformers() {
+    variant_matches_transformers("deepseek3", "deepseek3_fp8");
+}

@@ -130,9 +130,9 @@ pub const KEYS: &[(&str, HfKey)] = &[
     ),
     (
         "quantization_config",
-        HfKey::Refused(
-            "FP8 block-quantized weights are not dequantized on import yet; convert the \
-             checkpoint to bf16 first",
+        HfKey::Ignored(
+            "read by the import, not the config: FP8 (e4m3) weights with block scales are \
+             dequantized into the f32 masters; another quantization is refused there",
         ),
     ),
 ];

@@ -16,7 +16,7 @@ use std::path::Path;
 
 pub use array::Array;
 use array::inverse;
-pub use files::{INDEX, SINGLE, WeightFiles};
+pub use files::{INDEX, SCALE_SUFFIX, SINGLE, WeightFiles};
 
 use crate::checkpoint::{Tensor, write_atomic};
 use crate::error::{Error, Result};
@@ -64,8 +64,14 @@ pub fn check(map: &HfMap, files: &WeightFiles) -> Result<Vec<(String, usize)>> {
                 return Err(bad(
                     dir,
                     Some(&stored),
-                    format!("is {dtype}; weights load from F32, BF16 or F16"),
+                    format!(
+                        "is {dtype}; weights load from F32, BF16, F16, or FP8 (E4M3) with \
+                         block scales and a `quantization_config` saying so"
+                    ),
                 ));
+            }
+            if let Some(scales) = files.scales_of(&stored) {
+                linked.insert(scales);
             }
             linked.insert(stored);
         }

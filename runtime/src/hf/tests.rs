@@ -250,3 +250,36 @@ fn a_sharded_checkpoint_is_read_through_its_index() {
     assert_eq!(import(&m, &files, 2).expect("import"), ours()[2]);
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
+
+/// A quantization other than FP8 blocks is refused when the files open, by its method.
+#[test]
+fn another_quantization_is_refused_by_name() {
+    let m = map();
+    let dir = scratch("awq");
+    write_weights(
+        &dir,
+        &export(&m, &ours()).expect("export"),
+        ExportDType::F32,
+    )
+    .expect("write");
+    std::fs::write(
+        dir.join("config.json"),
+        r#"{"quantization_config": {"quant_method": "awq", "bits": 4}}"#,
+    )
+    .expect("config");
+    let e = WeightFiles::open(&dir).unwrap_err().to_string();
+    assert!(
+        e.contains("`quant_method` is `awq`") && e.contains("fp8"),
+        "{e}"
+    );
+    // FP8 blocks, declared, read; the files hold no FP8 tensor, so nothing changes.
+    std::fs::write(
+        dir.join("config.json"),
+        r#"{"quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [2, 2]}}"#,
+    )
+    .expect("config");
+    let files = WeightFiles::open(&dir).expect("open");
+    check(&m, &files).expect("check");
+    assert_eq!(import(&m, &files, 0).expect("import"), ours()[0]);
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
