@@ -383,6 +383,17 @@ fn variant_matches_transformers(model: &str, fixture_name: &str) {
         rope_table(&ours),
         rope_table(&theirs)
     );
+    // The special tokens, which the model leaves aside, are written back as the file had them.
+    for key in stackscan_models::hf_config::keys::WRITTEN_BACK {
+        if !theirs[key].is_null() {
+            assert!(
+                same(&ours[key], &theirs[key]),
+                "{fixture_name}: export writes `{key}` = {}, the file has {}",
+                ours[key],
+                theirs[key]
+            );
+        }
+    }
 
     // The same file in the legacy form (`rope_theta` beside a `rope_scaling` table, as
     // `transformers` 4 wrote it) reads as the same config, so it computes the same loss.
@@ -474,4 +485,48 @@ fn llama_with_tied_embeddings_matches_transformers_and_steps_as_it_does() {
 #[test]
 fn deepseek3_with_fp8_block_quantized_weights_matches_transformers() {
     variant_matches_transformers("deepseek3", "deepseek3_fp8");
+}
+
+/// Qwen3.5 with its router's balancing loss on: a step reports the language model's loss
+/// apart from the balancing term (equal to `transformers`' cross-entropy, where the term used
+/// to be added in), and the term weighted as `transformers` weights it, the coefficient on
+/// the mean over the layers (not on their sum, which was `layers` times as much). Its
+/// statistics are per sequence and per layer here (so a sharded step computes the same),
+/// pooled over the batch and the layers there: the term equals the per-sequence, per-layer
+/// form computed from `transformers`' own router logits, and comes within 10 % of the pooled
+/// one.
+#[test]
+fn qwen35_reports_its_balancing_loss_apart_weighted_as_published() {
+    let dir = fixture("qwen35_aux");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let coef = v["router_aux_loss_coef"].as_f64().unwrap();
+    let pooled = v["aux_loss"].as_f64().unwrap() * coef;
+    let per_sequence = v["aux_loss_per_sequence_and_layer"].as_f64().unwrap() * coef;
+    let client = cached_cpu_client(DEVICES, TARGET_TMP);
+    let Imported {
+        mut t,
+        inputs,
+        loss,
+        ..
+    } = parity("qwen35", "qwen35_aux", &client);
+    let r = t.step(&inputs).unwrap();
+    let ours = f64::from(r.aux(stackscan_models::moe::AUX_LOSS).unwrap());
+    eprintln!(
+        "qwen35_aux: balancing term {ours:.6}; per sequence and layer {per_sequence:.6}, \
+         pooled {pooled:.6}"
+    );
+    assert!(
+        (f64::from(r.loss) - loss).abs() <= 1e-6 * loss,
+        "the step reports {} where the model's loss is {loss}",
+        r.loss
+    );
+    assert!(
+        (ours - per_sequence).abs() <= 1e-4 * per_sequence,
+        "balancing term {ours} vs {per_sequence} from transformers' router logits"
+    );
+    assert!(
+        (ours - pooled).abs() <= 0.1 * pooled,
+        "balancing term {ours} vs transformers' pooled {pooled}"
+    );
 }

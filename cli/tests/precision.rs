@@ -48,12 +48,12 @@ const F32_DIGESTS: [(&str, &str, &str); 4] = [
     (
         "deepseek3",
         "tiny",
-        "51221407fa9e01a75e1f21c82a0e092b4bf82648532b31ad527e49f0caa86fc1",
+        "8ca590a476ef4eeac5bc112ccadc76d79eb10f07fb15ed684b48c5c8f6180593",
     ),
     (
         "qwen35",
         "tiny",
-        "42b705cd72cf64aae84f220d2ee7337c3e1a2ddeb850f6ec908d4de5318120dd",
+        "13315fb4db72cd15421a5eb982cbc08c51de387b03ac3283434732d6c6d10e72",
     ),
     (
         "llama",

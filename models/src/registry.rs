@@ -297,6 +297,12 @@ impl ModelName {
         }
     }
 
+    /// The config whose fields `v` holds, as [`ModelConfig::to_json`] writes them (what a
+    /// checkpoint records of the run that wrote it).
+    pub fn config_from_json(self, v: serde_json::Value) -> Result<ModelConfig> {
+        self.0.config_from_json(v)
+    }
+
     /// The learning rate the model trains well with on its synthetic data.
     pub fn default_lr(self) -> f64 {
         self.0.default_lr()
@@ -366,6 +372,10 @@ pub struct ModelConfig {
     /// The precision policy the config file declares (`precision = "bf16"`), over the
     /// stack attribute's; kept through every reshaped copy.
     precision: Option<Precision>,
+    /// What a Hugging Face `config.json` said that the model leaves aside but an export
+    /// writes back ([`hf_config::keys::WRITTEN_BACK`](crate::hf_config::keys::WRITTEN_BACK):
+    /// the tokenizer's special tokens); empty for a preset or a TOML file.
+    hf_extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ModelConfig {
@@ -375,6 +385,7 @@ impl ModelConfig {
             model: ModelName::of::<A>(),
             value: Box::new(c),
             precision: None,
+            hf_extra: serde_json::Map::new(),
         }
     }
 
@@ -389,9 +400,21 @@ impl ModelConfig {
         self.precision
     }
 
-    /// `c`, a reshaped copy of this config, with this config's precision.
+    /// This config with `extra`, the keys of its Hugging Face file an export writes back.
+    pub fn with_hf_extra(mut self, extra: serde_json::Map<String, serde_json::Value>) -> Self {
+        self.hf_extra = extra;
+        self
+    }
+
+    /// The keys of its Hugging Face file an export writes back (the special tokens).
+    pub fn hf_extra(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.hf_extra
+    }
+
+    /// `c`, a reshaped copy of this config, with this config's precision and file keys.
     fn keep(&self, c: ModelConfig) -> ModelConfig {
         c.with_precision(self.precision)
+            .with_hf_extra(self.hf_extra.clone())
     }
 
     /// The model this is a config of.
@@ -547,9 +570,16 @@ impl ModelConfig {
         })
     }
 
-    /// The model's `config.json` for `transformers` ([`Architecture::hf_config_json`]).
+    /// The model's `config.json` for `transformers` ([`Architecture::hf_config_json`]), with
+    /// the keys of the file it was read from that an export writes back.
     pub fn hf_config_json(&self) -> Option<serde_json::Value> {
-        self.model.0.hf_config_json(self)
+        let mut json = self.model.0.hf_config_json(self)?;
+        if let Some(map) = json.as_object_mut() {
+            for (k, v) in &self.hf_extra {
+                map.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        Some(json)
     }
 }
 

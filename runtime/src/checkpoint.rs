@@ -145,6 +145,42 @@ impl Checkpoint {
         Ok(Checkpoint { tensors, metadata })
     }
 
+    /// The metadata of the file at `path` (its checksums left out), read from its header
+    /// alone: what a command needs of a checkpoint before it reads and hashes every tensor
+    /// (the model and config it records). A file too short for its header, or one whose
+    /// header does not parse, is refused as [`Checkpoint::read`] refuses it.
+    pub fn metadata_of(path: &Path) -> Result<BTreeMap<String, String>> {
+        use std::io::Read;
+        let io = |source| Error::Io {
+            context: format!("reading checkpoint `{}`", path.display()),
+            source,
+        };
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let mut len = [0u8; 8];
+        let mut head = Vec::new();
+        if file.read_exact(&mut len).is_ok() {
+            let n = u64::from_le_bytes(len);
+            // A header longer than the file is the truncation `read` reports.
+            let size = file.metadata().map_err(io)?.len();
+            if n <= size.saturating_sub(8) {
+                head = vec![0u8; n as usize];
+                file.read_exact(&mut head).map_err(io)?;
+            }
+        }
+        let header: serde_json::Map<String, Value> = match serde_json::from_slice(&head) {
+            Ok(Value::Object(h)) => h,
+            _ => return Checkpoint::read(path).map(|c| c.metadata),
+        };
+        Ok(header
+            .get("__metadata__")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| checksum::tensor_of(k).is_none())
+            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+            .collect())
+    }
+
     /// Reads and parses the file at `path`, checking its checksums ([`Checkpoint::from_bytes`]).
     pub fn read(path: &Path) -> Result<Checkpoint> {
         let bytes = std::fs::read(path).map_err(|source| Error::Io {

@@ -39,7 +39,8 @@ use std::time::Instant;
 use stackscan::DType;
 use stackscan::auxiliary::AuxOutput;
 use stackscan::fsdp::{
-    Adam, Init, InputSpec, ParamSpec, StackModel, TrainingProgram, training_program,
+    Adam, Init, InputSpec, ParamSpec, StackModel, TrainingProgram, forward_loss_on,
+    training_program,
 };
 use stackscan::plan::{Plan, PlanOptions};
 
@@ -96,7 +97,7 @@ pub struct Trainer {
     last_end: Option<Arc<OnceLock<Instant>>>,
     /// The training step without its update (inputs and weights in, loss out), compiled on
     /// the first [`evaluate`](Trainer::evaluate).
-    eval_program: stackscan::Program,
+    /// The forward-only loss program, compiled on the first [`Trainer::evaluate`].
     eval_exe: Option<Executable>,
     micro_batches: usize,
     /// The model and plan options, for the forward program [`Trainer::logits`] lowers.
@@ -190,7 +191,6 @@ impl Trainer {
             step,
             aux,
         } = training_program(model, options, mesh.layout(), adam, micro_batches)?;
-        let eval_program = step.program.clone();
         let started = Instant::now();
         let exe = client.compile_program(&program, mesh)?;
         let compile_seconds = started.elapsed().as_secs_f64();
@@ -245,7 +245,6 @@ impl Trainer {
             compile_seconds,
             launched: 0,
             last_end: None,
-            eval_program,
             eval_exe: None,
             micro_batches,
             model: model.clone(),
@@ -265,37 +264,47 @@ impl Trainer {
     }
 
     /// The loss of the current weights on `inputs` (device `d`'s share of every model input
-    /// at `inputs[d]`), with nothing updated: held-out evaluation. It is the loss a step on
-    /// these inputs would report (the layers' loss terms included), from the training
-    /// step's own program run without its update; that program is compiled on the first
-    /// call. Steps still in flight finish first (their results are the weights read).
+    /// at `inputs[d]`, as a step takes them), with nothing updated: held-out evaluation. It
+    /// is the loss a step on these inputs would report (the model's own, the layers' loss
+    /// terms apart), from a forward-only program ([`forward_loss_on`]: no backward, no
+    /// optimizer) compiled on the first call, run once per micro-batch. Steps still in flight
+    /// finish first (their results are the weights read).
     pub fn evaluate(&mut self, inputs: &[Vec<HostInput>]) -> Result<f32> {
-        let batch = self.upload(inputs)?;
+        self.check_inputs(&self.inputs, inputs)?;
         if self.eval_exe.is_none() {
+            let program = forward_loss_on(&self.model, self.options, self.mesh.layout())?;
             let started = Instant::now();
-            self.eval_exe = Some(
-                self.client
-                    .compile_program(&self.eval_program, &self.mesh)?,
-            );
+            self.eval_exe = Some(self.client.compile_program(&program, &self.mesh)?);
             self.compile_seconds += started.elapsed().as_secs_f64();
         }
-        let Some(exe) = &self.eval_exe else {
-            return Err(Error::Program(
-                "the evaluation program did not compile".into(),
-            ));
-        };
-        let lists: Vec<Vec<&Buffer>> = batch
-            .buffers
-            .iter()
-            .zip(&self.state)
-            .map(|(inp, state)| inp.iter().chain(&state[..self.weights]).collect())
-            .collect();
-        let out = exe.execute(&lists)?;
-        let loss = out
-            .first()
-            .and_then(|d| d.first())
-            .ok_or_else(|| Error::Program("the evaluation returned no loss".into()))?;
-        Ok(loss.to_host::<f32>()?[0])
+        let k = self.micro_batches;
+        let mut total = 0.0f64;
+        for part in 0..k {
+            let micro: Vec<Vec<HostInput>> = inputs
+                .iter()
+                .map(|device| device.iter().map(|x| x.part(part, k)).collect())
+                .collect();
+            let batch = self.upload_as(&self.model.inputs, &micro)?;
+            let Some(exe) = &self.eval_exe else {
+                return Err(Error::Program(
+                    "the evaluation program did not compile".into(),
+                ));
+            };
+            let lists: Vec<Vec<&Buffer>> = batch
+                .buffers
+                .iter()
+                .zip(&self.state)
+                .map(|(inp, state)| inp.iter().chain(&state[..self.weights]).collect())
+                .collect();
+            for device in exe.execute(&lists)? {
+                let loss = device
+                    .first()
+                    .ok_or_else(|| Error::Program("the evaluation returned no loss".into()))?
+                    .to_host::<f32>()?;
+                total += loss.iter().map(|&l| f64::from(l)).sum::<f64>();
+            }
+        }
+        Ok((total / (k * self.mesh.size()) as f64) as f32)
     }
 
     /// What `head` (a model's [`logits_head`](stackscan::model::logits_head)) makes of the
@@ -372,9 +381,9 @@ impl Trainer {
         self.upload_as(&self.inputs, inputs)
     }
 
-    /// [`upload`](Self::upload) checked against `specs`.
-    fn upload_as(&self, specs: &[InputSpec], inputs: &[Vec<HostInput>]) -> Result<DeviceBatch> {
-        let started = Instant::now();
+    /// Checks `inputs` (one list per device) against `specs`: the device count, each list's
+    /// length, and every input's type, length and values.
+    fn check_inputs(&self, specs: &[InputSpec], inputs: &[Vec<HostInput>]) -> Result<()> {
         let n = self.mesh.size();
         if inputs.len() != n {
             return Err(Error::DeviceLists {
@@ -394,7 +403,14 @@ impl Trainer {
                 input.check(spec, d)?;
             }
         }
-        let mut buffers: Vec<Vec<Buffer>> = Vec::with_capacity(n);
+        Ok(())
+    }
+
+    /// [`upload`](Self::upload) checked against `specs`.
+    fn upload_as(&self, specs: &[InputSpec], inputs: &[Vec<HostInput>]) -> Result<DeviceBatch> {
+        let started = Instant::now();
+        self.check_inputs(specs, inputs)?;
+        let mut buffers: Vec<Vec<Buffer>> = Vec::with_capacity(inputs.len());
         for (device_inputs, dev) in inputs.iter().zip(self.mesh.devices()) {
             let mut bufs = Vec::with_capacity(device_inputs.len());
             for (input, spec) in device_inputs.iter().zip(specs) {

@@ -289,10 +289,21 @@ pub fn shaped_config(
     devices: usize,
 ) -> stackscan::Result<stackscan_models::registry::ModelConfig> {
     let from_dir = init_from.map(|d| d.join("config.json").to_string_lossy().into_owned());
-    let mut c = model.load_or(
+    let c = model.load_or(
         config.or(from_dir.as_deref()),
         stackscan_models::registry::Preset::Tiny,
     )?;
+    reshaped(c, batch, seq, devices)
+}
+
+/// `c` with `--batch` (sequences over all `devices`, which must split them) and `--seq`
+/// applied.
+pub fn reshaped(
+    mut c: stackscan_models::registry::ModelConfig,
+    batch: Option<u32>,
+    seq: Option<u32>,
+    devices: usize,
+) -> stackscan::Result<stackscan_models::registry::ModelConfig> {
     if let Some(batch) = batch {
         let devices = u32::try_from(devices).unwrap_or(u32::MAX);
         if !batch.is_multiple_of(devices) {

@@ -20,11 +20,13 @@ use stackscan_models::registry::ModelConfig;
 #[derive(Clone, Debug, Args)]
 pub struct EvalArgs {
     /// The model (default: the one a Hugging Face `config.json` given by `--config` or
-    /// `--init-from` says it is, else the first the command line knows).
+    /// `--init-from` says it is, else the one the checkpoint records, else the first the
+    /// command line knows).
     #[arg(long, value_name = "NAME", value_parser = super::args::ModelParser)]
     pub model: Option<ModelName>,
     /// Its config (as `train --config`); with `--init-from`, that directory's `config.json`
-    /// by default, else the tiny preset.
+    /// by default, with `--checkpoint` the one the run that wrote it recorded, else the tiny
+    /// preset.
     #[arg(long, value_name = "NAME|PATH")]
     pub config: Option<String>,
     /// The weights: a training checkpoint (a `--save-every` directory or its file).
@@ -68,7 +70,27 @@ pub struct EvalArgs {
 }
 
 impl EvalArgs {
+    /// `--checkpoint`'s file: a directory's `latest.safetensors`, or the file itself.
+    fn checkpoint_file(&self) -> Option<PathBuf> {
+        self.checkpoint.as_ref().map(|p| {
+            if p.is_dir() {
+                p.join("latest.safetensors")
+            } else {
+                p.clone()
+            }
+        })
+    }
+
+    /// The config to evaluate: `--config` (or `--init-from`'s `config.json`), else the one
+    /// the checkpoint records when `--model` names no other, else the model's tiny preset;
+    /// with `--batch` and `--seq`.
     fn config(&self) -> Result<ModelConfig, CliError> {
+        if let (None, None, Some(path)) = (&self.config, self.model, self.checkpoint_file())
+            && let Some(c) = super::recorded::recorded(&path)?
+        {
+            return super::args::reshaped(c, self.batch, self.seq, self.runtime.devices)
+                .map_err(|e| CliError::Usage(format!("cannot build the model: {e}")));
+        }
         super::args::shaped_config(
             super::args::model_for(
                 self.model,
@@ -88,6 +110,7 @@ impl EvalArgs {
 /// Runs `eval`.
 pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let c = a.config()?;
+    let c_model = c.model();
     let devices = a.runtime.devices;
     let usage = |e: stackscan::Error| CliError::Usage(e.to_string());
     let map = match &a.init_from {
@@ -125,13 +148,9 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
         to_usize(job.seq)?,
     )
     .map_err(|e| CliError::Usage(e.to_string()))?;
-    let checkpoint = match &a.checkpoint {
-        Some(p) => {
-            let path = if p.is_dir() {
-                p.join("latest.safetensors")
-            } else {
-                p.clone()
-            };
+    let checkpoint = match a.checkpoint_file() {
+        Some(path) => {
+            super::recorded::check_model(&path, c_model)?;
             let ckpt = Checkpoint::read(&path).map_err(|e| CliError::Usage(e.to_string()))?;
             check_checkpoint(&ckpt, &path, &job.model)
                 .map_err(|e| CliError::Usage(format!("cannot evaluate: {e}")))?;

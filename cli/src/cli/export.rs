@@ -14,12 +14,13 @@ use stackscan_models::jobs::ModelName;
 /// Arguments of `export`.
 #[derive(Clone, Debug, Args)]
 pub struct ExportArgs {
-    /// The model the checkpoint is of (default: the one a `config.json` given by `--config`
-    /// says it is, else the first the command line knows).
+    /// The model the checkpoint is of (default: the one the checkpoint records, else the one
+    /// a `config.json` given by `--config` says it is, else the first the command line
+    /// knows).
     #[arg(long, value_name = "NAME", value_parser = super::args::ModelParser)]
     pub model: Option<ModelName>,
     /// The config it was trained at (as `train --config`; a Hugging Face `config.json`
-    /// too), else the tiny preset.
+    /// too); by default the one the checkpoint records, else the tiny preset.
     #[arg(long, value_name = "NAME|PATH")]
     pub config: Option<String>,
     /// The checkpoint: a `--save-every` directory (its `latest.safetensors`) or a file.
@@ -37,21 +38,28 @@ pub struct ExportArgs {
 
 /// Runs `export`.
 pub fn run(a: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let model = super::args::model_for(a.model, a.config.as_deref(), None);
-    let config = model
-        .load_or(
-            a.config.as_deref(),
-            stackscan_models::registry::Preset::Tiny,
-        )
-        .map_err(|e| CliError::Usage(format!("cannot build the model: {e}")))?;
-    let map = config
-        .hf_weights()
-        .map_err(|e| CliError::Usage(e.to_string()))?;
     let path = if a.checkpoint.is_dir() {
         a.checkpoint.join("latest.safetensors")
     } else {
         a.checkpoint.clone()
     };
+    let recorded = match (&a.config, a.model) {
+        (None, None) => super::recorded::recorded(&path)?,
+        _ => None,
+    };
+    let config = match recorded {
+        Some(c) => c,
+        None => super::args::model_for(a.model, a.config.as_deref(), None)
+            .load_or(
+                a.config.as_deref(),
+                stackscan_models::registry::Preset::Tiny,
+            )
+            .map_err(|e| CliError::Usage(format!("cannot build the model: {e}")))?,
+    };
+    super::recorded::check_model(&path, config.model())?;
+    let map = config
+        .hf_weights()
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     let ckpt = Checkpoint::read(&path).map_err(|e| CliError::Usage(e.to_string()))?;
     let theirs = stackscan_runtime::hf::export(&map, &ckpt.tensors).map_err(|e| {
         CliError::Usage(format!(

@@ -25,6 +25,7 @@ pub mod eval;
 pub mod export;
 pub mod logging;
 pub mod plan;
+pub mod recorded;
 pub mod report;
 pub mod train;
 

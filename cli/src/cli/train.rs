@@ -202,12 +202,21 @@ struct Checked {
     /// The step's memory per device, estimated (none with `--no-memory-check`): an
     /// accelerator's is checked once its client says how much it has.
     memory: Option<stackscan::cost::MemoryEstimate>,
+    /// The config, as each checkpoint records it ([`super::recorded`]).
+    config: stackscan_models::registry::ModelConfig,
 }
 
 impl TrainArgs {
     /// The model named, else the one a Hugging Face `config.json` of `--config` or
-    /// `--init-from` says it is, else the first the command line knows.
+    /// `--init-from` says it is, else the one the `--resume` checkpoint records, else the
+    /// first the command line knows.
     pub fn model(&self) -> ModelName {
+        let chosen = self.model.is_some() || self.config.is_some() || self.init_from.is_some();
+        if let (false, Some(dir)) = (chosen, &self.resume)
+            && let Ok(Some(c)) = super::recorded::recorded(&latest(dir))
+        {
+            return c.model();
+        }
         super::args::model_for(
             self.model,
             self.config.as_deref(),
@@ -215,8 +224,17 @@ impl TrainArgs {
         )
     }
 
-    /// The model's config (`--config`, else its tiny preset) with `--batch` and `--seq`.
-    fn shaped_config(&self) -> stackscan::Result<stackscan_models::registry::ModelConfig> {
+    /// The model's config (`--config`, else the one the `--resume` checkpoint records when
+    /// neither `--model` nor `--init-from` names another, else its tiny preset) with
+    /// `--batch` and `--seq`.
+    fn shaped_config(&self) -> Result<stackscan_models::registry::ModelConfig, CliError> {
+        let devices = (self.runtime.devices / self.cp.max(1) as usize).max(1);
+        let chosen = self.model.is_some() || self.config.is_some() || self.init_from.is_some();
+        if let (false, Some(dir)) = (chosen, &self.resume)
+            && let Some(c) = super::recorded::recorded(&latest(dir))?
+        {
+            return super::args::reshaped(c, self.batch, self.seq, devices).map_err(build_error);
+        }
         super::args::shaped_config(
             self.model(),
             self.config.as_deref(),
@@ -224,8 +242,9 @@ impl TrainArgs {
             self.batch,
             self.seq,
             // `--batch` is split over the groups of devices that share sequences.
-            (self.runtime.devices / self.cp.max(1) as usize).max(1),
+            devices,
         )
+        .map_err(build_error)
     }
 
     fn adam(&self, job: &Job) -> Adam {
@@ -268,9 +287,8 @@ impl TrainArgs {
             direct_token_gather: self.direct_token_gather,
             dlhs_transpose_rhs: self.dlhs_transpose_rhs,
         };
-        let config = self
-            .shaped_config()
-            .map_err(|e| CliError::Usage(format!("cannot build the declared model: {e}")))?;
+        let config = self.shaped_config()?;
+        let recorded = config.clone();
         // The map `--init-from` reads through, made now so a model without one costs no
         // plugin load or compile.
         let hf =
@@ -326,6 +344,7 @@ impl TrainArgs {
             hf,
             config_precision,
             memory,
+            config: recorded,
         })
     }
 
@@ -414,6 +433,7 @@ impl TrainArgs {
             return Ok(None);
         };
         let path = latest(dir);
+        super::recorded::check_model(&path, self.model())?;
         let cannot = |e: stackscan_runtime::Error| CliError::Usage(format!("cannot resume: {e}"));
         let ckpt = Checkpoint::read(&path).map_err(cannot)?;
         check_checkpoint(&ckpt, &path, &job.model).map_err(cannot)?;
@@ -444,4 +464,9 @@ pub(crate) fn too_big(run: &'static str) -> impl Fn(stackscan::Error) -> CliErro
         let why = stackscan_models::memory::reason(e);
         CliError::Usage(format!("cannot {run} this model here: {why}"))
     }
+}
+
+/// A config that cannot be built, as a usage error.
+fn build_error(e: stackscan::Error) -> CliError {
+    CliError::Usage(format!("cannot build the declared model: {e}"))
 }

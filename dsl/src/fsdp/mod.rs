@@ -53,7 +53,7 @@ pub(crate) mod toy;
 mod training;
 
 pub use accumulate::accumulate;
-pub use forward::forward_step_on;
+pub use forward::{forward_loss_on, forward_step_on};
 pub use listing::NamedParam;
 pub use loops::LOOP_LABEL;
 pub use model::{

@@ -11,8 +11,9 @@ use crate::ir::Function;
 use super::model::StackModel;
 
 /// `(inputs…, outer weights…, stacked weights per kind (full, `[layers, shape…]`)…) →
-/// (loss, d outer…, d stacked…)` on one device; inputs are the whole batch. The loss includes
-/// the layers' loss terms ([`AuxRole::Loss`]); metrics are not returned.
+/// (loss, d outer…, d stacked…)` on one device; inputs are the whole batch. The loss is the
+/// model's own and the gradients include the layers' loss terms ([`AuxRole::Loss`]), as the
+/// step's; metrics are not returned.
 ///
 /// `batch_scale` multiplies the inputs' batch dimension (the devices the FSDP step splits the
 /// batch over), so the reference sees the global batch.
@@ -60,10 +61,13 @@ pub fn reference_step(model: &StackModel, batch_scale: usize) -> Result<Function
         h = (model.kinds[k].forward)(&h, &w)?;
     }
     let mut loss = (model.post)(&h, &inputs, &outer)?;
-    // The layers' loss terms, summed over layers as the step sums them.
+    // The layers' loss terms, summed over layers as the step sums them, in the gradient but
+    // not in the value: `t − sg(t)` is zero and differentiates as `t`, so the reference
+    // reports the model's own loss, as the step does.
     for (output, value) in s.take_aux() {
         if output.role == AuxRole::Loss {
-            loss = loss.add(&value.convert(loss.dtype())?)?;
+            let term = value.convert(loss.dtype())?;
+            loss = loss.add(&term.sub(&term.stop_gradient()?)?)?;
         }
     }
     let f = s.finish(&[loss])?;

@@ -36,7 +36,9 @@ use super::model::{ParamSpec, StackModel, Update};
 pub struct TrainStep {
     /// The program: parameters `[inputs…, outer slabs…, stacked slabs (kind-major)…]`,
     /// results `[loss, outer gradient slabs…, stacked gradient slabs…, auxiliary outputs…]`.
-    /// The loss includes the layers' loss terms ([`AuxRole::Loss`]).
+    /// The loss is the model's own (a language model's cross-entropy); the layers' loss terms
+    /// ([`AuxRole::Loss`]) are trained on but reported apart, among the auxiliary outputs, so
+    /// a reported loss and perplexity are the model's whatever its balancing terms add.
     pub program: Program,
     /// The auxiliary outputs the layers record ([`crate::auxiliary`]), one `f32[]` result
     /// each after the gradients, in this order: a metric's mean over the layers recording it
@@ -208,12 +210,9 @@ impl Lowering<'_> {
         let mut post_args = vec![h_last.clone()];
         post_args.extend(inputs.iter().cloned());
         post_args.extend(outer_full.iter().cloned());
-        let mut loss_local = s.inline(&post, &post_args)?.remove(0);
-        for (output, value) in self.aux.iter().zip(&aux) {
-            if output.role == AuxRole::Loss {
-                loss_local = loss_local.add(&value.convert(loss_local.dtype())?)?;
-            }
-        }
+        // The model's own loss: the layers' loss terms are trained on (the backward gives
+        // each its gradient) and reported apart, as auxiliary outputs.
+        let loss_local = s.inline(&post, &post_args)?.remove(0);
         let mut wrt = vec![true];
         wrt.extend(m.inputs.iter().map(|_| false));
         wrt.extend(m.outer_params.iter().map(|p| p.dtype.is_float()));
@@ -299,7 +298,7 @@ pub(super) fn pre_activation(
 
 /// `post` as a function of `(activation, inputs…, outer weights…)` to the scalar local loss,
 /// in f32 whatever the layers compute in.
-fn trace_post(m: &StackModel, precision: Precision) -> Result<Function> {
+pub(super) fn trace_post(m: &StackModel, precision: Precision) -> Result<Function> {
     let s = Scope::new("post");
     let h = s.param(precision.compute_type(&m.activation));
     let (inputs, outer) = input_and_outer_params(&s, m, precision);

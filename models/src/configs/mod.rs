@@ -119,6 +119,20 @@ pub fn load<C: ConfigFile>(spec: &str) -> Result<C> {
     load_with_precision(spec).map(|(c, _)| c)
 }
 
+/// The Hugging Face `config.json` `spec` names, if it names one: a `.json` file, or a model
+/// directory holding one (as [`load_with_precision`] reads them).
+pub fn hf_file(spec: &str) -> Option<std::path::PathBuf> {
+    let given = Path::new(spec);
+    let in_dir = given.join("config.json");
+    if given.is_dir() && in_dir.is_file() {
+        Some(in_dir)
+    } else if given.is_file() && given.extension().is_some_and(|x| x == "json") {
+        Some(given.to_owned())
+    } else {
+        None
+    }
+}
+
 /// [`load`], and the precision policy a TOML file declares (`precision = "bf16"`, a key of
 /// every model's file; `None` for a preset or a `config.json`, which declare none).
 pub fn load_with_precision<C: ConfigFile>(spec: &str) -> Result<(C, Option<Precision>)> {

@@ -97,15 +97,21 @@ pub const COMMON: &[(&str, HfKey)] = &[
     ),
     (
         "bos_token_id",
-        HfKey::Ignored("the tokenizer's: a step reads token ids as the data holds them"),
+        HfKey::Ignored(
+            "the tokenizer's: a step reads token ids as the data holds them; `export` writes it back",
+        ),
     ),
     (
         "eos_token_id",
-        HfKey::Ignored("the tokenizer's: a step reads token ids as the data holds them"),
+        HfKey::Ignored(
+            "the tokenizer's: a step reads token ids as the data holds them; `export` writes it back",
+        ),
     ),
     (
         "pad_token_id",
-        HfKey::Ignored("the tokenizer's: a step reads token ids as the data holds them"),
+        HfKey::Ignored(
+            "the tokenizer's: a step reads token ids as the data holds them; `export` writes it back",
+        ),
     ),
     (
         "initializer_range",
@@ -122,6 +128,26 @@ pub const COMMON: &[(&str, HfKey)] = &[
         HfKey::Held("the LM head is a weight of its own, not the embedding's transpose"),
     ),
 ];
+
+/// The keys a file's reader leaves aside but `export` writes back as the file had them:
+/// the tokenizer's special tokens, which `transformers`' generation reads from `config.json`.
+pub const WRITTEN_BACK: [&str; 3] = ["bos_token_id", "eos_token_id", "pad_token_id"];
+
+/// The [`WRITTEN_BACK`] keys a `config.json`'s text sets (a nested `text_config`'s over the
+/// top level's), with their values.
+pub fn written_back(text: &str) -> serde_json::Map<String, Value> {
+    let Ok(Value::Object(top)) = serde_json::from_str::<Value>(text) else {
+        return serde_json::Map::new();
+    };
+    let nested = top.get("text_config").and_then(Value::as_object);
+    WRITTEN_BACK
+        .iter()
+        .filter_map(|&k| {
+            let v = nested.and_then(|t| t.get(k)).or_else(|| top.get(k))?;
+            (!v.is_null()).then(|| (k.to_owned(), v.clone()))
+        })
+        .collect()
+}
 
 /// How `key` is handled by a family whose own table is `family` (then [`COMMON`]).
 pub fn handling(family: &[(&str, HfKey)], key: &str) -> Option<HfKey> {

@@ -76,7 +76,9 @@ pub struct Qwen35Config {
     /// like the unsharded reference.
     pub capacity_factor: f64,
     /// Coefficient of the router's load-balancing loss (`router_aux_loss_coef`, the Switch /
-    /// Qwen-MoE loss; see [`crate::moe::layer`]); 0: off.
+    /// Qwen-MoE loss; see [`crate::moe::layer`]); 0: off. It weights the mean of the layers'
+    /// losses, as `transformers` weights one loss of every layer's routing: each layer's term
+    /// is `router_aux_loss_coef / layers` times its own.
     pub router_aux_loss_coef: f64,
     /// The GDN layers' mixer.
     pub gdn: GdnConfig,
@@ -215,7 +217,9 @@ impl Qwen35Config {
             },
             capacity_factor: self.capacity_factor,
             bias_update_speed: 0.0,
-            aux_loss_coef: self.router_aux_loss_coef,
+            // `transformers` pools every layer's router statistics into one loss weighted by
+            // the coefficient: each layer's term carries its share.
+            aux_loss_coef: self.router_aux_loss_coef / self.layers as f64,
             direct_token_gather: self.direct_token_gather,
             dlhs_transpose_rhs: self.dlhs_transpose_rhs,
             expert_mesh: self.expert_mesh,

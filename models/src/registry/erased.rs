@@ -33,6 +33,7 @@ pub(super) trait Erased: Sync {
     fn with_batch_per_device(&self, c: &ModelConfig, batch: i64) -> ModelConfig;
     fn with_seq(&self, c: &ModelConfig, seq: i64) -> ModelConfig;
     fn to_json(&self, c: &ModelConfig) -> serde_json::Value;
+    fn config_from_json(&self, v: serde_json::Value) -> Result<ModelConfig>;
     fn layers(&self, c: &ModelConfig) -> usize;
     fn with_layers(&self, c: &ModelConfig, layers: usize) -> ModelConfig;
     fn synthetic_batch(&self, c: &ModelConfig, seed: u64) -> (Vec<i32>, Vec<i32>);
@@ -95,8 +96,16 @@ impl<A: Architecture> Erased for Registered<A> {
         A::default_plans(options)
     }
     fn load(&self, _: ModelName, spec: &str) -> Result<ModelConfig> {
-        configs::load_with_precision::<A::Config>(spec)
-            .map(|(c, precision)| ModelConfig::new::<A>(c).with_precision(precision))
+        let c = configs::load_with_precision::<A::Config>(spec)
+            .map(|(c, precision)| ModelConfig::new::<A>(c).with_precision(precision))?;
+        // A Hugging Face file's special tokens, for `export` to write back.
+        Ok(match configs::hf_file(spec) {
+            Some(path) => match std::fs::read_to_string(path) {
+                Ok(text) => c.with_hf_extra(crate::hf_config::keys::written_back(&text)),
+                Err(_) => c,
+            },
+            None => c,
+        })
     }
     fn hf_model_types(&self) -> &'static [&'static str] {
         A::Config::HF_MODEL_TYPES
@@ -105,7 +114,9 @@ impl<A: Architecture> Erased for Registered<A> {
         A::Config::HF_CLASSES
     }
     fn parse_hf_config(&self, text: &str) -> Result<ModelConfig> {
-        A::Config::from_hf(text).map(ModelConfig::new::<A>)
+        A::Config::from_hf(text).map(|c| {
+            ModelConfig::new::<A>(c).with_hf_extra(crate::hf_config::keys::written_back(text))
+        })
     }
     fn build(&self, c: &ModelConfig) -> Result<(StackModel, PlanOptions)> {
         A::build(self.of(c))
@@ -127,6 +138,14 @@ impl<A: Architecture> Erased for Registered<A> {
     }
     fn to_json(&self, c: &ModelConfig) -> serde_json::Value {
         serde_json::to_value(self.of(c)).unwrap_or(serde_json::Value::Null)
+    }
+    fn config_from_json(&self, v: serde_json::Value) -> Result<ModelConfig> {
+        serde_json::from_value::<A::Config>(v)
+            .map(ModelConfig::new::<A>)
+            .map_err(|e| stackscan::Error::InvalidOp {
+                op: "config",
+                message: format!("not a config of `{}`: {e}", A::NAME),
+            })
     }
     fn layers(&self, c: &ModelConfig) -> usize {
         *A::shape(&mut self.of(c).clone()).layers

@@ -57,6 +57,17 @@ impl HostInput {
         self.len() == 0
     }
 
+    /// Part `i` of `k` equal runs of the values: micro-batch `i` of an input that holds `k`
+    /// micro-batches one after another (`len` a multiple of `k`).
+    pub fn part(&self, i: usize, k: usize) -> HostInput {
+        let run = self.len() / k.max(1);
+        let range = i * run..(i + 1) * run;
+        match self {
+            HostInput::F32(v) => HostInput::F32(v[range].to_vec()),
+            HostInput::I32(v) => HostInput::I32(v[range].to_vec()),
+        }
+    }
+
     /// Checks that these values can be device `device`'s share of `spec`: its element type,
     /// its per-device element count, and every value inside its declared range. The first
     /// value out of range is reported with its index in the per-device array.

@@ -27,6 +27,7 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
         hf,
         config_precision,
         memory,
+        config,
     } = a.check()?;
     let data = a.data(&job)?;
     let eval = a.eval(&job)?;
@@ -75,6 +76,7 @@ pub fn run(a: &TrainArgs, quiet: bool, out: &mut dyn Write) -> Result<(), CliErr
         accumulate: k,
         range: start..total,
         position,
+        config: &config,
     };
     a.train_steps(&mut trainer, &steps, &mut shown, out)?;
     a.finish(&trainer, shown, out)
@@ -91,6 +93,8 @@ struct Steps<'a> {
     range: std::ops::Range<usize>,
     /// The data position of the first step.
     position: u64,
+    /// The config each checkpoint records ([`crate::cli::recorded`]).
+    config: &'a stackscan_models::registry::ModelConfig,
 }
 
 /// Records every step still in flight, oldest first.
@@ -272,7 +276,9 @@ impl TrainArgs {
                     data_position: position,
                     rng_state: 0,
                 };
-                trainer.save(&latest(&self.checkpoint_dir), p)?;
+                let mut ckpt = trainer.checkpoint(p)?;
+                crate::cli::recorded::record(&mut ckpt, steps.config);
+                ckpt.write(&latest(&self.checkpoint_dir))?;
                 tracing::info!(
                     "saved {} at step {}",
                     latest(&self.checkpoint_dir).display(),
