@@ -103,6 +103,7 @@ fn micro_llama() -> LlamaConfig {
         batch_per_device: 2,
         window: None,
         tie_embeddings: false,
+        norm_eps: 1e-5,
         context: 1,
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use stackscan_runtime::checkpoint::Checkpoint;
-use stackscan_runtime::hf::{ExportDType, write_weights};
+use stackscan_runtime::hf::{ExportDType, write_shards};
 
 use super::CliError;
 use stackscan_models::jobs::ModelName;
@@ -34,6 +34,41 @@ pub struct ExportArgs {
     /// of the f32 masters.
     #[arg(long)]
     pub bf16: bool,
+    /// Split the weights into files of at most this size (bytes, or a whole number with a
+    /// unit: KB, MB, GB, KiB, MiB, GiB), with `model.safetensors.index.json` naming each
+    /// tensor's file, as `transformers` shards a large model; one `model.safetensors` when
+    /// they fit.
+    #[arg(long, value_name = "SIZE", value_parser = shard_size)]
+    pub max_shard_size: Option<u64>,
+}
+
+/// A size in bytes: a whole number, optionally with `KB`, `MB`, `GB` (powers of 1000, as
+/// `transformers` reads them) or `KiB`, `MiB`, `GiB`.
+fn shard_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}`; give KB, MB, GB, KiB, MiB or GiB"
+            ));
+        }
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size: a whole number, then a unit or none"))?;
+    match n.checked_mul(scale) {
+        Some(0) | None => Err(format!("`{s}` must be a positive size")),
+        Some(b) => Ok(b),
+    }
 }
 
 /// Runs `export`.
@@ -73,7 +108,7 @@ pub fn run(a: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
     } else {
         ExportDType::F32
     };
-    write_weights(&a.to, &theirs, dtype)?;
+    write_shards(&a.to, &theirs, dtype, a.max_shard_size)?;
     if let Some(json) = config.hf_config_json() {
         let text = serde_json::to_string_pretty(&json)?;
         stackscan_runtime::checkpoint::write_atomic(&a.to.join("config.json"), text.as_bytes())?;
@@ -86,4 +121,20 @@ pub fn run(a: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
         a.to.display()
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shard_size;
+
+    #[test]
+    fn shard_sizes_read_as_transformers_writes_them() {
+        assert_eq!(shard_size("5GB"), Ok(5_000_000_000));
+        assert_eq!(shard_size("500MB"), Ok(500_000_000));
+        assert_eq!(shard_size("2GiB"), Ok(2 << 30));
+        assert_eq!(shard_size("4096"), Ok(4096));
+        assert!(shard_size("0GB").is_err());
+        assert!(shard_size("5TB").unwrap_err().contains("unknown unit `TB`"));
+        assert!(shard_size("GB").is_err());
+    }
 }

@@ -133,8 +133,8 @@ fn a_missing_or_bad_field_is_named() {
             "field `mlp_bias` is true",
         ),
         (
-            edited(LLAMA, &["rms_norm_eps"], Some(1e-6.into())),
-            "field `rms_norm_eps` is 0.000001",
+            edited(LLAMA, &["rms_norm_eps"], Some((-1e-6).into())),
+            "field `rms_norm_eps` must be a positive number",
         ),
         (
             edited(LLAMA, &["num_key_value_heads"], Some(5.into())),
@@ -287,8 +287,37 @@ fn deepseek_yarn_reads_and_other_scalings_are_refused() {
     }
 }
 
+/// The Llama reads its norms' epsilon from the file (and writes it back); DeepSeek-V3 and
+/// Qwen3.5 hold theirs to the published 1e-6.
 #[test]
-fn a_norm_epsilon_other_than_the_models_is_refused() {
+fn a_llama_reads_its_norm_epsilon_and_the_others_hold_theirs() {
+    let llama = parse(&edited(LLAMA, &["rms_norm_eps"], Some(1e-6.into()))).unwrap();
+    let c: &LlamaConfig = llama.get().unwrap();
+    assert_eq!(c.norm_eps, 1e-6);
+    assert_eq!(crate::llama::hf::config_json(c)["rms_norm_eps"], 1e-6);
+    let (model, _) = llama.build().unwrap();
+    let (default, _) = parse(LLAMA).unwrap().build().unwrap();
+    assert_ne!(
+        stackscan::fsdp::train_step(
+            &model,
+            stackscan::plan::PlanOptions::baseline(),
+            &stackscan::Axis::new("fsdp", 1)
+        )
+        .unwrap()
+        .program
+        .emit()
+        .unwrap(),
+        stackscan::fsdp::train_step(
+            &default,
+            stackscan::plan::PlanOptions::baseline(),
+            &stackscan::Axis::new("fsdp", 1)
+        )
+        .unwrap()
+        .program
+        .emit()
+        .unwrap(),
+        "the epsilon reaches the program"
+    );
     let deepseek = edited(DEEPSEEK, &["rms_norm_eps"], Some(1e-5.into()));
     let err = parse(&deepseek).unwrap_err().to_string();
     assert!(

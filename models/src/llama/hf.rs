@@ -1,6 +1,6 @@
 //! The Llama's Hugging Face side, `LlamaForCausalLM`: its `config.json` read into
 //! [`LlamaConfig`] (the fields that would describe another model than the declared one,
-//! biases, another activation or norm epsilon, refused by name rather than silently dropped)
+//! biases or another activation, refused by name rather than silently dropped)
 //! and written back, and the map between its tensors and ours (projections `[out, in]` there,
 //! `[in, out]` here; RoPE already rotates halves in `transformers`' checkpoints, as ours does).
 
@@ -38,10 +38,7 @@ pub const KEYS: &[(&str, HfKey)] = &[
         HfKey::Held("the projections have no bias"),
     ),
     ("mlp_bias", HfKey::Held("the projections have no bias")),
-    (
-        "rms_norm_eps",
-        HfKey::Held("the norms divide with ε = 1e-5"),
-    ),
+    ("rms_norm_eps", HfKey::Read),
     ("tie_word_embeddings", HfKey::Read),
     (
         "pretraining_tp",
@@ -99,7 +96,7 @@ pub fn config_json(c: &LlamaConfig) -> serde_json::Value {
         "head_dim": c.head_dim,
         "hidden_act": "silu",
         "max_position_embeddings": c.seq,
-        "rms_norm_eps": 1e-5,
+        "rms_norm_eps": c.norm_eps,
         "rope_theta": c.rope_theta,
         "attention_bias": false,
         "mlp_bias": false,
@@ -155,11 +152,15 @@ pub(crate) fn read(f: &Fields) -> Result<LlamaConfig> {
             )));
         }
     }
-    if let Some(eps) = f.rms_norm_eps.filter(|e| *e != NORM_EPS) {
-        return Err(invalid(format!(
-            "field `rms_norm_eps` is {eps}; the declared Llama normalises with {NORM_EPS}"
-        )));
-    }
+    let norm_eps = match f.rms_norm_eps {
+        Some(e) if e.is_finite() && e > 0.0 => e,
+        Some(e) => {
+            return Err(invalid(format!(
+                "field `rms_norm_eps` must be a positive number, got {e}"
+            )));
+        }
+        None => NORM_EPS,
+    };
     let rope_scaling = llama3_scaling(f.rope_scaling.as_ref())?;
     Ok(LlamaConfig {
         vocab: positive(f.vocab_size, "vocab_size")?,
@@ -186,6 +187,7 @@ pub(crate) fn read(f: &Fields) -> Result<LlamaConfig> {
         batch_per_device: 1,
         window: None,
         tie_embeddings: f.tie_word_embeddings.unwrap_or(false),
+        norm_eps,
         context: 1,
     })
 }

@@ -61,6 +61,8 @@ pub struct LlamaConfig {
     /// `window − 1` positions before it. Absent, the default: every earlier position.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<i64>,
+    /// The RMSNorms' epsilon (`rms_norm_eps`; [`NORM_EPS`], Llama 3's, in every preset).
+    pub norm_eps: f64,
     /// The LM head is the embedding's transpose, one weight (`tie_word_embeddings`, Llama 3.2
     /// 1B and 3B): the model is [`TiedCausalLm`](crate::causal_lm::TiedCausalLm). Absent, the
     /// default: a head of its own.
@@ -116,6 +118,7 @@ impl LlamaConfig {
             batch_per_device,
             window: None,
             tie_embeddings: false,
+            norm_eps: NORM_EPS,
             context: 1,
         }
     }
@@ -383,14 +386,14 @@ pub struct Decoder<T> {
 
 impl Forward for Decoder<Tensor> {
     fn forward(&self, c: &LlamaConfig, h: &Tensor) -> Result<Tensor> {
-        let x = nn::rms_norm(h, &self.attn_norm, NORM_EPS)?;
+        let x = nn::rms_norm(h, &self.attn_norm, c.norm_eps)?;
         let h = h.add(&self.attn.forward(&c.attention(), &x)?)?;
-        let y = nn::rms_norm(&h, &self.mlp_norm, NORM_EPS)?;
+        let y = nn::rms_norm(&h, &self.mlp_norm, c.norm_eps)?;
         h.add(&self.mlp.forward(&y)?)
     }
 }
 
-/// Llama's RMSNorm epsilon (`rms_norm_eps` of its `config.json`).
+/// Llama 3's RMSNorm epsilon (`rms_norm_eps` of its `config.json`), every preset's.
 pub const NORM_EPS: f64 = 1e-5;
 
 /// The Llama is the causal language model ([`CausalLm`](crate::causal_lm::CausalLm)) over a stack of [`Decoder`]s
@@ -409,7 +412,7 @@ impl LmConfig for LlamaConfig {
         LlamaConfig::seq_per_device(self)
     }
     fn norm_eps(&self) -> f64 {
-        NORM_EPS
+        self.norm_eps
     }
     fn check<S: LayerStack<Config = Self>>(&self) -> Result<()> {
         check_heads(self)

@@ -264,6 +264,78 @@ pub enum ExportDType {
 
 /// Writes `tensors` as `dir/model.safetensors` (atomically: a crash leaves no partial file).
 pub fn write_weights(dir: &Path, tensors: &[(String, Array)], dtype: ExportDType) -> Result<()> {
+    write_shards(dir, tensors, dtype, None)
+}
+
+/// Writes `tensors` as `transformers` shards them: one `model.safetensors`, or, when they
+/// hold more than `max_shard_bytes`, files `model-0000k-of-0000n.safetensors` of at most that
+/// many bytes each (a tensor larger than the limit alone in its file) and the index
+/// `model.safetensors.index.json` naming each tensor's file (written last, so a directory
+/// with an index has every shard). Each file is written atomically, one shard's bytes at a
+/// time; a single file or an index left from an earlier export of the other form is removed,
+/// so `transformers` reads what was written.
+pub fn write_shards(
+    dir: &Path,
+    tensors: &[(String, Array)],
+    dtype: ExportDType,
+    max_shard_bytes: Option<u64>,
+) -> Result<()> {
+    let width = match dtype {
+        ExportDType::F32 => 4,
+        ExportDType::BF16 => 2,
+    };
+    let size = |a: &Array| a.data.len() as u64 * width;
+    let mut shards: Vec<Vec<&(String, Array)>> = vec![Vec::new()];
+    let mut filled = 0u64;
+    for t in tensors {
+        let limit = max_shard_bytes.unwrap_or(u64::MAX);
+        let last = shards.len() - 1;
+        if !shards[last].is_empty() && filled + size(&t.1) > limit {
+            shards.push(Vec::new());
+            filled = 0;
+        }
+        filled += size(&t.1);
+        let last = shards.len() - 1;
+        shards[last].push(t);
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("creating `{}`", dir.display()), e))?;
+    let remove = |name: &str| {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io(format!("removing `{}`", path.display()), e))
+            }
+            _ => Ok(()),
+        }
+    };
+    if shards.len() == 1 {
+        write_atomic(&dir.join(SINGLE), &serialized(dir, &shards[0], dtype)?)?;
+        return remove(INDEX);
+    }
+    let n = shards.len();
+    let mut weight_map = serde_json::Map::new();
+    let mut total = 0u64;
+    for (k, shard) in shards.iter().enumerate() {
+        let file = format!("model-{:05}-of-{n:05}.safetensors", k + 1);
+        write_atomic(&dir.join(&file), &serialized(dir, shard, dtype)?)?;
+        for (name, a) in shard.iter().map(|t| (&t.0, &t.1)) {
+            weight_map.insert(name.clone(), file.clone().into());
+            total += size(a);
+        }
+    }
+    let index = serde_json::json!({
+        "metadata": { "total_size": total },
+        "weight_map": weight_map,
+    });
+    let text = serde_json::to_string_pretty(&index)
+        .map_err(|e| bad(dir, None, format!("cannot write the index: {e}")))?;
+    write_atomic(&dir.join(INDEX), text.as_bytes())?;
+    remove(SINGLE)
+}
+
+/// One safetensors file's bytes holding `tensors` in `dtype`.
+fn serialized(dir: &Path, tensors: &[&(String, Array)], dtype: ExportDType) -> Result<Vec<u8>> {
     use safetensors::tensor::TensorView;
     let bytes: Vec<(String, Vec<u8>, Vec<usize>)> = tensors
         .iter()
@@ -297,11 +369,8 @@ pub fn write_weights(dir: &Path, tensors: &[(String, Array)], dtype: ExportDType
         .collect::<Result<Vec<_>>>()?;
     let mut meta = std::collections::HashMap::new();
     meta.insert("format".to_owned(), "pt".to_owned());
-    let out = safetensors::serialize(views, Some(meta))
-        .map_err(|e| bad(dir, None, format!("cannot serialise: {e}")))?;
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::io(format!("creating `{}`", dir.display()), e))?;
-    write_atomic(&dir.join(SINGLE), &out)
+    safetensors::serialize(views, Some(meta))
+        .map_err(|e| bad(dir, None, format!("cannot serialise: {e}")))
 }
 
 #[cfg(test)]

@@ -283,3 +283,39 @@ fn another_quantization_is_refused_by_name() {
     assert_eq!(import(&m, &files, 0).expect("import"), ours()[0]);
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
+
+/// An export over the size limit is shards and an index, as `transformers` writes them; it
+/// reads back to the same weights, and the other form's file left from before is removed.
+#[test]
+fn an_export_over_the_limit_is_shards_with_an_index() {
+    let m = map();
+    let theirs = export(&m, &ours()).expect("export");
+    let dir = scratch("shards");
+    write_weights(&dir, &theirs, ExportDType::F32).expect("single");
+    assert!(dir.join(SINGLE).is_file());
+    // 24 bytes a shard: `lm_head.weight` (6 values) fills one, each `gate_up` (8) has its
+    // own, the experts (6 each) one apiece.
+    write_shards(&dir, &theirs, ExportDType::F32, Some(24)).expect("shards");
+    assert!(!dir.join(SINGLE).exists(), "the single file is gone");
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(INDEX)).expect("index"))
+            .expect("JSON");
+    let map_of = index["weight_map"].as_object().expect("weight_map");
+    assert_eq!(map_of.len(), theirs.len());
+    assert_eq!(map_of["lm_head.weight"], "model-00001-of-00005.safetensors");
+    assert_eq!(
+        map_of["layers.0.experts.1.w"],
+        "model-00005-of-00005.safetensors"
+    );
+    let total: u64 = theirs.iter().map(|(_, a)| a.data.len() as u64 * 4).sum();
+    assert_eq!(index["metadata"]["total_size"], total);
+    let files = WeightFiles::open(&dir).expect("open");
+    check(&m, &files).expect("check");
+    for (j, want) in ours().iter().enumerate() {
+        assert_eq!(&import(&m, &files, j).expect("import"), want);
+    }
+    // Back to one file: the index goes.
+    write_shards(&dir, &theirs, ExportDType::F32, Some(1 << 20)).expect("single again");
+    assert!(dir.join(SINGLE).is_file() && !dir.join(INDEX).exists());
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
