@@ -149,26 +149,45 @@ where
     }
 }
 
-impl<S: LayerStack + 'static> ModelForward for CausalLm<Tensor, S>
-where
-    S::Config: LmConfig,
-{
-    fn embed(&self, c: &S::Config, x: &Tokens<Tensor, S::Config>) -> Result<Tensor> {
-        self.outer(c).embed(&x.tokens)
-    }
+/// The one forward of both causal LMs: the embedding, the loss and the logits through their
+/// [`Outer`] parts, the config's checks.
+macro_rules! forward_through_outer {
+    ($model:ident) => {
+        impl<S: LayerStack + 'static> ModelForward for $model<Tensor, S>
+        where
+            S::Config: LmConfig,
+        {
+            fn embed(&self, c: &S::Config, x: &Tokens<Tensor, S::Config>) -> Result<Tensor> {
+                self.outer(c).embed(&x.tokens)
+            }
 
-    fn loss(&self, c: &S::Config, h: &Tensor, x: &Tokens<Tensor, S::Config>) -> Result<Tensor> {
-        self.outer(c).loss(h, &x.labels)
-    }
+            fn loss(
+                &self,
+                c: &S::Config,
+                h: &Tensor,
+                x: &Tokens<Tensor, S::Config>,
+            ) -> Result<Tensor> {
+                self.outer(c).loss(h, &x.labels)
+            }
 
-    fn logits(&self, c: &S::Config, h: &Tensor, _: &Tokens<Tensor, S::Config>) -> Result<Tensor> {
-        self.outer(c).logits(h)
-    }
+            fn logits(
+                &self,
+                c: &S::Config,
+                h: &Tensor,
+                _: &Tokens<Tensor, S::Config>,
+            ) -> Result<Tensor> {
+                self.outer(c).logits(h)
+            }
 
-    fn check(c: &S::Config) -> Result<()> {
-        c.check::<S>()
-    }
+            fn check(c: &S::Config) -> Result<()> {
+                c.check::<S>()
+            }
+        }
+    };
 }
+
+forward_through_outer!(CausalLm);
+forward_through_outer!(TiedCausalLm);
 
 /// The causal language model with stack `S` whose LM head is the token embedding's transpose
 /// (`tie_word_embeddings`, as Llama 3.2 1B and 3B publish it): one `[vocab, d]` weight, read by
@@ -203,27 +222,6 @@ where
             lm_head: None,
             eps: c.norm_eps(),
         }
-    }
-}
-
-impl<S: LayerStack + 'static> ModelForward for TiedCausalLm<Tensor, S>
-where
-    S::Config: LmConfig,
-{
-    fn embed(&self, c: &S::Config, x: &Tokens<Tensor, S::Config>) -> Result<Tensor> {
-        self.outer(c).embed(&x.tokens)
-    }
-
-    fn loss(&self, c: &S::Config, h: &Tensor, x: &Tokens<Tensor, S::Config>) -> Result<Tensor> {
-        self.outer(c).loss(h, &x.labels)
-    }
-
-    fn logits(&self, c: &S::Config, h: &Tensor, _: &Tokens<Tensor, S::Config>) -> Result<Tensor> {
-        self.outer(c).logits(h)
-    }
-
-    fn check(c: &S::Config) -> Result<()> {
-        c.check::<S>()
     }
 }
 

@@ -73,6 +73,27 @@ pub fn layer_costs(
         .collect()
 }
 
+/// One layer of `kind` traced as a device of `devices` runs it under `precision`: the
+/// activation in the compute type, each weight as the layer sees it after its gather (full
+/// size, except one gathered over a sub-axis only, an expert bank under expert parallelism,
+/// which holds this rank's part).
+pub(super) fn layer_forward(
+    model: &StackModel,
+    kind: &LayerKind,
+    devices: usize,
+    precision: Precision,
+) -> Result<crate::ir::Function> {
+    let f = Scope::new(&kind.name);
+    let x = f.param(precision.compute_type(&model.activation));
+    let weights: Vec<_> = kind
+        .params
+        .iter()
+        .map(|p| f.param(precision.compute_type(&p.gathered_type(devices))))
+        .collect();
+    let y = (kind.forward)(&x, &weights)?;
+    f.finish(&[y])
+}
+
 fn layer_cost(
     model: &StackModel,
     kind: &LayerKind,
@@ -80,17 +101,7 @@ fn layer_cost(
     accounting: &Accounting,
     precision: Precision,
 ) -> Result<LayerCost> {
-    let f = Scope::new(&kind.name);
-    let x = f.param(precision.compute_type(&model.activation));
-    // Each weight as the layer sees it after its gather: full size, except one gathered over
-    // a sub-axis only (an expert bank under expert parallelism), which holds this rank's part.
-    let weights: Vec<_> = kind
-        .params
-        .iter()
-        .map(|p| f.param(precision.compute_type(&p.gathered_type(devices))))
-        .collect();
-    let y = (kind.forward)(&x, &weights)?;
-    let forward_fn = f.finish(&[y])?;
+    let forward_fn = layer_forward(model, kind, devices, precision)?;
     let backward_fn = vjp(&forward_fn)?;
     let n = devices as u64;
     // Expert weights are split over the expert axis and gathered over the rest of the mesh.

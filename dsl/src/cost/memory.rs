@@ -15,7 +15,6 @@
 use std::collections::HashMap;
 
 use crate::autodiff::vjp;
-use crate::builder::Scope;
 use crate::error::{Error, Result};
 use crate::fsdp::StackModel;
 use crate::ir::{Function, ValueId};
@@ -138,8 +137,8 @@ pub fn memory_estimate(
     Ok(e)
 }
 
-/// The working set of one layer of `kind`'s backward step: the forward traced on the
-/// compute type at gathered weights, then its VJP.
+/// The working set of one layer of `kind`'s backward step: the forward traced as the time
+/// costs trace it ([`super::layers::layer_forward`]), then its VJP.
 fn layer_backward_peak(
     model: &StackModel,
     kind: &crate::fsdp::LayerKind,
@@ -147,16 +146,7 @@ fn layer_backward_peak(
     options: PlanOptions,
     rule: Rule,
 ) -> Result<u64> {
-    let precision = options.precision;
-    let f = Scope::new(&kind.name);
-    let x = f.param(precision.compute_type(&model.activation));
-    let weights: Vec<_> = kind
-        .params
-        .iter()
-        .map(|p| f.param(precision.compute_type(&p.gathered_type(devices))))
-        .collect();
-    let y = (kind.forward)(&x, &weights)?;
-    let forward = f.finish(&[y])?;
+    let forward = super::layers::layer_forward(model, kind, devices, options.precision)?;
     working_set(&vjp(&forward)?, rule)
 }
 
