@@ -202,3 +202,64 @@ fn the_gradient_norm_is_the_norm_of_the_gradient_at_preset_scale() {
         }
     }
 }
+
+/// A weight's own decay choice ([`ParamSpec::decay`](stackscan::fsdp::ParamSpec), what
+/// `train --no-decay` sets) overrides the rule: the query projections spared, the final
+/// norm's scale decayed, at a decay strong enough that either choice moves the trajectory
+/// far beyond the tolerance; the Trainer follows the reference that makes the same choices.
+#[test]
+fn a_weights_own_decay_choice_overrides_the_rule() {
+    let adamw = Adam {
+        weight_decay: 10.0,
+        ..ADAM
+    };
+    let choose = |mut m: StackModel| {
+        let names = m.weight_names();
+        for (spec, name) in m.weight_specs_mut().into_iter().zip(&names) {
+            match name.as_str() {
+                "layers.attn.wq" => spec.decay = Some(false),
+                "final_norm" => spec.decay = Some(true),
+                _ => {}
+            }
+        }
+        m
+    };
+    let whole = choose(llama(ROWS));
+    let initial = multi_step::initial_weights(&whole, 5);
+    let batches = batches();
+    let reference = Reference::new(&cpu_client(1), &whole);
+    let run = reference.train(&initial, &batches, adamw, None);
+    let tol = Tolerance::new(&whole, ROWS * SEQ as usize, adamw, &run);
+    let by_rule =
+        Reference::new(&cpu_client(1), &llama(ROWS)).train(&initial, &batches, adamw, None);
+    let d = multi_step::trajectory_deviation(&by_rule.trajectory, &run.trajectory);
+    assert!(d.weights.normwise > 100.0 * tol.weights, "{d:?} vs {tol:?}");
+
+    let client = cpu_client(DEVICES);
+    let mesh = Mesh::new(&client, "fsdp", DEVICES).unwrap();
+    let sharded = choose(llama(ROWS / DEVICES));
+    let mut trainer = Trainer::new(
+        &client,
+        &mesh,
+        &sharded,
+        PlanOptions::prefetch_deferred(),
+        adamw,
+        1,
+    )
+    .unwrap();
+    multi_step::start_from(&mut trainer, &sharded, &initial);
+    let mut losses = Vec::new();
+    for batch in &batches {
+        losses.push(f64::from(
+            trainer
+                .step(&multi_step::split(batch, DEVICES))
+                .unwrap()
+                .loss,
+        ));
+    }
+    let actual = Trajectory {
+        losses,
+        weights: multi_step::weights(&trainer),
+    };
+    multi_step::assert_follows("AdamW, chosen decay", &actual, &run.trajectory, &tol);
+}

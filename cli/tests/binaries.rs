@@ -109,6 +109,21 @@ fn train_rejects_bad_arguments_in_one_line() {
     );
     fails(
         "train",
+        &["--no-decay", "*norm*"],
+        2,
+        &["`--no-decay` spares weights", "`--weight-decay`"],
+    );
+    fails(
+        "train",
+        &["--weight-decay", "0.1", "--no-decay", "layers.atn.*"],
+        2,
+        &[
+            "`--no-decay layers.atn.*` names no weight",
+            "layers.attn.wq",
+        ],
+    );
+    fails(
+        "train",
         &["--model", "qwen"],
         2,
         &["unknown model `qwen`", "`deepseek3`"],

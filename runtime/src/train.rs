@@ -95,8 +95,6 @@ pub struct Trainer {
     /// Steps launched so far; the last one's end cell, for the next step's span.
     launched: u64,
     last_end: Option<Arc<OnceLock<Instant>>>,
-    /// The training step without its update (inputs and weights in, loss out), compiled on
-    /// the first [`evaluate`](Trainer::evaluate).
     /// The forward-only loss program, compiled on the first [`Trainer::evaluate`].
     eval_exe: Option<Executable>,
     micro_batches: usize,

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 pub(crate) mod batches;
+mod decay;
 mod run;
 mod shown;
 
@@ -109,6 +110,11 @@ pub struct TrainArgs {
         allow_negative_numbers = true
     )]
     pub weight_decay: f64,
+    /// Weights AdamW's decay leaves alone, beyond the rule: a checkpoint name as `stackscan
+    /// params` lists it (`layers.attn.wq`), `*` for any run of characters (`'*norm*'`);
+    /// repeatable. Needs `--weight-decay`.
+    #[arg(long, value_name = "PATTERN")]
+    pub no_decay: Vec<String>,
     /// Clip every step's gradients to this global norm (over every shard and device); the
     /// norm before clipping is reported per step (`grad_norm`).
     #[arg(long, value_name = "NORM", allow_negative_numbers = true)]
@@ -299,7 +305,7 @@ impl TrainArgs {
                 None => None,
             };
         let config_precision = config.precision();
-        let (job, layout) =
+        let (mut job, layout) =
             Job::on_layout(config, devices, self.ep as usize, self.cp as usize, moe).map_err(
                 // A refused `--ep` or `--cp` names its flag first; other errors their op.
                 |e| match e {
@@ -310,6 +316,7 @@ impl TrainArgs {
                     e => CliError::Usage(format!("cannot build the declared model: {e}")),
                 },
             )?;
+        decay::no_decay(&mut job.model, &self.no_decay)?;
         let options = self.schedule.apply(job.options);
         options
             .validate()
@@ -362,6 +369,13 @@ impl TrainArgs {
                     )));
                 }
             }
+        }
+        if !self.no_decay.is_empty() && self.weight_decay == 0.0 {
+            return Err(CliError::Usage(
+                "`--no-decay` spares weights from AdamW's decay; give `--weight-decay` above 0 \
+                 with it (there is no decay to spare them from)"
+                    .into(),
+            ));
         }
         if self.tokenizer.is_some() && self.data.is_none() && self.eval_data.is_none() {
             return Err(CliError::Usage(

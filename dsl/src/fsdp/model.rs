@@ -62,6 +62,10 @@ pub struct ParamSpec {
     pub gathered_over: Option<Axis>,
     /// How the optimizer moves it.
     pub update: Update,
+    /// Whether AdamW's weight decay applies to it: `None`, the default, by the rule
+    /// ([`decays`](crate::fsdp::decays): matrices but embeddings); a user's choice
+    /// otherwise (`train --no-decay PATTERN`).
+    pub decay: Option<bool>,
 }
 
 impl ParamSpec {
@@ -75,6 +79,7 @@ impl ParamSpec {
             init: Init::Normal(0.02),
             gathered_over: None,
             update: Update::Adam,
+            decay: None,
         }
     }
 
@@ -88,12 +93,19 @@ impl ParamSpec {
             init: Init::Ones,
             gathered_over: None,
             update: Update::Adam,
+            decay: None,
         }
     }
 
     /// The same parameter with another initialiser.
     pub fn with_init(mut self, init: Init) -> ParamSpec {
         self.init = init;
+        self
+    }
+
+    /// The same parameter with weight decay on or off whatever the rule says.
+    pub fn with_decay(mut self, decay: bool) -> ParamSpec {
+        self.decay = Some(decay);
         self
     }
 
@@ -428,6 +440,14 @@ impl StackModel {
             let layers = self.stack.layers_of_kind(k);
             kind.params.iter().map(move |p| (p, layers))
         });
+        outer.chain(stacked).collect()
+    }
+
+    /// Every weight's spec, mutably, in [`StackModel::weights`] order (the order of
+    /// [`StackModel::weight_names`]).
+    pub fn weight_specs_mut(&mut self) -> Vec<&mut ParamSpec> {
+        let outer = self.outer_params.iter_mut();
+        let stacked = self.kinds.iter_mut().flat_map(|k| k.params.iter_mut());
         outer.chain(stacked).collect()
     }
 

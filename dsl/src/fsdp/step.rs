@@ -50,6 +50,9 @@ pub struct TrainStep {
     pub names: Vec<String>,
     /// Each weight's rank (its full shape's dimensions), in the parameters' order.
     pub ranks: Vec<usize>,
+    /// Each weight's decay as its spec sets it ([`ParamSpec::decay`]; `None`: the rule), in
+    /// the parameters' order.
+    pub decay: Vec<Option<bool>>,
     /// The plan it was lowered from.
     pub plan: Plan,
     /// Devices of the mesh.
@@ -130,6 +133,7 @@ pub fn train_step_on_with(
             .map(|(p, _)| p.name.clone())
             .collect(),
         ranks: model.weights().iter().map(|(p, _)| p.shape.len()).collect(),
+        decay: model.weights().iter().map(|(p, _)| p.decay).collect(),
     })
 }
 

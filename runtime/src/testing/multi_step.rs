@@ -80,7 +80,8 @@ pub struct Reference {
     inputs: usize,
     /// Each weight's update rule, in the step's weight order.
     updates: Vec<Update>,
-    /// Whether each weight decays under AdamW ([`stackscan::fsdp::decays`]).
+    /// Whether each weight decays under AdamW: its spec's choice, else the rule
+    /// ([`stackscan::fsdp::decays`]).
     decay: Vec<bool>,
 }
 
@@ -93,7 +94,10 @@ impl Reference {
             decay: whole
                 .weights()
                 .iter()
-                .map(|(p, _)| stackscan::fsdp::decays(&p.name, p.shape.len()))
+                .map(|(p, _)| {
+                    p.decay
+                        .unwrap_or_else(|| stackscan::fsdp::decays(&p.name, p.shape.len()))
+                })
                 .collect(),
             arg_types: f.param_types(),
             exe: Compiled::new(client, &f),

@@ -26,7 +26,8 @@ pub struct Adam {
     /// Denominator guard.
     pub eps: f64,
     /// AdamW's decoupled weight decay λ: a decayed weight also moves by `−lr_t·λ·w`. Which
-    /// weights decay: [`decays`]. 0: off.
+    /// weights decay: [`decays`], unless a weight's spec says
+    /// ([`ParamSpec::decay`](crate::fsdp::ParamSpec)). 0: off.
     pub weight_decay: f64,
     /// How the learning rate moves with the step count.
     pub schedule: Schedule,
@@ -164,9 +165,16 @@ pub fn with_adam(step: &TrainStep, adam: Adam) -> Result<Program> {
         .map(|sh| matches!(sh, Sharding::Replicated))
         .collect();
     let decay: Vec<bool> = (0..weight_types.len())
-        .map(|j| match (step.names.get(j), step.ranks.get(j)) {
-            (Some(name), Some(&rank)) => decays(name, rank),
-            _ => false,
+        .map(|j| {
+            match (
+                step.decay.get(j).copied().flatten(),
+                step.names.get(j),
+                step.ranks.get(j),
+            ) {
+                (Some(chosen), _, _) => chosen,
+                (None, Some(name), Some(&rank)) => decays(name, rank),
+                _ => false,
+            }
         })
         .collect();
     let state = AdamState {
