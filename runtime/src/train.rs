@@ -288,13 +288,7 @@ impl Trainer {
                     "the evaluation program did not compile".into(),
                 ));
             };
-            let lists: Vec<Vec<&Buffer>> = batch
-                .buffers
-                .iter()
-                .zip(&self.state)
-                .map(|(inp, state)| inp.iter().chain(&state[..self.weights]).collect())
-                .collect();
-            for device in exe.execute(&lists)? {
+            for device in exe.execute(&self.with_weights(&batch))? {
                 let loss = device
                     .first()
                     .ok_or_else(|| Error::Program("the evaluation returned no loss".into()))?
@@ -336,13 +330,7 @@ impl Trainer {
         let Some(LogitsProgram { exe, .. }) = &self.logits_exe else {
             return Err(Error::Program("the forward program did not compile".into()));
         };
-        let lists: Vec<Vec<&Buffer>> = batch
-            .buffers
-            .iter()
-            .zip(&self.state)
-            .map(|(inp, state)| inp.iter().chain(&state[..self.weights]).collect())
-            .collect();
-        exe.execute(&lists)?
+        exe.execute(&self.with_weights(&batch))?
             .iter()
             .map(|device| {
                 device
@@ -377,6 +365,16 @@ impl Trainer {
     /// launched step is still on the devices.
     pub fn upload(&self, inputs: &[Vec<HostInput>]) -> Result<DeviceBatch> {
         self.upload_as(&self.inputs, inputs)
+    }
+
+    /// Each device's arguments of a forward program: `batch`'s inputs, then the weights.
+    fn with_weights<'a>(&'a self, batch: &'a DeviceBatch) -> Vec<Vec<&'a Buffer>> {
+        batch
+            .buffers
+            .iter()
+            .zip(&self.state)
+            .map(|(inp, state)| inp.iter().chain(&state[..self.weights]).collect())
+            .collect()
     }
 
     /// Checks `inputs` (one list per device) against `specs`: the device count, each list's

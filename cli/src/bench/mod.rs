@@ -24,6 +24,9 @@
 //! ```
 
 mod flops;
+mod memory;
+
+pub use memory::check_memory;
 mod output;
 mod peak;
 
@@ -395,35 +398,6 @@ fn schedule_options(args: &BenchArgs, declared: Precision, schedule: Schedule) -
         .with_scheduling_tags(!args.no_scheduling_tags)
         .with_precision(args.precision.unwrap_or(declared))
         .with_prefetch_issue(args.prefetch_issue.unwrap_or(PrefetchIssue::Auto))
-}
-
-/// Refuses, before the plugin loads, a bench whose largest schedule cannot fit this machine's
-/// memory (`memory::check`); returns that schedule's estimate per device, for an
-/// accelerator's own check once its client says what it has (none with `--no-memory-check`).
-pub fn check_memory(
-    args: &BenchArgs,
-    c: &ModelConfig,
-) -> Result<Option<stackscan::cost::MemoryEstimate>, BenchError> {
-    if args.no_memory_check {
-        return Ok(None);
-    }
-    let (model, declared) = c.build()?;
-    let devices = crate::cli::args::devices_kind(&args.plugin, usize::from(args.devices));
-    let mut largest: Option<stackscan::cost::MemoryEstimate> = None;
-    for &schedule in &args.options {
-        let options = schedule_options(args, declared.precision, schedule);
-        let e = stackscan_models::memory::check(&model, devices, options, 1).map_err(|e| {
-            BenchError::Config(format!(
-                "cannot bench this model here (schedule `{}`): {}",
-                format!("{schedule:?}").to_lowercase(),
-                stackscan_models::memory::reason(e)
-            ))
-        })?;
-        if largest.is_none_or(|l| e.total() > l.total()) {
-            largest = Some(e);
-        }
-    }
-    Ok(largest)
 }
 
 /// Runs the bench the flags describe.
