@@ -28,6 +28,7 @@ pub(crate) mod autodiff;
 pub mod auxiliary;
 mod builder;
 pub mod cost;
+pub mod decode;
 mod dtype;
 mod emit;
 mod error;

@@ -38,6 +38,7 @@ use erased::{Erased, Registered};
 use crate::configs::ConfigFile;
 use crate::jobs::MoeFlags;
 use stackscan::cost::ActiveExperts;
+use stackscan::decode::{DecodeKind, DecodeModel};
 use stackscan::fsdp::PostFn;
 use stackscan::hf_map::HfMap;
 
@@ -115,6 +116,12 @@ pub trait Architecture: 'static {
     /// ([`stackscan::fsdp::forward_step_on`], `Trainer::logits`); `None` for a model that
     /// declares none.
     fn logits_head(_: &Self::Config) -> Option<PostFn> {
+        None
+    }
+    /// Its layer kinds as generation runs them (`generate`: a KV cache, a recurrence's
+    /// state), one per kind of the stack at `c` in its order; `None` for a model that cannot
+    /// generate yet.
+    fn decode_kinds(_: &Self::Config) -> Option<Vec<DecodeKind>> {
         None
     }
     /// The map between the weights at `c` and the Hugging Face checkpoint of the same model
@@ -509,6 +516,25 @@ impl ModelConfig {
                 op: "logits",
                 message: format!("the model `{}` declares no logits", self.model()),
             })
+    }
+
+    /// The model as generation runs it ([`Architecture::decode_kinds`] with its stack model
+    /// and logits head), in f32 with its sequence whole on one device: an error naming the
+    /// model when it cannot generate.
+    pub fn decode_model(&self) -> Result<DecodeModel> {
+        let kinds = self
+            .model
+            .0
+            .decode_kinds(self)
+            .ok_or_else(|| stackscan::Error::InvalidOp {
+                op: "generate",
+                message: format!(
+                    "the model `{}` cannot generate yet (no KV-cache decoding for its layers)",
+                    self.model()
+                ),
+            })?;
+        let (model, _) = self.build()?;
+        DecodeModel::new(model, kinds, self.logits_head()?)
     }
 
     /// The map to the model's Hugging Face checkpoint ([`Architecture::hf_weights`]): an

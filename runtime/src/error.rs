@@ -362,6 +362,10 @@ pub enum Error {
         /// What is wrong (its size, too few tokens for one sequence).
         reason: String,
     },
+    /// A generation request the model cannot serve (an empty prompt, a token outside the
+    /// vocabulary, weights of the wrong size); says which.
+    #[error("generate: {0}")]
+    Generation(String),
     /// A token file holds an id outside the model's vocabulary.
     #[error("token file `{}`: token {position} is {value}, outside the vocabulary of {vocab}", path.display())]
     TokenOutOfRange {

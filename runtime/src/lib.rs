@@ -27,6 +27,7 @@ mod element;
 mod elf;
 mod error;
 mod ffi;
+pub mod generate;
 pub mod hf;
 pub mod hlo;
 pub mod mesh;

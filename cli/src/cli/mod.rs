@@ -23,6 +23,7 @@ pub mod bench;
 pub mod calibrate;
 pub mod eval;
 pub mod export;
+pub mod generate;
 pub mod logging;
 pub mod plan;
 pub mod recorded;
@@ -41,6 +42,7 @@ use bench::BenchCommand;
 use calibrate::CalibrateArgs;
 use eval::EvalArgs;
 use export::ExportArgs;
+use generate::GenerateArgs;
 use plan::{ParamsArgs, PlanArgs};
 use train::TrainArgs;
 
@@ -102,6 +104,13 @@ pub enum Command {
         after_help = "Example: stackscan eval --checkpoint checkpoints --data held-out.bin --batches 8"
     )]
     Eval(EvalArgs),
+    /// Continue prompts with a checkpoint's (or a Hugging Face directory's) weights: a KV
+    /// cache (and GDN's recurrent state), prefill and decode as compiled programs, greedy or
+    /// sampled; prints the text (or ids) and tokens per second.
+    #[command(
+        after_help = "Example: stackscan generate --init-from Llama-3.2-1B --prompt \"The capital of France is\" --max-new-tokens 16"
+    )]
+    Generate(GenerateArgs),
     /// Write a checkpoint's weights as a Hugging Face model directory (`model.safetensors`,
     /// `config.json`) that `transformers` loads.
     #[command(
@@ -177,6 +186,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Timeline(a) => crate::timeline::report(a, out),
         Command::Export(a) => export::run(a, out),
         Command::Eval(a) => eval::run(a, out),
+        Command::Generate(a) => generate::run(a, out),
         Command::XlaPreset(a) => {
             let preset =
                 crate::xla_preset::find(&a.name).map_err(|e| CliError::Usage(e.to_string()))?;

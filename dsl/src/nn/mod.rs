@@ -24,6 +24,7 @@ use crate::ir::DotDims;
 use crate::ops::concatenate;
 use crate::types::TensorType;
 
+pub mod cache;
 pub mod context;
 
 /// `x` in f32 if it is narrower (bf16), as it is otherwise (f32, f64 references, integers):
@@ -122,7 +123,9 @@ pub fn rope(x: &Tensor, theta: f64, rotary_dim: usize) -> Result<Tensor> {
 /// A bf16 `x` is rotated in f32: bf16 holds integers exactly only up to 256, so its angles
 /// `t · inv_freq` would be wrong from the 257th position on.
 pub fn rope_with_frequencies(x: &Tensor, inv_freq: &[f64], magnitude: f64) -> Result<Tensor> {
-    in_f32(x, |x| rope_same_type(x, inv_freq, magnitude, None))
+    in_f32(x, |x| {
+        rope_same_type(x, inv_freq, magnitude, Angles::From(None))
+    })
 }
 
 /// [`rope`] of a piece of the sequence that starts at position `start` (an integer scalar,
@@ -141,7 +144,37 @@ pub fn rope_with_frequencies_from(
     magnitude: f64,
     start: &Tensor,
 ) -> Result<Tensor> {
-    in_f32(x, |x| rope_same_type(x, inv_freq, magnitude, Some(start)))
+    in_f32(x, |x| {
+        rope_same_type(x, inv_freq, magnitude, Angles::From(Some(start)))
+    })
+}
+
+/// [`rope_with_frequencies`] of `x: [B, T, H, D]` whose row `b`, position `t` sits at
+/// `positions[b, t]` (integers, `[B, T]`): new positions decoded after a prompt, each
+/// sequence at its own length ([`cache`]).
+pub fn rope_with_frequencies_at(
+    x: &Tensor,
+    inv_freq: &[f64],
+    magnitude: f64,
+    positions: &Tensor,
+) -> Result<Tensor> {
+    in_f32(x, |x| {
+        rope_same_type(x, inv_freq, magnitude, Angles::At(positions))
+    })
+}
+
+/// [`rope`] of `x: [B, T, H, D]` at `positions: [B, T]` ([`rope_with_frequencies_at`]).
+pub fn rope_at(x: &Tensor, theta: f64, rotary_dim: usize, positions: &Tensor) -> Result<Tensor> {
+    rope_with_frequencies_at(x, &rope_frequencies(theta, rotary_dim)?, 1.0, positions)
+}
+
+/// Where RoPE's positions come from.
+#[derive(Clone, Copy)]
+enum Angles<'a> {
+    /// `0..T`, plus an integer scalar start where given.
+    From(Option<&'a Tensor>),
+    /// Each row's own positions, `[B, T]`.
+    At(&'a Tensor),
 }
 
 /// RoPE's inverse frequencies `theta^(-2i / rotary_dim)`, `i < rotary_dim / 2`.
@@ -181,12 +214,7 @@ pub(crate) fn positions(
     at.add(&start.convert(ty.dtype)?.broadcast_in_dim(&ty.dims, &[])?)
 }
 
-fn rope_same_type(
-    x: &Tensor,
-    inv_freq: &[f64],
-    magnitude: f64,
-    start: Option<&Tensor>,
-) -> Result<Tensor> {
+fn rope_same_type(x: &Tensor, inv_freq: &[f64], magnitude: f64, at: Angles<'_>) -> Result<Tensor> {
     let r = x.rank();
     if r < 3 {
         return Err(Error::invalid(
@@ -217,12 +245,37 @@ fn rope_same_type(
     let half = rotary_dim as i64 / 2;
     let s = x.scope();
     let dtype = x.dtype();
-    // angle[t, i] = (start + t) · inv_freq[i]
-    let pos = positions(x, TensorType::new(dtype, [t, half]), 0, start)?;
-    let inv = s
-        .from_f64s(inv_freq, dtype, &[half])?
-        .broadcast_in_dim(&[t, half], &[1])?;
-    let angle = pos.mul(&inv)?;
+    let (angle, mapping) = match at {
+        // angle[t, i] = (start + t) · inv_freq[i]
+        Angles::From(start) => {
+            let pos = positions(x, TensorType::new(dtype, [t, half]), 0, start)?;
+            let inv = s
+                .from_f64s(inv_freq, dtype, &[half])?
+                .broadcast_in_dim(&[t, half], &[1])?;
+            (pos.mul(&inv)?, vec![r - 3, r - 1])
+        }
+        // angle[b, t, i] = positions[b, t] · inv_freq[i]
+        Angles::At(pos) => {
+            let b = x.dims()[0];
+            if r != 4 || pos.dims() != [b, t] || pos.dtype().is_float() {
+                return Err(Error::invalid(
+                    "rope",
+                    format!(
+                        "positions per row need x [B, T, H, D] and integer positions [B, T], \
+                         got {} and {}",
+                        x.ty(),
+                        pos.ty()
+                    ),
+                ));
+            }
+            let grid = [b, t, half];
+            let pos = pos.convert(dtype)?.broadcast_in_dim(&grid, &[0, 1])?;
+            let inv = s
+                .from_f64s(inv_freq, dtype, &[half])?
+                .broadcast_in_dim(&grid, &[2])?;
+            (pos.mul(&inv)?, vec![0, 1, 3])
+        }
+    };
     let mut dims = x.dims().to_vec();
     dims[r - 1] = half;
     let spread = |a: Tensor| -> Result<Tensor> {
@@ -231,7 +284,7 @@ fn rope_same_type(
         } else {
             a.mul(&s.full(magnitude, a.ty().clone())?)?
         };
-        a.broadcast_in_dim(&dims, &[r - 3, r - 1])
+        a.broadcast_in_dim(&dims, &mapping)
     };
     let (cos, sin) = (spread(angle.cos()?)?, spread(angle.sin()?)?);
     let x1 = x.slice_axis(r - 1, 0, half)?;

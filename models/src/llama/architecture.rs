@@ -137,6 +137,10 @@ impl crate::registry::Architecture for Llama {
         })
     }
 
+    fn decode_kinds(c: &LlamaConfig) -> Option<Vec<stackscan::decode::DecodeKind>> {
+        Some(vec![stackscan::decode::decode_kind::<Decoder<Tensor>>(c)])
+    }
+
     fn hf_weights(c: &LlamaConfig) -> Option<Result<stackscan::hf_map::HfMap>> {
         Some(match c.window {
             // Refused rather than written as a `LlamaForCausalLM` that attends to every

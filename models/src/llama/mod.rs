@@ -14,6 +14,7 @@
 //! ```
 
 mod architecture;
+mod decode;
 pub mod hf;
 mod rope_scaling;
 

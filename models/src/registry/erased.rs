@@ -5,6 +5,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use stackscan::cost::ActiveExperts;
+use stackscan::decode::DecodeKind;
 use stackscan::fsdp::{PostFn, StackModel};
 use stackscan::hf_map::HfMap;
 use stackscan::plan::{PlanOptions, Stack};
@@ -54,6 +55,7 @@ pub(super) trait Erased: Sync {
     ) -> Option<Result<(ModelConfig, Mesh)>>;
     fn active_parameters(&self, c: &ModelConfig, m: &StackModel) -> Option<u64>;
     fn logits_head(&self, c: &ModelConfig) -> Option<PostFn>;
+    fn decode_kinds(&self, c: &ModelConfig) -> Option<Vec<DecodeKind>>;
     fn hf_weights(&self, c: &ModelConfig) -> Option<Result<HfMap>>;
     fn hf_config_json(&self, c: &ModelConfig) -> Option<serde_json::Value>;
     fn clone_config(&self, c: &ModelConfig) -> ModelConfig;
@@ -186,6 +188,9 @@ impl<A: Architecture> Erased for Registered<A> {
     }
     fn logits_head(&self, c: &ModelConfig) -> Option<PostFn> {
         A::logits_head(self.of(c))
+    }
+    fn decode_kinds(&self, c: &ModelConfig) -> Option<Vec<DecodeKind>> {
+        A::decode_kinds(self.of(c))
     }
     fn hf_weights(&self, c: &ModelConfig) -> Option<Result<HfMap>> {
         A::hf_weights(self.of(c))

@@ -310,36 +310,51 @@ pub fn assert_close(what: &str, actual: &[f64], expected: &[f64], rtol: f64) -> 
     d
 }
 
-/// Runs the step under every option set ({prefetch off, on, on + deferred} × {unroll 1, 2}) on
-/// `n` devices and asserts loss and every gradient equal the reference (f32, at the
-/// fixture's derived [`rtol`](Fixture::rtol)); returns the worst gradient deviation. The
-/// prefetch's issue point ([`PrefetchIssue`]) changes no carry, only what a gather waits for:
-/// it is paired with the unroll rather than crossed with it (on: unroll 1 after compute, 2
-/// with the input; deferred: the other way round, so the CPU trainer's default, deferred
-/// with unroll 2 after compute, is among them), so each point runs with each unroll and
-/// each prefetching schedule at no extra cost.
-pub fn check_every_option_set(
-    client: &Client,
-    model: &StackModel,
-    fx: &Fixture,
-    n: usize,
-) -> Deviation {
+/// Every option set ({prefetch off, on, on + deferred} × {unroll 1, 2}). The prefetch's issue
+/// point ([`PrefetchIssue`]) changes no carry, only what a gather waits for: it is paired with
+/// the unroll rather than crossed with it (on: unroll 1 after compute, 2 with the input;
+/// deferred: the other way round, so the CPU trainer's default, deferred with unroll 2 after
+/// compute, is among them), so each point runs with each unroll and each prefetching schedule
+/// at no extra cost.
+pub fn every_option_set() -> [PlanOptions; 6] {
     use PrefetchIssue::{AfterCompute, WithInput};
     let (off, on, deferred) = (
         PlanOptions::baseline(),
         PlanOptions::prefetch(),
         PlanOptions::prefetch_deferred(),
     );
-    let sets = [
+    [
         off.with_unroll(1),
         off.with_unroll(2),
         on.with_unroll(1).with_prefetch_issue(AfterCompute),
         on.with_unroll(2).with_prefetch_issue(WithInput),
         deferred.with_unroll(1).with_prefetch_issue(WithInput),
         deferred.with_unroll(2).with_prefetch_issue(AfterCompute),
-    ];
+    ]
+}
+
+/// Runs the step under every option set ([`every_option_set`]) on `n` devices and asserts loss
+/// and every gradient equal the reference (f32, at the fixture's derived
+/// [`rtol`](Fixture::rtol)); returns the worst gradient deviation.
+pub fn check_every_option_set(
+    client: &Client,
+    model: &StackModel,
+    fx: &Fixture,
+    n: usize,
+) -> Deviation {
+    check_option_sets(client, model, fx, n, &every_option_set())
+}
+
+/// [`check_every_option_set`] for the option sets `sets` only.
+pub fn check_option_sets(
+    client: &Client,
+    model: &StackModel,
+    fx: &Fixture,
+    n: usize,
+    sets: &[PlanOptions],
+) -> Deviation {
     let mut worst = Deviation::default();
-    for o in sets {
+    for &o in sets {
         let what = format!("{n} devices, {o:?}");
         let (losses, grads) = run_step(client, model, fx, o, n);
         worst = worst.max(assert_matches_reference(&what, &losses, &grads, fx));
