@@ -1149,6 +1149,15 @@ fn eval_reports_the_loss_train_reported_for_the_same_weights() {
     ];
     let first = run_with_cache("eval", &eval_args, &cache);
     assert!(first.status.success(), "{first:?}");
+    // One program compiled and stored: the forward program, not the training step.
+    let entries = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "xla"))
+        })
+        .count();
+    assert_eq!(entries, 1, "eval compiled {entries} programs");
     let second = run_with_cache("eval", &eval_args, &cache);
     let second = String::from_utf8_lossy(&second.stdout);
     assert!(

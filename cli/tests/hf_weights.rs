@@ -11,7 +11,6 @@
 
 use std::path::{Path, PathBuf};
 
-use stackscan::fsdp::Adam;
 use stackscan::hf_map::Step;
 use stackscan_models::jobs::ModelName;
 use stackscan_models::registry::ModelConfig;
@@ -63,10 +62,12 @@ fn config(model: &str, dir: &Path, e: &Expected) -> ModelConfig {
         .with_seq(e.tokens[0].len() as i64)
 }
 
+/// A trainer of `c` that compiles its training step only if a test steps it (Adam's
+/// defaults).
 fn trainer(client: &Client, c: &ModelConfig) -> Trainer {
     let mesh = Mesh::new(client, "fsdp", DEVICES).unwrap();
     let (model, options) = c.build().unwrap();
-    Trainer::new(client, &mesh, &model, options, Adam::default(), 0).unwrap()
+    Trainer::for_evaluation(client, &mesh, &model, options).unwrap()
 }
 
 /// Device `d`'s rows of the batch.

@@ -74,7 +74,11 @@ pub enum NonFinitePolicy {
 pub struct Trainer {
     client: Client,
     mesh: Mesh,
-    exe: Executable,
+    /// The training step, compiled when first needed ([`Trainer::compile`]): at once for a
+    /// trainer that trains, never for one that only evaluates.
+    exe: Option<Executable>,
+    /// The lowered step, until it is compiled.
+    program: Option<stackscan::Program>,
     plan: Plan,
     inputs: Vec<InputSpec>,
     /// The step's auxiliary outputs, returned after the state
@@ -175,6 +179,35 @@ impl Trainer {
         seed: u64,
         micro_batches: usize,
     ) -> Result<Trainer> {
+        let mut trainer =
+            Trainer::uncompiled(client, mesh, model, options, adam, seed, micro_batches)?;
+        trainer.compile()?;
+        Ok(trainer)
+    }
+
+    /// A trainer of `model` on `mesh` that evaluates and gives logits without compiling the
+    /// training step ([`Trainer::evaluate`] and [`Trainer::logits`] compile their own forward
+    /// programs): what `eval` runs. Its weights start from seed 0 until a checkpoint or a
+    /// Hugging Face directory replaces them; a first [`Trainer::step`] would compile the step.
+    pub fn for_evaluation(
+        client: &Client,
+        mesh: &Mesh,
+        model: &StackModel,
+        options: PlanOptions,
+    ) -> Result<Trainer> {
+        Trainer::uncompiled(client, mesh, model, options, Adam::default(), 0, 1)
+    }
+
+    /// [`Trainer::accumulating`] with the step lowered but not compiled.
+    fn uncompiled(
+        client: &Client,
+        mesh: &Mesh,
+        model: &StackModel,
+        options: PlanOptions,
+        adam: Adam,
+        seed: u64,
+        micro_batches: usize,
+    ) -> Result<Trainer> {
         let specs = model.weights();
         if let Some((bad, _)) = specs.iter().find(|(p, _)| p.dtype != DType::F32) {
             return Err(Error::WeightType {
@@ -189,9 +222,6 @@ impl Trainer {
             step,
             aux,
         } = training_program(model, options, mesh.layout(), adam, micro_batches)?;
-        let started = Instant::now();
-        let exe = client.compile_program(&program, mesh)?;
-        let compile_seconds = started.elapsed().as_secs_f64();
 
         let mut rng = Rng::new(seed);
         let mut state: Vec<Vec<Buffer>> = (0..n).map(|_| Vec::new()).collect();
@@ -226,7 +256,8 @@ impl Trainer {
         Ok(Trainer {
             client: client.clone(),
             mesh: mesh.clone(),
-            exe,
+            exe: None,
+            program: Some(program),
             plan: step.plan,
             inputs: model
                 .inputs
@@ -240,7 +271,7 @@ impl Trainer {
             steps: 0,
             skipped: 0,
             on_non_finite: NonFinitePolicy::default(),
-            compile_seconds,
+            compile_seconds: 0.0,
             launched: 0,
             last_end: None,
             eval_exe: None,
@@ -249,6 +280,21 @@ impl Trainer {
             options,
             logits_exe: None,
         })
+    }
+
+    /// Compiles the training step if it is not yet (or loads it from the client's compile
+    /// cache); [`Trainer::new`] does at once, a trainer [`for_evaluation`](Self::for_evaluation)
+    /// on its first step.
+    pub fn compile(&mut self) -> Result<()> {
+        if self.exe.is_none() {
+            let Some(program) = self.program.take() else {
+                return Err(Error::Program("the training step was not lowered".into()));
+            };
+            let started = Instant::now();
+            self.exe = Some(self.client.compile_program(&program, &self.mesh)?);
+            self.compile_seconds += started.elapsed().as_secs_f64();
+        }
+        Ok(())
     }
 
     /// Devices of the trainer's mesh (the per-device input lists a step takes).
@@ -429,6 +475,7 @@ impl Trainer {
     /// runs it after this one); [`wait`](Self::wait) gives the loss and applies the
     /// [`NonFinitePolicy`].
     pub fn launch(&mut self, batch: DeviceBatch) -> Result<PendingStep> {
+        self.compile()?;
         let began = Instant::now();
         let inputs = self.inputs.len();
         if batch.buffers.len() != self.mesh.size()
@@ -452,7 +499,10 @@ impl Trainer {
         // donates the state (its buffers hold the results once it has run), so there is no old
         // state left to keep on the host's side. Should the run itself fail, the state is gone
         // with it, and every later step or save says so (`Error::Donated`).
-        let launched = self.exe.launch(&lists)?;
+        let Some(exe) = &self.exe else {
+            return Err(Error::Program("the training step did not compile".into()));
+        };
+        let launched = exe.launch(&lists)?;
         drop(lists);
         let mut flags = Vec::with_capacity(launched.outputs.len());
         let mut kept = batch.buffers;
@@ -547,20 +597,33 @@ impl Trainer {
         }
     }
 
-    /// Memory XLA planned per device for the step.
+    /// Memory XLA planned per device for the step; an error for a trainer that has not
+    /// compiled it ([`Trainer::for_evaluation`]).
     pub fn memory_stats(&self) -> Result<CompiledMemoryStats> {
-        self.exe.memory_stats()
+        match &self.exe {
+            Some(exe) => exe.memory_stats(),
+            None => Err(Error::Program(
+                "the training step is not compiled: this trainer only evaluated".into(),
+            )),
+        }
     }
 
-    /// Seconds the step took to emit and compile (nearly all of it in XLA), or to load from
-    /// the client's compile cache.
+    /// Seconds the programs compiled so far took to compile (nearly all of it in XLA), or to
+    /// load from the client's compile cache: the step's, and the evaluation's and logits'
+    /// once they ran.
     pub fn compile_seconds(&self) -> f64 {
         self.compile_seconds
     }
 
-    /// Whether the step was compiled or loaded from the client's compile cache.
+    /// Whether the step was compiled or loaded from the client's compile cache; for a
+    /// trainer that only evaluated, the evaluation program's ([`CacheOutcome::Off`] before it
+    /// ran).
     pub fn cache_outcome(&self) -> &CacheOutcome {
-        self.exe.cache_outcome()
+        static NOTHING: CacheOutcome = CacheOutcome::Off;
+        self.exe
+            .as_ref()
+            .or(self.eval_exe.as_ref())
+            .map_or(&NOTHING, Executable::cache_outcome)
     }
 
     /// The schedule the step was lowered from.
