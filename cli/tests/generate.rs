@@ -1,5 +1,6 @@
 //! Generation (`stackscan generate`, [`Generator`]): greedy continuations of a batch of
-//! prompts of different lengths equal to `transformers`' `generate` on each fixture
+//! prompts of different lengths equal to `transformers`' `generate` on each Llama and
+//! DeepSeek-V3 fixture
 //! (`fixtures/hf/*/generate.json`, made by `generate.py`), and each step's logits from the
 //! key/value cache equal to the whole sequence's forward program at that position, on a
 //! random model, with causal and sliding-window attention.
@@ -85,6 +86,30 @@ fn llama3_scaled_rope_greedy_matches_transformers() {
 #[test]
 fn tied_llama_greedy_matches_transformers() {
     greedy_matches_transformers("llama", "llama_tied");
+}
+
+#[test]
+fn deepseek3_greedy_matches_transformers() {
+    greedy_matches_transformers("deepseek3", "deepseek3");
+}
+
+#[test]
+fn deepseek3_yarn_greedy_matches_transformers() {
+    greedy_matches_transformers("deepseek3", "deepseek3_yarn");
+}
+
+#[test]
+fn deepseek3_rotary_halves_greedy_matches_transformers() {
+    greedy_matches_transformers("deepseek3", "deepseek3_halves");
+}
+
+/// A model whose layers do not decode yet is refused by name.
+#[test]
+fn qwen35_is_refused_by_name() {
+    let name: ModelName = "qwen35".parse().unwrap();
+    let c = name.load("tiny").unwrap();
+    let e = c.decode_model().unwrap_err().to_string();
+    assert!(e.contains("`qwen35` cannot generate yet"), "{e}");
 }
 
 /// Random weights of `types`, seeded.

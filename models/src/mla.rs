@@ -131,31 +131,17 @@ impl Mla<Tensor> {
     }
 }
 
-/// Causal MLA self-attention of `x: [B, T, d]` (already normalised), back to `[B, T, d]`.
-pub fn mla(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<Tensor> {
-    if x.rank() != 3 || x.dims()[2] != c.d {
-        return Err(Error::InvalidOp {
-            op: "mla",
-            message: format!("expected x [B, T, {}], got {}", c.d, x.ty()),
-        });
-    }
-    for ((name, want), got) in c.weight_shapes().iter().zip(w.values()) {
-        if got.dims() != want.as_slice() {
-            return Err(Error::InvalidOp {
-                op: "mla",
-                message: format!("weight `{name}` must be {want:?}, got {}", got.ty()),
-            });
-        }
-    }
-    let (b, t) = (x.dims()[0], x.dims()[1]);
-    let (h, nope, rope) = (c.heads, c.nope, c.rope);
+/// RoPE's inverse frequencies, the rotation's magnitude and the softmax scale's factor (YaRN
+/// changes all three; 1 without it).
+fn rotary(c: &MlaConfig) -> Result<(Vec<f64>, f64, f64)> {
+    let rope = c.rope;
     if rope <= 0 || rope % 2 != 0 {
         return Err(Error::InvalidOp {
             op: "mla",
             message: format!("`rope` ({rope}) must be even and above 0: RoPE rotates pairs"),
         });
     }
-    let (inv_freq, magnitude, attention_factor) = match &c.rope_scaling {
+    Ok(match &c.rope_scaling {
         Some(y) => {
             y.validate()
                 .map_err(|message| Error::InvalidOp { op: "mla", message })?;
@@ -172,7 +158,70 @@ pub fn mla(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<Tensor> {
             1.0,
             1.0,
         ),
-    };
+    })
+}
+
+/// Checks `x: [B, T, d]` and the weights' shapes.
+fn check(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<()> {
+    if x.rank() != 3 || x.dims()[2] != c.d {
+        return Err(Error::InvalidOp {
+            op: "mla",
+            message: format!("expected x [B, T, {}], got {}", c.d, x.ty()),
+        });
+    }
+    for ((name, want), got) in c.weight_shapes().iter().zip(w.values()) {
+        if got.dims() != want.as_slice() {
+            return Err(Error::InvalidOp {
+                op: "mla",
+                message: format!("weight `{name}` must be {want:?}, got {}", got.ty()),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The queries `[B, T, H, nope + rope]`, their rotary part rotated by `rot`.
+fn queries(
+    c: &MlaConfig,
+    x: &Tensor,
+    w: &Mla<Tensor>,
+    rot: &dyn Fn(&Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let (b, t) = (x.dims()[0], x.dims()[1]);
+    let q = nn::rms_norm(&x.matmul(&w.q_down)?, &w.q_norm, c.eps)?
+        .matmul(&w.q_up)?
+        .reshape(&[b, t, c.heads, c.qk_head()])?;
+    let q_nope = q.slice_axis(3, 0, c.nope)?;
+    let q_rope = rot(&q.slice_axis(3, c.nope, c.nope + c.rope)?)?;
+    concatenate(&[&q_nope, &q_rope], 3)
+}
+
+/// The rotated shared key `k_rope: [B, S, 1, rope]` given to every head, `[B, S, H, rope]`.
+fn every_head(c: &MlaConfig, k_rope: &Tensor) -> Result<Tensor> {
+    let (b, keys) = (k_rope.dims()[0], k_rope.dims()[1]);
+    k_rope.broadcast_in_dim(&[b, keys, c.heads, c.rope], &[0, 1, 2, 3])
+}
+
+/// The keys `[B, S, H, nope + rope]` and values `[B, S, H, v]` of the normalised latent
+/// `c_kv: [B, S, kv_lora]` and the rotated shared key of every head, `k_rope: [B, S, H,
+/// rope]` ([`every_head`]).
+fn keys_and_values(
+    c: &MlaConfig,
+    w: &Mla<Tensor>,
+    c_kv: &Tensor,
+    k_rope: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    let (b, keys, h, nope) = (c_kv.dims()[0], c_kv.dims()[1], c.heads, c.nope);
+    let kv = c_kv.matmul(&w.kv_up)?.reshape(&[b, keys, h, nope + c.v])?;
+    let k = concatenate(&[&kv.slice_axis(3, 0, nope)?, k_rope], 3)?;
+    Ok((k, kv.slice_axis(3, nope, nope + c.v)?))
+}
+
+/// Causal MLA self-attention of `x: [B, T, d]` (already normalised), back to `[B, T, d]`.
+pub fn mla(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<Tensor> {
+    check(c, x, w)?;
+    let (b, t) = (x.dims()[0], x.dims()[1]);
+    let (inv_freq, magnitude, attention_factor) = rotary(c)?;
     // Under context parallelism `x` is this device's piece of each sequence, starting at
     // `start`; RoPE rotates from there.
     let context = (c.context > 1).then(|| Axis::new(nn::context::CONTEXT_AXIS, c.context));
@@ -184,40 +233,26 @@ pub fn mla(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<Tensor> {
         Some(start) => nn::rope_with_frequencies_from(z, &inv_freq, magnitude, start),
         None => nn::rope_with_frequencies(z, &inv_freq, magnitude),
     };
-
-    let q = nn::rms_norm(&x.matmul(&w.q_down)?, &w.q_norm, c.eps)?
-        .matmul(&w.q_up)?
-        .reshape(&[b, t, h, c.qk_head()])?;
-    let q_nope = q.slice_axis(3, 0, nope)?;
-    let q_rope = rot(&q.slice_axis(3, nope, nope + rope)?)?;
-    let q = concatenate(&[&q_nope, &q_rope], 3)?;
+    let q = queries(c, x, w, &rot)?;
 
     let latent = x.matmul(&w.kv_down)?;
     let k_rope = rot(&latent
-        .slice_axis(2, c.kv_lora, c.kv_lora + rope)?
-        .reshape(&[b, t, 1, rope])?)?;
+        .slice_axis(2, c.kv_lora, c.kv_lora + c.rope)?
+        .reshape(&[b, t, 1, c.rope])?)?;
     let c_kv =
         |latent: &Tensor| nn::rms_norm(&latent.slice_axis(2, 0, c.kv_lora)?, &w.kv_norm, c.eps);
     // Context parallelism exchanges the compressed keys and values: the normalised latent and
     // the rotated shared key, `kv_lora + rope` numbers a position, not the expanded heads'
     // `heads·(nope + v) + rope`; every device then expands the whole sequence's latent.
-    let (k_rope, c_kv, keys) = match &context {
+    let (k_rope, c_kv) = match &context {
         Some(axis) => {
             let c_kv = nn::context::gather_sequence(&c_kv(&latent)?, axis)?;
             let k_rope = nn::context::gather_sequence(&k_rope, axis)?;
-            let keys = t * c.context as i64;
-            let k_rope = k_rope.broadcast_in_dim(&[b, keys, h, rope], &[0, 1, 2, 3])?;
-            (k_rope, c_kv, keys)
+            (every_head(c, &k_rope)?, c_kv)
         }
-        None => {
-            let k_rope = k_rope.broadcast_in_dim(&[b, t, h, rope], &[0, 1, 2, 3])?;
-            (k_rope, c_kv(&latent)?, t)
-        }
+        None => (every_head(c, &k_rope)?, c_kv(&latent)?),
     };
-    let kv = c_kv.matmul(&w.kv_up)?.reshape(&[b, keys, h, nope + c.v])?;
-    let k = concatenate(&[&kv.slice_axis(3, 0, nope)?, &k_rope], 3)?;
-    let v = kv.slice_axis(3, nope, nope + c.v)?;
-
+    let (k, v) = keys_and_values(c, w, &c_kv, &k_rope)?;
     let scale = attention_factor / (c.qk_head() as f64).sqrt();
     match &start {
         Some(start) => {
@@ -225,4 +260,53 @@ pub fn mla(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<Tensor> {
         }
         None => nn::causal_attention(&q, &k, &v, scale)?.matmul(&w.out),
     }
+}
+
+/// [`mla`] of new positions `x: [B, T, d]` at `positions: [B, T]` against a cache of the
+/// compressed keys and values (`[latent [B, C, kv_lora], rotated shared key [B, C, 1, rope]]`,
+/// [`cache_types`]), written first; returns the output and the new cache. The cache holds
+/// `kv_lora + rope` numbers a position, as context parallelism exchanges them; each step
+/// expands the whole cache into heads.
+pub fn mla_cached(
+    c: &MlaConfig,
+    x: &Tensor,
+    w: &Mla<Tensor>,
+    positions: &Tensor,
+    cache: &[Tensor],
+) -> Result<(Tensor, Vec<Tensor>)> {
+    check(c, x, w)?;
+    let [latents, shared] = cache else {
+        return Err(Error::InvalidOp {
+            op: "mla",
+            message: format!(
+                "the cache is latents and shared keys, got {} parts",
+                cache.len()
+            ),
+        });
+    };
+    let (b, t) = (x.dims()[0], x.dims()[1]);
+    let (inv_freq, magnitude, attention_factor) = rotary(c)?;
+    let rot = |z: &Tensor| nn::rope_with_frequencies_at(z, &inv_freq, magnitude, positions);
+    let q = queries(c, x, w, &rot)?;
+    let latent = x.matmul(&w.kv_down)?;
+    let k_rope = rot(&latent
+        .slice_axis(2, c.kv_lora, c.kv_lora + c.rope)?
+        .reshape(&[b, t, 1, c.rope])?)?;
+    let c_kv = nn::rms_norm(&latent.slice_axis(2, 0, c.kv_lora)?, &w.kv_norm, c.eps)?;
+    let latents = nn::cache::write(latents, &c_kv, positions)?;
+    let shared = nn::cache::write(shared, &k_rope, positions)?;
+    let (k, v) = keys_and_values(c, w, &latents, &every_head(c, &shared)?)?;
+    let scale = attention_factor / (c.qk_head() as f64).sqrt();
+    let out = nn::cache::attend(&q, &k, &v, scale, positions, nn::Mask::Causal)?.matmul(&w.out)?;
+    Ok((out, vec![latents, shared]))
+}
+
+/// One MLA layer's cache for `rows` sequences of up to `capacity` positions
+/// ([`mla_cached`]).
+pub fn cache_types(c: &MlaConfig, rows: i64, capacity: i64) -> Vec<stackscan::TensorType> {
+    use stackscan::{DType, TensorType};
+    vec![
+        TensorType::new(DType::F32, [rows, capacity, c.kv_lora]),
+        TensorType::new(DType::F32, [rows, capacity, 1, c.rope]),
+    ]
 }

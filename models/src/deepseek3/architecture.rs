@@ -118,6 +118,15 @@ impl Architecture for DeepSeek3 {
         >(c))
     }
 
+    fn decode_kinds(c: &DeepSeek3Config) -> Option<Vec<stackscan::decode::DecodeKind>> {
+        use stackscan::decode::decode_kind;
+        let c = super::decode::decoding(c);
+        Some(vec![
+            decode_kind::<super::Dense<Tensor>>(&c),
+            decode_kind::<super::MoeLayer<Tensor>>(&c),
+        ])
+    }
+
     fn hf_weights(c: &DeepSeek3Config) -> Option<Result<stackscan::hf_map::HfMap>> {
         Some(super::hf::map(c))
     }

@@ -35,6 +35,7 @@
 //! equivalence tests' [`DeepSeek3Config::small`]).
 
 mod architecture;
+mod decode;
 pub mod hf;
 
 pub use architecture::DeepSeek3;
