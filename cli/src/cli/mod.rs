@@ -108,7 +108,7 @@ pub enum Command {
     /// cache (and GDN's recurrent state), prefill and decode as compiled programs, greedy or
     /// sampled; prints the text (or ids) and tokens per second.
     #[command(
-        after_help = "Example: stackscan generate --init-from Llama-3.2-1B --prompt \"The capital of France is\" --max-new-tokens 16"
+        after_help = "Example: stackscan generate --init-from Llama-3.2-1B --prompt Once --max-new-tokens 16"
     )]
     Generate(GenerateArgs),
     /// Write a checkpoint's weights as a Hugging Face model directory (`model.safetensors`,
