@@ -11,7 +11,7 @@
 
 use stackscan::rng::Rng;
 use stackscan::{DType, Function, Scope, Tensor, TensorType};
-use stackscan_models::gdn::{gdn_chunked, gdn_recurrent};
+use stackscan_models::gdn::{gdn_chunked, gdn_recurrent, gdn_recurrent_from};
 use stackscan_runtime::testing as common;
 use stackscan_runtime::testing::host::{HostArg as Arg, compile, execute, one, run};
 
@@ -270,6 +270,64 @@ fn strong_decay_gives_no_nan_f32() {
     for (name, grad) in ["q", "k", "v", "g", "beta"].iter().zip(&grads) {
         assert!(grad.iter().all(|x| x.is_finite()), "non-finite d/d{name}");
     }
+}
+
+/// Generation's form: the recurrence run in two pieces, the second continuing from the
+/// first's final state, gives the one-pass outputs (f64, to 1e-12 of their scale); a padded
+/// position (β and the gate 0) between the pieces leaves the state as it was.
+#[test]
+fn continuing_from_a_state_equals_one_pass_f64() {
+    let client = common::cpu_client(1);
+    let args = inputs(21, (-1.0, 0.0));
+    let whole = run(
+        &client,
+        &forward(Form::Recurrent, DType::F64, &args),
+        DType::F64,
+        &args,
+    )
+    .remove(0);
+    let half = T / 2;
+    let s = Scope::new("pieces");
+    let p: Vec<Tensor> = args
+        .iter()
+        .map(|a| {
+            let mut dims = vec![1];
+            dims.extend(&a.dims);
+            s.param(TensorType::new(DType::F64, dims))
+        })
+        .collect();
+    let piece = |from: i64, to: i64| -> Vec<Tensor> {
+        p.iter()
+            .map(|x| x.slice_axis(1, from, to).unwrap())
+            .collect()
+    };
+    let zero = s
+        .full(0.0, TensorType::new(DType::F64, [1, H, DV, DK]))
+        .unwrap();
+    let step = |x: &[Tensor], state: &Tensor| {
+        gdn_recurrent_from(&x[0], &x[1], &x[2], &x[3], &x[4], state).unwrap()
+    };
+    let (o1, s1) = step(&piece(0, half), &zero);
+    // One padded position: the first piece's last, with β and the gate zeroed.
+    let mut pad = piece(half - 1, half);
+    pad[3] = pad[3].zeros_like().unwrap();
+    pad[4] = pad[4].zeros_like().unwrap();
+    let (_, padded) = step(&pad, &s1);
+    let (o2, _) = step(&piece(half, T), &padded);
+    let o = stackscan::concatenate(&[&o1, &o2], 1).unwrap();
+    let drift = padded.sub(&s1).unwrap().abs().unwrap().sum_all().unwrap();
+    let f = s.finish(&[o, drift]).unwrap();
+    let batched: Vec<Arg> = args
+        .iter()
+        .map(|a| Arg {
+            dims: [&[1], a.dims.as_slice()].concat(),
+            values: a.values.clone(),
+        })
+        .collect();
+    let out = run(&client, &f, DType::F64, &batched);
+    let err = relative_error(&out[0], &whole);
+    assert!(err <= 1e-12, "two pieces vs one pass: {err:e}");
+    assert_eq!(out[1], vec![0.0], "a padded position moved the state");
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Generation (`stackscan generate`, [`Generator`]): greedy continuations of a batch of
-//! prompts of different lengths equal to `transformers`' `generate` on each Llama and
-//! DeepSeek-V3 fixture
+//! prompts of different lengths equal to `transformers`' `generate` on each Llama,
+//! DeepSeek-V3 and Qwen3.5 fixture
 //! (`fixtures/hf/*/generate.json`, made by `generate.py`), and each step's logits from the
 //! key/value cache equal to the whole sequence's forward program at that position, on a
 //! random model, with causal and sliding-window attention.
@@ -19,8 +19,10 @@ use stackscan::plan::PlanOptions;
 use stackscan::rng::Rng;
 use stackscan::{Tensor, TensorType};
 use stackscan_models::causal_lm::CausalLm;
+use stackscan_models::gdn_layer::GdnForm;
 use stackscan_models::jobs::ModelName;
 use stackscan_models::llama::{Decoder, LlamaConfig, LlamaStack, for_config};
+use stackscan_models::qwen35::{Gdn, Qwen35Config};
 use stackscan_runtime::generate::{Generator, Sampling};
 use stackscan_runtime::testing::cpu_client;
 use stackscan_runtime::train::{check_hf_import, stored_weights};
@@ -103,13 +105,30 @@ fn deepseek3_rotary_halves_greedy_matches_transformers() {
     greedy_matches_transformers("deepseek3", "deepseek3_halves");
 }
 
-/// A model whose layers do not decode yet is refused by name.
 #[test]
-fn qwen35_is_refused_by_name() {
-    let name: ModelName = "qwen35".parse().unwrap();
-    let c = name.load("tiny").unwrap();
-    let e = c.decode_model().unwrap_err().to_string();
-    assert!(e.contains("`qwen35` cannot generate yet"), "{e}");
+fn qwen35_greedy_matches_transformers() {
+    greedy_matches_transformers("qwen35", "qwen35");
+}
+
+#[test]
+fn qwen35_as_published_greedy_matches_transformers() {
+    greedy_matches_transformers("qwen35", "qwen35_vl");
+}
+
+/// Decoding kinds that do not match the stack's are refused, naming the kinds.
+#[test]
+fn decoding_kinds_must_match_the_stack() {
+    let c = LlamaConfig::small(1);
+    let model = for_config(&c).unwrap().0;
+    let head = logits_head::<CausalLm<Tensor, LlamaStack>>(&c);
+    let e = DecodeModel::new(model.clone(), vec![], head.clone()).unwrap_err();
+    assert!(
+        e.to_string().contains("0 decoding kinds for a stack of 1"),
+        "{e}"
+    );
+    let qwen = Qwen35Config::small(1, GdnForm::Recurrent);
+    let e = DecodeModel::new(model, vec![decode_kind::<Gdn<Tensor>>(&qwen)], head).unwrap_err();
+    assert!(e.to_string().contains("kind `layer`"), "{e}");
 }
 
 /// Random weights of `types`, seeded.

@@ -99,6 +99,19 @@ impl GatedAttentionDims {
     }
 }
 
+impl GatedAttentionDims {
+    /// One layer's key and value caches for `rows` sequences of up to `capacity` positions,
+    /// `[rows, capacity, kv_heads, head_dim]` each.
+    pub fn cache(&self, rows: i64, capacity: i64) -> Vec<stackscan::TensorType> {
+        let a = &self.attention;
+        let ty = stackscan::TensorType::new(
+            stackscan::DType::F32,
+            [rows, capacity, a.kv_heads, a.head_dim],
+        );
+        vec![ty.clone(), ty]
+    }
+}
+
 /// Gated grouped-query causal attention of the normalised stream. `wq` is twice as wide as
 /// the heads: each head's query and then its gate.
 #[derive(Debug, Module)]
@@ -160,6 +173,48 @@ impl GatedAttention<Tensor> {
         let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
         let attn = nn::causal_attention(&q, &k, &v, 1.0 / (hd as f64).sqrt())?;
         attn.mul(&gate.sigmoid()?)?.matmul(&self.wo)
+    }
+
+    /// [`GatedAttention::forward`] of new positions `x: [B, T, d]` at `positions: [B, T]`
+    /// against a key/value cache ([`GatedAttentionDims::cache`]), written first; returns the
+    /// output and the new cache.
+    pub fn decode(
+        &self,
+        c: &GatedAttentionDims,
+        x: &Tensor,
+        positions: &Tensor,
+        cache: &[Tensor],
+    ) -> Result<(Tensor, Vec<Tensor>)> {
+        self.check(c, x)?;
+        let [keys, values] = cache else {
+            return Err(invalid(format!(
+                "a layer's cache is keys and values, got {} parts",
+                cache.len()
+            )));
+        };
+        let a = &c.attention;
+        let (b, t) = (x.dims()[0], x.dims()[1]);
+        let (nh, nkv, hd) = (a.heads, a.kv_heads, a.head_dim);
+        let rotary = usize::try_from(a.rotary_dim)
+            .map_err(|_| invalid(format!("rotary_dim {} is negative", a.rotary_dim)))?;
+        let qg = x.matmul(&self.wq)?.reshape(&[b, t, nh, 2 * hd])?;
+        let gate = qg.slice_axis(3, hd, 2 * hd)?.reshape(&[b, t, nh * hd])?;
+        let q = nn::rms_norm(&qg.slice_axis(3, 0, hd)?, &self.q_norm, NORM_EPS)?;
+        let q = nn::rope_at(&q, a.rope_theta, rotary, positions)?;
+        let k = x.matmul(&self.wk)?.reshape(&[b, t, nkv, hd])?;
+        let k = nn::rope_at(
+            &nn::rms_norm(&k, &self.k_norm, NORM_EPS)?,
+            a.rope_theta,
+            rotary,
+            positions,
+        )?;
+        let v = x.matmul(&self.wv)?.reshape(&[b, t, nkv, hd])?;
+        let keys = nn::cache::write(keys, &k, positions)?;
+        let values = nn::cache::write(values, &v, positions)?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        let attn = nn::cache::attend(&q, &keys, &values, scale, positions, nn::Mask::Causal)?;
+        let out = attn.mul(&gate.sigmoid()?)?.matmul(&self.wo)?;
+        Ok((out, vec![keys, values]))
     }
 
     /// Checks `x`, the weights and the head split against `c`, naming the first parameter

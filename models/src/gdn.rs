@@ -258,6 +258,32 @@ pub fn gdn_recurrent(
     g: &Tensor,
     beta: &Tensor,
 ) -> Result<Tensor> {
+    Ok(recurrence(q, k, v, g, beta, None)?.0)
+}
+
+/// [`gdn_recurrent`] of sequences `[B, T, ..]` that continue from `state: [B, H, dv, dk]`
+/// (each value head's `S`), returning the outputs and the state after the last position:
+/// generation's form, a prompt or a new token at a time. A position whose `β` and `g` are 0
+/// leaves the state as it was (padding).
+pub fn gdn_recurrent_from(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    g: &Tensor,
+    beta: &Tensor,
+    state: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    recurrence(q, k, v, g, beta, Some(state))
+}
+
+fn recurrence(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    g: &Tensor,
+    beta: &Tensor,
+    from: Option<&Tensor>,
+) -> Result<(Tensor, Tensor)> {
     const OP: &str = "gdn_recurrent";
     let p = prepare(OP, q, k, v, g, beta)?;
     let sizes = p.sizes;
@@ -270,7 +296,22 @@ pub fn gdn_recurrent(
     let gate_time_major = |x: &Tensor| x.transpose(&[1, 0, 2])?.reshape(&[t, h]);
     let scope = p.q.scope().clone();
     let state = TensorType::new(p.q.dtype(), [h, dv, dk]);
-    let s0 = scope.full(0.0, state.clone())?;
+    let s0 = match from {
+        None => scope.full(0.0, state.clone())?,
+        Some(s) if s.dims() == [b, heads, dv, dk] && sizes.batch.is_some() => {
+            s.convert(p.q.dtype())?.reshape(&state.dims)?
+        }
+        Some(s) => {
+            return Err(Error::InvalidOp {
+                op: OP,
+                message: format!(
+                    "a state to continue from must be [{b}, {heads}, {dv}, {dk}] for batched \
+                     inputs, got {}",
+                    s.ty()
+                ),
+            });
+        }
+    };
     let xs = [
         time_major(&p.q, dk)?,
         time_major(&p.k, dk)?,
@@ -282,7 +323,7 @@ pub fn gdn_recurrent(
         stackscan::fsdp::LOOP_LABEL,
         "gdn recurrence, one step per token",
     )];
-    let (_, ys) =
+    let (last, ys) =
         scope.scan_with_attributes(&[s0], &xs, t as usize, false, &label, |_, carry, x| {
             let ([s], [q, k, v, g, beta]) = (carry, x) else {
                 return Err(Error::InvalidOp {
@@ -307,10 +348,21 @@ pub fn gdn_recurrent(
         op: OP,
         message: "the scan returned no output".into(),
     })?;
+    let last = last.into_iter().next().ok_or_else(|| Error::InvalidOp {
+        op: OP,
+        message: "the scan returned no state".into(),
+    })?;
     // [T, B·H, dv] → [B, T, H, dv], then the caller's layout.
-    o.reshape(&[t, b, heads, dv])?
+    let o = o
+        .reshape(&[t, b, heads, dv])?
         .transpose(&[1, 0, 2, 3])?
-        .reshape(&sizes.shape(&[t, heads, dv]))
+        .reshape(&sizes.shape(&[t, heads, dv]))?;
+    // The training forward reads no final state: nothing more is emitted for it.
+    let last = match from {
+        Some(_) => last.reshape(&[b, heads, dv, dk])?,
+        None => last,
+    };
+    Ok((o, last))
 }
 
 /// The chunked form: the same function as [`gdn_recurrent`], with the sequential work cut from

@@ -39,6 +39,8 @@ use stackscan::{Error, Module, Result, Tensor, concatenate, nn};
 
 use crate::gdn::{gdn_chunked, gdn_recurrent};
 
+mod decode;
+
 /// RMSNorm epsilon of the output norm.
 const NORM_EPS: f64 = 1e-6;
 
@@ -216,8 +218,6 @@ impl GatedDeltaNet<Tensor> {
     pub fn forward(&self, c: &GdnDims, x: &Tensor) -> Result<Tensor> {
         self.check(c, x)?;
         let g = &c.gdn;
-        let (b, t) = (x.dims()[0], x.dims()[1]);
-        let (hk, hv, dk, dv) = (g.key_heads, g.value_heads, g.key_dim, g.value_dim);
         let qkv = concatenate(
             &[
                 &x.matmul(&self.wq)?,
@@ -227,6 +227,25 @@ impl GatedDeltaNet<Tensor> {
             2,
         )?;
         let qkv = nn::silu(&causal_depthwise_conv(&qkv, &self.conv)?)?;
+        self.mix(c, x, &qkv, |q, k, v, gate, beta| match g.form {
+            GdnForm::Recurrent => gdn_recurrent(q, k, v, gate, beta),
+            GdnForm::Chunked(chunk) => gdn_chunked(q, k, v, gate, beta, chunk),
+        })
+    }
+
+    /// The mixer after its convolution: `qkv: [B, T, q|k|v]` (convolved and activated) split
+    /// into heads, the gates from `x`, the delta rule by `core(q, k, v, g, β)`, then the
+    /// output norm, gate and projection.
+    fn mix(
+        &self,
+        c: &GdnDims,
+        x: &Tensor,
+        qkv: &Tensor,
+        core: impl FnOnce(&Tensor, &Tensor, &Tensor, &Tensor, &Tensor) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        let g = &c.gdn;
+        let (b, t) = (x.dims()[0], x.dims()[1]);
+        let (hk, hv, dk, dv) = (g.key_heads, g.value_heads, g.key_dim, g.value_dim);
         let q = qkv.slice_axis(2, 0, hk * dk)?.reshape(&[b, t, hk, dk])?;
         let k = qkv
             .slice_axis(2, hk * dk, 2 * hk * dk)?
@@ -250,10 +269,7 @@ impl GatedDeltaNet<Tensor> {
         let (q, k, v) = (wide(&q)?, wide(&k)?, wide(&v)?);
         // One call on the whole batch: the core folds sequences into its head batch, so the
         // program does not grow with the sequences per device.
-        let o = match g.form {
-            GdnForm::Recurrent => gdn_recurrent(&q, &k, &v, &gate, &beta)?,
-            GdnForm::Chunked(chunk) => gdn_chunked(&q, &k, &v, &gate, &beta, chunk)?,
-        };
+        let o = core(&q, &k, &v, &gate, &beta)?;
         let o = nn::rms_norm(&o, &self.o_norm, NORM_EPS)?.convert(x.dtype())?;
         let gated = o.mul(&nn::silu(&z)?)?;
         gated.reshape(&[b, t, hv * dv])?.matmul(&self.wo)

@@ -120,6 +120,15 @@ impl Architecture for Qwen35 {
         Some(stackscan::model::logits_head::<CausalLm<Tensor, Qwen35Stack>>(c))
     }
 
+    fn decode_kinds(c: &Qwen35Config) -> Option<Vec<stackscan::decode::DecodeKind>> {
+        use stackscan::decode::decode_kind;
+        let c = super::decode::decoding(c);
+        Some(vec![
+            decode_kind::<super::Gdn<Tensor>>(&c),
+            decode_kind::<super::Attention<Tensor>>(&c),
+        ])
+    }
+
     fn hf_weights(c: &Qwen35Config) -> Option<Result<stackscan::hf_map::HfMap>> {
         Some(super::hf::map(c))
     }

@@ -26,6 +26,7 @@
 //! ```
 
 mod architecture;
+mod decode;
 pub mod hf;
 
 pub use architecture::Qwen35;
