@@ -221,7 +221,7 @@ fn another_models_weights_are_refused_before_anything_compiles() {
 fn a_checkpoint_records_its_model_and_config() {
     let dir = scratch("recorded");
     let config = dir.join("two-layers.toml");
-    std::fs::write(&config, "layers = 2\n").expect("config");
+    std::fs::write(&config, "layers = 2\nno_decay = [\"*norm*\"]\n").expect("config");
     let ckpt = dir.join("ckpt");
     let train = |extra: &[&str]| {
         let mut args = vec!["--devices", "2", "--save-every", "1"];
@@ -236,6 +236,11 @@ fn a_checkpoint_records_its_model_and_config() {
         "--checkpoint-dir",
         utf8(&ckpt),
     ]);
+    // The config's own keys are recorded with it: the weights its decay spares.
+    let recorded = stackscan_cli::cli::recorded::recorded(&ckpt.join("latest.safetensors"))
+        .expect("a readable record")
+        .expect("a recorded config");
+    assert_eq!(recorded.no_decay(), ["*norm*"]);
     let data = dir.join("held-out.u16");
     std::fs::write(&data, vec![0u8; 1 << 16]).expect("tokens");
     let evaluated = succeeds(

@@ -7,6 +7,7 @@
 
 pub mod causal_lm;
 pub mod configs;
+pub mod decay;
 pub mod deepseek3;
 pub mod gated_attention;
 pub mod gdn;

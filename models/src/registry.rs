@@ -229,6 +229,9 @@ pub struct ModelConfig {
     /// The precision policy the config file declares (`precision = "bf16"`), over the
     /// stack attribute's; kept through every reshaped copy.
     precision: Option<Precision>,
+    /// Weight-name patterns AdamW's decay spares (`no_decay = [...]`, [`crate::decay`]),
+    /// applied by [`ModelConfig::build`]; kept through every reshaped copy.
+    no_decay: Vec<String>,
     /// What a Hugging Face `config.json` said that the model leaves aside but an export
     /// writes back ([`hf_config::keys::WRITTEN_BACK`](crate::hf_config::keys::WRITTEN_BACK):
     /// the tokenizer's special tokens); empty for a preset or a TOML file.
@@ -242,6 +245,7 @@ impl ModelConfig {
             model: ModelName::of::<A>(),
             value: Box::new(c),
             precision: None,
+            no_decay: Vec::new(),
             hf_extra: serde_json::Map::new(),
         }
     }
@@ -255,6 +259,17 @@ impl ModelConfig {
     /// The precision policy the config declares over its stack attribute's, if any.
     pub fn precision(&self) -> Option<Precision> {
         self.precision
+    }
+
+    /// This config sparing the weights `patterns` name from AdamW's decay.
+    pub fn with_no_decay(mut self, patterns: Vec<String>) -> ModelConfig {
+        self.no_decay = patterns;
+        self
+    }
+
+    /// The weight-name patterns the config spares from AdamW's decay.
+    pub fn no_decay(&self) -> &[String] {
+        &self.no_decay
     }
 
     /// This config with `extra`, the keys of its Hugging Face file an export writes back.
@@ -271,6 +286,7 @@ impl ModelConfig {
     /// `c`, a reshaped copy of this config, with this config's precision and file keys.
     fn keep(&self, c: ModelConfig) -> ModelConfig {
         c.with_precision(self.precision)
+            .with_no_decay(self.no_decay.clone())
             .with_hf_extra(self.hf_extra.clone())
     }
 
@@ -285,9 +301,17 @@ impl ModelConfig {
     }
 
     /// The declared model, with the options of its stack's attribute (its precision the
-    /// config's, when the config declares one).
+    /// config's, when the config declares one) and the weights the config's `no_decay`
+    /// spares marked so.
     pub fn build(&self) -> Result<(StackModel, PlanOptions)> {
-        let (model, options) = self.model.0.build(self)?;
+        let (mut model, options) = self.model.0.build(self)?;
+        crate::decay::spare(&mut model, &self.no_decay, |p| {
+            format!("the config's `no_decay` entry `{p}`")
+        })
+        .map_err(|message| stackscan::Error::InvalidOp {
+            op: "config",
+            message,
+        })?;
         Ok((model, self.options(options)))
     }
 
@@ -469,6 +493,7 @@ impl PartialEq for ModelConfig {
     fn eq(&self, other: &ModelConfig) -> bool {
         self.model == other.model
             && self.precision == other.precision
+            && self.no_decay == other.no_decay
             && self.model.0.eq_config(self, other)
     }
 }

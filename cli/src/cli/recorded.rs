@@ -20,6 +20,8 @@ pub const PRECISION: &str = "stackscan.precision";
 /// Metadata key: the keys of the Hugging Face file the config was read from that an export
 /// writes back ([`ModelConfig::hf_extra`]), as JSON, where there are any.
 pub const HF_EXTRA: &str = "stackscan.hf_extra";
+/// The config's `no_decay` patterns, a JSON array (absent when none).
+pub const NO_DECAY: &str = "stackscan.no_decay";
 
 /// Records `config` (and its model) in `ckpt`'s metadata.
 pub fn record(ckpt: &mut Checkpoint, config: &ModelConfig) {
@@ -29,6 +31,12 @@ pub fn record(ckpt: &mut Checkpoint, config: &ModelConfig) {
         .insert(CONFIG.to_owned(), config.to_json().to_string());
     if let Some(p) = config.precision() {
         ckpt.metadata.insert(PRECISION.to_owned(), p.to_string());
+    }
+    if !config.no_decay().is_empty() {
+        ckpt.metadata.insert(
+            NO_DECAY.to_owned(),
+            serde_json::Value::from(config.no_decay().to_vec()).to_string(),
+        );
     }
     if !config.hf_extra().is_empty() {
         let extra = serde_json::Value::Object(config.hf_extra().clone());
@@ -70,10 +78,20 @@ pub fn recorded(path: &Path) -> Result<Option<ModelConfig>, CliError> {
         Some(_) => return Err(bad(format!("its `{HF_EXTRA}` is not a JSON object"))),
         None => serde_json::Map::new(),
     };
+    let no_decay: Vec<String> = match meta.get(NO_DECAY).map(|t| serde_json::from_str(t)) {
+        Some(Ok(patterns)) => patterns,
+        Some(Err(e)) => return Err(bad(format!("its `{NO_DECAY}` is not a list of names: {e}"))),
+        None => Vec::new(),
+    };
     let config = model
         .config_from_json(fields)
         .map_err(|e| bad(e.to_string()))?;
-    Ok(Some(config.with_precision(precision).with_hf_extra(extra)))
+    Ok(Some(
+        config
+            .with_precision(precision)
+            .with_no_decay(no_decay)
+            .with_hf_extra(extra),
+    ))
 }
 
 /// Refuses a checkpoint (at `path`) that records another model than `model`, naming both.

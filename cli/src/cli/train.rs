@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 
 pub(crate) mod batches;
-mod decay;
 mod run;
 mod shown;
 
@@ -316,7 +315,10 @@ impl TrainArgs {
                     e => CliError::Usage(format!("cannot build the declared model: {e}")),
                 },
             )?;
-        decay::no_decay(&mut job.model, &self.no_decay)?;
+        stackscan_models::decay::spare(&mut job.model, &self.no_decay, |p| {
+            format!("`--no-decay {p}`")
+        })
+        .map_err(CliError::Usage)?;
         let options = self.schedule.apply(job.options);
         options
             .validate()

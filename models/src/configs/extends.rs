@@ -4,9 +4,11 @@
 //! whole is deserialized, so serde's `deny_unknown_fields` still names a misspelt field and
 //! no field is ever filled from anything but the base the file names.
 //!
-//! One key belongs to every model rather than to its config type: `precision = "bf16"`, the
-//! mixed-precision policy the file trains under ([`stackscan::Precision`]); it is read here
-//! (from the file, else the base) and kept beside the config.
+//! Two keys belong to every model rather than to its config type: `precision = "bf16"`, the
+//! mixed-precision policy the file trains under ([`stackscan::Precision`]), and `no_decay =
+//! ["*norm*", …]`, the weights AdamW's decay spares beyond its rule
+//! ([`crate::decay`]); both are read here (from the file, else the base) and kept beside the
+//! config.
 
 use toml::{Table, Value};
 
@@ -17,6 +19,8 @@ use stackscan::{Precision, Result};
 const EXTENDS: &str = "extends";
 /// The key naming the precision policy, a key of every model's file.
 const PRECISION: &str = "precision";
+/// The key listing the weights decay spares, a key of every model's file.
+const NO_DECAY: &str = "no_decay";
 
 /// A config read from a TOML file and what its base supplied.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +33,8 @@ pub struct Filled<C> {
     pub from_base: Vec<String>,
     /// `precision = "…"` of the file (or its base), if given.
     pub precision: Option<Precision>,
+    /// `no_decay = [...]` of the file (or its base): weight-name patterns; empty if none.
+    pub no_decay: Vec<String>,
 }
 
 /// Parses a config file's `text` over its base; `source` names the text in errors (a path
@@ -81,6 +87,14 @@ pub fn read_toml<C: ConfigFile>(text: &str, source: &str) -> Result<Filled<C>> {
             .map(|v| precision_of(&v, base_name))
             .transpose()?,
     };
+    let no_decay = match file.remove(NO_DECAY) {
+        Some(v) => patterns_of(&v, source)?,
+        None => base
+            .remove(NO_DECAY)
+            .map(|v| patterns_of(&v, base_name))
+            .transpose()?
+            .unwrap_or_default(),
+    };
     let mut from_base = Vec::new();
     fill(&mut file, &base, C::TABLES, "", &mut from_base);
     let config = serde_path_to_error::deserialize(Value::Table(file)).map_err(|e| {
@@ -98,7 +112,23 @@ pub fn read_toml<C: ConfigFile>(text: &str, source: &str) -> Result<Filled<C>> {
         base: base_name,
         from_base,
         precision,
+        no_decay,
     })
+}
+
+/// The patterns a `no_decay` value lists, or an error naming the file and the form.
+fn patterns_of(v: &Value, source: &str) -> Result<Vec<String>> {
+    let bad = || {
+        invalid(format!(
+            "`{source}`: `{NO_DECAY}` is {}, not a list of weight names such as [\"*norm*\"]",
+            v.type_str()
+        ))
+    };
+    v.as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|p| p.as_str().map(str::to_owned).ok_or_else(bad))
+        .collect()
 }
 
 /// The policy a `precision` value names, or an error naming the file and the choices.

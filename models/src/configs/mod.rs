@@ -116,11 +116,20 @@ pub fn built_in<C: ConfigFile>(name: &str) -> C {
 /// describe this model's architecture), or a TOML file ([`from_toml`]: `extends` and
 /// deny-unknown-fields).
 pub fn load<C: ConfigFile>(spec: &str) -> Result<C> {
-    load_with_precision(spec).map(|(c, _)| c)
+    load_with_keys(spec).map(|(c, _)| c)
+}
+
+/// What a config file says beside its model's config: the keys of every model's file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FileKeys {
+    /// `precision = "bf16"`: the policy it trains under (`None`: the stack attribute's).
+    pub precision: Option<Precision>,
+    /// `no_decay = [...]`: weight-name patterns AdamW's decay spares ([`crate::decay`]).
+    pub no_decay: Vec<String>,
 }
 
 /// The Hugging Face `config.json` `spec` names, if it names one: a `.json` file, or a model
-/// directory holding one (as [`load_with_precision`] reads them).
+/// directory holding one (as [`load_with_keys`] reads them).
 pub fn hf_file(spec: &str) -> Option<std::path::PathBuf> {
     let given = Path::new(spec);
     let in_dir = given.join("config.json");
@@ -133,11 +142,11 @@ pub fn hf_file(spec: &str) -> Option<std::path::PathBuf> {
     }
 }
 
-/// [`load`], and the precision policy a TOML file declares (`precision = "bf16"`, a key of
-/// every model's file; `None` for a preset or a `config.json`, which declare none).
-pub fn load_with_precision<C: ConfigFile>(spec: &str) -> Result<(C, Option<Precision>)> {
+/// [`load`], and the keys of every model's file a TOML file declares ([`FileKeys`]; none for
+/// a preset or a `config.json`).
+pub fn load_with_keys<C: ConfigFile>(spec: &str) -> Result<(C, FileKeys)> {
     if let Some(c) = preset::<C>(spec) {
-        return c.map(|c| (c, None));
+        return c.map(|c| (c, FileKeys::default()));
     }
     let given = Path::new(spec);
     // A model's directory as the Hub lays it out holds its `config.json`.
@@ -161,10 +170,16 @@ pub fn load_with_precision<C: ConfigFile>(spec: &str) -> Result<(C, Option<Preci
     })?;
     if path.extension().is_some_and(|x| x == "json") {
         return C::from_hf(&text)
-            .map(|c| (c, None))
+            .map(|c| (c, FileKeys::default()))
             .map_err(|e| crate::hf_config::in_file(path, e));
     }
     let filled = read_toml::<C>(&text, spec)?;
     log_filled(&filled, spec);
-    Ok((filled.config, filled.precision))
+    Ok((
+        filled.config,
+        FileKeys {
+            precision: filled.precision,
+            no_decay: filled.no_decay,
+        },
+    ))
 }

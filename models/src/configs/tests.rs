@@ -439,3 +439,47 @@ fn a_file_declares_its_precision_beside_its_config() {
     assert_eq!(tiny.build().unwrap().1.precision, Precision::F32);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_file_names_the_weights_decay_spares() {
+    let filled =
+        read_toml::<LlamaConfig>("no_decay = [\"layers.attn.*\", \"embed\"]", "inline").unwrap();
+    assert_eq!(filled.no_decay, ["layers.attn.*", "embed"]);
+    assert!(
+        read_toml::<LlamaConfig>("layers = 2", "inline")
+            .unwrap()
+            .no_decay
+            .is_empty()
+    );
+    let e = read_toml::<LlamaConfig>("no_decay = \"embed\"", "inline")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`no_decay` is string, not a list"), "{e}");
+    // Through the registry: the build marks the weights, a reshaped copy keeps the patterns,
+    // and a pattern that names no weight is refused when the model is built.
+    let dir = std::env::temp_dir().join(format!("stackscan-no-decay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("spare.toml");
+    std::fs::write(&path, "no_decay = [\"layers.attn.*\"]").unwrap();
+    let llama: crate::registry::ModelName = "llama".parse().unwrap();
+    let c = llama.load(path.to_str().unwrap()).unwrap().with_seq(32);
+    assert_eq!(c.no_decay(), ["layers.attn.*"]);
+    let (model, _) = c.build().unwrap();
+    for ((spec, _), name) in model.weights().iter().zip(model.weight_names()) {
+        let spared = name.starts_with("layers.attn.");
+        assert_eq!(spec.decay, spared.then_some(false), "{name}");
+    }
+    std::fs::write(&path, "no_decay = [\"layers.atn.*\"]").unwrap();
+    let e = llama
+        .load(path.to_str().unwrap())
+        .unwrap()
+        .build()
+        .unwrap_err()
+        .to_string();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        e.contains("`no_decay` entry `layers.atn.*` names no weight")
+            && e.contains("layers.attn.wq"),
+        "{e}"
+    );
+}

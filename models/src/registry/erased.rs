@@ -98,8 +98,11 @@ impl<A: Architecture> Erased for Registered<A> {
         A::default_plans(options)
     }
     fn load(&self, _: ModelName, spec: &str) -> Result<ModelConfig> {
-        let c = configs::load_with_precision::<A::Config>(spec)
-            .map(|(c, precision)| ModelConfig::new::<A>(c).with_precision(precision))?;
+        let c = configs::load_with_keys::<A::Config>(spec).map(|(c, keys)| {
+            ModelConfig::new::<A>(c)
+                .with_precision(keys.precision)
+                .with_no_decay(keys.no_decay)
+        })?;
         // A Hugging Face file's special tokens, for `export` to write back.
         Ok(match configs::hf_file(spec) {
             Some(path) => match std::fs::read_to_string(path) {

@@ -1,23 +1,27 @@
-//! `--no-decay PATTERN`: the weights AdamW's decay leaves alone, beyond the rule
-//! ([`stackscan::fsdp::decays`]: matrices but embeddings decay), chosen by their checkpoint
-//! names (`embed`, `final_norm`, `layers.attn.wq`, as `stackscan params` lists them) with `*`
-//! standing for any run of characters.
+//! The weights AdamW's decay leaves alone beyond the rule ([`stackscan::fsdp::decays`]:
+//! matrices but embeddings decay), chosen by their checkpoint names (`embed`, `final_norm`,
+//! `layers.attn.wq`, as `stackscan params` lists them) with `*` standing for any run of
+//! characters: `train --no-decay PATTERN`, and `no_decay = [...]` in a model's config file.
 
 use stackscan::fsdp::StackModel;
 
-use crate::cli::CliError;
-
 /// Sets every weight of `model` whose name one of `patterns` matches to decay not at all. A
-/// pattern that matches no weight is refused, naming it and the weights there are: a typo
-/// would otherwise decay what the user meant to spare.
-pub(super) fn no_decay(model: &mut StackModel, patterns: &[String]) -> Result<(), CliError> {
+/// pattern that matches no weight is refused, naming it as `named(pattern)` says (the flag or
+/// the config's key it came from) and the weights there are: a typo would otherwise decay
+/// what the user meant to spare.
+pub fn spare(
+    model: &mut StackModel,
+    patterns: &[String],
+    named: impl Fn(&str) -> String,
+) -> Result<(), String> {
     let names = model.weight_names();
     for pattern in patterns {
         if !names.iter().any(|n| matches(pattern, n)) {
-            return Err(CliError::Usage(format!(
-                "`--no-decay {pattern}` names no weight; the model's are {}",
+            return Err(format!(
+                "{} names no weight; the model's are {}",
+                named(pattern),
                 names.join(", ")
-            )));
+            ));
         }
     }
     for (spec, name) in model.weight_specs_mut().into_iter().zip(&names) {
