@@ -327,11 +327,13 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
         }))
     );
     assert_eq!(llama.load(hf), Ok(llama.preset(Preset::Published).unwrap()));
-    // A `config.json` has no capacity factor: the published models' dropless routing.
+    // A `config.json` has no capacity factor (the published models' dropless routing) and
+    // DeepSeek-V3's declares no sequence-wise loss.
     assert_eq!(
         deepseek3.load(ds),
         Ok(ModelConfig::new::<DeepSeek3>(DeepSeek3Config {
             capacity_factor: crate::moe::NO_DROP,
+            aux_loss_alpha: 0.0,
             ..DeepSeek3Config::deepseek3()
         }))
     );

@@ -11,9 +11,12 @@ const LLAMA: &str = include_str!("../../configs/hf/llama-3-8b.json");
 
 /// The published presets as a file reads them: the sizes are the presets', the capacity the
 /// files' default, no dropping (the presets' 1.25 is our choice for priced compute).
+/// The published preset as its `config.json` reads: dropless, and without the sequence-wise
+/// loss the file does not declare (`transformers` has none; the preset takes the report's α).
 fn published_deepseek3() -> DeepSeek3Config {
     DeepSeek3Config {
         capacity_factor: CAPACITY_FACTOR,
+        aux_loss_alpha: 0.0,
         ..DeepSeek3Config::deepseek3()
     }
 }
