@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use stackscan_cli::tokenize::{encode, load, tokenize_text};
+use stackscan_cli::tokenize::{encode, load, tokenize_text, tokenize_text_in_chunks};
 use stackscan_runtime::tokens::{TokenFile, TokenFormat};
 
 fn fixture() -> PathBuf {
@@ -145,4 +145,109 @@ fn chunked_encoding_is_the_whole_texts_at_every_chunk_end() {
             whole.len()
         );
     }
+}
+
+/// The byte-level tokenizer with Llama 3's end-of-text token added as special, written to a
+/// fresh directory as `tokenizer.json`; with `config`, a `tokenizer_config.json` beside it.
+fn tokenizer_dir(name: &str, config: Option<&str>) -> (std::path::PathBuf, tokenizers::Tokenizer) {
+    let dir = std::env::temp_dir().join(format!("stackscan-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut tok = byte_level_tokenizer();
+    tok.add_special_tokens([tokenizers::AddedToken::from("<|end_of_text|>", true)])
+        .unwrap();
+    tok.save(dir.join("tokenizer.json"), false).unwrap();
+    if let Some(c) = config {
+        std::fs::write(dir.join("tokenizer_config.json"), c).unwrap();
+    }
+    (dir, tok)
+}
+
+fn stored(t: &stackscan_cli::tokenize::Tokenized) -> Vec<u32> {
+    assert_eq!(t.format, TokenFormat::U16);
+    std::fs::read(&t.path)
+        .unwrap()
+        .chunks_exact(2)
+        .map(|b| u32::from(u16::from_le_bytes([b[0], b[1]])))
+        .collect()
+}
+
+/// Plain text read a piece at a time (pieces of 10,000 bytes here, so a 200 kB text is read
+/// in many, each cut where the tokenizer says it is safe) holds the ids of one encoding of the
+/// whole text, then the end-of-document token the tokenizer knows (Llama 3's, found among its
+/// special tokens without a `tokenizer_config.json`).
+#[test]
+fn streamed_text_is_the_whole_texts_ids_then_the_end_of_document() {
+    let (dir, tok) = tokenizer_dir("streamed", None);
+    let mut text = String::new();
+    while text.len() < 200_000 {
+        text.push_str("a bb ccc\nd \n\n  é ");
+    }
+    let path = dir.join("corpus.txt");
+    std::fs::write(&path, &text).unwrap();
+    let t = tokenize_text_in_chunks(&dir.join("tokenizer.json"), &path, 10_000).unwrap();
+    let mut want = tok.encode(text.as_str(), false).unwrap().get_ids().to_vec();
+    let eod = tok.token_to_id("<|end_of_text|>").unwrap();
+    want.push(eod);
+    let got = stored(&t);
+    let first = want.iter().zip(&got).position(|(a, b)| a != b);
+    assert!(
+        got == want,
+        "{} ids, {} wanted, first different at {first:?}",
+        got.len(),
+        want.len()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A `.jsonl` file is documents, one a line: each document's ids, then the end-of-document
+/// token its `tokenizer_config.json` names; a line without a `"text"` is refused by number, and
+/// a config naming a token the tokenizer lacks by name.
+#[test]
+fn each_document_of_a_jsonl_file_ends_in_the_end_of_document_token() {
+    let (dir, tok) = tokenizer_dir(
+        "jsonl",
+        Some(r#"{"eos_token": {"content": "<|end_of_text|>", "special": true}}"#),
+    );
+    let docs = [
+        "first document\n\nwith two lines",
+        "zweites Dokument: é",
+        "third",
+    ];
+    let lines: Vec<String> = docs
+        .iter()
+        .map(|d| serde_json::json!({ "text": d, "id": 7 }).to_string())
+        .collect();
+    let path = dir.join("docs.jsonl");
+    std::fs::write(&path, lines.join("\n") + "\n\n").unwrap();
+    let t = tokenize_text(&dir.join("tokenizer.json"), &path).unwrap();
+    let eod = tok.token_to_id("<|end_of_text|>").unwrap();
+    let want: Vec<u32> = docs
+        .iter()
+        .flat_map(|d| {
+            let mut ids = tok.encode(*d, false).unwrap().get_ids().to_vec();
+            ids.push(eod);
+            ids
+        })
+        .collect();
+    assert_eq!(stored(&t), want);
+    assert_eq!(t.tokens, want.len() as u64);
+    let bad = dir.join("bad.jsonl");
+    std::fs::write(&bad, format!("{}\n{{\"body\": \"x\"}}\n", lines[0])).unwrap();
+    let e = tokenize_text(&dir.join("tokenizer.json"), &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("bad.jsonl` line 2") && e.contains("`text`"),
+        "{e}"
+    );
+    std::fs::write(
+        dir.join("tokenizer_config.json"),
+        r#"{"eos_token": "<eot>"}"#,
+    )
+    .unwrap();
+    let e = tokenize_text(&dir.join("tokenizer.json"), &path)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`<eot>`") && e.contains("does not have"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

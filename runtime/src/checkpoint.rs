@@ -46,7 +46,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 
-pub use atomic::write_atomic;
+pub use atomic::{write_atomic, write_atomic_with};
 
 /// One f32 tensor of a checkpoint, in natural (unsharded, row-major) layout.
 #[derive(Clone, Debug, PartialEq)]

@@ -14,6 +14,15 @@ static WRITES: AtomicU64 = AtomicU64::new(0);
 
 /// Replaces `path` with `bytes` atomically.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, |f| f.write_all(bytes))
+}
+
+/// Replaces `path` atomically with what `write` writes to the temporary file: for a file
+/// made a piece at a time (a token file of a large text), never whole in memory.
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> Result<()> {
     let io = |what: &str, p: &Path| {
         let context = format!("{what} `{}`", p.display());
         move |source| Error::Io { context, source }
@@ -35,7 +44,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
     let result = (|| {
         let mut f = File::create(&tmp).map_err(io("creating", &tmp))?;
-        f.write_all(bytes).map_err(io("writing", &tmp))?;
+        write(&mut f).map_err(io("writing", &tmp))?;
         f.sync_all().map_err(io("syncing", &tmp))?;
         fs::rename(&tmp, path).map_err(io("renaming over", path))?;
         File::open(dir)
