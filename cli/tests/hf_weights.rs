@@ -531,3 +531,64 @@ fn qwen35_reports_its_balancing_loss_apart_weighted_as_published() {
         "balancing term {ours} vs transformers' pooled {pooled}"
     );
 }
+
+/// The export a tensor at a time ([`export_to`](stackscan_runtime::hf::export_to)) writes the
+/// files the whole-model export writes, byte for byte, for every built-in model, in one file
+/// and in shards; it asks for each of our weights once, in the map's order (so it holds about
+/// one at a time).
+#[test]
+fn the_export_a_tensor_at_a_time_writes_the_whole_exports_files() {
+    use stackscan_runtime::checkpoint::Tensor;
+    use stackscan_runtime::hf::{export, export_to, write_shards};
+    for model in ["llama", "deepseek3", "qwen35"] {
+        let name: ModelName = model.parse().unwrap();
+        let c = name.load("tiny").unwrap();
+        let map = c.hf_weights().unwrap();
+        let mut rng = stackscan::rng::Rng::new(3);
+        let ours: Vec<Tensor> = map
+            .weights
+            .iter()
+            .map(|w| Tensor {
+                name: w.name.clone(),
+                shape: w.shape.clone(),
+                data: (0..w.shape.iter().product::<i64>())
+                    .map(|_| rng.normal() as f32)
+                    .collect(),
+            })
+            .collect();
+        let theirs = export(&map, &ours).unwrap();
+        for shard in [None, Some(200_000)] {
+            let (whole, streamed) = (scratch("whole"), scratch("streamed"));
+            write_shards(&whole, &theirs, ExportDType::BF16, shard).unwrap();
+            let mut asked = Vec::new();
+            let n = export_to(&streamed, &map, ExportDType::BF16, shard, |j| {
+                asked.push(j);
+                Ok(ours[j].data.clone())
+            })
+            .unwrap();
+            assert_eq!(n, theirs.len(), "{model}");
+            assert_eq!(asked, (0..ours.len()).collect::<Vec<_>>(), "{model}");
+            let files = |d: &Path| {
+                let mut v: Vec<_> = std::fs::read_dir(d)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect();
+                v.sort();
+                v
+            };
+            let (a, b) = (files(&whole), files(&streamed));
+            assert_eq!(a.len(), b.len(), "{model} {shard:?}");
+            assert!(shard.is_none() || a.len() > 2, "{model}: {} files", a.len());
+            for (x, y) in a.iter().zip(&b) {
+                assert_eq!(x.file_name(), y.file_name());
+                assert!(
+                    std::fs::read(x).unwrap() == std::fs::read(y).unwrap(),
+                    "{model}: {} differs",
+                    y.display()
+                );
+            }
+            std::fs::remove_dir_all(&whole).unwrap();
+            std::fs::remove_dir_all(&streamed).unwrap();
+        }
+    }
+}

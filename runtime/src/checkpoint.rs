@@ -34,6 +34,7 @@
 
 mod atomic;
 mod checksum;
+mod reader;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -47,6 +48,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 
 pub use atomic::{write_atomic, write_atomic_with};
+pub use reader::CheckpointReader;
 
 /// One f32 tensor of a checkpoint, in natural (unsharded, row-major) layout.
 #[derive(Clone, Debug, PartialEq)]

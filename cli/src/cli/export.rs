@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use stackscan_runtime::checkpoint::Checkpoint;
-use stackscan_runtime::hf::{ExportDType, write_shards};
+use stackscan_runtime::checkpoint::CheckpointReader;
+use stackscan_runtime::hf::{ExportDType, export_to};
 
 use super::CliError;
 use stackscan_models::jobs::ModelName;
@@ -95,20 +95,38 @@ pub fn run(a: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let map = config
         .hf_weights()
         .map_err(|e| CliError::Usage(e.to_string()))?;
-    let ckpt = Checkpoint::read(&path).map_err(|e| CliError::Usage(e.to_string()))?;
-    let theirs = stackscan_runtime::hf::export(&map, &ckpt.tensors).map_err(|e| {
+    // The header first: every weight the map reads there with its shape, before anything
+    // is converted or written. Then one weight at a time, each checked against its checksum
+    // as it is read (the moments are never read).
+    let mut ckpt = CheckpointReader::open(&path).map_err(|e| CliError::Usage(e.to_string()))?;
+    let not_ours = |why: String| {
         CliError::Usage(format!(
-            "`{}` is not a checkpoint of {}: {e}",
+            "`{}` is not a checkpoint of {}: {why}",
             path.display(),
             config.describe()
         ))
-    })?;
+    };
+    let shapes: std::collections::BTreeMap<&str, &[i64]> = ckpt.shapes().collect();
+    for w in &map.weights {
+        match shapes.get(w.name.as_str()) {
+            None => return Err(not_ours(format!("it has no weight `{}`", w.name))),
+            Some(&shape) if shape != w.shape.as_slice() => {
+                return Err(not_ours(format!(
+                    "its `{}` is {shape:?}, the model's {:?}",
+                    w.name, w.shape
+                )));
+            }
+            Some(_) => {}
+        }
+    }
     let dtype = if a.bf16 {
         ExportDType::BF16
     } else {
         ExportDType::F32
     };
-    write_shards(&a.to, &theirs, dtype, a.max_shard_size)?;
+    let written = export_to(&a.to, &map, dtype, a.max_shard_size, |j| {
+        ckpt.tensor(&map.weights[j].name, &map.weights[j].shape)
+    })?;
     if let Some(json) = config.hf_config_json() {
         let text = serde_json::to_string_pretty(&json)?;
         stackscan_runtime::checkpoint::write_atomic(&a.to.join("config.json"), text.as_bytes())?;
@@ -116,7 +134,7 @@ pub fn run(a: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
     writeln!(
         out,
         "wrote {} tensors of {} to {}",
-        theirs.len(),
+        written,
         path.display(),
         a.to.display()
     )?;

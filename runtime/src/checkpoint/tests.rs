@@ -281,3 +281,50 @@ fn a_file_that_was_not_verified_is_moved_aside_not_overwritten() {
     );
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
+
+/// The reader gives each tensor as the whole-file read does, reading only that tensor: a
+/// flipped byte in one tensor's data is refused when that tensor is read (naming it) while
+/// the others still read; a missing name, another shape and a cut file are refused by name.
+#[test]
+fn a_reader_gives_each_tensor_alone_and_checks_it() {
+    use super::CheckpointReader;
+    let dir = std::env::temp_dir().join(format!("stackscan-reader-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("latest.safetensors");
+    let c = checkpoint();
+    let mut bytes = c.to_bytes().expect("serialises");
+    std::fs::write(&path, &bytes).expect("write");
+    let mut r = CheckpointReader::open(&path).expect("opens");
+    assert_eq!(r.metadata(), &c.metadata);
+    for t in &c.tensors {
+        assert_eq!(
+            r.tensor(&t.name, &t.shape).expect("reads"),
+            t.data,
+            "{}",
+            t.name
+        );
+    }
+    assert!(matches!(
+        r.tensor("nope", &[1]),
+        Err(Error::CheckpointMissing { ref tensor, .. }) if tensor == "nope"
+    ));
+    assert!(matches!(
+        r.tensor("embed", &[2, 4]),
+        Err(Error::CheckpointShape { ref tensor, .. }) if tensor == "embed"
+    ));
+    // `embed` is the second tensor in the file: flip its first byte.
+    let start = data_start(&bytes) + 2 * 3 * 4 * 4;
+    bytes[start] ^= 0x01;
+    std::fs::write(&path, &bytes).expect("write");
+    let mut r = CheckpointReader::open(&path).expect("the header is intact");
+    assert!(r.tensor("layers.attn.wq", &[2, 3, 4]).is_ok());
+    assert!(matches!(
+        r.tensor("embed", &[4, 2]),
+        Err(Error::CheckpointChecksum { ref tensor, .. }) if tensor == "embed"
+    ));
+    // Cut short: refused as a whole read refuses it.
+    std::fs::write(&path, &bytes[..bytes.len() - 3]).expect("write");
+    let e = CheckpointReader::open(&path).expect_err("cut");
+    assert!(matches!(e, Error::CheckpointTruncated { .. }), "{e}");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}

@@ -9,6 +9,7 @@
 //! size is refused with the tensor at fault named.
 
 mod array;
+mod export;
 mod files;
 
 use std::collections::BTreeMap;
@@ -16,9 +17,10 @@ use std::path::Path;
 
 pub use array::Array;
 use array::inverse;
+pub use export::export_to;
 pub use files::{INDEX, SCALE_SUFFIX, SINGLE, WeightFiles};
 
-use crate::checkpoint::{Tensor, write_atomic};
+use crate::checkpoint::Tensor;
 use crate::error::{Error, Result};
 use stackscan::hf_map::{HfMap, Step};
 
@@ -271,106 +273,22 @@ pub fn write_weights(dir: &Path, tensors: &[(String, Array)], dtype: ExportDType
 /// hold more than `max_shard_bytes`, files `model-0000k-of-0000n.safetensors` of at most that
 /// many bytes each (a tensor larger than the limit alone in its file) and the index
 /// `model.safetensors.index.json` naming each tensor's file (written last, so a directory
-/// with an index has every shard). Each file is written atomically, one shard's bytes at a
-/// time; a single file or an index left from an earlier export of the other form is removed,
-/// so `transformers` reads what was written.
+/// with an index has every shard). Each file is written atomically, a tensor at a time; a
+/// single file or an index left from an earlier export of the other form is removed, so
+/// `transformers` reads what was written.
 pub fn write_shards(
     dir: &Path,
     tensors: &[(String, Array)],
     dtype: ExportDType,
     max_shard_bytes: Option<u64>,
 ) -> Result<()> {
-    let width = match dtype {
-        ExportDType::F32 => 4,
-        ExportDType::BF16 => 2,
-    };
-    let size = |a: &Array| a.data.len() as u64 * width;
-    let mut shards: Vec<Vec<&(String, Array)>> = vec![Vec::new()];
-    let mut filled = 0u64;
-    for t in tensors {
-        let limit = max_shard_bytes.unwrap_or(u64::MAX);
-        let last = shards.len() - 1;
-        if !shards[last].is_empty() && filled + size(&t.1) > limit {
-            shards.push(Vec::new());
-            filled = 0;
-        }
-        filled += size(&t.1);
-        let last = shards.len() - 1;
-        shards[last].push(t);
-    }
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::io(format!("creating `{}`", dir.display()), e))?;
-    let remove = |name: &str| {
-        let path = dir.join(name);
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(Error::io(format!("removing `{}`", path.display()), e))
-            }
-            _ => Ok(()),
-        }
-    };
-    if shards.len() == 1 {
-        write_atomic(&dir.join(SINGLE), &serialized(dir, &shards[0], dtype)?)?;
-        return remove(INDEX);
-    }
-    let n = shards.len();
-    let mut weight_map = serde_json::Map::new();
-    let mut total = 0u64;
-    for (k, shard) in shards.iter().enumerate() {
-        let file = format!("model-{:05}-of-{n:05}.safetensors", k + 1);
-        write_atomic(&dir.join(&file), &serialized(dir, shard, dtype)?)?;
-        for (name, a) in shard.iter().map(|t| (&t.0, &t.1)) {
-            weight_map.insert(name.clone(), file.clone().into());
-            total += size(a);
-        }
-    }
-    let index = serde_json::json!({
-        "metadata": { "total_size": total },
-        "weight_map": weight_map,
-    });
-    let text = serde_json::to_string_pretty(&index)
-        .map_err(|e| bad(dir, None, format!("cannot write the index: {e}")))?;
-    write_atomic(&dir.join(INDEX), text.as_bytes())?;
-    remove(SINGLE)
-}
-
-/// One safetensors file's bytes holding `tensors` in `dtype`.
-fn serialized(dir: &Path, tensors: &[&(String, Array)], dtype: ExportDType) -> Result<Vec<u8>> {
-    use safetensors::tensor::TensorView;
-    let bytes: Vec<(String, Vec<u8>, Vec<usize>)> = tensors
+    let specs: Vec<(String, Vec<i64>)> = tensors
         .iter()
-        .map(|(name, a)| {
-            let data = match dtype {
-                ExportDType::F32 => a.data.iter().flat_map(|x| x.to_le_bytes()).collect(),
-                ExportDType::BF16 => a
-                    .data
-                    .iter()
-                    .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
-                    .collect(),
-            };
-            (
-                name.clone(),
-                data,
-                a.dims.iter().map(|&d| d as usize).collect(),
-            )
-        })
+        .map(|(name, a)| (name.clone(), a.dims.clone()))
         .collect();
-    let st = match dtype {
-        ExportDType::F32 => safetensors::Dtype::F32,
-        ExportDType::BF16 => safetensors::Dtype::BF16,
-    };
-    let views = bytes
-        .iter()
-        .map(|(name, data, shape)| {
-            TensorView::new(st, shape.clone(), data)
-                .map(|v| (name.as_str(), v))
-                .map_err(|e| bad(dir, Some(name), e.to_string()))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let mut meta = std::collections::HashMap::new();
-    meta.insert("format".to_owned(), "pt".to_owned());
-    safetensors::serialize(views, Some(meta))
-        .map_err(|e| bad(dir, None, format!("cannot serialise: {e}")))
+    export::write_shards_with(dir, &specs, dtype, max_shard_bytes, |i| {
+        Ok(tensors[i].1.clone())
+    })
 }
 
 #[cfg(test)]

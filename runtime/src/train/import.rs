@@ -3,11 +3,10 @@
 use std::path::Path;
 
 use super::Trainer;
-use crate::checkpoint::Tensor;
 use crate::error::{Error, Result};
 use stackscan::hf_map::HfMap;
 
-use crate::hf::{self, ExportDType, WeightFiles, write_weights};
+use crate::hf::{self, ExportDType, WeightFiles};
 use crate::shard::{shard, unshard};
 
 /// Checks the Hugging Face model directory `dir` against `map` and `map` against the model's
@@ -102,19 +101,42 @@ impl Trainer {
     /// layouts as `map` links them (in `dtype`), atomically; the caller writes the
     /// `config.json` beside it. An export imports back bit-identically in f32.
     pub fn export_hf(&self, map: &HfMap, dir: &Path, dtype: ExportDType) -> Result<()> {
-        let mut tensors = Vec::with_capacity(self.weights);
-        for (j, slot) in self.params.iter().enumerate() {
+        self.export_hf_sharded(map, dir, dtype, None)
+    }
+
+    /// [`Trainer::export_hf`] in files of at most `max_shard_bytes` with their index, as
+    /// `transformers` shards a large model ([`hf::export_to`]): each weight is read from the
+    /// devices when the first tensor that needs it is written and dropped after the last, so
+    /// the host holds about one weight, never the model.
+    pub fn export_hf_sharded(
+        &self,
+        map: &HfMap,
+        dir: &Path,
+        dtype: ExportDType,
+        max_shard_bytes: Option<u64>,
+    ) -> Result<()> {
+        if map.weights.len() != self.params.len() {
+            return Err(Error::Program(format!(
+                "the map links {} weights, the trainer has {}",
+                map.weights.len(),
+                self.params.len()
+            )));
+        }
+        hf::export_to(dir, map, dtype, max_shard_bytes, |j| {
+            let slot = &self.params[j];
+            if map.weights[j].name != slot.name {
+                return Err(Error::Program(format!(
+                    "the map's weight {j} is `{}`, the trainer's `{}`",
+                    map.weights[j].name, slot.name
+                )));
+            }
             let slabs = self
                 .state
                 .iter()
                 .map(|dev| dev[j].to_host::<f32>())
                 .collect::<Result<Vec<_>>>()?;
-            tensors.push(Tensor {
-                name: slot.name.clone(),
-                shape: slot.shape(),
-                data: unshard(&slot.spec, slot.layers, &slabs)?,
-            });
-        }
-        write_weights(dir, &hf::export(map, &tensors)?, dtype)
+            unshard(&slot.spec, slot.layers, &slabs)
+        })
+        .map(|_| ())
     }
 }
