@@ -145,10 +145,11 @@ pub fn load(path: &Path) -> Result<Tokenizer, TokenizeError> {
 /// it has it, else tokenised and written there (atomically).
 ///
 /// The text is read a piece at a time, never whole: a plain text file is one document, read
-/// in chunks of about 1 MiB cut where the tokenizer says it is safe ([`encode`]); a `.jsonl`
+/// in chunks of about [`CHUNK`] bytes cut where the tokenizer says it is safe ([`encode`]); a `.jsonl`
 /// file is one document per line, each a JSON object's `"text"`. Every document is followed
 /// by the tokenizer's end-of-document token ([`end_of_document`]), so a sequence that spans
-/// two documents sees where one ends. Over 16 MiB of text a progress bar runs on stderr.
+/// two documents sees where one ends. From [`BAR_FROM`] bytes of text a progress bar runs on
+/// stderr.
 pub fn tokenize_text(tokenizer: &Path, text: &Path) -> Result<Tokenized, TokenizeError> {
     tokenize_text_in_chunks(tokenizer, text, CHUNK)
 }
