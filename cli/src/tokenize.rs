@@ -145,10 +145,10 @@ pub fn load(path: &Path) -> Result<Tokenizer, TokenizeError> {
 /// it has it, else tokenised and written there (atomically).
 ///
 /// The text is read a piece at a time, never whole: a plain text file is one document, read
-/// in chunks of about [`CHUNK`] bytes cut where the tokenizer says it is safe ([`encode`]); a `.jsonl`
+/// in chunks of about `CHUNK` bytes cut where the tokenizer says it is safe ([`encode`]); a `.jsonl`
 /// file is one document per line, each a JSON object's `"text"`. Every document is followed
 /// by the tokenizer's end-of-document token ([`end_of_document`]), so a sequence that spans
-/// two documents sees where one ends. From [`BAR_FROM`] bytes of text a progress bar runs on
+/// two documents sees where one ends. From `BAR_FROM` bytes of text a progress bar runs on
 /// stderr.
 pub fn tokenize_text(tokenizer: &Path, text: &Path) -> Result<Tokenized, TokenizeError> {
     tokenize_text_in_chunks(tokenizer, text, CHUNK)
@@ -433,7 +433,7 @@ const KNOWN_END_OF_DOCUMENT: [&str; 4] = ["<|endoftext|>", "<|end_of_text|>", "<
 
 /// The id that ends a document under `tok` (loaded from `path`): the `eos_token` of a
 /// `tokenizer_config.json` beside it (as the Hub lays a model out), else the first of
-/// [`KNOWN_END_OF_DOCUMENT`] it has; `None` when neither. A config that names a token the
+/// `KNOWN_END_OF_DOCUMENT` it has; `None` when neither. A config that names a token the
 /// tokenizer lacks is refused by name.
 pub fn end_of_document(tok: &Tokenizer, path: &Path) -> Result<Option<u32>, TokenizeError> {
     let config = path.with_file_name("tokenizer_config.json");
