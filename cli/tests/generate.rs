@@ -105,6 +105,13 @@ fn deepseek3_rotary_halves_greedy_matches_transformers() {
     greedy_matches_transformers("deepseek3", "deepseek3_halves");
 }
 
+/// DeepSeek-V3 as published, its weights FP8 with block scales: `transformers` ran on the
+/// weights restored as the file declares them (`generate.py`), as the import restores them.
+#[test]
+fn deepseek3_fp8_greedy_matches_transformers() {
+    greedy_matches_transformers("deepseek3", "deepseek3_fp8");
+}
+
 #[test]
 fn qwen35_greedy_matches_transformers() {
     greedy_matches_transformers("qwen35", "qwen35");
