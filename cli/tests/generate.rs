@@ -320,3 +320,52 @@ fn the_command_continues_token_prompts() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("token 999"));
 }
+
+/// `--prompt TEXT` through a tokenizer: a checkpoint of the tiny Llama (random weights, saved
+/// without compiling anything), prompts encoded by the fixture tokenizer, and the prompt's
+/// text printed with its continuation decoded.
+#[test]
+fn the_command_tokenizes_text_prompts_and_prints_text() {
+    use stackscan_runtime::train::{Progress, Trainer};
+    let dir = std::env::temp_dir().join(format!("stackscan-generate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let name: ModelName = "llama".parse().unwrap();
+    let c = name.load("tiny").unwrap();
+    let (model, options) = c.build().unwrap();
+    let client = cpu_client(1);
+    let mesh = Mesh::new(&client, "fsdp", 1).unwrap();
+    let t = Trainer::for_evaluation(&client, &mesh, &model, options).unwrap();
+    let ckpt = dir.join("latest.safetensors");
+    t.save(
+        &ckpt,
+        Progress {
+            data_position: 0,
+            rng_state: 0,
+        },
+    )
+    .unwrap();
+    let tokenizer = fixture("tokenizer").join("tokenizer.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_stackscan"))
+        .args(["generate", "--checkpoint"])
+        .arg(&ckpt)
+        .arg("--tokenizer")
+        .arg(&tokenizer)
+        .args(["--prompt", "the model reads", "--prompt", "tokens", "--max-new-tokens", "5"])
+        .args(["--temperature", "0.8", "--top-p", "0.9", "--seed", "4"])
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("the model reads"), "{stdout}");
+    assert!(lines[1].starts_with("tokens"), "{stdout}");
+    assert!(lines[2].contains("10 new tokens for 2 prompts"), "{stdout}");
+    // Without a tokenizer, text is refused before anything loads.
+    let out = Command::new(env!("CARGO_BIN_EXE_stackscan"))
+        .args(["generate", "--checkpoint", "nowhere", "--prompt", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`--prompt` needs a tokenizer"));
+}
