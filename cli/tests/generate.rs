@@ -319,6 +319,23 @@ fn the_command_continues_token_prompts() {
     std::fs::remove_file(&prompts).ok();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("token 999"));
+    // More state than the machine has: refused before anything loads, with what it needs.
+    std::fs::write(&prompts, "1 2 3\n".repeat(4000)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_stackscan"))
+        .args(["generate", "--init-from"])
+        .arg(&dir)
+        .arg("--prompt-tokens")
+        .arg(&prompts)
+        .args(["--max-new-tokens", "1000000"])
+        .output()
+        .unwrap();
+    std::fs::remove_file(&prompts).ok();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("generating 4000 sequences of up to 1000003 positions needs about"),
+        "{stderr}"
+    );
 }
 
 /// `--prompt TEXT` through a tokenizer: a checkpoint of the tiny Llama (random weights, saved
@@ -350,13 +367,24 @@ fn the_command_tokenizes_text_prompts_and_prints_text() {
         .arg(&ckpt)
         .arg("--tokenizer")
         .arg(&tokenizer)
-        .args(["--prompt", "the model reads", "--prompt", "tokens", "--max-new-tokens", "5"])
+        .args([
+            "--prompt",
+            "the model reads",
+            "--prompt",
+            "tokens",
+            "--max-new-tokens",
+            "5",
+        ])
         .args(["--temperature", "0.8", "--top-p", "0.9", "--seed", "4"])
         .output()
         .unwrap();
     std::fs::remove_dir_all(&dir).ok();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(lines[0].starts_with("the model reads"), "{stdout}");
     assert!(lines[1].starts_with("tokens"), "{stdout}");

@@ -198,9 +198,74 @@ fn available_host_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// What generation holds on its one device for `rows` sequences of up to `capacity`
+/// positions: every weight whole (f32) and every layer's state (key/value caches, recurrent
+/// states), the state once (each call donates it to its result).
+pub fn generation_bytes(model: &stackscan::decode::DecodeModel, rows: i64, capacity: i64) -> u64 {
+    let bytes = |t: &stackscan::TensorType| {
+        t.dims.iter().product::<i64>().max(0) as u64 * t.dtype.size_in_bytes() as u64
+    };
+    let weights: u64 = model.weight_types().iter().map(bytes).sum();
+    let state: u64 = model.state_types(rows, capacity).iter().map(bytes).sum();
+    weights + state
+}
+
+/// Refuses generation of `rows` sequences of up to `capacity` positions where it cannot fit:
+/// the device's `limit` (an accelerator's, as its client reports it) or, without one, the
+/// memory free on this machine. Returns the bytes it needs.
+pub fn check_generation(
+    model: &stackscan::decode::DecodeModel,
+    rows: i64,
+    capacity: i64,
+    limit: Option<u64>,
+) -> Result<u64> {
+    let need = generation_bytes(model, rows, capacity);
+    let (free, what) = match limit {
+        Some(l) => (Some(l), "the device has"),
+        None => (available_host_memory(), "are available on this machine"),
+    };
+    match free {
+        Some(free) if need > free => Err(too_big(format!(
+            "generating {rows} sequences of up to {capacity} positions needs about {} (the \
+             weights whole and every layer's state) and {} {what}; fewer prompts, a smaller \
+             `--max-new-tokens` or a smaller model fits, and `--no-memory-check` tries anyway",
+            size(need),
+            size(free),
+        ))),
+        _ => Ok(need),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Generation holds every weight (f32) and each layer's keys and values, counted by hand
+    /// for the tiny Llama; a device too small is refused with the rows and positions.
+    #[test]
+    fn generation_counts_the_weights_and_each_layers_cache() {
+        let c = crate::llama::LlamaConfig::tiny();
+        let name: crate::registry::ModelName = "llama".parse().unwrap_or_else(|e| panic!("{e}"));
+        let model = name
+            .load("tiny")
+            .and_then(|m| m.decode_model())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let params: u64 = model
+            .model()
+            .weights()
+            .iter()
+            .map(|(p, layers)| *layers as u64 * p.shape.iter().product::<i64>() as u64)
+            .sum();
+        let (rows, capacity) = (3, 100);
+        let cache = c.layers as u64 * 2 * (rows * capacity * c.kv_heads * c.head_dim) as u64;
+        assert_eq!(
+            generation_bytes(&model, rows, capacity),
+            4 * (params + cache)
+        );
+        let e = check_generation(&model, rows, capacity, Some(1000)).unwrap_err();
+        assert!(reason(e).contains("generating 3 sequences of up to 100 positions"));
+        assert!(check_generation(&model, rows, capacity, Some(u64::MAX)).is_ok());
+    }
 
     #[test]
     fn sizes_read_in_the_larger_unit_that_is_at_least_one() {

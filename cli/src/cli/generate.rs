@@ -66,6 +66,10 @@ pub struct GenerateArgs {
     /// Compile even if the persistent compile cache holds the programs, and store nothing.
     #[arg(long)]
     pub no_compile_cache: bool,
+    /// Go on even if the weights and the layers' state are more than the machine (or the
+    /// device) has.
+    #[arg(long)]
+    pub no_memory_check: bool,
 }
 
 fn non_negative(s: &str) -> Result<f64, String> {
@@ -205,6 +209,25 @@ pub fn run(a: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
         }
     }
     let model = decode.model().clone();
+    // The weights whole and every layer's state for the longest prompt and the new tokens,
+    // against the machine's memory now and the device's once its client reports it.
+    let rows = prompts.len() as i64;
+    let capacity =
+        prompts.iter().map(Vec::len).max().unwrap_or(0) as i64 + i64::from(a.max_new_tokens);
+    let refused = |e: stackscan::Error| {
+        CliError::Usage(format!(
+            "cannot generate here: {}",
+            stackscan_models::memory::reason(e)
+        ))
+    };
+    let on_host = matches!(
+        super::args::devices_kind(&a.plugin, 1),
+        stackscan_models::memory::Devices::Host(_)
+    );
+    if on_host && !a.no_memory_check {
+        stackscan_models::memory::check_generation(&decode, rows, capacity, None)
+            .map_err(refused)?;
+    }
     // The weights' headers checked before anything loads or compiles.
     enum Source {
         Checkpoint(PathBuf, Box<Checkpoint>),
@@ -234,6 +257,10 @@ pub fn run(a: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let cache = CompileCache::from_env().filter(|_| !a.no_compile_cache);
     let client = Client::for_devices_with(&plugin, 1, AcceleratorOptions::default())?
         .with_compile_cache(cache);
+    if let (false, Some(limit)) = (a.no_memory_check, client.device_memory_limit()) {
+        stackscan_models::memory::check_generation(&decode, rows, capacity, Some(limit))
+            .map_err(refused)?;
+    }
     let names = weight_names(&model);
     let shapes: Vec<Vec<i64>> = stored_weights(&model).into_iter().map(|(_, s)| s).collect();
     let mut generator = match &source {
