@@ -171,7 +171,9 @@ fn compiled_gathers(client: &Client, model: ModelName, precision: Precision) -> 
 #[test]
 fn the_cpu_plugin_widens_bf16_gathers_to_f32() {
     let client = common::cpu_client(4);
-    for &model in BUILT_IN {
+    // One model: what the plugin does with a bf16 gather does not depend on whose it is.
+    let model: ModelName = "llama".parse().unwrap();
+    {
         let f32 = compiled_gathers(&client, model, Precision::F32);
         let bf16 = compiled_gathers(&client, model, Precision::BF16);
         let wide = f32.get(&primitive::F32).copied().unwrap_or(0);

@@ -42,6 +42,23 @@ pub struct CompileCache {
     dir: PathBuf,
 }
 
+impl Client {
+    /// This client (and the clones made from it) with `cache` for compiles, or none.
+    ///
+    /// With a cache, [`compile`](Self::compile) and [`compile_program`](Self::compile_program)
+    /// first look for the program's executable there, keyed by the program text, this
+    /// plugin's identity and the compile options, and store what they compile.
+    pub fn with_compile_cache(mut self, cache: Option<CompileCache>) -> Client {
+        self.cache_dir = cache.map(|c| c.dir);
+        self
+    }
+
+    /// The compile cache, if one was given.
+    pub fn compile_cache(&self) -> Option<CompileCache> {
+        self.cache_dir.clone().map(CompileCache::new)
+    }
+}
+
 impl CompileCache {
     /// A cache in `dir` (created on the first store).
     pub fn new(dir: impl Into<PathBuf>) -> CompileCache {

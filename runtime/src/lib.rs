@@ -21,10 +21,7 @@
 pub mod backend;
 pub mod checkpoint;
 pub mod compile_cache;
-pub mod compile_options;
 mod element;
-#[cfg(target_os = "linux")]
-mod elf;
 mod error;
 mod ffi;
 pub mod generate;
@@ -53,6 +50,7 @@ pub use compile_options::{CompileOptions, OverrideValue};
 pub use element::Element;
 pub use error::{Error, ErrorCode, Result};
 pub use mesh::{Mesh, ProgramForm};
+pub use pjrt::compile_options;
 pub use pjrt::{
     AcceleratorOptions, Buffer, CacheOutcome, Client, ClientOptions, CompiledMemoryStats,
     Completion, Device, Executable, Launched, MAX_CPU_DEVICES, Plugin,

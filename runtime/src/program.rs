@@ -1,5 +1,7 @@
 //! Compiling a stackscan [`Program`]: its form and its per-device signature come from the
-//! program itself, so nothing is read back from the emitted text.
+//! program itself, so nothing is read back from the emitted text; and a program written
+//! elsewhere, whose signature is read from its text. Both go through the client's compile
+//! cache ([`crate::compile_cache`]).
 //!
 //! A program on a mesh axis knows it is in the partitions form and how many devices the axis
 //! spans; its `main`'s parameter types are already the per-device ones. Deriving both here
@@ -22,12 +24,33 @@
 
 use stackscan::Program;
 
+use crate::compile_options::CompileOptions;
 use crate::error::{Error, Result};
 use crate::mesh::{Mesh, ProgramForm};
 use crate::pjrt::{Client, Executable};
 use crate::signature::Signature;
 
 impl Client {
+    /// Compiles a StableHLO program (MLIR text) written outside stackscan with the given
+    /// options; compile a stackscan [`Program`](stackscan::Program) with
+    /// [`compile_program`](Client::compile_program) instead.
+    ///
+    /// The per-device type of every parameter of `main` is read from the text, so that
+    /// [`Executable::execute`] can check arguments. Where it cannot be read with certainty
+    /// (no or several `main`s, a non-tensor or dynamic type, an unknown mesh, an open or
+    /// uneven Shardy sharding, a GSPMD or missing sharding on several partitions) this
+    /// returns [`Error::Signature`] instead of running unchecked.
+    pub fn compile(&self, program: &str, options: &CompileOptions) -> Result<Executable> {
+        let partitions = options.replicas_and_partitions().1;
+        crate::compile_cache::compile(
+            self,
+            program,
+            options,
+            || Signature::read(program, partitions),
+            None,
+        )
+    }
+
     /// Compiles a stackscan program for `mesh`, with no re-parse of its text.
     ///
     /// A program on a mesh axis is compiled in the partitions form over the mesh's devices,

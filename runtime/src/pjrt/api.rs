@@ -28,7 +28,7 @@ pub struct Plugin {
     pub(crate) api: Arc<Api>,
     /// XLA `DebugOptions` every client made from this handle starts with
     /// ([`Plugin::with_xla_options`]).
-    pub(crate) xla_options: Arc<[(String, crate::OverrideValue)]>,
+    pub(crate) xla_options: Arc<[(String, super::compile_options::OverrideValue)]>,
 }
 
 /// The library and its table. Dropped last: every handle holds an `Arc` to it.
@@ -62,30 +62,19 @@ impl std::fmt::Debug for Api {
 static LOADED: Mutex<Vec<(PathBuf, Plugin)>> = Mutex::new(Vec::new());
 
 impl Plugin {
-    /// Loads the PJRT plugin at `path`, checks its API version and initialises it; a file this
-    /// process already loaded is not loaded again, and the same plugin is returned.
+    /// Loads the PJRT plugin at `path` once per process, checks its API version and
+    /// initialises it; a file this process already loaded is not loaded again, and the same
+    /// plugin is returned. `admit(path)` runs first on a file not yet loaded: the caller's
+    /// policy ([`Plugin::load`](crate::Plugin::load) checks that the machine has the plugin's
+    /// accelerator, [`Plugin::load_compile_only`](crate::Plugin::load_compile_only) the
+    /// environment a deviceless compile needs).
     ///
     /// Before the library is mapped its ELF headers are checked against the file's size, so
     /// a truncated file is an [`Error::NotAPlugin`] rather than a SIGBUS inside `dlopen`.
-    pub fn load(path: impl AsRef<Path>) -> Result<Plugin> {
-        Plugin::load_as(path.as_ref(), true)
-    }
-
-    /// Loads the plugin at `path` to describe topologies and compile for them
-    /// ([`Topology`](crate::Topology)), on a machine that need not have its devices: the
-    /// check for the accelerator's device nodes that [`Plugin::load`] makes is skipped.
-    ///
-    /// libtpu, loaded where it finds no TPU, asks the cloud metadata server for its topology,
-    /// retrying each key for a long while; the environment that
-    /// [`topology::prepare_environment`](crate::topology::prepare_environment) sets stops that,
-    /// and its absence is refused here with [`Error::DevicelessEnvironment`] rather than waited
-    /// out. A file this process already loaded is returned as it is.
-    pub fn load_compile_only(path: impl AsRef<Path>) -> Result<Plugin> {
-        Plugin::load_as(path.as_ref(), false)
-    }
-
-    /// [`Plugin::load`] (`to_run`) or [`Plugin::load_compile_only`].
-    fn load_as(path: &Path, to_run: bool) -> Result<Plugin> {
+    pub(crate) fn load_admitted(
+        path: &Path,
+        admit: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<Plugin> {
         let path = path.to_path_buf();
         if !path.is_file() {
             return Err(Error::PluginNotFound { path });
@@ -97,32 +86,30 @@ impl Plugin {
         if let Some((_, plugin)) = loaded.iter().find(|(k, _)| *k == key) {
             return Ok(plugin.clone());
         }
-        if !to_run && let Some(variable) = crate::topology::missing_environment(&path) {
-            return Err(Error::DevicelessEnvironment { path, variable });
-        }
-        let plugin = Plugin::open(&path, to_run)?;
+        #[cfg(target_os = "linux")]
+        super::elf::check_shared_object(&path).map_err(|e| Error::NotAPlugin {
+            path: path.clone(),
+            reason: e.0,
+        })?;
+        admit(&path)?;
+        let plugin = Plugin::open(&path)?;
         loaded.push((key, plugin.clone()));
         Ok(plugin)
     }
 
-    /// Maps and initialises the library at `path`, after checking that this machine has its
-    /// accelerator when `check_devices`; called once per file by [`Plugin::load`] and
-    /// [`Plugin::load_compile_only`].
-    fn open(path: &Path, check_devices: bool) -> Result<Plugin> {
+    /// Maps and initialises the library at `path`, whose ELF headers were checked against
+    /// its size; called once per file by [`Plugin::load_admitted`].
+    fn open(path: &Path) -> Result<Plugin> {
         let path = path.to_path_buf();
         let not_a_plugin = |reason: String| Error::NotAPlugin {
             path: path.clone(),
             reason,
         };
-        #[cfg(target_os = "linux")]
-        crate::elf::check_shared_object(&path).map_err(|e| not_a_plugin(e.0))?;
-        if check_devices {
-            crate::plugin::check_accelerator(&path)?;
-        }
         // SAFETY: loading a shared library runs its initialisers. The caller named this file as
         // a PJRT plugin; plugins are ordinary shared objects whose initialisers have no
-        // preconditions on our side. Its headers were checked against the file's size above,
-        // so mapping it does not reach past the end of the file.
+        // preconditions on our side. Its headers were checked against the file's size by
+        // `load_admitted`, this function's only caller, so mapping it does not reach past the
+        // end of the file.
         let library = unsafe { Library::new(&path) }
             .map(ManuallyDrop::new)
             .map_err(|e| not_a_plugin(with_sources(&e)))?;
@@ -183,13 +170,16 @@ impl Plugin {
     /// ([`Client::with_xla_options`](crate::Client::with_xla_options) replaces them for one
     /// client). The library stays the one loaded; other handles of it keep their own
     /// options. What a test support or an application sets once for all its clients.
-    pub fn with_xla_options(mut self, options: Vec<(String, crate::OverrideValue)>) -> Plugin {
+    pub fn with_xla_options(
+        mut self,
+        options: Vec<(String, super::compile_options::OverrideValue)>,
+    ) -> Plugin {
         self.xla_options = Arc::from(options);
         self
     }
 
     /// The XLA options [`with_xla_options`](Self::with_xla_options) set.
-    pub fn xla_options(&self) -> &[(String, crate::OverrideValue)] {
+    pub fn xla_options(&self) -> &[(String, super::compile_options::OverrideValue)] {
         &self.xla_options
     }
 

@@ -1,19 +1,18 @@
 //! A PJRT client: the plugin's view of a set of devices, and where buffers and programs live.
 
 use std::ffi::CString;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use stackscan::DType;
 
 use super::api::Api;
-use super::{Buffer, Executable, Plugin, args, buffer_type, pjrt_fn, plugin_slice, plugin_string};
-use crate::compile_cache::CompileCache;
-use crate::compile_options::{CompileOptions, OverrideValue};
+use super::compile_options::OverrideValue;
+use super::{Buffer, Plugin, args, buffer_type, pjrt_fn, plugin_slice, plugin_string};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::ffi;
-use crate::signature::Signature;
 use stackscan::TensorType;
 
 mod options;
@@ -37,8 +36,9 @@ pub struct Device {
 #[derive(Clone, Debug)]
 pub struct Client {
     pub(crate) inner: Arc<ClientInner>,
-    /// Where compiled programs are kept between runs, if anywhere.
-    pub(crate) cache: Option<Arc<CompileCache>>,
+    /// The directory compiled programs are kept in between runs, if any (the compile cache's,
+    /// `crate::compile_cache`, which reads and writes it).
+    pub(crate) cache_dir: Option<PathBuf>,
     /// XLA `DebugOptions` set on every compile of this client ([`Client::with_xla_options`]).
     pub(crate) xla_options: Arc<[(String, OverrideValue)]>,
 }
@@ -198,24 +198,9 @@ impl Client {
         }
         Ok(Client {
             inner: Arc::new(inner),
-            cache: None,
+            cache_dir: None,
             xla_options: Arc::clone(&plugin.xla_options),
         })
-    }
-
-    /// This client (and the clones made from it) with `cache` for compiles, or none.
-    ///
-    /// With a cache, [`compile`](Self::compile) and [`compile_program`](Self::compile_program)
-    /// first look for the program's executable there, keyed by the program text, this
-    /// plugin's identity and the compile options, and store what they compile.
-    pub fn with_compile_cache(mut self, cache: Option<CompileCache>) -> Client {
-        self.cache = cache.map(Arc::new);
-        self
-    }
-
-    /// The compile cache, if one was given.
-    pub fn compile_cache(&self) -> Option<&CompileCache> {
-        self.cache.as_deref()
     }
 
     /// The returned client (and the clones made from it) with the XLA `DebugOptions` fields
@@ -375,26 +360,6 @@ impl Client {
         let buffer = Buffer::from_raw(&self.inner, a.buffer, TensorType::new(dtype, dims));
         api.await_event(a.done_with_host_buffer)?;
         Ok(buffer)
-    }
-
-    /// Compiles a StableHLO program (MLIR text) written outside stackscan with the given
-    /// options; compile a stackscan [`Program`](stackscan::Program) with
-    /// [`compile_program`](Client::compile_program) instead.
-    ///
-    /// The per-device type of every parameter of `main` is read from the text, so that
-    /// [`Executable::execute`] can check arguments. Where it cannot be read with certainty
-    /// (no or several `main`s, a non-tensor or dynamic type, an unknown mesh, an open or
-    /// uneven Shardy sharding, a GSPMD or missing sharding on several partitions) this
-    /// returns [`Error::Signature`] instead of running unchecked.
-    pub fn compile(&self, program: &str, options: &CompileOptions) -> Result<Executable> {
-        let partitions = options.replicas_and_partitions().1;
-        crate::compile_cache::compile(
-            self,
-            program,
-            options,
-            || Signature::read(program, partitions),
-            None,
-        )
     }
 
     /// The bytes a program may allocate on the smallest of this client's devices, as the

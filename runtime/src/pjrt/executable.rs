@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use super::api::Api;
 use super::client::ClientInner;
+use super::compile_options::CompileOptions;
 use super::completion::Completion;
 use super::{Buffer, Client, Device, args, pjrt_fn, plugin_slice};
-use crate::compile_options::CompileOptions;
 use crate::error::{Error, Result};
 use crate::ffi;
 use crate::signature::Signature;

@@ -11,7 +11,10 @@
 mod api;
 mod buffer;
 mod client;
+pub mod compile_options;
 mod completion;
+#[cfg(target_os = "linux")]
+mod elf;
 mod executable;
 pub mod os;
 mod topology;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use super::api::Api;
 use super::client::named_values;
+use super::compile_options::CompileOptions;
 use super::{Plugin, args, pjrt_fn, plugin_slice, plugin_string};
-use crate::compile_options::CompileOptions;
 use crate::error::{Error, Result};
 use crate::ffi;
 use crate::pjrt::ClientOptions;

@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, Result};
 
 mod accelerator;
+mod load;
 
 pub use accelerator::SKIP_DEVICE_CHECK_ENV;
 pub(crate) use accelerator::check_accelerator;
