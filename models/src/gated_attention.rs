@@ -150,9 +150,15 @@ fn invalid(message: String) -> Error {
 }
 
 impl GatedAttention<Tensor> {
-    /// The mixer of the normalised stream `x: [B, T, d]`, projected back to `[B, T, d]`.
-    pub fn forward(&self, c: &GatedAttentionDims, x: &Tensor) -> Result<Tensor> {
-        self.check(c, x)?;
+    /// The output gate `[B, T, H·D]` and the queries, keys and values `[B, T, heads, D]` of
+    /// `x: [B, T, d]`, queries and keys normalised per head and rotated by `rotate` (with its
+    /// rotary width): the part the training forward and decoding share.
+    fn project(
+        &self,
+        c: &GatedAttentionDims,
+        x: &Tensor,
+        rotate: impl Fn(&Tensor, usize) -> Result<Tensor>,
+    ) -> Result<[Tensor; 4]> {
         let a = &c.attention;
         let (b, t) = (x.dims()[0], x.dims()[1]);
         let (nh, nkv, hd) = (a.heads, a.kv_heads, a.head_dim);
@@ -161,17 +167,21 @@ impl GatedAttention<Tensor> {
         let qg = x.matmul(&self.wq)?.reshape(&[b, t, nh, 2 * hd])?;
         let gate = qg.slice_axis(3, hd, 2 * hd)?.reshape(&[b, t, nh * hd])?;
         let q = nn::rms_norm(&qg.slice_axis(3, 0, hd)?, &self.q_norm, NORM_EPS)?;
-        let q = nn::rope(&q, a.rope_theta, rotary)?;
+        let q = rotate(&q, rotary)?;
         let k = x.matmul(&self.wk)?.reshape(&[b, t, nkv, hd])?;
-        let k = nn::rope(
-            &nn::rms_norm(&k, &self.k_norm, NORM_EPS)?,
-            a.rope_theta,
-            rotary,
-        )?;
+        let k = rotate(&nn::rms_norm(&k, &self.k_norm, NORM_EPS)?, rotary)?;
         let v = x.matmul(&self.wv)?.reshape(&[b, t, nkv, hd])?;
+        Ok([gate, q, k, v])
+    }
+
+    /// The mixer of the normalised stream `x: [B, T, d]`, projected back to `[B, T, d]`.
+    pub fn forward(&self, c: &GatedAttentionDims, x: &Tensor) -> Result<Tensor> {
+        self.check(c, x)?;
+        let a = &c.attention;
+        let [gate, q, k, v] = self.project(c, x, |z, rotary| nn::rope(z, a.rope_theta, rotary))?;
         // Grouped-query attention: key/value head `j` serves query heads `j·g .. (j+1)·g`.
-        let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
-        let attn = nn::causal_attention(&q, &k, &v, 1.0 / (hd as f64).sqrt())?;
+        let (k, v) = (nn::repeat_kv(&k, a.heads)?, nn::repeat_kv(&v, a.heads)?);
+        let attn = nn::causal_attention(&q, &k, &v, 1.0 / (a.head_dim as f64).sqrt())?;
         attn.mul(&gate.sigmoid()?)?.matmul(&self.wo)
     }
 
@@ -193,22 +203,10 @@ impl GatedAttention<Tensor> {
             )));
         };
         let a = &c.attention;
-        let (b, t) = (x.dims()[0], x.dims()[1]);
-        let (nh, nkv, hd) = (a.heads, a.kv_heads, a.head_dim);
-        let rotary = usize::try_from(a.rotary_dim)
-            .map_err(|_| invalid(format!("rotary_dim {} is negative", a.rotary_dim)))?;
-        let qg = x.matmul(&self.wq)?.reshape(&[b, t, nh, 2 * hd])?;
-        let gate = qg.slice_axis(3, hd, 2 * hd)?.reshape(&[b, t, nh * hd])?;
-        let q = nn::rms_norm(&qg.slice_axis(3, 0, hd)?, &self.q_norm, NORM_EPS)?;
-        let q = nn::rope_at(&q, a.rope_theta, rotary, positions)?;
-        let k = x.matmul(&self.wk)?.reshape(&[b, t, nkv, hd])?;
-        let k = nn::rope_at(
-            &nn::rms_norm(&k, &self.k_norm, NORM_EPS)?,
-            a.rope_theta,
-            rotary,
-            positions,
-        )?;
-        let v = x.matmul(&self.wv)?.reshape(&[b, t, nkv, hd])?;
+        let hd = a.head_dim;
+        let [gate, q, k, v] = self.project(c, x, |z, rotary| {
+            nn::rope_at(z, a.rope_theta, rotary, positions)
+        })?;
         let keys = nn::cache::write(keys, &k, positions)?;
         let values = nn::cache::write(values, &v, positions)?;
         let scale = 1.0 / (hd as f64).sqrt();

@@ -7,7 +7,7 @@ use stackscan::decode::Decode;
 use stackscan::{Result, Tensor, TensorType, nn};
 
 use super::{DeepSeek3Config, Dense, MoeLayer, NORM_EPS};
-use crate::mla::{cache_types, mla_cached};
+use crate::mla::{Mla, cache_types, mla_cached};
 use crate::moe::NO_DROP;
 
 /// `c` as generation runs it: every token reaches its experts, the sequence whole on one
@@ -18,6 +18,24 @@ pub(super) fn decoding(c: &DeepSeek3Config) -> DeepSeek3Config {
         context: 1,
         ..*c
     }
+}
+
+/// A layer's decode step: MLA against its cache, then `ffn`, each behind an RMSNorm with a
+/// residual (the layers differ only in their FFN).
+fn decode_layer(
+    c: &DeepSeek3Config,
+    h: &Tensor,
+    (attn_norm, attn): (&Tensor, &Mla<Tensor>),
+    positions: &Tensor,
+    state: &[Tensor],
+    ffn_norm: &Tensor,
+    ffn: impl FnOnce(&Tensor) -> Result<Tensor>,
+) -> Result<(Tensor, Vec<Tensor>)> {
+    let x = nn::rms_norm(h, attn_norm, NORM_EPS)?;
+    let (a, cache) = mla_cached(&c.mla(), &x, attn, positions, state)?;
+    let h = h.add(&a)?;
+    let y = nn::rms_norm(&h, ffn_norm, NORM_EPS)?;
+    Ok((h.add(&ffn(&y)?)?, cache))
 }
 
 impl Decode for Dense<Tensor> {
@@ -32,11 +50,10 @@ impl Decode for Dense<Tensor> {
         positions: &Tensor,
         state: &[Tensor],
     ) -> Result<(Tensor, Vec<Tensor>)> {
-        let x = nn::rms_norm(h, &self.attn_norm, NORM_EPS)?;
-        let (a, cache) = mla_cached(&c.mla(), &x, &self.attn, positions, state)?;
-        let h = h.add(&a)?;
-        let y = nn::rms_norm(&h, &self.ffn_norm, NORM_EPS)?;
-        Ok((h.add(&self.mlp.forward(&y)?)?, cache))
+        let attn = (&self.attn_norm, &self.attn);
+        decode_layer(c, h, attn, positions, state, &self.ffn_norm, |y| {
+            self.mlp.forward(y)
+        })
     }
 }
 
@@ -52,10 +69,9 @@ impl Decode for MoeLayer<Tensor> {
         positions: &Tensor,
         state: &[Tensor],
     ) -> Result<(Tensor, Vec<Tensor>)> {
-        let x = nn::rms_norm(h, &self.attn_norm, NORM_EPS)?;
-        let (a, cache) = mla_cached(&c.mla(), &x, &self.attn, positions, state)?;
-        let h = h.add(&a)?;
-        let y = nn::rms_norm(&h, &self.ffn_norm, NORM_EPS)?;
-        Ok((h.add(&self.moe.forward(&c.moe(), &y)?)?, cache))
+        let attn = (&self.attn_norm, &self.attn);
+        decode_layer(c, h, attn, positions, state, &self.ffn_norm, |y| {
+            self.moe.forward(&c.moe(), y)
+        })
     }
 }
