@@ -6,7 +6,8 @@
 //! the checks they share.
 
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::family::operands::Operands;
 use crate::family::{collective, constant, control, elementwise, index, linalg, reduce, shape};
 use crate::ir::{Literal, Op};
 use crate::types::TensorType;
@@ -18,11 +19,7 @@ pub(crate) fn infer(
     args: &[TensorType],
     target: Option<&TensorType>,
 ) -> Result<Vec<TensorType>> {
-    let a = Operands {
-        op: op.name(),
-        args,
-        target,
-    };
+    let a = Operands::new(op.name(), args, target);
     match op {
         Op::Constant(lit) => constant::infer_constant(&a, lit),
         Op::Iota { dim } => constant::infer_iota(&a, *dim),
@@ -73,111 +70,6 @@ pub(crate) fn infer(
             axis,
         } => collective::infer_all_to_all(&a, *split_dim, *concat_dim, axis),
         Op::AxisIndex { .. } => collective::infer_axis_index(&a),
-    }
-}
-
-/// One application of an op to typed operands, as its type rule sees it.
-pub(crate) struct Operands<'a> {
-    /// The op's name, for errors.
-    pub(crate) op: &'static str,
-    /// Operand types, in order.
-    pub(crate) args: &'a [TensorType],
-    target: Option<&'a TensorType>,
-}
-
-impl<'a> Operands<'a> {
-    /// The operand types, if there are exactly `N`.
-    pub(crate) fn exactly<const N: usize>(&self) -> Result<&'a [TensorType; N]> {
-        <&[TensorType; N]>::try_from(self.args).map_err(|_| {
-            Error::invalid(
-                self.op,
-                format!("expected {N} operands, got {}", self.args.len()),
-            )
-        })
-    }
-
-    /// The result type the caller asked for.
-    pub(crate) fn target(&self) -> Result<TensorType> {
-        self.target
-            .cloned()
-            .ok_or_else(|| Error::invalid(self.op, "needs a result type"))
-    }
-}
-
-/// `a, b, c`, for messages.
-pub(crate) fn list_types(ts: &[TensorType]) -> String {
-    ts.iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-pub(crate) fn check_axis(op: &'static str, axis: usize, t: &TensorType) -> Result<()> {
-    if axis < t.rank() {
-        Ok(())
-    } else {
-        Err(Error::AxisOutOfRange {
-            op,
-            axis: axis as i64,
-            operand: t.clone(),
-        })
-    }
-}
-
-pub(crate) fn same_type(op: &'static str, a: &TensorType, b: &TensorType) -> Result<()> {
-    if a.dtype != b.dtype {
-        return Err(Error::DTypeMismatch {
-            op,
-            lhs: a.dtype,
-            rhs: b.dtype,
-        });
-    }
-    same_dims(op, a, b)
-}
-
-pub(crate) fn same_dims(op: &'static str, a: &TensorType, b: &TensorType) -> Result<()> {
-    if a.dims != b.dims {
-        return Err(Error::ShapeMismatch {
-            op,
-            lhs: a.clone(),
-            rhs: b.clone(),
-        });
-    }
-    Ok(())
-}
-
-pub(crate) fn float(op: &'static str, t: &TensorType) -> Result<()> {
-    if t.dtype.is_float() {
-        Ok(())
-    } else {
-        Err(Error::UnsupportedDType {
-            op,
-            expected: "a floating-point",
-            actual: t.clone(),
-        })
-    }
-}
-
-pub(crate) fn int(op: &'static str, t: &TensorType) -> Result<()> {
-    if matches!(t.dtype, DType::I32 | DType::I64) {
-        Ok(())
-    } else {
-        Err(Error::UnsupportedDType {
-            op,
-            expected: "an integer index",
-            actual: t.clone(),
-        })
-    }
-}
-
-pub(crate) fn scalar_indices(op: &'static str, idx: &[TensorType]) -> Result<()> {
-    match idx.iter().find(|t| **t != TensorType::scalar(DType::I32)) {
-        None => Ok(()),
-        Some(t) => Err(Error::UnsupportedDType {
-            op,
-            expected: "an i32[] start index",
-            actual: t.clone(),
-        }),
     }
 }
 

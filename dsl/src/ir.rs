@@ -263,10 +263,10 @@ impl Literal {
 
 /// The op table: every operation of the IR, with its attributes.
 ///
-/// Each op's type rule, StableHLO text and derivative live together in its family's module
-/// (`crate::family`); `infer`, the writer and `autodiff::rules` dispatch to them with one
-/// exhaustive `match` each, so adding an op is one variant, one family entry and one arm in
-/// each dispatcher.
+/// Each op's type rule and StableHLO text live in its family's module (`crate::family`), its
+/// derivative in the module of the same name under `autodiff::rules`; `infer`, the writer and
+/// `autodiff::rules` dispatch to them with one exhaustive `match` each, so adding an op is one
+/// variant, its family's entries and one arm in each dispatcher.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Op {

@@ -15,6 +15,7 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
+pub(crate) mod text;
 pub(crate) mod writer;
 
 use crate::error::{Error, Result};

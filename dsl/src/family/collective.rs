@@ -5,16 +5,15 @@
 //! (one of its axes, or a compound of several), which only the program knows, so that check
 //! runs in the writer's validation pass; the replica groups come from the mesh too
 //! ([`Mesh::replica_groups`]). On a one-device axis every collective is the identity and
-//! `axis_index` is 0. Each VJP is the dual collective (a gather's is a reduce-scatter, an
-//! all_to_all's the all_to_all back, and so on).
+//! `axis_index` is 0. Their VJPs (`autodiff::rules::collective`) are the dual collectives.
 
 use std::fmt;
 
-use super::{Cotangents, Grads, constant};
+use super::constant;
 use crate::dtype::DType;
-use crate::emit::writer::{Site, Writer};
+use crate::emit::text::{Site, Writer};
 use crate::error::{Error, Result};
-use crate::infer::{Operands, check_axis as check_dim};
+use crate::family::operands::{Operands, check_axis as check_dim};
 use crate::ir::{Axis, BinaryOp, Literal, Op};
 use crate::mesh::Mesh;
 use crate::types::TensorType;
@@ -130,7 +129,7 @@ fn detail(e: &Error) -> String {
 
 /// On a one-device axis a collective is the identity: writes nothing and returns `true`.
 /// Validation has made the axis the program's, so this is a one-device program.
-fn identity<W: fmt::Write>(w: &mut Writer<W>, s: &Site<'_>, axis: &Axis) -> bool {
+fn identity(w: &mut Writer, s: &Site<'_>, axis: &Axis) -> bool {
     let one_device = axis.size == 1;
     if one_device {
         w.alias(s.node);
@@ -138,8 +137,8 @@ fn identity<W: fmt::Write>(w: &mut Writer<W>, s: &Site<'_>, axis: &Axis) -> bool
     one_device
 }
 
-pub(crate) fn write_all_gather<W: fmt::Write>(
-    w: &mut Writer<W>,
+pub(crate) fn write_all_gather(
+    w: &mut Writer,
     s: &Site<'_>,
     dim: usize,
     axis: &Axis,
@@ -154,8 +153,8 @@ pub(crate) fn write_all_gather<W: fmt::Write>(
     )
 }
 
-pub(crate) fn write_reduce_scatter<W: fmt::Write>(
-    w: &mut Writer<W>,
+pub(crate) fn write_reduce_scatter(
+    w: &mut Writer,
     s: &Site<'_>,
     dim: usize,
     axis: &Axis,
@@ -165,17 +164,13 @@ pub(crate) fn write_reduce_scatter<W: fmt::Write>(
     })
 }
 
-pub(crate) fn write_all_reduce<W: fmt::Write>(
-    w: &mut Writer<W>,
-    s: &Site<'_>,
-    axis: &Axis,
-) -> fmt::Result {
+pub(crate) fn write_all_reduce(w: &mut Writer, s: &Site<'_>, axis: &Axis) -> fmt::Result {
     write_summing(w, s, axis, |ch| format!("{ch}, use_global_device_ids"))
 }
 
 /// A collective that sums across devices: its region adds, and `props` get the channel.
-fn write_summing<W: fmt::Write>(
-    w: &mut Writer<W>,
+fn write_summing(
+    w: &mut Writer,
     s: &Site<'_>,
     axis: &Axis,
     props: impl FnOnce(&str) -> String,
@@ -188,8 +183,8 @@ fn write_summing<W: fmt::Write>(
     w.node_as(s, s.node.op.name(), &props(&ch), &[region])
 }
 
-pub(crate) fn write_all_to_all<W: fmt::Write>(
-    w: &mut Writer<W>,
+pub(crate) fn write_all_to_all(
+    w: &mut Writer,
     s: &Site<'_>,
     split_dim: usize,
     concat_dim: usize,
@@ -210,11 +205,7 @@ pub(crate) fn write_all_to_all<W: fmt::Write>(
 
 /// This device's index along `axis`: the partition id, converted to `i32`, on the axis over
 /// every device; its coordinates along the axis's mesh axes on another; 0 on one device.
-pub(crate) fn write_axis_index<W: fmt::Write>(
-    w: &mut Writer<W>,
-    s: &Site<'_>,
-    axis: &Axis,
-) -> fmt::Result {
+pub(crate) fn write_axis_index(w: &mut Writer, s: &Site<'_>, axis: &Axis) -> fmt::Result {
     let i32_ty = TensorType::scalar(DType::I32);
     if axis.size == 1 {
         let lhs = w.bind(s.node);
@@ -231,7 +222,7 @@ pub(crate) fn write_axis_index<W: fmt::Write>(
         s.depth,
         &format!("{pid} = \"stablehlo.partition_id\"() : () -> tensor<ui32>"),
     )?;
-    let convert = |w: &mut Writer<W>, lhs: &str| {
+    let convert = |w: &mut Writer, lhs: &str| {
         w.line(
             s.depth,
             &format!(
@@ -247,7 +238,7 @@ pub(crate) fn write_axis_index<W: fmt::Write>(
     let id = w.fresh("v");
     convert(w, &id)?;
     let ty = i32_ty.to_string();
-    let binary = |w: &mut Writer<W>, op: &str, a: &str, k: usize| -> Result<String, fmt::Error> {
+    let binary = |w: &mut Writer, op: &str, a: &str, k: usize| -> Result<String, fmt::Error> {
         let c = w.fresh("v");
         constant::write_literal(w, s.depth, &c, Literal::Int(vec![k as i64]), &i32_ty)?;
         let out = w.fresh("v");
@@ -289,7 +280,7 @@ pub(crate) fn write_axis_index<W: fmt::Write>(
 
 /// A fresh channel over the axis's groups of devices (one group of every device on a
 /// one-axis mesh).
-fn channel_props<W: fmt::Write>(w: &mut Writer<W>, axis: &Axis) -> String {
+fn channel_props(w: &mut Writer, axis: &Axis) -> String {
     let groups = w
         .mesh()
         .and_then(|m| m.replica_groups(axis).ok())
@@ -308,25 +299,4 @@ fn channel_props<W: fmt::Write>(w: &mut Writer<W>, axis: &Axis) -> String {
         groups.len(),
         axis.size
     )
-}
-
-pub(crate) fn vjp_all_gather(c: &Cotangents<'_>, dim: usize, axis: &Axis) -> Result<Grads> {
-    Ok(vec![Some(c.g0()?.reduce_scatter(dim, axis)?)])
-}
-
-pub(crate) fn vjp_reduce_scatter(c: &Cotangents<'_>, dim: usize, axis: &Axis) -> Result<Grads> {
-    Ok(vec![Some(c.g0()?.all_gather(dim, axis)?)])
-}
-
-pub(crate) fn vjp_all_reduce(c: &Cotangents<'_>, axis: &Axis) -> Result<Grads> {
-    Ok(vec![Some(c.g0()?.psum(axis)?)])
-}
-
-pub(crate) fn vjp_all_to_all(
-    c: &Cotangents<'_>,
-    split_dim: usize,
-    concat_dim: usize,
-    axis: &Axis,
-) -> Result<Grads> {
-    Ok(vec![Some(c.g0()?.all_to_all(concat_dim, split_dim, axis)?)])
 }

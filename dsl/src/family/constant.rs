@@ -6,9 +6,9 @@
 use std::fmt::{self, Write as _};
 
 use crate::dtype::DType;
-use crate::emit::writer::{OpLine, Site, Writer, signature};
+use crate::emit::text::{OpLine, Site, Writer, signature};
 use crate::error::{Error, Result};
-use crate::infer::{Operands, check_axis};
+use crate::family::operands::{Operands, check_axis};
 use crate::ir::{Literal, Op};
 use crate::types::TensorType;
 
@@ -46,18 +46,14 @@ pub(crate) fn infer_iota(a: &Operands<'_>, dim: usize) -> Result<Vec<TensorType>
     Ok(vec![t])
 }
 
-pub(crate) fn write_constant<W: fmt::Write>(
-    w: &mut Writer<W>,
-    s: &Site<'_>,
-    lit: &Literal,
-) -> fmt::Result {
+pub(crate) fn write_constant(w: &mut Writer, s: &Site<'_>, lit: &Literal) -> fmt::Result {
     let ty = &s.f.values[s.node.results[0]];
     w.simple(s, &value_props(lit, ty))
 }
 
 /// Writes `lhs = constant` of `lit` at type `ty`, for constants the writer makes itself.
-pub(crate) fn write_literal<W: fmt::Write>(
-    w: &mut Writer<W>,
+pub(crate) fn write_literal(
+    w: &mut Writer,
     depth: usize,
     lhs: &str,
     lit: Literal,
@@ -80,17 +76,13 @@ fn value_props(lit: &Literal, ty: &TensorType) -> String {
     format!("value = {} : {ty}", literal_text(lit, ty))
 }
 
-pub(crate) fn write_iota<W: fmt::Write>(
-    w: &mut Writer<W>,
-    s: &Site<'_>,
-    dim: usize,
-) -> fmt::Result {
+pub(crate) fn write_iota(w: &mut Writer, s: &Site<'_>, dim: usize) -> fmt::Result {
     w.simple(s, &iota_props(dim))
 }
 
 /// Writes `lhs = iota` along `dim` of type `ty`, for iotas the writer makes itself.
-pub(crate) fn write_iota_of<W: fmt::Write>(
-    w: &mut Writer<W>,
+pub(crate) fn write_iota_of(
+    w: &mut Writer,
     depth: usize,
     lhs: &str,
     dim: usize,

@@ -3,12 +3,12 @@
 
 use std::fmt;
 
-use super::{Cotangents, Grads, constant, elementwise, shape};
+use super::{constant, elementwise, shape};
 use crate::dtype::DType;
-use crate::emit::writer::{OpLine, Site, Writer, i64_array, list, region, signature};
+use crate::emit::text::{OpLine, Site, Writer, i64_array, list, region, signature};
 use crate::error::{Error, Result};
-use crate::infer::{Operands, check_axis, int};
-use crate::ir::{BinaryOp, Comparison, DotDims, Op};
+use crate::family::operands::{Operands, check_axis, int};
+use crate::ir::{BinaryOp, Comparison, Op};
 use crate::types::TensorType;
 
 /// `x[..axis] ++ indices ++ x[axis+1..]`: what `take` makes and `scatter_add` adds in.
@@ -81,11 +81,7 @@ fn dimension_numbers(names: [&str; 3], axis: usize, q: usize, rank: usize) -> St
     fields.join(", ")
 }
 
-pub(crate) fn write_take<W: fmt::Write>(
-    w: &mut Writer<W>,
-    s: &Site<'_>,
-    axis: usize,
-) -> fmt::Result {
+pub(crate) fn write_take(w: &mut Writer, s: &Site<'_>, axis: usize) -> fmt::Result {
     let x = s.operand(0);
     let q = s.operand(1).rank();
     let mut sizes = x.dims.clone();
@@ -108,11 +104,7 @@ pub(crate) fn write_take<W: fmt::Write>(
     )
 }
 
-pub(crate) fn write_scatter_add<W: fmt::Write>(
-    w: &mut Writer<W>,
-    s: &Site<'_>,
-    axis: usize,
-) -> fmt::Result {
+pub(crate) fn write_scatter_add(w: &mut Writer, s: &Site<'_>, axis: usize) -> fmt::Result {
     let x = s.operand(0);
     let q = s.operand(1).rank();
     let fields = dimension_numbers(
@@ -139,7 +131,7 @@ pub(crate) fn write_scatter_add<W: fmt::Write>(
 
 /// Top-k as a stable descending sort of (values, indices) along the last dimension,
 /// then a slice of the first `k`.
-pub(crate) fn write_top_k<W: fmt::Write>(w: &mut Writer<W>, s: &Site<'_>, k: usize) -> fmt::Result {
+pub(crate) fn write_top_k(w: &mut Writer, s: &Site<'_>, k: usize) -> fmt::Result {
     let depth = s.depth;
     let x = s.operand(0).clone();
     let r = x.rank();
@@ -230,42 +222,4 @@ pub(crate) fn write_top_k<W: fmt::Write>(w: &mut Writer<W>, s: &Site<'_>, k: usi
         )?;
     }
     Ok(())
-}
-
-pub(crate) fn vjp_take(c: &Cotangents<'_>, axis: usize) -> Result<Grads> {
-    let g = c.g0()?;
-    // The zeros come from the cotangent: made late, not at the start of the step (XLA ran the
-    // embedding gradient's there, where it lived through both passes: one more embedding-sized
-    // buffer at the backward's peak).
-    let dx = g.zeros_from(c.x[0].ty())?.scatter_add(&c.x[1], &g, axis)?;
-    Ok(vec![Some(dx), None])
-}
-
-pub(crate) fn vjp_scatter_add(c: &Cotangents<'_>, axis: usize) -> Result<Grads> {
-    let g = c.g0()?;
-    let du = g.take(&c.x[1], axis)?;
-    Ok(vec![Some(g), None, Some(du)])
-}
-
-/// The values' cotangent goes back to where each came from: a one-hot of the indices,
-/// contracted with it. The indices have none.
-pub(crate) fn vjp_top_k(c: &Cotangents<'_>) -> Result<Grads> {
-    let Some(gv) = &c.g[0] else {
-        return Ok(vec![None]);
-    };
-    let x = &c.x[0];
-    let n = *x.dims().last().unwrap_or(&0) as usize;
-    let r = x.rank();
-    let hot = c.y[1].one_hot(n, x.dtype())?; // [.., k, n]
-    let batch: Vec<usize> = (0..r - 1).collect();
-    let dx = gv.dot_general(
-        &hot,
-        DotDims {
-            lhs_batch: batch.clone(),
-            rhs_batch: batch,
-            lhs_contract: vec![r - 1],
-            rhs_contract: vec![r - 1],
-        },
-    )?;
-    Ok(vec![Some(dx)])
 }

@@ -3,11 +3,11 @@
 
 use std::fmt;
 
-use super::{Cotangents, Grads, constant};
+use super::constant;
 use crate::dtype::DType;
-use crate::emit::writer::{OpLine, Site, Writer, i64_array, signature};
+use crate::emit::text::{OpLine, Site, Writer, i64_array, signature};
 use crate::error::{Error, Result};
-use crate::infer::{Operands, check_axis};
+use crate::family::operands::{Operands, check_axis};
 use crate::ir::{BinaryOp, Literal, ReduceKind};
 use crate::types::TensorType;
 
@@ -47,8 +47,8 @@ pub(crate) fn infer_cumsum(a: &Operands<'_>, axis: usize) -> Result<Vec<TensorTy
 }
 
 /// A `reduce` seeded with the reduction's identity.
-pub(crate) fn write_reduce<W: fmt::Write>(
-    w: &mut Writer<W>,
+pub(crate) fn write_reduce(
+    w: &mut Writer,
     s: &Site<'_>,
     kind: ReduceKind,
     axes: &[usize],
@@ -64,8 +64,8 @@ pub(crate) fn write_reduce<W: fmt::Write>(
 
 /// A sum over a window as long as the axis, padded so that each output sees its prefix (or
 /// suffix, reversed).
-pub(crate) fn write_cumsum<W: fmt::Write>(
-    w: &mut Writer<W>,
+pub(crate) fn write_cumsum(
+    w: &mut Writer,
     s: &Site<'_>,
     axis: usize,
     reverse: bool,
@@ -100,8 +100,8 @@ pub(crate) fn write_cumsum<W: fmt::Write>(
 
 /// Writes the node as op `name` over its operand and a scalar `seed` (written first, as its
 /// own constant), combining with `combine`.
-fn write_seeded<W: fmt::Write>(
-    w: &mut Writer<W>,
+fn write_seeded(
+    w: &mut Writer,
     s: &Site<'_>,
     name: &str,
     seed: Literal,
@@ -127,37 +127,4 @@ fn write_seeded<W: fmt::Write>(
             ..OpLine::default()
         },
     )
-}
-
-/// A sum spreads its cotangent over the summed dimensions; a max sends it to the elements
-/// that attained the maximum, split evenly between ties.
-pub(crate) fn vjp_reduce(c: &Cotangents<'_>, kind: ReduceKind, axes: &[usize]) -> Result<Grads> {
-    let (g, x) = (c.g0()?, &c.x[0]);
-    let keep: Vec<usize> = (0..x.rank()).filter(|i| !axes.contains(i)).collect();
-    let gb = g.broadcast_in_dim(x.dims(), &keep)?;
-    Ok(match kind {
-        ReduceKind::Sum => vec![Some(gb)],
-        ReduceKind::Max => {
-            let yb = c.y[0].broadcast_in_dim(x.dims(), &keep)?;
-            let hit = x.eq(&yb)?;
-            let ones = x.full_like(1.0)?;
-            let zeros = x.zeros_like()?;
-            let mask = hit.select(&ones, &zeros)?;
-            let count = mask.sum(axes)?.broadcast_in_dim(x.dims(), &keep)?;
-            vec![Some(gb.mul(&mask)?.div(&count)?)]
-        }
-    })
-}
-
-/// A prefix sum's cotangent is the suffix sum of the result's.
-/// `y · (g − Σ g·y)` along `axis`, from the result `y` alone.
-pub(crate) fn vjp_softmax(c: &Cotangents<'_>, axis: usize) -> Result<Grads> {
-    let (y, g) = (&c.y[0], c.g0()?);
-    let kept: Vec<usize> = (0..y.rank()).filter(|&d| d != axis).collect();
-    let dot = g.mul(y)?.sum(&[axis])?.broadcast_in_dim(y.dims(), &kept)?;
-    Ok(vec![Some(y.mul(&g.sub(&dot)?)?)])
-}
-
-pub(crate) fn vjp_cumsum(c: &Cotangents<'_>, axis: usize, reverse: bool) -> Result<Grads> {
-    Ok(vec![Some(c.g0()?.cumsum(axis, !reverse)?)])
 }

@@ -1,14 +1,12 @@
 //! Shape ops: `broadcast_in_dim`, `reshape`, `transpose`, static and dynamic slices,
-//! `concatenate` and `pad`. Each moves elements without computing on them, so each VJP is
-//! the adjoint movement (a slice's is a pad, a pad's a slice, a broadcast's a sum).
+//! `concatenate` and `pad`: each moves elements without computing on them (their VJPs, the
+//! adjoint movements: `autodiff::rules::shape`).
 
 use std::fmt;
 
-use super::{Cotangents, Grads};
-use crate::builder::Tensor;
-use crate::emit::writer::{Site, Writer, i64_array, i64_fields};
+use crate::emit::text::{Site, Writer, i64_array, i64_fields};
 use crate::error::{Error, Result};
-use crate::infer::{Operands, check_axis, scalar_indices};
+use crate::family::operands::{Operands, check_axis, scalar_indices};
 use crate::types::TensorType;
 
 pub(crate) fn infer_broadcast_in_dim(a: &Operands<'_>, dims: &[usize]) -> Result<Vec<TensorType>> {
@@ -202,19 +200,11 @@ fn usize_array(v: &[usize]) -> String {
     i64_array(v.iter().map(|&d| d as i64))
 }
 
-pub(crate) fn write_broadcast_in_dim<W: fmt::Write>(
-    w: &mut Writer<W>,
-    s: &Site<'_>,
-    dims: &[usize],
-) -> fmt::Result {
+pub(crate) fn write_broadcast_in_dim(w: &mut Writer, s: &Site<'_>, dims: &[usize]) -> fmt::Result {
     w.simple(s, &format!("broadcast_dimensions = {}", usize_array(dims)))
 }
 
-pub(crate) fn write_transpose<W: fmt::Write>(
-    w: &mut Writer<W>,
-    s: &Site<'_>,
-    perm: &[usize],
-) -> fmt::Result {
+pub(crate) fn write_transpose(w: &mut Writer, s: &Site<'_>, perm: &[usize]) -> fmt::Result {
     w.simple(s, &format!("permutation = {}", usize_array(perm)))
 }
 
@@ -227,27 +217,19 @@ pub(crate) fn slice_props(start: &[i64], limit: &[i64], stride: &[i64]) -> Strin
     ])
 }
 
-pub(crate) fn write_dynamic_slice<W: fmt::Write>(
-    w: &mut Writer<W>,
-    s: &Site<'_>,
-    sizes: &[i64],
-) -> fmt::Result {
+pub(crate) fn write_dynamic_slice(w: &mut Writer, s: &Site<'_>, sizes: &[i64]) -> fmt::Result {
     w.simple(
         s,
         &format!("slice_sizes = {}", i64_array(sizes.iter().copied())),
     )
 }
 
-pub(crate) fn write_concatenate<W: fmt::Write>(
-    w: &mut Writer<W>,
-    s: &Site<'_>,
-    dim: usize,
-) -> fmt::Result {
+pub(crate) fn write_concatenate(w: &mut Writer, s: &Site<'_>, dim: usize) -> fmt::Result {
     w.simple(s, &format!("dimension = {dim} : i64"))
 }
 
-pub(crate) fn write_pad<W: fmt::Write>(
-    w: &mut Writer<W>,
+pub(crate) fn write_pad(
+    w: &mut Writer,
     s: &Site<'_>,
     low: &[i64],
     high: &[i64],
@@ -261,111 +243,4 @@ pub(crate) fn write_pad<W: fmt::Write>(
             ("interior_padding", interior),
         ]),
     )
-}
-
-/// Sums a broadcast result's cotangent back to the operand's shape.
-pub(crate) fn vjp_broadcast_in_dim(c: &Cotangents<'_>, dims: &[usize]) -> Result<Grads> {
-    let (g, x) = (c.g0()?, &c.x[0]);
-    let summed: Vec<usize> = (0..g.rank())
-        .filter(|d| match dims.iter().position(|m| m == d) {
-            None => true,
-            Some(i) => x.dims()[i] == 1 && g.dims()[*d] != 1,
-        })
-        .collect();
-    let s = if summed.is_empty() {
-        g.clone()
-    } else {
-        g.sum(&summed)?
-    };
-    Ok(vec![Some(s.reshape(x.dims())?)])
-}
-
-pub(crate) fn vjp_reshape(c: &Cotangents<'_>) -> Result<Grads> {
-    Ok(vec![Some(c.g0()?.reshape(c.x[0].dims())?)])
-}
-
-pub(crate) fn vjp_transpose(c: &Cotangents<'_>, perm: &[usize]) -> Result<Grads> {
-    Ok(vec![Some(
-        c.g0()?.transpose(&crate::layout::inverse(perm))?,
-    )])
-}
-
-/// A slice's cotangent is the result's cotangent padded back into place with zeros.
-pub(crate) fn vjp_slice(c: &Cotangents<'_>, start: &[i64], stride: &[i64]) -> Result<Grads> {
-    let g = c.g0()?;
-    let xd = c.x[0].dims();
-    let yd = g.dims().to_vec();
-    let interior: Vec<i64> = stride.iter().map(|s| s - 1).collect();
-    let high: Vec<i64> = (0..xd.len())
-        .map(|i| {
-            let used = if yd[i] == 0 {
-                0
-            } else {
-                (yd[i] - 1) * stride[i] + 1
-            };
-            xd[i] - start[i] - used
-        })
-        .collect();
-    let zero = g.scope().scalar(0.0, g.dtype())?;
-    Ok(vec![Some(g.pad(&zero, start, &high, &interior)?)])
-}
-
-pub(crate) fn vjp_dynamic_slice(c: &Cotangents<'_>) -> Result<Grads> {
-    let idx: Vec<&Tensor> = c.x[1..].iter().collect();
-    let dx = c.x[0].zeros_like()?.dynamic_update_slice(&c.g0()?, &idx)?;
-    let mut out = vec![Some(dx)];
-    out.extend(vec![None; idx.len()]);
-    Ok(out)
-}
-
-pub(crate) fn vjp_dynamic_update_slice(c: &Cotangents<'_>) -> Result<Grads> {
-    let g = c.g0()?;
-    let idx: Vec<&Tensor> = c.x[2..].iter().collect();
-    let dx = g.dynamic_update_slice(&c.x[1].zeros_like()?, &idx)?;
-    let du = g.dynamic_slice(&idx, c.x[1].dims())?;
-    let mut out = vec![Some(dx), Some(du)];
-    out.extend(vec![None; idx.len()]);
-    Ok(out)
-}
-
-pub(crate) fn vjp_concatenate(c: &Cotangents<'_>, dim: usize) -> Result<Grads> {
-    let g = c.g0()?;
-    let mut at = 0;
-    c.x.iter()
-        .map(|xi| {
-            let n = xi.dims()[dim];
-            let piece = g.slice_axis(dim, at, at + n);
-            at += n;
-            piece.map(Some)
-        })
-        .collect()
-}
-
-/// A pad's cotangent is the slice of the padded-in elements; the padding value's is the
-/// sum of the rest.
-pub(crate) fn vjp_pad(
-    c: &Cotangents<'_>,
-    low: &[i64],
-    high: &[i64],
-    interior: &[i64],
-) -> Result<Grads> {
-    if low.iter().chain(high).any(|&p| p < 0) {
-        return Err(Error::NotDifferentiable {
-            op: c.op,
-            reason: "negative (cropping) padding; slice instead".into(),
-        });
-    }
-    let g = c.g0()?;
-    let xd = c.x[0].dims();
-    let stride: Vec<i64> = interior.iter().map(|i| i + 1).collect();
-    // One past the last padded-in element; just `low` for an empty dimension.
-    let limit: Vec<i64> = (0..xd.len())
-        .map(|i| match xd[i] {
-            0 => low[i],
-            d => low[i] + (d - 1) * stride[i] + 1,
-        })
-        .collect();
-    let dx = g.slice(low, &limit, &stride)?;
-    let dv = g.sum_all()?.sub(&dx.sum_all()?)?;
-    Ok(vec![Some(dx), Some(dv)])
 }

@@ -3,7 +3,7 @@
 use crate::builder::{Scope, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::infer::check_axis;
+use crate::family::operands::check_axis;
 use crate::ir::Op;
 use crate::types::TensorType;
 

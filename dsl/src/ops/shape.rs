@@ -2,7 +2,7 @@
 
 use crate::builder::{Scope, Tensor};
 use crate::error::{Error, Result};
-use crate::infer::check_axis;
+use crate::family::operands::check_axis;
 use crate::ir::Op;
 
 impl Tensor {

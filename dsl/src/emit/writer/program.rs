@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::{Writer, types};
+use crate::emit::text::{Writer, types};
 use crate::emit::{Alias, Sharding};
 use crate::ir::Function;
 use crate::mesh::Mesh;
@@ -58,7 +58,7 @@ fn module_name(f: &Function) -> String {
     }
 }
 
-impl<W: fmt::Write> Writer<W> {
+impl Writer {
     pub(super) fn write_single(&mut self, f: &Function, aliases: &[Alias]) -> fmt::Result {
         self.line(0, &format!("module @{} {{", module_name(f)))?;
         let args: Vec<String> = self
@@ -79,7 +79,7 @@ impl<W: fmt::Write> Writer<W> {
             ),
         )?;
         self.write_nodes(f, 2)?;
-        let results = self.names.list(&f.results);
+        let results = self.value_names(&f.results);
         self.line(
             2,
             &format!(
@@ -172,7 +172,7 @@ impl<W: fmt::Write> Writer<W> {
             ),
         )?;
         self.write_nodes(f, 3)?;
-        let local_results = self.names.list(&f.results);
+        let local_results = self.value_names(&f.results);
         self.line(3, &format!("sdy.return {local_results} : {}", types(&rt)))?;
         self.line(2, &format!("}} : ({}) -> ({})", types(&gp), types(&gr)))?;
         let outs: Vec<String> = if gr.len() == 1 {

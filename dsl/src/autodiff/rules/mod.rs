@@ -1,16 +1,47 @@
 //! The VJP rule of every op: given operands, results and result cotangents, the operand
 //! cotangents (`None` where there is none: integer operands, zero derivatives).
 //!
-//! The rules live with their op family (`crate::family`); this module dispatches to them.
+//! One module per op family (`crate::family` holds the same families' type rules and text);
+//! this module dispatches to them.
+
+mod collective;
+mod control;
+mod elementwise;
+mod index;
+mod linalg;
+mod reduce;
+mod shape;
 
 use crate::builder::Tensor;
-use crate::error::Result;
-use crate::family::{
-    Cotangents, Grads, collective, control, elementwise, index, linalg, reduce, shape,
-};
+use crate::error::{Error, Result};
 use crate::ir::Op;
 
-pub(super) use crate::family::control::scan_forward;
+pub(super) use control::scan_forward;
+
+/// What a VJP rule gets for one node: operands, results and result cotangents.
+pub(crate) struct Cotangents<'a> {
+    /// The op's name, for errors.
+    pub(crate) op: &'static str,
+    /// Operands.
+    pub(crate) x: &'a [Tensor],
+    /// Results.
+    pub(crate) y: &'a [Tensor],
+    /// One cotangent per result, `None` where none reached it.
+    pub(crate) g: &'a [Option<Tensor>],
+}
+
+impl Cotangents<'_> {
+    /// The cotangent of a single-result op's result.
+    pub(crate) fn g0(&self) -> Result<Tensor> {
+        self.g[0]
+            .clone()
+            .ok_or_else(|| Error::invalid(self.op, "missing result cotangent"))
+    }
+}
+
+/// Operand cotangents of one node, `None` where there is none (integer operands, zero
+/// derivatives).
+pub(crate) type Grads = Vec<Option<Tensor>>;
 
 /// Operand cotangents of one node. `residuals` are what the forward replay saved for it
 /// (a scan's per-step carries).
