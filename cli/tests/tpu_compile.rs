@@ -27,7 +27,12 @@ fn compile_report(args: &[&str]) -> Output {
 
 /// The report of `compile-report --model llama --topology tpu7x:2x2x1 --json` with `extra`.
 fn report(extra: &[&str]) -> Value {
-    let mut args = vec!["--model", "llama", "--topology", "tpu7x:2x2x1", "--json"];
+    report_on("tpu7x:2x2x1", extra)
+}
+
+/// The report of `compile-report --model llama --topology TOPOLOGY --json` with `extra`.
+fn report_on(topology: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["--model", "llama", "--topology", topology, "--json"];
     args.extend(extra);
     let out = compile_report(&args);
     assert!(
@@ -95,6 +100,36 @@ fn the_tpu_program_shows_the_prefetch_when_on() {
         }
     }
     assert!(whole_layer >= 2, "no prefetching one-layer loop: {loops:?}");
+}
+
+/// Over a 128-device slice libtpu gathers by all-reducing each device's shard written into
+/// zeros, and reduce-scatters by all-reducing and slicing: the program holds no all-gather
+/// and no reduce-scatter, and the report counts those all-reduces as the gathers and scatters
+/// they are, in the loops that issue them.
+#[test]
+fn all_reduces_that_gather_or_scatter_count_as_such() {
+    let r = report_on("tpu7x:4x4x4", &[]);
+    let tpu = &r["tpu"];
+    assert_eq!(tpu["slice_devices"], 128);
+    let rows = tpu["collectives"].as_array().expect("collectives");
+    let standing_for = |of: &str| -> u64 {
+        rows.iter()
+            .filter(|c| c["kind"] == "all-reduce" && c["stands_for"] == of)
+            .map(|c| n(c, "count"))
+            .sum()
+    };
+    assert!(standing_for("all-gather") > 0, "{rows:?}");
+    assert!(standing_for("reduce-scatter") > 0, "{rows:?}");
+    let loops = loops(&r);
+    let gathers: u64 = loops.iter().map(|l| n(&l.2, "count")).sum();
+    let scatters: u64 = loops.iter().map(|l| n(&l.3, "count")).sum();
+    assert!(gathers > 0 && scatters > 0, "{loops:?}");
+    for (label, _, g, _) in &loops {
+        // Every forward loop but the last layer's prefetches (the last has no next).
+        if label.starts_with("forward") && !label.contains("layer 3") {
+            assert!(n(g, "count") > 0, "{label}: no gather counted: {g}");
+        }
+    }
 }
 
 #[test]

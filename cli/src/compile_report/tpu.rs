@@ -52,6 +52,9 @@ pub struct TpuReport {
 pub struct CollectiveRow {
     /// The kind (`all-gather`).
     pub kind: String,
+    /// For all-reduces the compiler built from another collective, that one (`all-gather`:
+    /// libtpu gathers over a large slice by all-reducing each shard written into zeros).
+    pub stands_for: Option<String>,
     /// The element type (`bf16`).
     pub dtype: String,
     /// Instances in the program (each loop body counted once).
@@ -74,9 +77,9 @@ pub struct LoopSchedule {
     pub product_positions: Vec<usize>,
     /// Instructions in the body's schedule.
     pub scheduled: usize,
-    /// Its all-gathers.
+    /// Its all-gathers, and the all-reduces the compiler made of all-gathers.
     pub gathers: CollectiveSpans,
-    /// Its reduce-scatters.
+    /// Its reduce-scatters, and the all-reduces the compiler made of reduce-scatters.
     pub scatters: CollectiveSpans,
 }
 
@@ -156,7 +159,7 @@ fn loop_schedules(module: &OptimizedModule) -> Vec<LoopSchedule> {
                 let v: Vec<&ScheduledCollective> = schedule
                     .collectives
                     .iter()
-                    .filter(|c| c.kind == kind)
+                    .filter(|c| c.role() == kind)
                     .collect();
                 CollectiveSpans::of(&v)
             };
@@ -210,7 +213,7 @@ fn from_entry<'m>(
 fn collective_rows(module: &OptimizedModule) -> Vec<CollectiveRow> {
     let by_id: BTreeMap<i64, &HloComputation> =
         module.computations.iter().map(|c| (c.id, c)).collect();
-    let mut rows: BTreeMap<(String, String), CollectiveRow> = BTreeMap::new();
+    let mut rows: BTreeMap<(String, Option<String>, String), CollectiveRow> = BTreeMap::new();
     for c in from_entry(module, &by_id) {
         let by_name: BTreeMap<&str, &stackscan_runtime::hlo::HloInstruction> = c
             .instructions
@@ -232,9 +235,10 @@ fn collective_rows(module: &OptimizedModule) -> Vec<CollectiveRow> {
                 .unwrap_or((0, 0));
             let dtype = primitive::name(written.1);
             let row = rows
-                .entry((sc.kind.clone(), dtype.clone()))
+                .entry((sc.kind.clone(), sc.stands_for.clone(), dtype.clone()))
                 .or_insert_with(|| CollectiveRow {
                     kind: sc.kind.clone(),
+                    stands_for: sc.stands_for.clone(),
                     dtype,
                     count: 0,
                     asynchronous: 0,
@@ -435,10 +439,14 @@ impl std::fmt::Display for TpuReport {
             writeln!(f, "the TPU compiler refused the step: {why}")?;
         }
         for c in &self.collectives {
+            let kind = match &c.stands_for {
+                Some(of) => format!("{} as {of}", c.kind),
+                None => c.kind.clone(),
+            };
             writeln!(
                 f,
-                "{:<18}{:>5} {:>4} ({} asynchronous) {:>10.2} MiB written per device",
-                c.kind,
+                "{:<28}{:>5} {:>4} ({} asynchronous) {:>10.2} MiB written per device",
+                kind,
                 c.dtype,
                 c.count,
                 c.asynchronous,

@@ -26,6 +26,9 @@ const CALLED_COMPUTATION_IDS: u32 = 38;
 /// `HloModuleProto.schedule` (an `HloScheduleProto`: field 1 maps a computation id, key 1,
 /// to an `InstructionSequence`, value 2, whose field 1 lists instruction ids in order).
 const SCHEDULE: u32 = 7;
+/// `HloInstructionProto.metadata` (an `OpMetadata`, whose field 2 is the op's name in the
+/// program the compiler was given: `call.1/all-gather.16`).
+const METADATA: u32 = 7;
 /// `HloInstructionProto.backend_config`.
 const BACKEND_CONFIG: u32 = 43;
 /// `HloInstructionProto.frontend_attributes` (a `FrontendAttributes`, whose field 1 is its
@@ -129,6 +132,10 @@ pub struct HloInstruction {
     pub frontend_attributes: Vec<(String, String)>,
     /// Its backend configuration, a JSON text on the CPU and GPU compilers ("" when none).
     pub backend_config: String,
+    /// The name, in the program the compiler was given, of the op it was made from
+    /// (`call.1/all-gather.16`: an all-reduce the compiler built from an all-gather keeps the
+    /// gather's name); "" when the compiler kept none.
+    pub op_name: String,
 }
 
 impl HloInstruction {
@@ -242,6 +249,10 @@ impl OptimizedModule {
                     called: wire::repeated_ints(&inf, CALLED_COMPUTATION_IDS)?,
                     frontend_attributes,
                     backend_config: wire::string(&inf, BACKEND_CONFIG)?,
+                    op_name: match wire::messages(&inf, METADATA).pop() {
+                        Some(m) => wire::string(&wire::fields(m)?, 2)?,
+                        None => String::new(),
+                    },
                 });
             }
             computations.push(HloComputation {

@@ -39,6 +39,16 @@ pub struct ScheduledCollective {
     pub spanned_compute: usize,
     /// Frontend attributes of the collective (the start's), as the compiler kept them.
     pub frontend_attributes: Vec<(String, String)>,
+    /// For an all-reduce the compiler built from another collective, that collective
+    /// (`all-gather`, `reduce-scatter`): see [`stands_for`]. `None` for any other.
+    pub stands_for: Option<String>,
+}
+
+impl ScheduledCollective {
+    /// The collective whose work it does: its own kind, or the one it stands for.
+    pub fn role(&self) -> &str {
+        self.stands_for.as_deref().unwrap_or(&self.kind)
+    }
 }
 
 /// A computation's schedule, reduced to its products and collectives.
@@ -101,8 +111,13 @@ impl OptimizedModule {
                     .filter(|&&(p, _)| p > n && p < done)
                     .map(|&(_, count)| count)
                     .sum::<usize>();
+            let done_id = order[done].id;
+            let stands_for = (kind == "all-reduce")
+                .then(|| stands_for(i, done_id, &order, &by_id))
+                .flatten();
             collectives.push(ScheduledCollective {
                 kind,
+                stands_for,
                 name: i.name.clone(),
                 asynchronous,
                 start: n,
@@ -169,6 +184,70 @@ fn wrapped_collective(
         }
     }
     None
+}
+
+/// The collective an all-reduce does the work of, where the compiler built it from another:
+/// TPU compilers turn an all-gather into an all-reduce of each device's shard written into
+/// zeros, and a reduce-scatter into an all-reduce each device then slices its part of. Read,
+/// in this order, from
+/// - its operands: one written by a `dynamic-update-slice` (or a fusion holding one) makes
+///   it a gather (an all-reduce the compiler combined from several keeps the gathers' shards
+///   among its operands);
+/// - the name of the op it was made from ([`HloInstruction::op_name`]), where the compiler
+///   kept one: `…/all-gather.16`, `…/reduce-scatter.3`;
+/// - what reads its result (through tuple elements): only `dynamic-slice`s (or fusions
+///   holding one) make it a scatter.
+///
+/// `None` for an all-reduce that is one (a loss's, a replicated weight's gradient).
+/// `start` is the all-reduce or its start, `done` its done (itself when synchronous).
+fn stands_for(
+    start: &HloInstruction,
+    done: i64,
+    order: &[&HloInstruction],
+    by_id: &BTreeMap<i64, &HloComputation>,
+) -> Option<String> {
+    let by_instruction: BTreeMap<i64, &HloInstruction> = order.iter().map(|i| (i.id, *i)).collect();
+    let holds = |i: &HloInstruction, opcode: &str| {
+        i.opcode == opcode
+            || (i.opcode == "fusion"
+                && i.called
+                    .iter()
+                    .filter_map(|id| by_id.get(id))
+                    .any(|c| c.instructions.iter().any(|inner| inner.opcode == opcode)))
+    };
+    if start
+        .operands
+        .iter()
+        .filter_map(|id| by_instruction.get(id))
+        .any(|o| holds(o, "dynamic-update-slice"))
+    {
+        return Some("all-gather".to_owned());
+    }
+    let made_from = start.op_name.rsplit('/').next().unwrap_or("");
+    for kind in ["all-gather", "reduce-scatter"] {
+        if made_from.starts_with(kind) {
+            return Some(kind.to_owned());
+        }
+    }
+    let users = |id: i64| -> Vec<&HloInstruction> {
+        order
+            .iter()
+            .filter(|i| i.operands.contains(&id))
+            .copied()
+            .collect()
+    };
+    let readers: Vec<&HloInstruction> = users(done)
+        .into_iter()
+        .flat_map(|u| {
+            if u.opcode == "get-tuple-element" {
+                users(u.id)
+            } else {
+                vec![u]
+            }
+        })
+        .collect();
+    (!readers.is_empty() && readers.iter().all(|r| holds(r, "dynamic-slice")))
+        .then(|| "reduce-scatter".to_owned())
 }
 
 /// The done that ends the asynchronous `start`: the instruction of `order` whose first operand

@@ -264,3 +264,77 @@ fn the_schedule_pairs_async_collectives_and_counts_the_products_they_span() -> R
     );
     Ok(())
 }
+
+/// `instruction` with the name of the op it was made from (`OpMetadata.op_name`, field 2 of
+/// `HloInstructionProto.metadata`, field 7).
+fn made_from(base: Vec<u8>, op_name: &str) -> Vec<u8> {
+    let mut out = base;
+    out.extend(msg(7, &msg(2, op_name.as_bytes())));
+    out
+}
+
+/// A body as libtpu compiles FSDP over a large slice: a gather as an all-reduce of a
+/// fusion that writes the shard into zeros, a scatter as an all-reduce that each device
+/// slices (through a tuple element), an all-reduce the compiler named after the all-gather it
+/// came from, and a loss's all-reduce that is one.
+fn all_reduce_module() -> Vec<u8> {
+    let f32_8 = shape(11, &[8]);
+    let tuple = shape(13, &[]);
+    let body = computation(
+        "body",
+        1,
+        &[
+            with_ids(instruction("p", "parameter", &f32_8, &[]), 1, &[]),
+            with_ids(instruction("shard", "fusion", &f32_8, &[2]), 2, &[1]),
+            with_ids(instruction("gather", "all-reduce", &f32_8, &[]), 3, &[2]),
+            with_ids(instruction("grads", "all-reduce", &tuple, &[]), 4, &[1]),
+            with_ids(instruction("e", "get-tuple-element", &f32_8, &[]), 5, &[4]),
+            with_ids(instruction("mine", "dynamic-slice", &f32_8, &[]), 6, &[5]),
+            made_from(
+                with_ids(instruction("named", "all-reduce", &f32_8, &[]), 7, &[1]),
+                "call.1/all-gather.16",
+            ),
+            with_ids(instruction("loss", "all-reduce", &f32_8, &[]), 8, &[1]),
+            with_ids(instruction("use", "add", &f32_8, &[]), 9, &[8, 3, 7]),
+        ],
+    );
+    let fused = computation(
+        "fused",
+        2,
+        &[
+            instruction("z", "broadcast", &f32_8, &[]),
+            instruction("w", "dynamic-update-slice", &f32_8, &[]),
+        ],
+    );
+    let mut out = msg(1, b"m");
+    out.extend(msg(2, b"body"));
+    for c in [body, fused] {
+        out.extend(msg(3, &c));
+    }
+    out
+}
+
+#[test]
+fn an_all_reduce_the_compiler_made_of_a_gather_or_a_scatter_says_so() -> Result<()> {
+    let m = OptimizedModule::parse("hlo", &all_reduce_module())?;
+    let s = m.schedule_of(&m.computations[0]);
+    let roles: Vec<(&str, Option<&str>, &str)> = s
+        .collectives
+        .iter()
+        .map(|c| (c.name.as_str(), c.stands_for.as_deref(), c.role()))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("gather", Some("all-gather"), "all-gather"),
+            ("grads", Some("reduce-scatter"), "reduce-scatter"),
+            ("named", Some("all-gather"), "all-gather"),
+            ("loss", None, "all-reduce"),
+        ]
+    );
+    assert_eq!(
+        m.computations[0].instructions[6].op_name,
+        "call.1/all-gather.16"
+    );
+    Ok(())
+}
