@@ -251,7 +251,7 @@ pub fn priced(config: &ModelConfig) -> Result<PricedModel> {
     let (model, options) = config.build()?;
     Ok(PricedModel {
         model,
-        experts: config.experts(),
+        experts: config.architecture().experts(),
         declared: options.precision,
     })
 }

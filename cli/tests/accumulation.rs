@@ -12,8 +12,8 @@
 use stackscan::fsdp::{Adam, StackModel, accumulate, train_step};
 use stackscan::plan::PlanOptions;
 use stackscan::{Axis, DType, TensorType};
-use stackscan_models::llama;
 use stackscan_models::llama::{LlamaConfig, synthetic_batch, synthetic_tokens};
+use stackscan_models::registry::Architecture;
 use stackscan_runtime::testing::cpu_client;
 use stackscan_runtime::testing::fsdp::{assert_matches_reference, fixture, run_program};
 use stackscan_runtime::testing::graph::{Arg, Data};
@@ -36,7 +36,7 @@ fn config(batch_per_device: i64) -> LlamaConfig {
 
 /// The declared Llama with `rows` sequences a device (a micro-batch's rows).
 fn llama(rows: usize) -> StackModel {
-    llama::for_config(&config(rows as i64)).unwrap().0
+    Architecture::build(&config(rows as i64)).unwrap().0
 }
 
 #[test]

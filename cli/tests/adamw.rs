@@ -13,8 +13,8 @@
 
 use stackscan::fsdp::{Adam, Schedule, StackModel};
 use stackscan::plan::PlanOptions;
-use stackscan_models::llama;
 use stackscan_models::llama::{LlamaConfig, synthetic_tokens};
+use stackscan_models::registry::Architecture;
 use stackscan_runtime::testing::graph::Data;
 use stackscan_runtime::testing::multi_step::{self, Reference, Tolerance, Trajectory};
 use stackscan_runtime::testing::{cpu_client, newer_cpu_plugin};
@@ -52,7 +52,7 @@ const ADAMW: Adam = Adam {
 
 /// The declared Llama at a small size, `rows` sequences a device.
 fn llama(rows: usize) -> StackModel {
-    llama::for_config(&LlamaConfig {
+    Architecture::build(&LlamaConfig {
         seq: SEQ,
         batch_per_device: rows as i64,
         ..LlamaConfig::small(0)
@@ -176,7 +176,7 @@ fn the_gradient_norm_is_the_norm_of_the_gradient_at_preset_scale() {
         }
         for (plugin, client) in clients {
             let mesh = Mesh::new(&client, "fsdp", devices).unwrap();
-            let (m, _) = llama::for_config(&c).unwrap();
+            let (m, _) = Architecture::build(&c).unwrap();
             let options = PlanOptions::prefetch_deferred();
             let mut trainer = Trainer::new(&client, &mesh, &m, options, ADAM, 7).unwrap();
             let (tokens, labels) = synthetic_tokens(c.vocab, c.seq, devices as i64, 3);

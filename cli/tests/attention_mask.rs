@@ -11,7 +11,6 @@ use stackscan::fsdp::Adam;
 use stackscan::nn::{self, Mask};
 use stackscan::{DType, TensorType};
 use stackscan_models::jobs::{Job, MoeFlags};
-use stackscan_models::llama::Llama;
 use stackscan_models::llama::{LlamaConfig, synthetic_batch};
 use stackscan_models::registry::{ModelConfig, ModelName};
 use stackscan_runtime::Mesh;
@@ -104,9 +103,9 @@ fn losses(c: ModelConfig) -> Vec<f32> {
 #[test]
 fn a_window_as_long_as_the_sequence_is_the_llama() {
     let llama = LlamaConfig::tiny();
-    let reference = losses(ModelConfig::new::<Llama>(llama));
+    let reference = losses(ModelConfig::new(llama));
     let windowed = |window| {
-        losses(ModelConfig::new::<Llama>(LlamaConfig {
+        losses(ModelConfig::new(LlamaConfig {
             window: Some(window),
             ..llama
         }))
@@ -135,6 +134,6 @@ fn the_window_is_a_field_of_the_llamas_config() {
         window: Some(0),
         ..LlamaConfig::tiny()
     };
-    let e = ModelConfig::new::<Llama>(bad).build().unwrap_err();
+    let e = ModelConfig::new(bad).build().unwrap_err();
     assert!(e.to_string().contains("`window` is 0"), "{e}");
 }

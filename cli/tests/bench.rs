@@ -7,13 +7,13 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
+use stackscan_models::registry::Architecture;
 use std::process::Command;
 
 use stackscan::Axis;
 use stackscan::fsdp::train_step;
 use stackscan::plan::PlanOptions;
 use stackscan_cli::bench::step_flops;
-use stackscan_models::llama;
 use stackscan_models::llama::LlamaConfig;
 
 /// The count is generic (the cost model's count of each layer's and the outer parts' traced
@@ -31,7 +31,7 @@ fn model_flops_equal_the_hand_derived_count_of_a_dense_decoder() {
         name: "fsdp".into(),
         size: 4,
     };
-    let model = llama::for_config(&c).unwrap().0;
+    let model = Architecture::build(&c).unwrap().0;
     let step = train_step(&model, PlanOptions::prefetch_deferred(), &axis).unwrap();
     let tokens = 8 * 16;
     let f = step_flops(&model, tokens, &step, 4).unwrap();

@@ -12,6 +12,7 @@ use stackscan_cli::calibrate::pieces;
 use stackscan_cli::hardware::Hardware;
 use stackscan_cli::predict::{optimizer_seconds, predict};
 use stackscan_models::llama::LlamaConfig;
+use stackscan_models::registry::Architecture;
 use stackscan_runtime::Mesh;
 use stackscan_runtime::testing as common;
 
@@ -55,5 +56,5 @@ fn every_piece_runs_beside_its_prediction() {
 
 /// The declared Llama at `c`, as the run-time model.
 fn model(c: &LlamaConfig) -> stackscan::Result<stackscan::fsdp::StackModel> {
-    Ok(stackscan_models::llama::for_config(c)?.0)
+    Ok(Architecture::build(c)?.0)
 }

@@ -18,6 +18,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
+use stackscan_models::registry::Architecture;
 use stackscan_runtime::testing as common;
 
 use common::fsdp::{Fixture, check_on_mesh, fixture};
@@ -45,7 +46,7 @@ fn config(batch_per_device: i64) -> LlamaConfig {
 
 /// The declared Llama at `c`, as the run-time model.
 fn model(c: &LlamaConfig) -> stackscan::fsdp::StackModel {
-    stackscan_models::llama::for_config(c).unwrap().0
+    Architecture::build(c).unwrap().0
 }
 
 /// The global batch `[rows, SEQ]` laid out so that the test harness's split (device `d` takes

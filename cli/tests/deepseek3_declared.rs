@@ -9,8 +9,9 @@
 )]
 
 use stackscan::Error;
-use stackscan_models::deepseek3::{DeepSeek3Config, DeepSeek3Stack, declared, for_config, model};
+use stackscan_models::deepseek3::{DeepSeek3Config, DeepSeek3Stack, declared, model};
 use stackscan_models::moe::FSDP_AXIS;
+use stackscan_models::registry::Architecture;
 
 #[test]
 fn layers_are_named_by_their_modules_in_run_order() {
@@ -138,7 +139,7 @@ fn config_mistakes_are_errors_naming_the_field() {
         "{e}"
     );
     // 0 is no dropping, not an error.
-    for_config(&DeepSeek3Config {
+    Architecture::build(&DeepSeek3Config {
         capacity_factor: 0.0,
         ..tiny
     })
@@ -153,7 +154,7 @@ fn config_mistakes_are_errors_naming_the_field() {
         assert!(e.contains(&format!("`DeepSeek3Config.{field}`")), "{e}");
     }
     // One stack serves every depth the pattern holds.
-    let (m, _) = for_config(&DeepSeek3Config { layers: 12, ..tiny }).unwrap();
+    let (m, _) = Architecture::build(&DeepSeek3Config { layers: 12, ..tiny }).unwrap();
     assert_eq!(m.stack.len(), 12);
 }
 
@@ -248,7 +249,7 @@ fn the_selection_bias_is_replicated_zero_and_moved_by_sign_steps() {
     use stackscan::fsdp::{Init, Update};
     let tiny = DeepSeek3Config::tiny();
     for speed in [0.0, tiny.bias_update_speed] {
-        let (m, _) = for_config(&DeepSeek3Config {
+        let (m, _) = Architecture::build(&DeepSeek3Config {
             bias_update_speed: speed,
             ..tiny
         })

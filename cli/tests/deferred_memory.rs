@@ -9,11 +9,11 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
+use stackscan_models::registry::Architecture;
 use stackscan_runtime::testing as common;
 
 use stackscan::fsdp::Adam;
 use stackscan::plan::{PlanOptions, PrefetchIssue};
-use stackscan_models::llama;
 use stackscan_models::llama::LlamaConfig;
 use stackscan_runtime::train::Trainer;
 use stackscan_runtime::{Client, ClientOptions, Mesh};
@@ -22,7 +22,7 @@ const DEVICES: usize = 4;
 
 /// Bytes of one decoder layer's gradient before it is reduced: every parameter at full size.
 fn layer_gradient_bytes(c: &LlamaConfig) -> i64 {
-    llama::for_config(c).unwrap().0.kinds[0]
+    Architecture::build(c).unwrap().0.kinds[0]
         .params
         .iter()
         .map(|p| p.full_type().dims.iter().product::<i64>() * 4)
@@ -32,7 +32,7 @@ fn layer_gradient_bytes(c: &LlamaConfig) -> i64 {
 /// Compiled temp bytes per device of the Llama `c` on `client` under `options`.
 fn temp(client: &Client, c: &LlamaConfig, options: PlanOptions) -> i64 {
     let mesh = Mesh::new(client, "fsdp", DEVICES).unwrap();
-    let m = llama::for_config(c).unwrap().0;
+    let m = Architecture::build(c).unwrap().0;
     let t = Trainer::new(client, &mesh, &m, options, Adam::default(), 1).unwrap();
     t.memory_stats().unwrap().temp
 }

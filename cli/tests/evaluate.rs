@@ -10,8 +10,8 @@
 
 use stackscan::fsdp::Adam;
 use stackscan::plan::PlanOptions;
-use stackscan_models::llama;
 use stackscan_models::llama::{LlamaConfig, synthetic_batch};
+use stackscan_models::registry::Architecture;
 use stackscan_runtime::Mesh;
 use stackscan_runtime::testing::cpu_client;
 use stackscan_runtime::train::{HostInput, Trainer};
@@ -41,7 +41,7 @@ fn batch(step: u64) -> Vec<Vec<HostInput>> {
 fn evaluation_is_the_step_loss_and_changes_nothing() {
     let client = cpu_client(DEVICES);
     let mesh = Mesh::new(&client, "fsdp", DEVICES).unwrap();
-    let model = llama::for_config(&config()).unwrap().0;
+    let model = Architecture::build(&config()).unwrap().0;
     let adam = Adam {
         lr: 1e-2,
         ..Adam::default()

@@ -10,6 +10,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
+use stackscan_models::registry::Architecture;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -21,7 +22,7 @@ use stackscan::{Tensor, TensorType};
 use stackscan_models::causal_lm::CausalLm;
 use stackscan_models::gdn_layer::GdnForm;
 use stackscan_models::jobs::ModelName;
-use stackscan_models::llama::{Decoder, LlamaConfig, LlamaStack, for_config};
+use stackscan_models::llama::{Decoder, LlamaConfig, LlamaStack};
 use stackscan_models::qwen35::{Gdn, Qwen35Config};
 use stackscan_runtime::generate::{Generator, Sampling};
 use stackscan_runtime::testing::cpu_client;
@@ -126,7 +127,7 @@ fn qwen35_as_published_greedy_matches_transformers() {
 #[test]
 fn decoding_kinds_must_match_the_stack() {
     let c = LlamaConfig::small(1);
-    let model = for_config(&c).unwrap().0;
+    let model = Architecture::build(&c).unwrap().0;
     let head = logits_head::<CausalLm<Tensor, LlamaStack>>(&c);
     let e = DecodeModel::new(model.clone(), vec![], head.clone()).unwrap_err();
     assert!(
@@ -163,7 +164,7 @@ fn full_forward(
         batch_per_device: 1,
         ..*c
     };
-    let (model, _) = for_config(&c).unwrap();
+    let (model, _) = Architecture::build(&c).unwrap();
     let head = logits_head::<CausalLm<Tensor, LlamaStack>>(&c);
     let mesh = Mesh::new(client, "fsdp", 1).unwrap();
     let program =
@@ -194,7 +195,7 @@ fn cached_logits_equal_the_full_forward(window: Option<i64>) {
         ..LlamaConfig::small(1)
     };
     let decode = DecodeModel::new(
-        for_config(&c).unwrap().0,
+        Architecture::build(&c).unwrap().0,
         vec![decode_kind::<Decoder<Tensor>>(&c)],
         logits_head::<CausalLm<Tensor, LlamaStack>>(&c),
     )

@@ -10,6 +10,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
+use stackscan_models::registry::Architecture;
 use stackscan_runtime::testing as common;
 
 use common::fsdp::{check_option_sets, every_option_set, fixture};
@@ -74,5 +75,5 @@ fn llama_step_equals_reference_for_every_option_set_and_device_count() {
 
 /// The declared Llama at `c`, as the run-time model.
 fn model(c: &LlamaConfig) -> stackscan::Result<stackscan::fsdp::StackModel> {
-    Ok(stackscan_models::llama::for_config(c)?.0)
+    Ok(Architecture::build(c)?.0)
 }

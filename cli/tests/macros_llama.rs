@@ -13,6 +13,7 @@
 use stackscan::fsdp::{StackModel, reference_step, train_step};
 use stackscan::plan::{Plan, PlanOptions};
 use stackscan::{Axis, LayerStack, Program};
+use stackscan_models::registry::Architecture;
 mod hand_llama;
 
 use stackscan_models::llama::LlamaStack;
@@ -100,7 +101,7 @@ fn macro_llama_trains_like_the_hand_built_model_on_1_2_4_devices() {
     use stackscan_runtime::testing as common;
 
     // The options the declared model hands the trainer: its stack attribute's.
-    let options = llama::tiny().unwrap().1;
+    let options = Architecture::build(&LlamaConfig::tiny()).unwrap().1;
     assert_eq!(options, LlamaStack::OPTIONS);
     assert_eq!(
         options,

@@ -21,8 +21,9 @@
 )]
 
 use stackscan::fsdp::Adam;
-use stackscan_models::deepseek3::{self, DeepSeek3Config, synthetic_batch};
+use stackscan_models::deepseek3::{DeepSeek3Config, synthetic_batch};
 use stackscan_models::moe::{DROPPED, IMBALANCE};
+use stackscan_models::registry::Architecture;
 use stackscan_runtime::Mesh;
 use stackscan_runtime::testing as common;
 use stackscan_runtime::train::{HostInput, Trainer};
@@ -33,7 +34,7 @@ const DEVICES: usize = 4;
 fn train(c: DeepSeek3Config, steps: u64) -> Vec<(f32, f32)> {
     let client = common::step_bound_cpu_client(DEVICES);
     let mesh = Mesh::new(&client, "fsdp", DEVICES).unwrap();
-    let (model, options) = deepseek3::for_config(&c).unwrap();
+    let (model, options) = Architecture::build(&c).unwrap();
     let adam = Adam {
         lr: 3e-3,
         ..Adam::default()

@@ -11,11 +11,11 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
+use stackscan_models::registry::Architecture;
 use stackscan_runtime::testing as common;
 
 use stackscan::fsdp::Adam;
 use stackscan::plan::{PlanOptions, PrefetchIssue};
-use stackscan_models::llama;
 use stackscan_models::llama::LlamaConfig;
 use stackscan_runtime::train::Trainer;
 use stackscan_runtime::{Client, Mesh};
@@ -25,7 +25,7 @@ const DEVICES: usize = 4;
 /// Compiled temp bytes per device of the trainer of `c` on `client` under `options`.
 fn temp(client: &Client, c: &LlamaConfig, options: PlanOptions) -> i64 {
     let mesh = Mesh::new(client, "fsdp", DEVICES).unwrap();
-    let m = llama::for_config(c).unwrap().0;
+    let m = Architecture::build(c).unwrap().0;
     let t = Trainer::new(client, &mesh, &m, options, Adam::default(), 1).unwrap();
     t.memory_stats().unwrap().temp
 }

@@ -6,6 +6,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
+use stackscan_models::registry::Architecture;
 use stackscan_runtime::testing as common;
 
 use stackscan::Axis;
@@ -184,5 +185,5 @@ fn the_update_grows_by_the_larger_of_a_layers_input_and_gradient() {
 
 /// The declared Llama at `c`, as the run-time model.
 fn model(c: &LlamaConfig) -> stackscan::Result<stackscan::fsdp::StackModel> {
-    Ok(stackscan_models::llama::for_config(c)?.0)
+    Ok(Architecture::build(c)?.0)
 }

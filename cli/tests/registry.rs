@@ -7,32 +7,46 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
+use serde::{Deserialize, Serialize};
 use stackscan::LayerStack;
 use stackscan::fsdp::StackModel;
 use stackscan::plan::PlanOptions;
+use stackscan_models::configs::ConfigFile;
 use stackscan_models::jobs::{Job, MoeFlags};
 use stackscan_models::llama::LlamaConfig;
-use stackscan_models::llama::{LlamaStack, for_config};
+use stackscan_models::llama::LlamaStack;
 use stackscan_models::registry::{Architecture, BUILT_IN, ModelConfig, ModelName, Preset, Shape};
 
-/// A model of the test's own: the declared Llama under another name and learning rate.
-struct WideBatchLlama;
+/// A model of the test's own: the declared Llama under another name and learning rate, with a
+/// config type of its own (the Llama's fields, its presets).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+struct WideBatchLlama(LlamaConfig);
+
+impl ConfigFile for WideBatchLlama {
+    const MODEL: &'static str = "wide-batch-llama";
+    const PRESETS: &'static [(&'static str, &'static str)] = LlamaConfig::PRESETS;
+    const TABLES: &'static [&'static str] = LlamaConfig::TABLES;
+}
 
 impl Architecture for WideBatchLlama {
-    type Config = LlamaConfig;
-    type Stack = LlamaStack;
-    const NAME: &'static str = "wide-batch-llama";
-    const ABOUT: &'static str = "the tiny Llama, two sequences a device";
-    const PUBLISHED: &'static str = "llama3-8b";
-    const DEFAULT_LR: f64 = 5e-3;
-
-    fn build(c: &LlamaConfig) -> stackscan::Result<(StackModel, PlanOptions)> {
-        for_config(c)
+    fn about() -> &'static str {
+        "the tiny Llama, two sequences a device"
     }
-    fn describe(c: &LlamaConfig) -> String {
-        format!("wide-batch Llama of {} layers", c.layers)
+    fn published() -> &'static str {
+        "llama3-8b"
     }
-    fn shape(c: &mut LlamaConfig) -> Shape<'_> {
+    fn default_lr() -> f64 {
+        5e-3
+    }
+    fn build(&self) -> stackscan::Result<(StackModel, PlanOptions)> {
+        Architecture::build(&self.0)
+    }
+    fn describe(&self) -> String {
+        format!("wide-batch Llama of {} layers", self.0.layers)
+    }
+    fn shape(&mut self) -> Shape<'_> {
+        let c = &mut self.0;
         Shape {
             vocab: c.vocab,
             seq: &mut c.seq,
@@ -44,10 +58,13 @@ impl Architecture for WideBatchLlama {
 
 #[test]
 fn a_model_outside_the_table_gets_the_same_job_from_its_one_impl() {
-    let c = ModelConfig::new::<WideBatchLlama>(LlamaConfig::tiny());
+    let c = ModelConfig::new(WideBatchLlama(LlamaConfig::tiny()));
     assert_eq!(c.model(), ModelName::of::<WideBatchLlama>());
     assert_eq!(c.model().as_str(), "wide-batch-llama");
-    assert_eq!(c.get::<LlamaConfig>(), Some(&LlamaConfig::tiny()));
+    assert_eq!(
+        c.get::<WideBatchLlama>(),
+        Some(&WideBatchLlama(LlamaConfig::tiny()))
+    );
     let job = Job::from_config(c.clone(), MoeFlags::default()).unwrap();
     assert_eq!(job.describe, "wide-batch Llama of 4 layers");
     let tiny = LlamaConfig::tiny();
@@ -73,6 +90,11 @@ fn a_model_outside_the_table_gets_the_same_job_from_its_one_impl() {
     let (stack, options) = c.with_layers(6).stack().unwrap();
     assert_eq!(stack.len(), 6);
     assert_eq!(options, LlamaStack::OPTIONS);
+    let six = LlamaConfig {
+        layers: 6,
+        ..LlamaConfig::tiny()
+    };
+    assert_eq!(stack, LlamaStack::stack(&six).unwrap());
     // No routed experts: the MoE options are refused naming the model.
     let on = MoeFlags {
         direct_token_gather: true,

@@ -7,6 +7,7 @@
     reason = "a test that cannot go on should fail loudly"
 )]
 
+use stackscan_models::registry::Architecture;
 use stackscan_runtime::testing as common;
 
 use stackscan::fsdp::Adam;
@@ -135,7 +136,7 @@ fn ids_outside_the_vocabulary_are_rejected_with_their_position() {
     let client = common::cpu_client(2);
     let mesh = Mesh::new(&client, "fsdp", 2).unwrap();
     let c = micro_llama();
-    let m = stackscan_models::llama::for_config(&c).unwrap().0;
+    let m = Architecture::build(&c).unwrap().0;
     let mut fresh = Trainer::new(
         &client,
         &mesh,

@@ -117,7 +117,7 @@ impl Job {
             options,
             describe,
             default_lr,
-            batch: Box::new(move |seed| c.synthetic_batch(seed)),
+            batch: Box::new(move |seed| c.architecture().synthetic_batch(seed)),
             vocab: tokens.vocab,
             batch_per_device: tokens.batch_per_device,
             seq: tokens.seq,
@@ -130,7 +130,10 @@ impl Job {
 fn with_experts() -> String {
     let names: Vec<String> = BUILT_IN
         .iter()
-        .filter(|m| m.preset(Preset::Tiny).is_ok_and(|c| c.experts().is_some()))
+        .filter(|m| {
+            m.preset(Preset::Tiny)
+                .is_ok_and(|c| c.architecture().experts().is_some())
+        })
         .map(|m| format!("`{m}`"))
         .collect();
     names.join(" and ")

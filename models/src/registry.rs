@@ -1,9 +1,11 @@
-//! The models the commands know, in one table. A model is a type implementing
-//! [`Architecture`] (its config, its declared stack, how to describe it, its synthetic data);
-//! [`BUILT_IN`] lists the built-in ones, and every command (`train`, `plan`, `params`,
-//! `timeline`, `bench`) reaches a model only through a [`ModelName`] looked up here, with its
-//! config as a [`ModelConfig`] the model's own code reads. Adding a model is one file (the
-//! model and its `Architecture` impl) and one line in [`BUILT_IN`].
+//! The models the commands know, in one table. A model is a config type implementing
+//! [`Architecture`] (its declared stack, how to describe it, its synthetic data) and
+//! [`ConfigFile`] (its presets, its Hugging Face `config.json`); [`BUILT_IN`] lists the
+//! built-in ones, and every command (`train`, `plan`, `params`, `timeline`, `bench`) reaches a
+//! model only through a [`ModelName`] looked up here, with its config as a [`ModelConfig`]:
+//! the model's config behind a `dyn Architecture`, so a command calls the model's own code
+//! with no layer between. Adding a model is one file (the model and its `Architecture` impl)
+//! and one line in [`BUILT_IN`].
 //!
 //! ```
 //! use stackscan_models::registry::{ModelName, Preset};
@@ -18,7 +20,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::any::Any;
 use std::fmt;
 use std::marker::PhantomData;
 use std::str::FromStr;
@@ -31,36 +32,18 @@ mod architecture;
 mod erased;
 mod installed;
 
-pub use architecture::{Architecture, Shape};
+pub use architecture::{Architecture, ConfigValue, Shape};
 
 use installed::names;
 pub use installed::{default_model, install, models};
 
 use erased::{Erased, Registered};
 
+use crate::configs::ConfigFile;
 use crate::jobs::MoeFlags;
-use stackscan::cost::ActiveExperts;
 use stackscan::decode::DecodeModel;
 use stackscan::fsdp::PostFn;
 use stackscan::hf_map::HfMap;
-
-/// The token shape of `c`'s training step.
-fn tokens<A: Architecture + ?Sized>(c: &A::Config) -> Tokens {
-    let mut c = c.clone();
-    let s = A::shape(&mut c);
-    Tokens {
-        vocab: s.vocab,
-        seq: *s.seq,
-        batch_per_device: *s.batch_per_device,
-    }
-}
-
-/// `c` with some of its [`Shape`] fields set by `set`.
-fn reshaped<A: Architecture>(c: &A::Config, set: impl FnOnce(Shape<'_>)) -> ModelConfig {
-    let mut c = c.clone();
-    set(A::shape(&mut c));
-    ModelConfig::new::<A>(c)
-}
 
 /// The token shape of a training step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,25 +61,26 @@ pub struct Tokens {
 pub enum Preset {
     /// The tiny config the main job trains (the first preset).
     Tiny,
-    /// The published full size ([`Architecture::PUBLISHED`]).
+    /// The published full size ([`Architecture::published`]).
     Published,
 }
 
 /// The built-in models, in the order help texts list them.
 pub static BUILT_IN: &[ModelName] = &[
-    ModelName::of::<crate::llama::Llama>(),
-    ModelName::of::<crate::deepseek3::DeepSeek3>(),
-    ModelName::of::<crate::qwen35::Qwen35>(),
+    ModelName::of::<crate::llama::LlamaConfig>(),
+    ModelName::of::<crate::deepseek3::DeepSeek3Config>(),
+    ModelName::of::<crate::qwen35::Qwen35Config>(),
 ];
 
-/// A registered model: a handle to its [`Architecture`], compared by name.
+/// A registered model: a handle to what its config type says before any config (its name,
+/// presets, config readers), compared by name.
 #[derive(Clone, Copy)]
 pub struct ModelName(&'static dyn Erased);
 
 impl ModelName {
-    /// The handle of architecture `A`.
-    pub const fn of<A: Architecture>() -> ModelName {
-        ModelName(&Registered::<A>(PhantomData))
+    /// The handle of the model whose config type is `C`.
+    pub const fn of<C: Architecture + ConfigFile + PartialEq>() -> ModelName {
+        ModelName(&Registered::<C>(PhantomData))
     }
 
     /// The name as written on the command line.
@@ -117,7 +101,7 @@ impl ModelName {
     /// The config by `spec`: a preset name, a TOML path or a `config.json` path
     /// ([`configs::load`](crate::configs::load)).
     pub fn load(self, spec: &str) -> Result<ModelConfig> {
-        self.0.load(self, spec)
+        self.0.load(spec)
     }
 
     /// The `model_type` values of the Hugging Face `config.json` files the model reads
@@ -221,11 +205,12 @@ impl FromStr for ModelName {
     }
 }
 
-/// A config of a registered model, as commands hold it: the model's own config type behind
-/// its [`ModelName`], read by the model's [`Architecture`].
+/// A config of a registered model, as commands hold it: the model's own config behind a
+/// `dyn Architecture` ([`ModelConfig::architecture`]), and what a config file adds to it
+/// (its precision, the weights spared from decay, the Hugging Face keys written back).
 pub struct ModelConfig {
     model: ModelName,
-    value: Box<dyn Any + Send + Sync>,
+    value: Box<dyn Architecture>,
     /// The precision policy the config file declares (`precision = "bf16"`), over the
     /// stack attribute's; kept through every reshaped copy.
     precision: Option<Precision>,
@@ -239,10 +224,10 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
-    /// `c` as a config of architecture `A`.
-    pub fn new<A: Architecture>(c: A::Config) -> ModelConfig {
+    /// `c` as a config of its model.
+    pub fn new<C: Architecture + ConfigFile + PartialEq>(c: C) -> ModelConfig {
         ModelConfig {
-            model: ModelName::of::<A>(),
+            model: ModelName::of::<C>(),
             value: Box::new(c),
             precision: None,
             no_decay: Vec::new(),
@@ -283,11 +268,22 @@ impl ModelConfig {
         &self.hf_extra
     }
 
-    /// `c`, a reshaped copy of this config, with this config's precision and file keys.
-    fn keep(&self, c: ModelConfig) -> ModelConfig {
-        c.with_precision(self.precision)
-            .with_no_decay(self.no_decay.clone())
-            .with_hf_extra(self.hf_extra.clone())
+    /// A copy of this config whose model's config `change` changed, and what it said (the
+    /// precision and the file's keys kept).
+    fn changed<R>(&self, change: impl FnOnce(&mut dyn Architecture) -> R) -> (ModelConfig, R) {
+        let mut c = self.clone();
+        let r = change(c.value.as_mut());
+        (c, r)
+    }
+
+    /// This config with some of its [`Shape`] fields set by `set`.
+    fn reshaped(&self, set: impl FnOnce(Shape<'_>)) -> ModelConfig {
+        self.changed(|a| set(a.shape())).0
+    }
+
+    /// The model's own config, as its [`Architecture`]: every hook a command calls.
+    pub fn architecture(&self) -> &dyn Architecture {
+        self.value.as_ref()
     }
 
     /// The model this is a config of.
@@ -297,14 +293,14 @@ impl ModelConfig {
 
     /// The config as `C`, if it is one.
     pub fn get<C: 'static>(&self) -> Option<&C> {
-        self.value.downcast_ref()
+        self.value.as_any().downcast_ref()
     }
 
     /// The declared model, with the options of its stack's attribute (its precision the
     /// config's, when the config declares one) and the weights the config's `no_decay`
     /// spares marked so.
     pub fn build(&self) -> Result<(StackModel, PlanOptions)> {
-        let (mut model, options) = self.model.0.build(self)?;
+        let (mut model, options) = self.value.build()?;
         crate::decay::spare(&mut model, &self.no_decay, |p| {
             format!("the config's `no_decay` entry `{p}`")
         })
@@ -316,10 +312,10 @@ impl ModelConfig {
     }
 
     /// The declared stack at this config's depth, with its attribute's options (its
-    /// precision the config's, when the config declares one).
+    /// precision the config's, when the config declares one): the built model's.
     pub fn stack(&self) -> Result<(Stack, PlanOptions)> {
-        let (stack, options) = self.model.0.stack(self)?;
-        Ok((stack, self.options(options)))
+        let (model, options) = self.build()?;
+        Ok((model.stack, options))
     }
 
     fn options(&self, options: PlanOptions) -> PlanOptions {
@@ -329,12 +325,18 @@ impl ModelConfig {
 
     /// One line saying what this config is.
     pub fn describe(&self) -> String {
-        self.model.0.describe(self)
+        self.value.describe()
     }
 
     /// The token shape of a training step.
     pub fn tokens(&self) -> Tokens {
-        self.model.0.tokens(self)
+        let mut c = self.value.clone_value();
+        let s = c.shape();
+        Tokens {
+            vocab: s.vocab,
+            seq: *s.seq,
+            batch_per_device: *s.batch_per_device,
+        }
     }
 
     /// Sequences per device.
@@ -344,45 +346,33 @@ impl ModelConfig {
 
     /// This config with `batch` sequences per device.
     pub fn with_batch_per_device(&self, batch: i64) -> ModelConfig {
-        self.keep(self.model.0.with_batch_per_device(self, batch))
+        self.reshaped(|s| *s.batch_per_device = batch)
     }
 
     /// This config with sequences of `seq` tokens.
     pub fn with_seq(&self, seq: i64) -> ModelConfig {
-        self.keep(self.model.0.with_seq(self, seq))
+        self.reshaped(|s| *s.seq = seq)
     }
 
     /// The config's fields as JSON (what a report says it ran).
     pub fn to_json(&self) -> serde_json::Value {
-        self.model.0.to_json(self)
+        self.value.to_json()
     }
 
     /// Decoder layers (the stack's depth).
     pub fn layers(&self) -> usize {
-        self.model.0.layers(self)
+        *self.value.clone_value().shape().layers
     }
 
     /// This config with `layers` decoder layers.
     pub fn with_layers(&self, layers: usize) -> ModelConfig {
-        self.keep(self.model.0.with_layers(self, layers))
-    }
-
-    /// One device's synthetic `(tokens, labels)` for `seed`.
-    pub fn synthetic_batch(&self, seed: u64) -> (Vec<i32>, Vec<i32>) {
-        self.model.0.synthetic_batch(self, seed)
-    }
-
-    /// Routed experts per MoE layer and experts per token, if the model has them.
-    pub fn experts(&self) -> Option<ActiveExperts> {
-        self.model.0.experts(self)
+        self.reshaped(|s| *s.layers = layers)
     }
 
     /// This config with the MoE dispatch options; `None` for a model without routed experts.
     pub fn with_moe_flags(&self, flags: MoeFlags) -> Option<ModelConfig> {
-        self.model
-            .0
-            .with_moe_flags(self, flags)
-            .map(|c| self.keep(c))
+        let (c, applied) = self.changed(|a| a.set_moe_flags(flags));
+        applied.then_some(c)
     }
 
     /// This config over an `fsdp × expert` mesh, and the mesh; `None` for a model without
@@ -392,14 +382,12 @@ impl ModelConfig {
         devices: usize,
         ep: usize,
     ) -> Option<Result<(ModelConfig, Mesh)>> {
-        self.model
-            .0
-            .expert_parallel(self, devices, ep)
-            .map(|r| r.map(|(c, mesh)| (self.keep(c), mesh)))
+        let (c, split) = self.changed(|a| a.split_experts(devices, ep));
+        split.map(|mesh| mesh.map(|mesh| (c, mesh)))
     }
 
     /// This config with each sequence split over `cp` devices (and `ep` expert ranks), and
-    /// its mesh ([`Architecture::context_parallel`]); an error naming the model, and the
+    /// its mesh ([`Architecture::split_context`]); an error naming the model, and the
     /// models that have one, for a model without a context-parallel form.
     pub fn context_parallel(
         &self,
@@ -407,8 +395,9 @@ impl ModelConfig {
         cp: usize,
         ep: usize,
     ) -> Result<(ModelConfig, Mesh)> {
-        match self.model.0.context_parallel(self, devices, cp, ep) {
-            Some(split) => split.map(|(c, mesh)| (self.keep(c), mesh)),
+        let (c, split) = self.changed(|a| a.split_context(devices, cp, ep));
+        match split {
+            Some(mesh) => mesh.map(|mesh| (c, mesh)),
             None => Err(stackscan::Error::InvalidOp {
                 op: "context_parallel",
                 message: format!(
@@ -420,17 +409,11 @@ impl ModelConfig {
         }
     }
 
-    /// Parameters a token uses of `m` (this config's model), if fewer than all.
-    pub fn active_parameters(&self, m: &StackModel) -> Option<u64> {
-        self.model.0.active_parameters(self, m)
-    }
-
     /// The model's logits head ([`Architecture::logits_head`]): an error naming the model
     /// when it declares none.
     pub fn logits_head(&self) -> Result<PostFn> {
-        self.model
-            .0
-            .logits_head(self)
+        self.value
+            .logits_head()
             .ok_or_else(|| stackscan::Error::InvalidOp {
                 op: "logits",
                 message: format!("the model `{}` declares no logits", self.model()),
@@ -442,9 +425,8 @@ impl ModelConfig {
     /// model when it cannot generate.
     pub fn decode_model(&self) -> Result<DecodeModel> {
         let kinds = self
-            .model
-            .0
-            .decode_kinds(self)
+            .value
+            .decode_kinds()
             .ok_or_else(|| stackscan::Error::InvalidOp {
                 op: "generate",
                 message: format!(
@@ -459,7 +441,7 @@ impl ModelConfig {
     /// The map to the model's Hugging Face checkpoint ([`Architecture::hf_weights`]): an
     /// error naming the model when it has none.
     pub fn hf_weights(&self) -> Result<HfMap> {
-        self.model.0.hf_weights(self).unwrap_or_else(|| {
+        self.value.hf_weights().unwrap_or_else(|| {
             Err(stackscan::Error::InvalidOp {
                 op: "hf weights",
                 message: format!(
@@ -473,7 +455,7 @@ impl ModelConfig {
     /// The model's `config.json` for `transformers` ([`Architecture::hf_config_json`]), with
     /// the keys of the file it was read from that an export writes back.
     pub fn hf_config_json(&self) -> Option<serde_json::Value> {
-        let mut json = self.model.0.hf_config_json(self)?;
+        let mut json = self.value.hf_config_json()?;
         if let Some(map) = json.as_object_mut() {
             for (k, v) in &self.hf_extra {
                 map.entry(k.clone()).or_insert_with(|| v.clone());
@@ -485,7 +467,13 @@ impl ModelConfig {
 
 impl Clone for ModelConfig {
     fn clone(&self) -> ModelConfig {
-        self.keep(self.model.0.clone_config(self))
+        ModelConfig {
+            model: self.model,
+            value: self.value.clone_value(),
+            precision: self.precision,
+            no_decay: self.no_decay.clone(),
+            hf_extra: self.hf_extra.clone(),
+        }
     }
 }
 
@@ -494,13 +482,13 @@ impl PartialEq for ModelConfig {
         self.model == other.model
             && self.precision == other.precision
             && self.no_decay == other.no_decay
-            && self.model.0.eq_config(self, other)
+            && self.value.same_as(other.value.as_any())
     }
 }
 
 impl fmt::Debug for ModelConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.model.0.debug_config(self, f)
+        fmt::Debug::fmt(&self.value, f)
     }
 }
 
@@ -510,9 +498,9 @@ fn with_context_parallel() -> String {
         .iter()
         .filter(|m| {
             m.preset(Preset::Tiny).is_ok_and(|c| {
-                c.model
-                    .0
-                    .context_parallel(&c, 1, 1, 1)
+                c.value
+                    .clone_value()
+                    .split_context(1, 1, 1)
                     .is_some_and(|r| r.is_ok())
             })
         })

@@ -530,7 +530,14 @@ fn time_schedule(
     // trainer's, not the synthetic data's.
     let total = (args.warmup + args.steps) as u64;
     let batches: Vec<Vec<Vec<HostInput>>> = (0..total)
-        .map(|step| step_inputs(|i| c.synthetic_batch(i), step * split.groups(), split, 1))
+        .map(|step| {
+            step_inputs(
+                |i| c.architecture().synthetic_batch(i),
+                step * split.groups(),
+                split,
+                1,
+            )
+        })
         .collect();
     let warmup = args.warmup as usize;
     let reports = if args.sync {

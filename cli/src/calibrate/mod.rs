@@ -10,6 +10,7 @@
 //! same trainer and the same mean as `train`, and sets each measured step time beside the
 //! one [`predict`](crate::predict::predict) gives from a profile measured just before.
 
+use stackscan_models::registry::Architecture;
 use std::time::Instant;
 
 use stackscan::fsdp::{Adam, StackModel};
@@ -324,7 +325,7 @@ pub fn configurations(depths: &[usize]) -> Result<Vec<Configuration>> {
                 layers,
                 prefetch,
                 config,
-                model: stackscan_models::llama::for_config(&config)?.0,
+                model: Architecture::build(&config)?.0,
                 options,
             });
         }

@@ -221,9 +221,9 @@ pub fn main(
 ///
 /// ```no_run
 /// use stackscan_models::registry::ModelName;
-/// # type MyModel = stackscan_models::llama::Llama;
+/// # type MyConfig = stackscan_models::llama::LlamaConfig;
 ///
-/// static MODELS: &[ModelName] = &[ModelName::of::<MyModel>()];
+/// static MODELS: &[ModelName] = &[ModelName::of::<MyConfig>()];
 ///
 /// fn main() -> std::process::ExitCode {
 ///     stackscan_cli::cli::main_for(MODELS)

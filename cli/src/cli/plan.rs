@@ -214,9 +214,10 @@ pub fn params(args: &ParamsArgs, out: &mut dyn Write) -> Result<(), CliError> {
         .load_or(spec, Preset::Published)
         .map_err(usage)?;
     let m = config.build().map_err(usage)?.0;
-    let active = config
+    let model = config.architecture();
+    let active = model
         .active_parameters(&m)
-        .zip(config.experts())
+        .zip(model.experts())
         .map(|(active, e)| (active, e.active, e.experts));
     writeln!(
         out,

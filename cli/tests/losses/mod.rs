@@ -33,7 +33,7 @@ pub fn losses(
         .map(|step| {
             let inputs: Vec<Vec<HostInput>> = (0..n)
                 .map(|d| {
-                    let (t, l) = c.synthetic_batch(step * n + d);
+                    let (t, l) = c.architecture().synthetic_batch(step * n + d);
                     vec![HostInput::I32(t), HostInput::I32(l)]
                 })
                 .collect();

@@ -186,37 +186,37 @@ impl LmConfig for MyConfig {
 }
 
 /// What the commands need to know of the model beyond its declaration.
-pub struct Mine;
-
-impl Architecture for Mine {
-    type Config = MyConfig;
-    type Stack = MyStack;
-    const ABOUT: &'static str = "blocks of [attention, MLP, MLP]";
-    const PUBLISHED: &'static str = "large";
-
-    fn build(c: &MyConfig) -> Result<(StackModel, PlanOptions)> {
-        stack_model::<CausalLm<Tensor, MyStack>>(c)
+impl Architecture for MyConfig {
+    fn about() -> &'static str {
+        "blocks of [attention, MLP, MLP]"
     }
-    fn describe(c: &MyConfig) -> String {
+    fn published() -> &'static str {
+        "large"
+    }
+    fn build(&self) -> Result<(StackModel, PlanOptions)> {
+        stack_model::<CausalLm<Tensor, MyStack>>(self)
+    }
+    fn describe(&self) -> String {
         format!(
             "my model: {} layers of [attention, MLP, MLP], d {}",
-            c.layers, c.d_model
+            self.layers, self.d_model
         )
     }
-    fn shape(c: &mut MyConfig) -> Shape<'_> {
+    fn shape(&mut self) -> Shape<'_> {
         Shape {
-            vocab: c.vocab,
-            seq: &mut c.seq,
-            batch_per_device: &mut c.batch_per_device,
-            layers: &mut c.layers,
+            vocab: self.vocab,
+            seq: &mut self.seq,
+            batch_per_device: &mut self.batch_per_device,
+            layers: &mut self.layers,
         }
     }
 
     // Hugging Face import (`train --init-from DIR`) and export (`export --to DIR`): which of
     // their tensors is which of ours. Their projections are `[out, in]` (`torch.nn.Linear`).
-    fn hf_weights(c: &MyConfig) -> Option<Result<HfMap>> {
+    fn hf_weights(&self) -> Option<Result<HfMap>> {
+        let c = self;
         let (d, q) = (c.d_model, c.heads * c.head_dim);
-        let map = Self::build(c).and_then(|(model, _)| {
+        let map = c.build().and_then(|(model, _)| {
             map_of(&model, |name, layer| {
                 let at = |p: &str| format!("model.layers.{}.{p}.weight", layer.unwrap_or(0));
                 let proj = |p: &str, out: i64, inn: i64| {
@@ -246,7 +246,8 @@ impl Architecture for Mine {
         });
         Some(map)
     }
-    fn hf_config_json(c: &MyConfig) -> Option<serde_json::Value> {
+    fn hf_config_json(&self) -> Option<serde_json::Value> {
+        let c = self;
         let f = HfConfig {
             model_type: "my_model".into(),
             architectures: vec!["MyModelForCausalLM".into()],
@@ -264,6 +265,6 @@ impl Architecture for Mine {
 
 /// Every command (`train`, `plan`, `params`, `timeline`, …) for this model.
 fn main() -> std::process::ExitCode {
-    static MODELS: &[ModelName] = &[ModelName::of::<Mine>()];
+    static MODELS: &[ModelName] = &[ModelName::of::<MyConfig>()];
     stackscan_cli::cli::main_for(MODELS)
 }

@@ -96,8 +96,9 @@ fn qwen35_tables_default_per_field_and_refuse_unknown_ones() {
 
 #[test]
 fn a_qwen35_config_that_does_not_fit_names_its_field() {
-    use crate::qwen35::{Qwen35Config, for_config};
-    let bad = |text: &str| for_config(&from_toml::<Qwen35Config>(text, "q").unwrap());
+    use crate::qwen35::Qwen35Config;
+    use crate::registry::Architecture;
+    let bad = |text: &str| Architecture::build(&from_toml::<Qwen35Config>(text, "q").unwrap());
     // Any whole number of blocks is a depth; 10 layers are not.
     assert!(bad("layers = 12").is_ok());
     let e = bad("layers = 10").unwrap_err().to_string();
@@ -307,8 +308,6 @@ fn extends_defaults_to_the_tiny_preset_and_names_unknown_presets() {
 
 #[test]
 fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
-    use crate::deepseek3::DeepSeek3;
-    use crate::llama::Llama;
     use crate::registry::{ModelConfig, ModelName, Preset};
     let [llama, deepseek3, qwen35]: [ModelName; 3] =
         ["llama", "deepseek3", "qwen35"].map(|n| n.parse().unwrap());
@@ -321,7 +320,7 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
     let spec = toml_path.to_str().unwrap();
     assert_eq!(
         llama.load(spec),
-        Ok(ModelConfig::new::<Llama>(LlamaConfig {
+        Ok(ModelConfig::new(LlamaConfig {
             layers: 8,
             ..LlamaConfig::llama3_8b()
         }))
@@ -331,7 +330,7 @@ fn one_loading_path_takes_presets_toml_files_and_config_json_files() {
     // DeepSeek-V3's declares no sequence-wise loss.
     assert_eq!(
         deepseek3.load(ds),
-        Ok(ModelConfig::new::<DeepSeek3>(DeepSeek3Config {
+        Ok(ModelConfig::new(DeepSeek3Config {
             capacity_factor: crate::moe::NO_DROP,
             aux_loss_alpha: 0.0,
             ..DeepSeek3Config::deepseek3()

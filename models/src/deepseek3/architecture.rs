@@ -2,31 +2,38 @@
 //! of [`crate::registry::BUILT_IN`].
 
 use crate::causal_lm::CausalLm;
-use stackscan::Result;
-use stackscan::fsdp::StackModel;
+use stackscan::cost::ActiveExperts;
+use stackscan::decode::DecodeKind;
+use stackscan::fsdp::{PostFn, StackModel};
+use stackscan::hf_map::HfMap;
 use stackscan::plan::PlanOptions;
+use stackscan::{Mesh, Result};
 
 use super::*;
-use crate::registry::Architecture;
+use crate::jobs::MoeFlags;
+use crate::registry::{Architecture, Shape};
 
 /// The declared DeepSeek-V3-style model as the commands know it (`--model deepseek3`).
-#[derive(Debug)]
-pub struct DeepSeek3;
-
-impl Architecture for DeepSeek3 {
-    type Config = DeepSeek3Config;
-    type Stack = DeepSeek3Stack;
-    const ABOUT: &'static str =
-        "DeepSeek-V3-style: MLA, a dense prefix, then MoE layers (published: 3 dense + 58 MoE)";
-    const PUBLISHED: &'static str = "deepseek3";
-    // At 1e-2 the MoE model's loss barely falls in 30 steps.
-    const DEFAULT_LR: f64 = 3e-3;
-
-    fn build(c: &DeepSeek3Config) -> Result<(StackModel, PlanOptions)> {
-        for_config(c)
+impl Architecture for DeepSeek3Config {
+    fn about() -> &'static str {
+        "DeepSeek-V3-style: MLA, a dense prefix, then MoE layers (published: 3 dense + 58 MoE)"
     }
 
-    fn describe(c: &DeepSeek3Config) -> String {
+    fn published() -> &'static str {
+        "deepseek3"
+    }
+
+    // At 1e-2 the MoE model's loss barely falls in 30 steps.
+    fn default_lr() -> f64 {
+        3e-3
+    }
+
+    fn build(&self) -> Result<(StackModel, PlanOptions)> {
+        declared::<DeepSeek3Stack>(self)
+    }
+
+    fn describe(&self) -> String {
+        let c = self;
         let mut line = format!(
             "DeepSeek-V3 (declared with the macros): {} layers ({} dense), d {}, MLA {} heads, {} experts top-{} in {} groups (top {}), {} shared, width {}, vocab {}; {} × {} tokens per device",
             c.layers,
@@ -62,76 +69,64 @@ impl Architecture for DeepSeek3 {
         line
     }
 
-    fn shape(c: &mut DeepSeek3Config) -> crate::registry::Shape<'_> {
-        crate::registry::Shape {
-            vocab: c.vocab,
-            seq: &mut c.seq,
-            batch_per_device: &mut c.batch_per_device,
-            layers: &mut c.layers,
+    fn shape(&mut self) -> Shape<'_> {
+        Shape {
+            vocab: self.vocab,
+            seq: &mut self.seq,
+            batch_per_device: &mut self.batch_per_device,
+            layers: &mut self.layers,
         }
     }
 
-    fn experts(c: &DeepSeek3Config) -> Option<stackscan::cost::ActiveExperts> {
-        Some(stackscan::cost::ActiveExperts {
-            experts: c.experts as u64,
-            active: c.top_k as u64,
+    fn experts(&self) -> Option<ActiveExperts> {
+        Some(ActiveExperts {
+            experts: self.experts as u64,
+            active: self.top_k as u64,
         })
     }
 
-    fn with_moe_flags(
-        c: &DeepSeek3Config,
-        flags: crate::jobs::MoeFlags,
-    ) -> Option<DeepSeek3Config> {
-        Some(DeepSeek3Config {
-            direct_token_gather: flags.direct_token_gather,
-            dlhs_transpose_rhs: flags.dlhs_transpose_rhs,
-            ..*c
-        })
+    fn set_moe_flags(&mut self, flags: MoeFlags) -> bool {
+        self.direct_token_gather = flags.direct_token_gather;
+        self.dlhs_transpose_rhs = flags.dlhs_transpose_rhs;
+        true
     }
 
-    fn expert_parallel(
-        c: &DeepSeek3Config,
-        devices: usize,
-        ep: usize,
-    ) -> Option<Result<(DeepSeek3Config, stackscan::Mesh)>> {
-        Some(c.with_expert_parallel(devices, ep).and_then(|c| {
+    fn split_experts(&mut self, devices: usize, ep: usize) -> Option<Result<Mesh>> {
+        Some(self.with_expert_parallel(devices, ep).and_then(|c| {
             let mesh = c.expert_mesh.mesh()?;
-            Ok((c, mesh))
+            *self = c;
+            Ok(mesh)
         }))
     }
 
-    fn context_parallel(
-        c: &DeepSeek3Config,
-        devices: usize,
-        cp: usize,
-        ep: usize,
-    ) -> Option<Result<(DeepSeek3Config, stackscan::Mesh)>> {
-        Some(c.with_context_parallel(devices, cp, ep).and_then(|c| {
+    fn split_context(&mut self, devices: usize, cp: usize, ep: usize) -> Option<Result<Mesh>> {
+        Some(self.with_context_parallel(devices, cp, ep).and_then(|c| {
             let mesh = c.context_mesh(devices)?;
-            Ok((c, mesh))
+            *self = c;
+            Ok(mesh)
         }))
     }
 
-    fn logits_head(c: &DeepSeek3Config) -> Option<stackscan::fsdp::PostFn> {
+    fn logits_head(&self) -> Option<PostFn> {
         Some(stackscan::model::logits_head::<
             CausalLm<Tensor, DeepSeek3Stack>,
-        >(c))
+        >(self))
     }
 
-    fn decode_kinds(c: &DeepSeek3Config) -> Option<Vec<stackscan::decode::DecodeKind>> {
+    fn decode_kinds(&self) -> Option<Vec<DecodeKind>> {
         use stackscan::decode::decode_kind;
-        let c = super::decode::decoding(c);
+        let c = super::decode::decoding(self);
         Some(vec![
             decode_kind::<super::Dense<Tensor>>(&c),
             decode_kind::<super::MoeLayer<Tensor>>(&c),
         ])
     }
 
-    fn hf_weights(c: &DeepSeek3Config) -> Option<Result<stackscan::hf_map::HfMap>> {
-        Some(super::hf::map(c))
+    fn hf_weights(&self) -> Option<Result<HfMap>> {
+        Some(super::hf::map(self))
     }
 
-    fn hf_config_json(c: &DeepSeek3Config) -> Option<serde_json::Value> {
-        Some(super::hf::config_json(c))
+    fn hf_config_json(&self) -> Option<serde_json::Value> {
+        Some(super::hf::config_json(self))
     }
 }

@@ -8,6 +8,7 @@
 //! `[out, in]` matrix per expert there and one bank per layer here; the multi-token-prediction
 //! layer (`model.layers.{num_hidden_layers}`) is not modelled and skipped.
 
+use crate::registry::Architecture;
 use serde_json::json;
 use stackscan::Result;
 use stackscan::hf_map::{HfMap, Link, Step};
@@ -139,7 +140,7 @@ pub const KEYS: &[(&str, HfKey)] = &[
 
 /// The map of the DeepSeek-V3 model at `c`.
 pub fn map(c: &DeepSeek3Config) -> Result<HfMap> {
-    let (model, _) = crate::deepseek3::for_config(c)?;
+    let (model, _) = Architecture::build(c)?;
     let m = &c.mla;
     let (d, h) = (c.d, m.heads);
     let (rope, qk) = (m.rope as usize, (m.nope + m.rope) as usize);

@@ -38,8 +38,6 @@ mod architecture;
 mod decode;
 pub mod hf;
 
-pub use architecture::DeepSeek3;
-
 use serde::{Deserialize, Serialize};
 use stackscan::fsdp::{StackModel, Update};
 use stackscan::layer::{ActivationMarker, Forward};
@@ -563,17 +561,6 @@ pub fn expert_banks(c: &DeepSeek3Config) -> Vec<String> {
         .into_iter()
         .map(|p| join("moe.experts", &p.name))
         .collect()
-}
-
-/// The tiny model, as the main job trains it.
-pub fn tiny_model() -> Result<StackModel> {
-    model::<DeepSeek3Stack>(&DeepSeek3Config::tiny())
-}
-
-/// The declared model for a config loaded by name or path, with its attribute's options; a
-/// depth the stack cannot hold is the depth error naming the field.
-pub fn for_config(c: &DeepSeek3Config) -> Result<(StackModel, PlanOptions)> {
-    declared::<DeepSeek3Stack>(c)
 }
 
 /// The Llama example's synthetic sequences ([`crate::llama::synthetic_batch`]) at this

@@ -22,13 +22,16 @@
 //! # Ok::<(), stackscan::Error>(())
 //! ```
 
-use stackscan::fsdp::StackModel;
+use stackscan::decode::DecodeKind;
+use stackscan::fsdp::{PostFn, StackModel};
+use stackscan::hf_map::HfMap;
 use stackscan::model::stack_model;
 use stackscan::plan::PlanOptions;
-use stackscan::{LayerStack, Result, Tensor, layer_stack};
+use stackscan::{LayerStack, Mesh, Result, Tensor, layer_stack};
 
 use super::{Decoder, LlamaConfig};
 use crate::causal_lm::{CausalLm, TiedCausalLm};
+use crate::registry::{Architecture, Shape};
 
 /// The Llama stack at every depth: `LlamaConfig.layers` decoder layers, prefetch and deferred
 /// reduce-scatter.
@@ -58,91 +61,73 @@ fn declared<S: LayerStack<Config = LlamaConfig> + 'static>(
     }
 }
 
-/// The main job's model: the declared tiny Llama with its attribute's options.
-pub fn tiny() -> Result<(StackModel, PlanOptions)> {
-    for_config(&LlamaConfig::tiny())
-}
-
-/// Llama-3-8B declared with the macros, with its attribute's options (for plans and
-/// parameter listings; far too big to train here).
-pub fn llama3_8b() -> Result<(StackModel, PlanOptions)> {
-    for_config(&LlamaConfig::llama3_8b())
-}
-
-/// The declared model for a config loaded by name or path, at the config's depth.
-pub fn for_config(c: &LlamaConfig) -> Result<(StackModel, PlanOptions)> {
-    declared::<LlamaStack>(c)
-}
-
 /// The declared Llama as the commands know it (`--model llama`).
-#[derive(Debug)]
-pub struct Llama;
-
-impl crate::registry::Architecture for Llama {
-    type Config = LlamaConfig;
-    type Stack = LlamaStack;
-    const ABOUT: &'static str = "Llama-style decoder (tiny; published: Llama-3-8B, 32 identical \
-         layers; `window = N` in its config: sliding-window attention, preset `mistral-7b`)";
-    const PUBLISHED: &'static str = "llama3-8b";
-
-    fn build(c: &LlamaConfig) -> Result<(StackModel, PlanOptions)> {
-        for_config(c)
+impl Architecture for LlamaConfig {
+    fn about() -> &'static str {
+        "Llama-style decoder (tiny; published: Llama-3-8B, 32 identical layers; `window = N` in \
+         its config: sliding-window attention, preset `mistral-7b`)"
     }
 
-    fn describe(c: &LlamaConfig) -> String {
+    fn published() -> &'static str {
+        "llama3-8b"
+    }
+
+    fn build(&self) -> Result<(StackModel, PlanOptions)> {
+        declared::<LlamaStack>(self)
+    }
+
+    fn describe(&self) -> String {
         format!(
             "Llama (declared with the macros): {} layers, d {}, {}/{} heads × {}, FFN {}, vocab {}; {} × {} tokens per device",
-            c.layers,
-            c.d_model,
-            c.heads,
-            c.kv_heads,
-            c.head_dim,
-            c.ffn,
-            c.vocab,
-            c.batch_per_device,
-            c.seq_per_device()
-        ) + &c
+            self.layers,
+            self.d_model,
+            self.heads,
+            self.kv_heads,
+            self.head_dim,
+            self.ffn,
+            self.vocab,
+            self.batch_per_device,
+            self.seq_per_device()
+        ) + &self
             .window
             .map(|w| format!("; a sliding window of {w} positions"))
             .unwrap_or_default()
-            + &crate::llama::describe_context(c.seq, c.context)
+            + &crate::llama::describe_context(self.seq, self.context)
     }
 
-    fn context_parallel(
-        c: &LlamaConfig,
-        devices: usize,
-        cp: usize,
-        ep: usize,
-    ) -> Option<Result<(LlamaConfig, stackscan::Mesh)>> {
-        Some(c.with_context_parallel(devices, cp).and_then(|c| {
+    fn split_context(&mut self, devices: usize, cp: usize, ep: usize) -> Option<Result<Mesh>> {
+        Some((*self).with_context_parallel(devices, cp).and_then(|c| {
             let mesh = crate::llama::context_mesh(devices, cp, ep)?;
-            Ok((c, mesh))
+            *self = c;
+            Ok(mesh)
         }))
     }
 
-    fn shape(c: &mut LlamaConfig) -> crate::registry::Shape<'_> {
-        crate::registry::Shape {
-            vocab: c.vocab,
-            seq: &mut c.seq,
-            batch_per_device: &mut c.batch_per_device,
-            layers: &mut c.layers,
+    fn shape(&mut self) -> Shape<'_> {
+        Shape {
+            vocab: self.vocab,
+            seq: &mut self.seq,
+            batch_per_device: &mut self.batch_per_device,
+            layers: &mut self.layers,
         }
     }
 
-    fn logits_head(c: &LlamaConfig) -> Option<stackscan::fsdp::PostFn> {
-        Some(if c.tie_embeddings {
-            stackscan::model::logits_head::<TiedCausalLm<Tensor, LlamaStack>>(c)
+    fn logits_head(&self) -> Option<PostFn> {
+        Some(if self.tie_embeddings {
+            stackscan::model::logits_head::<TiedCausalLm<Tensor, LlamaStack>>(self)
         } else {
-            stackscan::model::logits_head::<CausalLm<Tensor, LlamaStack>>(c)
+            stackscan::model::logits_head::<CausalLm<Tensor, LlamaStack>>(self)
         })
     }
 
-    fn decode_kinds(c: &LlamaConfig) -> Option<Vec<stackscan::decode::DecodeKind>> {
-        Some(vec![stackscan::decode::decode_kind::<Decoder<Tensor>>(c)])
+    fn decode_kinds(&self) -> Option<Vec<DecodeKind>> {
+        Some(vec![stackscan::decode::decode_kind::<Decoder<Tensor>>(
+            self,
+        )])
     }
 
-    fn hf_weights(c: &LlamaConfig) -> Option<Result<stackscan::hf_map::HfMap>> {
-        Some(match c.window {
+    fn hf_weights(&self) -> Option<Result<HfMap>> {
+        Some(match self.window {
             // Refused rather than written as a `LlamaForCausalLM` that attends to every
             // earlier position: the checkpoint would load as another model.
             Some(w) => Err(stackscan::Error::InvalidOp {
@@ -152,11 +137,11 @@ impl crate::registry::Architecture for Llama {
                      counterpart here: `LlamaForCausalLM` attends to every earlier position"
                 ),
             }),
-            None => super::hf::map(c),
+            None => super::hf::map(self),
         })
     }
 
-    fn hf_config_json(c: &LlamaConfig) -> Option<serde_json::Value> {
-        Some(super::hf::config_json(c))
+    fn hf_config_json(&self) -> Option<serde_json::Value> {
+        Some(super::hf::config_json(self))
     }
 }

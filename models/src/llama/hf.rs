@@ -4,6 +4,7 @@
 //! and written back, and the map between its tensors and ours (projections `[out, in]` there,
 //! `[in, out]` here; RoPE already rotates halves in `transformers`' checkpoints, as ours does).
 
+use crate::registry::Architecture;
 use serde_json::json;
 use stackscan::Result;
 use stackscan::hf_map::{HfMap, Link, Step};
@@ -48,7 +49,7 @@ pub const KEYS: &[(&str, HfKey)] = &[
 
 /// The map of the Llama at `c`.
 pub fn map(c: &LlamaConfig) -> Result<HfMap> {
-    let (model, _) = super::for_config(c)?;
+    let (model, _) = Architecture::build(c)?;
     let (d, q, kv) = (c.d_model, c.heads * c.head_dim, c.kv_heads * c.head_dim);
     let mut map = map_of(&model, |name, layer| {
         let at = |p: &str| format!("model.layers.{}.{p}", layer.unwrap_or(0));

@@ -3,12 +3,13 @@
 //! outside the scanned stack.
 //!
 //! The model is the causal language model ([`CausalLm`](crate::causal_lm::CausalLm)) over the
-//! stack [`LlamaStack`](crate::llama::LlamaStack),
-//! lowered by [`llama::for_config`](crate::llama::for_config).
+//! stack [`LlamaStack`](crate::llama::LlamaStack), built by its config's
+//! [`Architecture::build`](crate::registry::Architecture::build).
 //!
 //! ```
 //! use stackscan_models::llama::LlamaConfig;
-//! let (m, _) = stackscan_models::llama::for_config(&LlamaConfig::tiny())?;
+//! use stackscan_models::registry::Architecture;
+//! let (m, _) = LlamaConfig::tiny().build()?;
 //! assert_eq!(m.stack.len(), 4);
 //! # Ok::<(), stackscan::Error>(())
 //! ```
@@ -18,7 +19,7 @@ mod decode;
 pub mod hf;
 mod rope_scaling;
 
-pub use architecture::{Llama, LlamaStack, for_config, llama3_8b, model, tiny};
+pub use architecture::{LlamaStack, model};
 pub use rope_scaling::Llama3RopeScaling;
 
 use serde::{Deserialize, Serialize};

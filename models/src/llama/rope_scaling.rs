@@ -120,9 +120,10 @@ mod tests {
     /// the step it always did (the f32 digests in `cli/tests/precision.rs` hold that).
     #[test]
     fn the_scaling_changes_the_llamas_step() {
-        use crate::llama::{LlamaConfig, for_config};
+        use crate::llama::LlamaConfig;
+        use crate::registry::Architecture;
         let step = |c: &LlamaConfig| {
-            let (m, options) = for_config(c).unwrap();
+            let (m, options) = Architecture::build(c).unwrap();
             stackscan::fsdp::train_step(&m, options, &stackscan::Axis::new("fsdp", 1))
                 .unwrap()
                 .program
@@ -145,7 +146,7 @@ mod tests {
             }),
             ..plain
         };
-        let e = for_config(&bad).unwrap_err().to_string();
+        let e = Architecture::build(&bad).unwrap_err().to_string();
         assert!(e.contains("`rope_scaling.factor` must be positive"), "{e}");
     }
 

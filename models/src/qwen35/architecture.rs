@@ -2,28 +2,38 @@
 //! of [`crate::registry::BUILT_IN`].
 
 use crate::causal_lm::CausalLm;
-use stackscan::Result;
-use stackscan::fsdp::StackModel;
+use stackscan::cost::ActiveExperts;
+use stackscan::decode::DecodeKind;
+use stackscan::fsdp::{PostFn, StackModel};
+use stackscan::hf_map::HfMap;
 use stackscan::plan::PlanOptions;
+use stackscan::{Mesh, Result};
 
 use super::*;
-use crate::registry::Architecture;
+use crate::jobs::MoeFlags;
+use crate::registry::{Architecture, Shape};
 
 /// The declared Qwen3.5-style hybrid as the commands know it (`--model qwen35`).
-#[derive(Debug)]
-pub struct Qwen35;
-
-impl Architecture for Qwen35 {
-    type Config = Qwen35Config;
-    type Stack = Qwen35Stack;
-    const ABOUT: &'static str = "Qwen3.5-style hybrid: blocks of `[GDN, GDN, GDN, attention]` (published: Qwen3.5-35B-A3B, 10 blocks)";
-    const PUBLISHED: &'static str = "qwen35-35b-a3b";
-
-    fn build(c: &Qwen35Config) -> Result<(StackModel, PlanOptions)> {
-        for_config(c)
+impl Architecture for Qwen35Config {
+    fn about() -> &'static str {
+        "Qwen3.5-style hybrid: blocks of `[GDN, GDN, GDN, attention]` (published: \
+         Qwen3.5-35B-A3B, 10 blocks)"
     }
 
-    fn describe(c: &Qwen35Config) -> String {
+    fn published() -> &'static str {
+        "qwen35-35b-a3b"
+    }
+
+    fn default_plans(options: PlanOptions) -> Option<Result<String>> {
+        Some(describe_plans(options))
+    }
+
+    fn build(&self) -> Result<(StackModel, PlanOptions)> {
+        declared::<Qwen35Stack>(self)
+    }
+
+    fn describe(&self) -> String {
+        let c = self;
         let mut line = format!(
             "Qwen3.5-style hybrid (declared with the macros): {} layers of [GDN, GDN, GDN, attention], d {}, GDN {}/{} heads × {}, attention {}/{} heads × {}, {} experts top-{} of width {} + a gated shared expert of {}, vocab {}; {} × {} tokens per device",
             c.layers,
@@ -51,46 +61,37 @@ impl Architecture for Qwen35 {
         line
     }
 
-    fn shape(c: &mut Qwen35Config) -> crate::registry::Shape<'_> {
-        crate::registry::Shape {
-            vocab: c.vocab,
-            seq: &mut c.seq,
-            batch_per_device: &mut c.batch_per_device,
-            layers: &mut c.layers,
+    fn shape(&mut self) -> Shape<'_> {
+        Shape {
+            vocab: self.vocab,
+            seq: &mut self.seq,
+            batch_per_device: &mut self.batch_per_device,
+            layers: &mut self.layers,
         }
     }
 
-    fn experts(c: &Qwen35Config) -> Option<stackscan::cost::ActiveExperts> {
-        Some(stackscan::cost::ActiveExperts {
-            experts: c.experts as u64,
-            active: c.top_k as u64,
+    fn experts(&self) -> Option<ActiveExperts> {
+        Some(ActiveExperts {
+            experts: self.experts as u64,
+            active: self.top_k as u64,
         })
     }
 
-    fn with_moe_flags(c: &Qwen35Config, flags: crate::jobs::MoeFlags) -> Option<Qwen35Config> {
-        Some(Qwen35Config {
-            direct_token_gather: flags.direct_token_gather,
-            dlhs_transpose_rhs: flags.dlhs_transpose_rhs,
-            ..*c
-        })
+    fn set_moe_flags(&mut self, flags: MoeFlags) -> bool {
+        self.direct_token_gather = flags.direct_token_gather;
+        self.dlhs_transpose_rhs = flags.dlhs_transpose_rhs;
+        true
     }
 
-    fn default_plans(options: PlanOptions) -> Option<Result<String>> {
-        Some(describe_plans(options))
+    fn active_parameters(&self, m: &StackModel) -> Option<u64> {
+        Some(active_parameters(self, m))
     }
 
-    fn active_parameters(c: &Qwen35Config, m: &StackModel) -> Option<u64> {
-        Some(active_parameters(c, m))
-    }
-
-    fn expert_parallel(
-        c: &Qwen35Config,
-        devices: usize,
-        ep: usize,
-    ) -> Option<Result<(Qwen35Config, stackscan::Mesh)>> {
-        Some(c.with_expert_parallel(devices, ep).and_then(|c| {
+    fn split_experts(&mut self, devices: usize, ep: usize) -> Option<Result<Mesh>> {
+        Some(self.with_expert_parallel(devices, ep).and_then(|c| {
             let mesh = c.expert_mesh.mesh()?;
-            Ok((c, mesh))
+            *self = c;
+            Ok(mesh)
         }))
     }
 
@@ -100,12 +101,7 @@ impl Architecture for Qwen35 {
     /// so the pieces' transitions compose by a prefix scan over `context`), but it is not
     /// built yet; running the layers on each piece from a zero state would train a different
     /// model without a word.
-    fn context_parallel(
-        _: &Qwen35Config,
-        _: usize,
-        cp: usize,
-        _: usize,
-    ) -> Option<Result<(Qwen35Config, stackscan::Mesh)>> {
+    fn split_context(&mut self, _: usize, cp: usize, _: usize) -> Option<Result<Mesh>> {
         Some(Err(stackscan::Error::InvalidOp {
             op: "context_parallel",
             message: format!(
@@ -116,24 +112,24 @@ impl Architecture for Qwen35 {
         }))
     }
 
-    fn logits_head(c: &Qwen35Config) -> Option<stackscan::fsdp::PostFn> {
-        Some(stackscan::model::logits_head::<CausalLm<Tensor, Qwen35Stack>>(c))
+    fn logits_head(&self) -> Option<PostFn> {
+        Some(stackscan::model::logits_head::<CausalLm<Tensor, Qwen35Stack>>(self))
     }
 
-    fn decode_kinds(c: &Qwen35Config) -> Option<Vec<stackscan::decode::DecodeKind>> {
+    fn decode_kinds(&self) -> Option<Vec<DecodeKind>> {
         use stackscan::decode::decode_kind;
-        let c = super::decode::decoding(c);
+        let c = super::decode::decoding(self);
         Some(vec![
             decode_kind::<super::Gdn<Tensor>>(&c),
             decode_kind::<super::Attention<Tensor>>(&c),
         ])
     }
 
-    fn hf_weights(c: &Qwen35Config) -> Option<Result<stackscan::hf_map::HfMap>> {
-        Some(super::hf::map(c))
+    fn hf_weights(&self) -> Option<Result<HfMap>> {
+        Some(super::hf::map(self))
     }
 
-    fn hf_config_json(c: &Qwen35Config) -> Option<serde_json::Value> {
-        Some(super::hf::config_json(c))
+    fn hf_config_json(&self) -> Option<serde_json::Value> {
+        Some(super::hf::config_json(self))
     }
 }

@@ -9,6 +9,7 @@
 //! there, `[kernel, channels]` here; routed experts are one matrix per expert there, one bank
 //! per layer here.
 
+use crate::registry::Architecture;
 use serde_json::json;
 use stackscan::Result;
 use stackscan::hf_map::{HfMap, Link, Step};
@@ -102,7 +103,7 @@ pub const KEYS: &[(&str, HfKey)] = &[
 
 /// The map of the Qwen3.5 model at `c`.
 pub fn map(c: &Qwen35Config) -> Result<HfMap> {
-    let (model, _) = crate::qwen35::for_config(c)?;
+    let (model, _) = Architecture::build(c)?;
     let (d, g, a) = (c.d_model, &c.gdn, &c.attention);
     let (key, value) = (g.key_heads * g.key_dim, g.value_heads * g.value_dim);
     let channels = 2 * key + value;

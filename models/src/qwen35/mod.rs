@@ -29,8 +29,6 @@ mod architecture;
 mod decode;
 pub mod hf;
 
-pub use architecture::Qwen35;
-
 use serde::{Deserialize, Serialize};
 use stackscan::fsdp::StackModel;
 use stackscan::layer::{ActivationMarker, Forward};
@@ -443,12 +441,6 @@ pub fn declared<S: LayerStack<Config = Qwen35Config> + 'static>(
 /// The prefix, inside a layer, of the parameters stacked over experts (`[E, …]`): the
 /// [`GatedMoe`]'s `experts` module.
 pub const EXPERT_BANKS: &str = "moe.experts.";
-
-/// The declared model for a config loaded by name or path; a depth the block pattern cannot
-/// hold is the typed error naming the field.
-pub fn for_config(c: &Qwen35Config) -> Result<(StackModel, PlanOptions)> {
-    declared::<Qwen35Stack>(c)
-}
 
 /// Synthetic next-token data as in [`llama::synthetic_batch`](crate::llama::synthetic_batch):
 /// `(tokens, labels)` for `rows` sequences of the config's length.
