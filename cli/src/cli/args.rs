@@ -277,6 +277,70 @@ pub fn model_for(
         .unwrap_or_else(stackscan_models::registry::default_model)
 }
 
+/// Where the weights of `eval` and `generate` come from, and the model and config they are of.
+#[derive(Clone, Debug, Args)]
+pub struct WeightsArgs {
+    /// The model (default: the one a Hugging Face `config.json` given by `--config` or
+    /// `--init-from` says it is, else the one the checkpoint records, else the first the
+    /// command line knows).
+    #[arg(long, value_name = "NAME", value_parser = ModelParser)]
+    pub model: Option<stackscan_models::registry::ModelName>,
+    /// Its config (as `train --config`); by default `--init-from`'s `config.json`, or the one
+    /// the run that wrote `--checkpoint` recorded, else the tiny preset.
+    #[arg(long, value_name = "NAME|PATH")]
+    pub config: Option<String>,
+    /// The weights: a training checkpoint (a `--save-every` directory or its file).
+    #[arg(long, value_name = "PATH", required_unless_present = "init_from")]
+    pub checkpoint: Option<std::path::PathBuf>,
+    /// The weights: a Hugging Face model directory (as `train --init-from`).
+    #[arg(long, value_name = "DIR", conflicts_with = "checkpoint")]
+    pub init_from: Option<std::path::PathBuf>,
+}
+
+impl WeightsArgs {
+    /// `--checkpoint`'s file: a directory's `latest.safetensors`, or the file itself.
+    pub fn checkpoint_file(&self) -> Option<std::path::PathBuf> {
+        self.checkpoint.as_ref().map(|p| {
+            if p.is_dir() {
+                p.join("latest.safetensors")
+            } else {
+                p.clone()
+            }
+        })
+    }
+
+    /// The config: `--config` (or `--init-from`'s `config.json`), else the one the
+    /// checkpoint records when `--model` names no other, else the model's tiny preset; with
+    /// `batch` (sequences over all `devices`) and `seq` applied.
+    pub fn config(
+        &self,
+        batch: Option<u32>,
+        seq: Option<u32>,
+        devices: usize,
+    ) -> Result<stackscan_models::registry::ModelConfig, super::CliError> {
+        let cannot =
+            |e: stackscan::Error| super::CliError::Usage(format!("cannot build the model: {e}"));
+        if let (None, None, Some(path)) = (&self.config, self.model, self.checkpoint_file())
+            && let Some(c) = super::recorded::recorded(&path)?
+        {
+            return reshaped(c, batch, seq, devices).map_err(cannot);
+        }
+        shaped_config(
+            model_for(
+                self.model,
+                self.config.as_deref(),
+                self.init_from.as_deref(),
+            ),
+            self.config.as_deref(),
+            self.init_from.as_deref(),
+            batch,
+            seq,
+            devices,
+        )
+        .map_err(cannot)
+    }
+}
+
 /// The config commands train or evaluate: `config` (a preset, TOML or `config.json`), else the
 /// `config.json` of the Hugging Face directory `init_from`, else the model's tiny preset;
 /// with `--batch` (sequences over all `devices`, which must split them) and `--seq` applied.

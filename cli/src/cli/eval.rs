@@ -11,29 +11,15 @@ use stackscan_runtime::train::{HostInput, Trainer};
 use stackscan_runtime::train::{check_checkpoint, check_hf_import, stored_weights};
 
 use super::CliError;
-use super::args::RuntimeArgs;
-use stackscan_models::jobs::{Job, ModelName, MoeFlags};
-use stackscan_models::registry::ModelConfig;
+use super::args::{RuntimeArgs, WeightsArgs};
+use stackscan_models::jobs::{Job, MoeFlags};
 
 /// Arguments of `eval`.
 #[derive(Clone, Debug, Args)]
 pub struct EvalArgs {
-    /// The model (default: the one a Hugging Face `config.json` given by `--config` or
-    /// `--init-from` says it is, else the one the checkpoint records, else the first the
-    /// command line knows).
-    #[arg(long, value_name = "NAME", value_parser = super::args::ModelParser)]
-    pub model: Option<ModelName>,
-    /// Its config (as `train --config`); with `--init-from`, that directory's `config.json`
-    /// by default, with `--checkpoint` the one the run that wrote it recorded, else the tiny
-    /// preset.
-    #[arg(long, value_name = "NAME|PATH")]
-    pub config: Option<String>,
-    /// The weights: a training checkpoint (a `--save-every` directory or its file).
-    #[arg(long, value_name = "PATH", required_unless_present = "init_from")]
-    pub checkpoint: Option<PathBuf>,
-    /// The weights: a Hugging Face model directory (as `train --init-from`).
-    #[arg(long, value_name = "DIR", conflicts_with = "checkpoint")]
-    pub init_from: Option<PathBuf>,
+    /// The weights and the model they are of.
+    #[command(flatten)]
+    pub weights: WeightsArgs,
     /// The held-out tokens (formats as `train --data`).
     #[arg(long, value_name = "PATH")]
     pub data: PathBuf,
@@ -68,51 +54,13 @@ pub struct EvalArgs {
     pub runtime: RuntimeArgs,
 }
 
-impl EvalArgs {
-    /// `--checkpoint`'s file: a directory's `latest.safetensors`, or the file itself.
-    fn checkpoint_file(&self) -> Option<PathBuf> {
-        self.checkpoint.as_ref().map(|p| {
-            if p.is_dir() {
-                p.join("latest.safetensors")
-            } else {
-                p.clone()
-            }
-        })
-    }
-
-    /// The config to evaluate: `--config` (or `--init-from`'s `config.json`), else the one
-    /// the checkpoint records when `--model` names no other, else the model's tiny preset;
-    /// with `--batch` and `--seq`.
-    fn config(&self) -> Result<ModelConfig, CliError> {
-        if let (None, None, Some(path)) = (&self.config, self.model, self.checkpoint_file())
-            && let Some(c) = super::recorded::recorded(&path)?
-        {
-            return super::args::reshaped(c, self.batch, self.seq, self.runtime.devices)
-                .map_err(|e| CliError::Usage(format!("cannot build the model: {e}")));
-        }
-        super::args::shaped_config(
-            super::args::model_for(
-                self.model,
-                self.config.as_deref(),
-                self.init_from.as_deref(),
-            ),
-            self.config.as_deref(),
-            self.init_from.as_deref(),
-            self.batch,
-            self.seq,
-            self.runtime.devices,
-        )
-        .map_err(|e| CliError::Usage(format!("cannot build the model: {e}")))
-    }
-}
-
 /// Runs `eval`.
 pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let c = a.config()?;
+    let c = a.weights.config(a.batch, a.seq, a.runtime.devices)?;
     let c_model = c.model();
     let devices = a.runtime.devices;
     let usage = |e: stackscan::Error| CliError::Usage(e.to_string());
-    let map = match &a.init_from {
+    let map = match &a.weights.init_from {
         Some(_) => Some(c.hf_weights().map_err(usage)?),
         None => None,
     };
@@ -147,7 +95,7 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
         to_usize(job.seq)?,
     )
     .map_err(|e| CliError::Usage(e.to_string()))?;
-    let checkpoint = match a.checkpoint_file() {
+    let checkpoint = match a.weights.checkpoint_file() {
         Some(path) => {
             super::recorded::check_model(&path, c_model)?;
             let ckpt = Checkpoint::read(&path).map_err(|e| CliError::Usage(e.to_string()))?;
@@ -158,7 +106,7 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
         None => None,
     };
     // Every tensor of `--init-from` checked against the model before anything compiles.
-    if let (Some(dir), Some(map)) = (&a.init_from, &map) {
+    if let (Some(dir), Some(map)) = (&a.weights.init_from, &map) {
         check_hf_import(map, dir, &stored_weights(&job.model))
             .map_err(|e| CliError::Usage(format!("cannot import `{}`: {e}", dir.display())))?;
     }
@@ -166,7 +114,7 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
     super::train::check_device_memory(&client, memory.as_ref(), "evaluate")?;
     // Only the forward program compiles (on the first batch): not the training step.
     let mut trainer = Trainer::for_evaluation(&client, &mesh, &job.model, job.options)?;
-    match (&checkpoint, &a.init_from, &map) {
+    match (&checkpoint, &a.weights.init_from, &map) {
         (Some((path, ckpt)), _, _) => {
             trainer.restore(ckpt, path)?;
         }

@@ -7,33 +7,20 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use stackscan_models::jobs::ModelName;
-use stackscan_models::registry::ModelConfig;
 use stackscan_runtime::checkpoint::Checkpoint;
 use stackscan_runtime::generate::{Generator, Sampling};
 use stackscan_runtime::train::{check_checkpoint, check_hf_import, stored_weights, weight_names};
 use stackscan_runtime::{AcceleratorOptions, Client, CompileCache, Plugin, hf, plugin};
 
 use super::CliError;
+use super::args::WeightsArgs;
 
 /// Arguments of `generate`.
 #[derive(Clone, Debug, Args)]
 pub struct GenerateArgs {
-    /// The model (default: the one a Hugging Face `config.json` given by `--config` or
-    /// `--init-from` says it is, else the one the checkpoint records, else the first the
-    /// command line knows).
-    #[arg(long, value_name = "NAME", value_parser = super::args::ModelParser)]
-    pub model: Option<ModelName>,
-    /// Its config (as `train --config`); by default `--init-from`'s `config.json`, or the one
-    /// the checkpoint records, else the tiny preset.
-    #[arg(long, value_name = "NAME|PATH")]
-    pub config: Option<String>,
-    /// The weights: a training checkpoint (a `--save-every` directory or its file).
-    #[arg(long, value_name = "PATH", required_unless_present = "init_from")]
-    pub checkpoint: Option<PathBuf>,
-    /// The weights: a Hugging Face model directory (as `train --init-from`).
-    #[arg(long, value_name = "DIR", conflicts_with = "checkpoint")]
-    pub init_from: Option<PathBuf>,
+    /// The weights and the model they are of.
+    #[command(flatten)]
+    pub weights: WeightsArgs,
     /// A prompt, tokenized by `--tokenizer` (with its special tokens, as `transformers`
     /// does); give several for a batch.
     #[arg(long, value_name = "TEXT", required_unless_present = "prompt_tokens")]
@@ -89,44 +76,10 @@ fn share(s: &str) -> Result<f64, String> {
 }
 
 impl GenerateArgs {
-    /// `--checkpoint`'s file: a directory's `latest.safetensors`, or the file itself.
-    fn checkpoint_file(&self) -> Option<PathBuf> {
-        self.checkpoint.as_ref().map(|p| {
-            if p.is_dir() {
-                p.join("latest.safetensors")
-            } else {
-                p.clone()
-            }
-        })
-    }
-
-    /// The config: `--config` (or `--init-from`'s), else the checkpoint's record, else the
-    /// model's tiny preset.
-    fn config(&self) -> Result<ModelConfig, CliError> {
-        if let (None, None, Some(path)) = (&self.config, self.model, self.checkpoint_file())
-            && let Some(c) = super::recorded::recorded(&path)?
-        {
-            return Ok(c);
-        }
-        super::args::shaped_config(
-            super::args::model_for(
-                self.model,
-                self.config.as_deref(),
-                self.init_from.as_deref(),
-            ),
-            self.config.as_deref(),
-            self.init_from.as_deref(),
-            None,
-            None,
-            1,
-        )
-        .map_err(|e| CliError::Usage(format!("cannot build the model: {e}")))
-    }
-
     /// The tokenizer asked for, or `--init-from`'s `tokenizer.json` when there is one.
     fn tokenizer_path(&self) -> Option<PathBuf> {
         self.tokenizer.clone().or_else(|| {
-            let p = self.init_from.as_ref()?.join("tokenizer.json");
+            let p = self.weights.init_from.as_ref()?.join("tokenizer.json");
             p.exists().then_some(p)
         })
     }
@@ -167,7 +120,7 @@ fn prompt_file(path: &Path) -> Result<Vec<Vec<i32>>, CliError> {
 /// Runs `generate`.
 pub fn run(a: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let usage = |e: stackscan::Error| CliError::Usage(e.to_string());
-    let c = a.config()?;
+    let c = a.weights.config(None, None, 1)?;
     let decode = c.decode_model().map_err(usage)?;
     let tokenizer = match a.tokenizer_path() {
         Some(p) => Some(crate::tokenize::load(&p).map_err(|e| CliError::Usage(e.to_string()))?),
@@ -233,7 +186,7 @@ pub fn run(a: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
         Checkpoint(PathBuf, Box<Checkpoint>),
         Hf(stackscan::hf_map::HfMap, hf::WeightFiles),
     }
-    let source = match (a.checkpoint_file(), &a.init_from) {
+    let source = match (a.weights.checkpoint_file(), &a.weights.init_from) {
         (Some(path), _) => {
             super::recorded::check_model(&path, c.model())?;
             let ckpt = Checkpoint::read(&path).map_err(|e| CliError::Usage(e.to_string()))?;

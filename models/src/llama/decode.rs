@@ -47,15 +47,10 @@ impl Attention<Tensor> {
                 ),
             });
         };
-        let (b, t) = (x.dims()[0], x.dims()[1]);
-        let (nh, nkv, hd) = (c.heads, c.kv_heads, c.head_dim);
-        let heads = |w: &Tensor, n: i64| x.matmul(w)?.reshape(&[b, t, n, hd]);
-        let q = c.rope_at(&heads(&self.wq, nh)?, positions)?;
-        let k = c.rope_at(&heads(&self.wk, nkv)?, positions)?;
-        let v = heads(&self.wv, nkv)?;
+        let (q, k, v) = self.project(c, x, |t| c.rope_at(t, positions))?;
         let keys = nn::cache::write(keys, &k, positions)?;
         let values = nn::cache::write(values, &v, positions)?;
-        let scale = 1.0 / (hd as f64).sqrt();
+        let scale = 1.0 / (c.head_dim as f64).sqrt();
         let out =
             nn::cache::attend(&q, &keys, &values, scale, positions, c.mask)?.matmul(&self.wo)?;
         Ok((out, vec![keys, values]))

@@ -317,12 +317,26 @@ impl Attention<Tensor> {
             return context::blocked_causal_attention(&q, &k, &v, scale, &start, t)?
                 .matmul(&self.wo);
         }
-        let q = c.rope(&heads(&self.wq, nh)?)?;
-        let k = c.rope(&heads(&self.wk, nkv)?)?;
-        let v = heads(&self.wv, nkv)?;
+        let (q, k, v) = self.project(c, x, |t| c.rope(t))?;
         // Grouped-query attention: each key/value head serves heads/kv_heads query heads.
         let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
         nn::masked_attention(&q, &k, &v, scale, c.mask)?.matmul(&self.wo)
+    }
+
+    /// The query, key and value heads of `x: [B, T, d]` (`[B, T, heads, head_dim]`, keys and
+    /// values with `kv_heads`), the queries and keys rotated by `rotate` (RoPE from position
+    /// 0 in training, at each row's positions in generation).
+    pub(crate) fn project(
+        &self,
+        c: &AttentionDims,
+        x: &Tensor,
+        rotate: impl Fn(&Tensor) -> Result<Tensor>,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let (b, t) = (x.dims()[0], x.dims()[1]);
+        let heads = |w: &Tensor, n: i64| x.matmul(w)?.reshape(&[b, t, n, c.head_dim]);
+        let q = rotate(&heads(&self.wq, c.heads)?)?;
+        let k = rotate(&heads(&self.wk, c.kv_heads)?)?;
+        Ok((q, k, heads(&self.wv, c.kv_heads)?))
     }
 }
 
