@@ -54,6 +54,51 @@ pub struct EvalArgs {
     pub runtime: RuntimeArgs,
 }
 
+/// The mean of the forward program's loss over `batches` global batches of `data`.
+fn mean_loss(
+    trainer: &mut Trainer,
+    data: &TokenBatches,
+    batches: u64,
+    devices: usize,
+) -> Result<f64, CliError> {
+    let mut total = 0.0f64;
+    for b in 0..batches {
+        let inputs: Vec<Vec<HostInput>> = (0..devices as u64)
+            .map(|d| {
+                let (t, l) = data.batch(b * devices as u64 + d);
+                vec![HostInput::I32(t), HostInput::I32(l)]
+            })
+            .collect();
+        total += f64::from(trainer.evaluate(&inputs)?);
+    }
+    Ok(total / batches as f64)
+}
+
+/// `--data` (tokenized by `--tokenizer` first, when given) read as `job`'s batches.
+fn held_out(a: &EvalArgs, job: &Job) -> Result<TokenBatches, CliError> {
+    let (path, format) = match &a.tokenizer {
+        Some(t) => {
+            let done = crate::tokenize::tokenize_text(t, &a.data)
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            (done.path, done.format)
+        }
+        None => (
+            a.data.clone(),
+            a.data_format
+                .unwrap_or_else(|| TokenFormat::for_path(&a.data)),
+        ),
+    };
+    let file = TokenFile::open(&path, format).map_err(|e| CliError::Usage(e.to_string()))?;
+    let to_usize = |v: i64| usize::try_from(v).map_err(|e| CliError::failed(e.to_string()));
+    TokenBatches::new(
+        file,
+        to_usize(job.vocab)?,
+        to_usize(job.batch_per_device)?,
+        to_usize(job.seq)?,
+    )
+    .map_err(|e| CliError::Usage(e.to_string()))
+}
+
 /// Runs `eval`.
 pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let c = a.weights.config(a.batch, a.seq, a.runtime.devices)?;
@@ -74,27 +119,7 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
             .map_err(super::train::too_big("evaluate"))?;
         Some(estimate)
     };
-    let (path, format) = match &a.tokenizer {
-        Some(t) => {
-            let done = crate::tokenize::tokenize_text(t, &a.data)
-                .map_err(|e| CliError::Usage(e.to_string()))?;
-            (done.path, done.format)
-        }
-        None => (
-            a.data.clone(),
-            a.data_format
-                .unwrap_or_else(|| TokenFormat::for_path(&a.data)),
-        ),
-    };
-    let file = TokenFile::open(&path, format).map_err(|e| CliError::Usage(e.to_string()))?;
-    let to_usize = |v: i64| usize::try_from(v).map_err(|e| CliError::failed(e.to_string()));
-    let data = TokenBatches::new(
-        file,
-        to_usize(job.vocab)?,
-        to_usize(job.batch_per_device)?,
-        to_usize(job.seq)?,
-    )
-    .map_err(|e| CliError::Usage(e.to_string()))?;
+    let data = held_out(a, &job)?;
     let checkpoint = match a.weights.checkpoint_file() {
         Some(path) => {
             super::recorded::check_model(&path, c_model)?;
@@ -131,17 +156,7 @@ pub fn run(a: &EvalArgs, out: &mut dyn Write) -> Result<(), CliError> {
         job.describe,
         client.platform()
     )?;
-    let mut total = 0.0f64;
-    for b in 0..a.batches {
-        let inputs: Vec<Vec<HostInput>> = (0..devices as u64)
-            .map(|d| {
-                let (t, l) = data.batch(b * devices as u64 + d);
-                vec![HostInput::I32(t), HostInput::I32(l)]
-            })
-            .collect();
-        total += f64::from(trainer.evaluate(&inputs)?);
-    }
-    let loss = total / a.batches as f64;
+    let loss = mean_loss(&mut trainer, &data, a.batches, devices)?;
     writeln!(
         out,
         "compiled in {:.2} s ({}; the forward program alone)",

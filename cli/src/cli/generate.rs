@@ -7,10 +7,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use stackscan::decode::DecodeModel;
+use stackscan_models::registry::ModelConfig;
 use stackscan_runtime::checkpoint::Checkpoint;
-use stackscan_runtime::generate::{Generator, Sampling};
+use stackscan_runtime::generate::{Generation, Generator, Sampling};
 use stackscan_runtime::train::{check_checkpoint, check_hf_import, stored_weights, weight_names};
 use stackscan_runtime::{AcceleratorOptions, Client, CompileCache, Plugin, hf, plugin};
+use tokenizers::Tokenizer;
 
 use super::CliError;
 use super::args::WeightsArgs;
@@ -117,17 +120,61 @@ fn prompt_file(path: &Path) -> Result<Vec<Vec<i32>>, CliError> {
     Ok(prompts)
 }
 
-/// Runs `generate`.
-pub fn run(a: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let usage = |e: stackscan::Error| CliError::Usage(e.to_string());
-    let c = a.weights.config(None, None, 1)?;
-    let decode = c.decode_model().map_err(usage)?;
-    let tokenizer = match a.tokenizer_path() {
-        Some(p) => Some(crate::tokenize::load(&p).map_err(|e| CliError::Usage(e.to_string()))?),
-        None => None,
-    };
-    let prompts: Vec<Vec<i32>> = match (&a.prompt_tokens, &tokenizer) {
-        (Some(path), _) => prompt_file(path)?,
+/// Where the weights come from, their headers checked before anything loads or compiles.
+enum Source {
+    Checkpoint(PathBuf, Box<Checkpoint>),
+    Hf(stackscan::hf_map::HfMap, hf::WeightFiles),
+}
+
+impl Source {
+    /// `--checkpoint` (of the model `c` is a config of) or `--init-from`, checked against
+    /// `model`'s weights.
+    fn checked(
+        a: &GenerateArgs,
+        c: &ModelConfig,
+        model: &stackscan::fsdp::StackModel,
+    ) -> Result<Source, CliError> {
+        match (a.weights.checkpoint_file(), &a.weights.init_from) {
+            (Some(path), _) => {
+                super::recorded::check_model(&path, c.model())?;
+                let ckpt = Checkpoint::read(&path).map_err(|e| CliError::Usage(e.to_string()))?;
+                check_checkpoint(&ckpt, &path, model)
+                    .map_err(|e| CliError::Usage(format!("cannot generate: {e}")))?;
+                Ok(Source::Checkpoint(path, Box::new(ckpt)))
+            }
+            (None, Some(dir)) => {
+                let map = c.hf_weights().map_err(|e| CliError::Usage(e.to_string()))?;
+                let files = check_hf_import(&map, dir, &stored_weights(model)).map_err(|e| {
+                    CliError::Usage(format!("cannot import `{}`: {e}", dir.display()))
+                })?;
+                Ok(Source::Hf(map, files))
+            }
+            (None, None) => Err(CliError::Usage(
+                "give `--checkpoint` or `--init-from`".into(),
+            )),
+        }
+    }
+
+    /// A generator of `decode` on `client`, its weights read from here.
+    fn load(&self, client: &Client, decode: DecodeModel) -> Result<Generator, CliError> {
+        let model = decode.model();
+        let names = weight_names(model);
+        let shapes: Vec<Vec<i64>> = stored_weights(model).into_iter().map(|(_, s)| s).collect();
+        Ok(match self {
+            Source::Checkpoint(path, ckpt) => Generator::load(client, decode, |j| {
+                Ok(ckpt.tensor(&names[j], &shapes[j], path)?.data.clone())
+            })?,
+            Source::Hf(map, files) => {
+                Generator::load(client, decode, |j| Ok(hf::import(map, files, j)?.data))?
+            }
+        })
+    }
+}
+
+/// The prompts: `--prompt-tokens`' ids, or each `--prompt` tokenized by `tokenizer`.
+fn prompts(a: &GenerateArgs, tokenizer: Option<&Tokenizer>) -> Result<Vec<Vec<i32>>, CliError> {
+    match (&a.prompt_tokens, tokenizer) {
+        (Some(path), _) => prompt_file(path),
         (None, Some(t)) => a
             .prompt
             .iter()
@@ -136,15 +183,17 @@ pub fn run(a: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
                     .map(|e| e.get_ids().iter().map(|&id| id as i32).collect())
                     .map_err(|e| CliError::Usage(format!("tokenizing the prompt: {e}")))
             })
-            .collect::<Result<_, _>>()?,
-        (None, None) => {
-            return Err(CliError::Usage(
-                "`--prompt` needs a tokenizer: give `--tokenizer` (or an `--init-from` \
-                 directory with a tokenizer.json), or the ids with `--prompt-tokens`"
-                    .into(),
-            ));
-        }
-    };
+            .collect(),
+        (None, None) => Err(CliError::Usage(
+            "`--prompt` needs a tokenizer: give `--tokenizer` (or an `--init-from` \
+             directory with a tokenizer.json), or the ids with `--prompt-tokens`"
+                .into(),
+        )),
+    }
+}
+
+/// Refuses an empty prompt or a token outside `decode`'s vocabulary, naming the prompt.
+fn check_prompts(prompts: &[Vec<i32>], decode: &DecodeModel) -> Result<(), CliError> {
     let vocab = decode
         .model()
         .inputs
@@ -161,77 +210,19 @@ pub fn run(a: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
             )));
         }
     }
-    let model = decode.model().clone();
-    // The weights whole and every layer's state for the longest prompt and the new tokens,
-    // against the machine's memory now and the device's once its client reports it.
-    let rows = prompts.len() as i64;
-    let capacity =
-        prompts.iter().map(Vec::len).max().unwrap_or(0) as i64 + i64::from(a.max_new_tokens);
-    let refused = |e: stackscan::Error| {
-        CliError::Usage(format!(
-            "cannot generate here: {}",
-            stackscan_models::memory::reason(e)
-        ))
-    };
-    let on_host = matches!(
-        super::args::devices_kind(&a.plugin, 1),
-        stackscan_models::memory::Devices::Host(_)
-    );
-    if on_host && !a.no_memory_check {
-        stackscan_models::memory::check_generation(&decode, rows, capacity, None)
-            .map_err(refused)?;
-    }
-    // The weights' headers checked before anything loads or compiles.
-    enum Source {
-        Checkpoint(PathBuf, Box<Checkpoint>),
-        Hf(stackscan::hf_map::HfMap, hf::WeightFiles),
-    }
-    let source = match (a.weights.checkpoint_file(), &a.weights.init_from) {
-        (Some(path), _) => {
-            super::recorded::check_model(&path, c.model())?;
-            let ckpt = Checkpoint::read(&path).map_err(|e| CliError::Usage(e.to_string()))?;
-            check_checkpoint(&ckpt, &path, &model)
-                .map_err(|e| CliError::Usage(format!("cannot generate: {e}")))?;
-            Source::Checkpoint(path, Box::new(ckpt))
-        }
-        (None, Some(dir)) => {
-            let map = c.hf_weights().map_err(usage)?;
-            let files = check_hf_import(&map, dir, &stored_weights(&model))
-                .map_err(|e| CliError::Usage(format!("cannot import `{}`: {e}", dir.display())))?;
-            Source::Hf(map, files)
-        }
-        (None, None) => {
-            return Err(CliError::Usage(
-                "give `--checkpoint` or `--init-from`".into(),
-            ));
-        }
-    };
-    let plugin = Plugin::load(plugin::resolve(&a.plugin)?)?;
-    let cache = CompileCache::from_env().filter(|_| !a.no_compile_cache);
-    let client = Client::for_devices_with(&plugin, 1, AcceleratorOptions::default())?
-        .with_compile_cache(cache);
-    if let (false, Some(limit)) = (a.no_memory_check, client.device_memory_limit()) {
-        stackscan_models::memory::check_generation(&decode, rows, capacity, Some(limit))
-            .map_err(refused)?;
-    }
-    let names = weight_names(&model);
-    let shapes: Vec<Vec<i64>> = stored_weights(&model).into_iter().map(|(_, s)| s).collect();
-    let mut generator = match &source {
-        Source::Checkpoint(path, ckpt) => Generator::load(&client, decode, |j| {
-            Ok(ckpt.tensor(&names[j], &shapes[j], path)?.data.clone())
-        })?,
-        Source::Hf(map, files) => {
-            Generator::load(&client, decode, |j| Ok(hf::import(map, files, j)?.data))?
-        }
-    };
-    let sampling = Sampling {
-        temperature: a.temperature,
-        top_p: a.top_p,
-        seed: a.seed,
-    };
-    let g = generator.generate(&prompts, a.max_new_tokens as usize, sampling, &a.stop)?;
+    Ok(())
+}
+
+/// Each prompt and its continuation (as text with a tokenizer, else as ids), then the counts
+/// and rates.
+fn print(
+    out: &mut dyn Write,
+    prompts: &[Vec<i32>],
+    g: &Generation,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<(), CliError> {
     for (p, new) in prompts.iter().zip(&g.tokens) {
-        match &tokenizer {
+        match tokenizer {
             Some(t) => {
                 let ids = |v: &[i32]| v.iter().map(|&i| i as u32).collect::<Vec<_>>();
                 let text = |v: &[i32]| {
@@ -262,4 +253,54 @@ pub fn run(a: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
         g.compile_seconds
     )?;
     Ok(())
+}
+
+/// Runs `generate`.
+pub fn run(a: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let c = a.weights.config(None, None, 1)?;
+    let decode = c
+        .decode_model()
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let tokenizer = match a.tokenizer_path() {
+        Some(p) => Some(crate::tokenize::load(&p).map_err(|e| CliError::Usage(e.to_string()))?),
+        None => None,
+    };
+    let prompts = prompts(a, tokenizer.as_ref())?;
+    check_prompts(&prompts, &decode)?;
+    // The weights whole and every layer's state for the longest prompt and the new tokens,
+    // against the machine's memory now and the device's once its client reports it.
+    let rows = prompts.len() as i64;
+    let capacity =
+        prompts.iter().map(Vec::len).max().unwrap_or(0) as i64 + i64::from(a.max_new_tokens);
+    let refused = |e: stackscan::Error| {
+        CliError::Usage(format!(
+            "cannot generate here: {}",
+            stackscan_models::memory::reason(e)
+        ))
+    };
+    let on_host = matches!(
+        super::args::devices_kind(&a.plugin, 1),
+        stackscan_models::memory::Devices::Host(_)
+    );
+    if on_host && !a.no_memory_check {
+        stackscan_models::memory::check_generation(&decode, rows, capacity, None)
+            .map_err(refused)?;
+    }
+    let source = Source::checked(a, &c, decode.model())?;
+    let plugin = Plugin::load(plugin::resolve(&a.plugin)?)?;
+    let cache = CompileCache::from_env().filter(|_| !a.no_compile_cache);
+    let client = Client::for_devices_with(&plugin, 1, AcceleratorOptions::default())?
+        .with_compile_cache(cache);
+    if let (false, Some(limit)) = (a.no_memory_check, client.device_memory_limit()) {
+        stackscan_models::memory::check_generation(&decode, rows, capacity, Some(limit))
+            .map_err(refused)?;
+    }
+    let mut generator = source.load(&client, decode)?;
+    let sampling = Sampling {
+        temperature: a.temperature,
+        top_p: a.top_p,
+        seed: a.seed,
+    };
+    let g = generator.generate(&prompts, a.max_new_tokens as usize, sampling, &a.stop)?;
+    print(out, &prompts, &g, tokenizer.as_ref())
 }
