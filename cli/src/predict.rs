@@ -7,7 +7,7 @@ use stackscan::cost::{Accounting, layer_costs, of};
 use stackscan::fsdp::Adam;
 use stackscan::fsdp::StackModel;
 use stackscan::plan::{Plan, PlanOptions};
-use stackscan::sim::{Timeline, simulate};
+use stackscan::sim::{KindTimes, Timeline, simulate};
 use stackscan::{Axis, Precision, Result, TensorType, vjp};
 
 use crate::hardware::Hardware;
@@ -111,8 +111,7 @@ pub fn predict(
     devices: usize,
     accounting: &[Accounting],
 ) -> Result<Prediction> {
-    let costs = layer_costs(model, devices, accounting, options.precision)?;
-    let times: Vec<_> = costs.iter().map(|c| hardware.kind_times(c)).collect();
+    let times = kind_times(model, options, hardware, devices, accounting)?;
     let plan = Plan::new(&model.stack, options)?;
     let sim = hardware.sim_options();
     Ok(Prediction {
@@ -120,6 +119,19 @@ pub fn predict(
         backward: simulate(&plan.backward, &model.stack, &times, sim)?,
         outer: outer_seconds(model, hardware, devices, options.precision)?,
     })
+}
+
+/// What one layer of each kind of `model` takes on each lane of `hardware` (one device of a
+/// mesh of `devices`), in the program built under `options`: what the simulator replays.
+pub fn kind_times(
+    model: &StackModel,
+    options: PlanOptions,
+    hardware: &Hardware,
+    devices: usize,
+    accounting: &[Accounting],
+) -> Result<Vec<KindTimes>> {
+    let costs = layer_costs(model, devices, accounting, options.precision)?;
+    Ok(costs.iter().map(|c| hardware.kind_times(c)).collect())
 }
 
 /// Where and how to predict, as `plan --predict` takes it.

@@ -245,6 +245,7 @@ pub fn predict_all(hardware: &str, batch: Option<usize>, out: &Path) -> Result<V
                 unroll: Some(MAXTEXT_UNROLL),
                 out: out.join(s.slug),
                 reference: false,
+                compiled: Vec::new(),
                 // The recipe keeps its weights in bf16 (`weight_dtype bfloat16`), so its
                 // gathers and its gradients' reduce-scatters move bf16.
                 precision: Some(stackscan::Precision::BF16_REDUCE_BF16),

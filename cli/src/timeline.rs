@@ -91,6 +91,13 @@ pub struct TimelineArgs {
     /// Directory for the SVGs and `schedule.json`.
     #[arg(long, default_value = "timelines")]
     pub out: PathBuf,
+    /// A `compile-report --topology NAME --json` report of this model on this many devices
+    /// (give it twice, prefetch off and on): each pass is also replayed in the order libtpu
+    /// scheduled that program, with the same per-op costs, drawn beside the simulated
+    /// timeline of the same schedule (`forward-compiled-on.svg`, …), and each loop's time
+    /// printed both ways.
+    #[arg(long, value_name = "REPORT.json")]
+    pub compiled: Vec<PathBuf>,
 }
 
 /// What `timeline` predicted.
@@ -100,8 +107,32 @@ pub struct Summary {
     pub off: Prediction,
     /// Prefetch on, deferred reduce-scatter.
     pub on: Prediction,
+    /// Each `--compiled` report's schedule, simulated and replayed as compiled.
+    pub compiled: Vec<CompiledSummary>,
     /// Files written.
     pub files: Vec<PathBuf>,
+}
+
+/// One `--compiled` report: its schedule simulated, and replayed as libtpu scheduled it.
+#[derive(Clone, Debug)]
+pub struct CompiledSummary {
+    /// `off` or `on` (prefetch, with or without deferral as the report's options say).
+    pub schedule: String,
+    /// The topology it was compiled for.
+    pub topology: String,
+    /// The simulated prediction of its schedule.
+    pub simulated: Prediction,
+    /// The forward pass replayed as compiled.
+    pub forward: compiled::CompiledPass,
+    /// The backward pass replayed as compiled.
+    pub backward: compiled::CompiledPass,
+}
+
+impl CompiledSummary {
+    /// The step as compiled: both passes replayed, and the simulation's outer parts.
+    pub fn step_seconds(&self) -> f64 {
+        self.forward.timeline.total + self.backward.timeline.total + self.simulated.outer
+    }
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -353,6 +384,72 @@ fn run_loaded(args: &TimelineArgs, loaded: Loaded) -> Result<Summary> {
     )?;
     std::fs::create_dir_all(&args.out).map_err(|e| io(&args.out, e))?;
     let mut files = Vec::new();
+    let mut compiled = Vec::new();
+    for path in &args.compiled {
+        let report = compiled::CompiledReport::read(path)?;
+        if report.model != args.model() || report.devices != devices {
+            return Err(invalid(format!(
+                "`{}` is a report of `{}` on {} devices; this timeline is `{}` on {devices}",
+                path.display(),
+                report.model,
+                report.devices,
+                args.model()
+            )));
+        }
+        let o = report.plan_options(options(PlanOptions::prefetch_deferred()))?;
+        let simulated = predict(model, o, &hw, devices, &accounting)?;
+        let times = crate::predict::kind_times(model, o, &hw, devices, &accounting)?;
+        let plan = stackscan::plan::Plan::new(&model.stack, o)?;
+        let sim = hw.sim_options();
+        let forward = compiled::replay(
+            &plan.forward,
+            model,
+            &times,
+            sim,
+            &report,
+            &simulated.forward,
+        )?;
+        let backward = compiled::replay(
+            &plan.backward,
+            model,
+            &times,
+            sim,
+            &report,
+            &simulated.backward,
+        )?;
+        let schedule = if o.prefetch_fsdp_weights { "on" } else { "off" };
+        for (pass, a, b) in [
+            ("forward", &simulated.forward, &forward.timeline),
+            ("backward", &simulated.backward, &backward.timeline),
+        ] {
+            let title = format!(
+                "{} on {} × {}: {pass}, prefetch {schedule}",
+                args.model(),
+                args.chips,
+                chip.name
+            );
+            let doc = render(
+                &title,
+                &[
+                    ("simulated from the plan", a),
+                    (
+                        &format!("as libtpu scheduled it for {}", report.tpu.topology),
+                        b,
+                    ),
+                ],
+            );
+            let path = args.out.join(format!("{pass}-compiled-{schedule}.svg"));
+            std::fs::write(&path, doc).map_err(|e| io(&path, e))?;
+            files.push(path);
+        }
+        compiled.push(CompiledSummary {
+            schedule: schedule.to_owned(),
+            topology: report.tpu.topology.clone(),
+            simulated,
+            forward,
+            backward,
+        });
+    }
     for (pass, a, b) in [
         ("forward", &off.forward, &on.forward),
         ("backward", &off.backward, &on.backward),
@@ -380,13 +477,19 @@ fn run_loaded(args: &TimelineArgs, loaded: Loaded) -> Result<Summary> {
         "assumptions": ASSUMPTIONS,
         "off": prediction_json(&off),
         "on": prediction_json(&on),
+        "compiled": compiled.iter().map(compiled_json).collect::<Vec<_>>(),
     });
     let path = args.out.join("schedule.json");
     let text = serde_json::to_string_pretty(&schedule)
         .map_err(|e| invalid(format!("cannot write the schedule: {e}")))?;
     std::fs::write(&path, text).map_err(|e| io(&path, e))?;
     files.push(path);
-    Ok(Summary { off, on, files })
+    Ok(Summary {
+        off,
+        on,
+        compiled,
+        files,
+    })
 }
 
 /// Runs `timeline` and writes its summary to `out` (the CLI's `timeline` command).
@@ -430,6 +533,36 @@ pub fn report(
             p.outer * 1e3
         )?;
     }
+    for c in &s.compiled {
+        writeln!(
+            out,
+            "  prefetch {} as libtpu scheduled it for {}: step {:.2} ms (simulated {:.2}); forward {:.2} ms (exposed {:.2}), backward {:.2} ms (exposed {:.2})",
+            c.schedule,
+            c.topology,
+            c.step_seconds() * 1e3,
+            c.simulated.step_seconds() * 1e3,
+            c.forward.timeline.total * 1e3,
+            c.forward.timeline.exposed_communication * 1e3,
+            c.backward.timeline.total * 1e3,
+            c.backward.timeline.exposed_communication * 1e3,
+        )?;
+        for l in c.forward.loops.iter().chain(&c.backward.loops) {
+            // Where the compiled schedule and the plan's differ by more than a hundredth.
+            if (l.compiled - l.simulated).abs() > 0.01 * l.simulated.max(f64::MIN_POSITIVE) {
+                writeln!(
+                    out,
+                    "    {} ({} trip{}): {:.3} ms compiled, {:.3} simulated; {} of its {} collectives unhidden",
+                    l.label,
+                    l.trips,
+                    if l.trips == 1 { "" } else { "s" },
+                    l.compiled * 1e3,
+                    l.simulated * 1e3,
+                    l.unhidden.0,
+                    l.unhidden.1
+                )?;
+            }
+        }
+    }
     for f in &s.files {
         writeln!(out, "  wrote {}", f.display())?;
     }
@@ -438,6 +571,34 @@ pub fn report(
 
 fn io(path: &std::path::Path, e: std::io::Error) -> Error {
     invalid(format!("cannot write `{}`: {e}", path.display()))
+}
+
+fn compiled_json(c: &CompiledSummary) -> Value {
+    let loops = |p: &compiled::CompiledPass| -> Vec<Value> {
+        p.loops
+            .iter()
+            .map(|l| {
+                json!({
+                    "label": l.label,
+                    "trips": l.trips,
+                    "simulated_seconds": l.simulated,
+                    "compiled_seconds": l.compiled,
+                    "unhidden_collectives": l.unhidden.0,
+                    "collectives": l.unhidden.1,
+                })
+            })
+            .collect()
+    };
+    json!({
+        "schedule": c.schedule,
+        "topology": c.topology,
+        "step_seconds": c.step_seconds(),
+        "simulated": prediction_json(&c.simulated),
+        "forward": timeline_json(&c.forward.timeline),
+        "backward": timeline_json(&c.backward.timeline),
+        "forward_loops": loops(&c.forward),
+        "backward_loops": loops(&c.backward),
+    })
 }
 
 fn prediction_json(p: &Prediction) -> Value {
@@ -486,6 +647,8 @@ fn timeline_json(t: &Timeline) -> Value {
         "bars": bars,
     })
 }
+
+pub mod compiled;
 
 #[cfg(test)]
 mod tests;

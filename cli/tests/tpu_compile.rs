@@ -9,6 +9,11 @@
 //! body's products. The plan reaches libtpu as a trainer on the TPU plugin lowers it:
 //! prefetch gathers tagged `xla_explicit_fsdp`, no scheduling groups (which libtpu refuses).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test that cannot go on should fail loudly"
+)]
+
 #[allow(dead_code, reason = "the shared runners; this file needs only some")]
 mod common;
 
@@ -100,6 +105,68 @@ fn the_tpu_program_shows_the_prefetch_when_on() {
         }
     }
     assert!(whole_layer >= 2, "no prefetching one-layer loop: {loops:?}");
+    timeline_of_the_compiled_program(&r);
+}
+
+/// `timeline --compiled` on the report `r`: each pass replayed in the order libtpu scheduled
+/// it, beside the simulated timeline of the same schedule, every loop of the plan found in
+/// the program.
+fn timeline_of_the_compiled_program(r: &Value) {
+    let dir = std::env::temp_dir().join(format!("stackscan-tpu-timeline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let report = dir.join("report.json");
+    std::fs::write(&report, serde_json::to_vec(r).unwrap()).unwrap();
+    let out = common::command(
+        "timeline",
+        &[
+            "--model",
+            "llama",
+            "--config",
+            "tiny",
+            "--chips",
+            "4",
+            "--compiled",
+            report.to_str().unwrap(),
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ],
+    )
+    .output()
+    .expect("start the binary");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("prefetch on as libtpu scheduled it for tpu7x:2x2x1"),
+        "{text}"
+    );
+    assert!(dir.join("out/backward-compiled-on.svg").exists());
+    let schedule: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("out/schedule.json")).unwrap()).unwrap();
+    let compiled = &schedule["compiled"][0];
+    for pass in ["forward", "backward"] {
+        let total = compiled[pass]["total_seconds"].as_f64().unwrap();
+        let compute = compiled[pass]["compute_seconds"].as_f64().unwrap();
+        let simulated = compiled["simulated"][pass]["compute_seconds"]
+            .as_f64()
+            .unwrap();
+        // The same layers computed, however the collectives fall around them.
+        assert!(
+            (compute - simulated).abs() <= 1e-9 * simulated,
+            "{pass}: {compiled}"
+        );
+        assert!(total >= compute, "{pass}: {compiled}");
+        assert!(
+            !compiled[format!("{pass}_loops")]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// Over a 128-device slice libtpu gathers by all-reducing each device's shard written into

@@ -106,10 +106,16 @@ pub struct CollectiveSpans {
     pub explicit_fsdp: usize,
     /// Their starts, as positions in the body's schedule, and their dones.
     pub windows: Vec<(usize, usize)>,
+    /// The bytes each writes per device (its result's), in the order of `windows`.
+    pub bytes: Vec<u64>,
 }
 
 impl CollectiveSpans {
-    fn of(collectives: &[&ScheduledCollective]) -> CollectiveSpans {
+    /// The spans of `collectives`, each writing `bytes(c)`.
+    fn of(
+        collectives: &[&ScheduledCollective],
+        bytes: impl Fn(&ScheduledCollective) -> u64,
+    ) -> CollectiveSpans {
         let spans = || collectives.iter().map(|c| c.spanned_products);
         CollectiveSpans {
             count: collectives.len(),
@@ -136,6 +142,7 @@ impl CollectiveSpans {
                 })
                 .count(),
             windows: collectives.iter().map(|c| (c.start, c.done)).collect(),
+            bytes: collectives.iter().map(|c| bytes(c)).collect(),
         }
     }
 }
@@ -155,13 +162,17 @@ fn loop_schedules(module: &OptimizedModule) -> Vec<LoopSchedule> {
                 continue;
             };
             let schedule = module.schedule_of(body);
+            let order = body.in_order();
+            // A collective writes its result: its done's (an asynchronous start's result is
+            // a tuple of operands and result).
+            let bytes = |c: &ScheduledCollective| order.get(c.done).map_or(0, |d| d.shape.bytes());
             let of = |kind: &str| {
                 let v: Vec<&ScheduledCollective> = schedule
                     .collectives
                     .iter()
                     .filter(|c| c.role() == kind)
                     .collect();
-                CollectiveSpans::of(&v)
+                CollectiveSpans::of(&v, bytes)
             };
             out.push(LoopSchedule {
                 label: label.to_owned(),

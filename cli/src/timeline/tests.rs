@@ -17,6 +17,7 @@ fn args(model: &str, out: PathBuf) -> TimelineArgs {
         reference: false,
         precision: None,
         out,
+        compiled: Vec::new(),
     }
 }
 

@@ -29,9 +29,14 @@ fn attributes(trips: usize, label: &str) -> Vec<(&str, &str)> {
     out
 }
 
-/// What a group's loop runs, for its [`LOOP_LABEL`]: `pass`, the kind's name, its layers and
-/// its loop form.
-fn group_label(pass: &str, g: &Group, kind: &str) -> String {
+/// What follows a ping-pong group's label on the loop of its odd first step.
+pub const ODD_FIRST_STEP: &str = ", odd first step";
+
+/// What a group's loop runs, for its [`LOOP_LABEL`]: `pass` (`forward`, `backward`), the
+/// kind's name, its layers and its loop form. A report on the compiled program finds a
+/// group's loop by it (`stackscan timeline --compiled`); a ping-pong group's odd first step
+/// is this label followed by [`ODD_FIRST_STEP`].
+pub fn group_label(pass: &str, g: &Group, kind: &str) -> String {
     let layers = match (g.layers.first(), g.layers.last()) {
         (Some(a), Some(b)) if a != b => format!("layers {a}–{b}"),
         (Some(a), _) => format!("layer {a}"),
@@ -144,7 +149,7 @@ fn run_group<C: Carry>(
     };
     let mut state = state;
     if peel {
-        let first = format!("{label}, odd first step");
+        let first = format!("{label}{ODD_FIRST_STEP}");
         state = single_step(s, &first, state, step, Around::Weights)?;
     }
     let first = i64::from(peel);

@@ -55,7 +55,7 @@ mod training;
 pub use accumulate::accumulate;
 pub use forward::{forward_loss_on, forward_step_on};
 pub use listing::NamedParam;
-pub use loops::LOOP_LABEL;
+pub use loops::{LOOP_LABEL, ODD_FIRST_STEP, group_label};
 pub use model::{
     Init, InputSpec, LayerFn, LayerKind, ParamSpec, PostFn, PreFn, StackModel, Update,
 };
