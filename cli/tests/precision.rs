@@ -43,22 +43,22 @@ const F32_DIGESTS: [(&str, &str, &str); 4] = [
     (
         "llama",
         "tiny",
-        "02d106c5e9a9fbe50826343d661f9926ef755e6e7ed29e0771ccf49517717c50",
+        "928559a8e1e0d92b0174fe557eaac72f60fa931ed702facdc6ff20dddbd23519",
     ),
     (
         "deepseek3",
         "tiny",
-        "8ca590a476ef4eeac5bc112ccadc76d79eb10f07fb15ed684b48c5c8f6180593",
+        "641ff50c8618483d5a8701a51d6bc9614ad8ffca08aabdfea12b2b91115ad69a",
     ),
     (
         "qwen35",
         "tiny",
-        "13315fb4db72cd15421a5eb982cbc08c51de387b03ac3283434732d6c6d10e72",
+        "5396ec811e571901ced5dc0ed024d82d0d7edf5b83010a05828e96d802f697af",
     ),
     (
         "llama",
         "tiny-swa",
-        "2720d158b45c1bda33c4228e6e1d2db27ff6ce939106c4fe563879913a0f9748",
+        "b097d82c2746a2c3fd8024fd2a48b2bb0f7c6bba2f7383abd3861ea8fac1a0a8",
     ),
 ];
 

@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use crate::builder::{Scope, Tensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::plan::{Group, OwnGradient, PrefetchIssue, WeightSource};
+use crate::plan::{Group, LoopForm, OwnGradient, PrefetchIssue, WeightSource};
 
 use super::loops::{Trip, run_pass};
 use super::lowering::Lowering;
@@ -287,7 +287,14 @@ impl Lowering<'_> {
         // it defers its own gradient, after its input cotangent).
         let mut fence_out = None;
         if let Some(kp) = g.signature.pending_grad {
-            // The previous step ran the layer above.
+            // The previous step ran the layer above. A peeled step's loop takes the pending
+            // gradient from outside its carry (its shape is another kind's); tied to the
+            // carried fence, its reduce-scatter is built in the loop body, where it overlaps
+            // this step's layer, rather than before the loop, where it overlaps nothing.
+            let pending = match g.form {
+                LoopForm::Peeled => self.tie(&fence, &pending)?.1,
+                _ => pending,
+            };
             let row = self.row(base + 1, DOWN, trip, q)?;
             let scattered = self.scatter(kp, row, &pending, &mut grads[kp], unstored)?;
             fence_out = Some(self.after(&scattered, &zero)?);
