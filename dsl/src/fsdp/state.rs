@@ -29,7 +29,8 @@ pub(super) enum Around {
     /// Everything whose shape follows the kind run or prefetched (the gathered weights and
     /// the pending gradient): a peeled step, whose neighbours run other kinds, so what it
     /// takes and passes on has shapes unlike what it computes with. Only the fixed part is
-    /// carried.
+    /// carried; the step ties the pending gradient to the carried fence before scattering it,
+    /// so that scatter is still built in the loop body ([`super::pass`]).
     ByKind,
     /// The gathered weights alone: a ping-pong group's odd first step. Carried, the weights it
     /// takes would share a buffer with those it gathers for the next step while it still reads
