@@ -25,8 +25,6 @@ use stackscan_models::toy::{self, ToyConfig};
 use stackscan_runtime::{Client, ClientOptions};
 
 const DEVICES: usize = 4;
-/// The mark that keeps a single-trip (peeled) loop.
-const KEEP_LOOP: &str = "skip-simplify-while-loops_trip-count-one";
 const D: i64 = 8;
 const B: i64 = 2;
 
@@ -133,18 +131,10 @@ fn every_step_is_one_contiguous_group_and_prefetch_gathers_are_explicit() {
                 groups.extend(id);
                 if matches!(n.op, Op::AllGather { .. } | Op::ReduceScatter { .. }) {
                     loop_collectives += 1;
-                    // The one exception: a peeled step's deferred reduce-scatter reads only
-                    // the gradient its single-trip loop captures, so it is built in front of
-                    // that loop, in the enclosing body (a block loop's), outside the step's
-                    // scheduling group.
-                    let in_front_of_a_peeled_step = matches!(n.op, Op::ReduceScatter { .. })
-                        && options.defer_grad_reduce_scatter
-                        && f.nodes[i..].iter().any(|later| {
-                            matches!(&later.op, Op::Scan { length: 1, frontend_attributes, .. }
-                                if frontend_attributes.iter().any(|(k, _)| k == KEEP_LOOP))
-                        });
+                    // A peeled step's deferred reduce-scatter too: it is built in the step's
+                    // own loop body (tied to the carried fence), not in front of that loop.
                     assert!(
-                        id.is_some() || in_front_of_a_peeled_step,
+                        id.is_some(),
                         "{options:?}: an untagged collective in a loop"
                     );
                 }

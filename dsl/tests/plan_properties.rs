@@ -244,10 +244,11 @@ fn executed(l: &Loop) -> (usize, usize) {
 /// one trip as the step description lists them; per block loop, one loop around its groups'.
 /// Returns the loops and the reduce-scatters issued outside them, between loops of the pass:
 /// its epilogue scatter (unless its last step is alone in a group, whose loop then issues
-/// it) and the deferred scatter of each peeled step. The latter reads only
-/// the gradient that enters the single-trip loop as a captured value, so it is built in front
-/// of the loop, still after the previous step and before the step's own work. The pass's
-/// prologue gather, which its first step lists, is outside every loop too.
+/// it). A peeled step scatters the gradient deferred to it inside its loop: that gradient
+/// enters the single-trip loop as a captured value, and the step ties it to the loop's
+/// carried fence so its scatter is built in the body (where it overlaps the step's layer)
+/// rather than in front of the loop. The pass's prologue gather, which its first step lists,
+/// is outside every loop.
 fn planned_loops(stack: &Stack, pass: &Pass) -> (Vec<Loop>, usize) {
     let steps = pass.steps();
     let step_of = |layer: usize| -> &Step {
@@ -270,10 +271,9 @@ fn planned_loops(stack: &Stack, pass: &Pass) -> (Vec<Loop>, usize) {
             .iter()
             .any(|s| matches!(s, Segment::Group(g) if g.layers == [layer]))
     });
-    // `(gathers, scatters)` in the body of a loop running `layers` in one trip, and the
-    // scatters in front of it.
-    let body = |layers: &[usize], peeled: bool| -> (usize, usize, usize) {
-        layers.iter().fold((0, 0, 0), |(g, s, front), &l| {
+    // `(gathers, scatters)` in the body of a loop running `layers` in one trip.
+    let body = |layers: &[usize]| -> (usize, usize) {
+        layers.iter().fold((0, 0), |(g, s), &l| {
             let step = step_of(l);
             let gathers: Vec<usize> = step
                 .gathers
@@ -287,69 +287,48 @@ fn planned_loops(stack: &Stack, pass: &Pass) -> (Vec<Loop>, usize) {
                 .copied()
                 .filter(|&x| !(x == l && epilogue == Some(l) && !epilogue_inside))
                 .partition(|&x| x == l);
-            let (inside, outside) = if peeled {
-                (weights(&own), weights(&pending))
-            } else {
-                (weights(&own) + weights(&pending), 0)
-            };
-            (g + weights(&gathers), s + inside, front + outside)
+            (g + weights(&gathers), s + weights(&own) + weights(&pending))
         })
     };
-    let leaf = |trips: usize, layers: &[usize], peeled: bool| {
-        let (gathers, scatters, front) = body(layers, peeled);
-        let l = Loop {
+    let leaf = |trips: usize, layers: &[usize]| {
+        let (gathers, scatters) = body(layers);
+        Loop {
             trips,
             gathers,
             scatters,
             inner: Vec::new(),
-        };
-        (l, front)
+        }
     };
-    let group = |g: &Group| -> (Vec<Loop>, usize) {
-        let loops = match g.form {
-            LoopForm::Peeled => vec![leaf(1, &g.layers[..1], true)],
-            LoopForm::Simple { trips } => vec![leaf(trips, &g.layers[..1], false)],
+    let group = |g: &Group| -> Vec<Loop> {
+        match g.form {
+            LoopForm::Peeled => vec![leaf(1, &g.layers[..1])],
+            LoopForm::Simple { trips } => vec![leaf(trips, &g.layers[..1])],
             LoopForm::PingPong {
                 trips,
                 peel_first: false,
-            } => vec![leaf(trips, &g.layers[..2], false)],
+            } => vec![leaf(trips, &g.layers[..2])],
             LoopForm::PingPong {
                 trips,
                 peel_first: true,
-            } => vec![
-                leaf(1, &g.layers[..1], false),
-                leaf(trips, &g.layers[1..3], false),
-            ],
+            } => vec![leaf(1, &g.layers[..1]), leaf(trips, &g.layers[1..3])],
             other => panic!("a loop form this test does not know: {other:?}"),
-        };
-        let front = loops.iter().map(|(_, f)| f).sum();
-        (loops.into_iter().map(|(l, _)| l).collect(), front)
+        }
     };
     let mut loops = Vec::new();
-    let mut outside = if epilogue_inside {
+    let outside = if epilogue_inside {
         0
     } else {
         weights(&epilogue.into_iter().collect::<Vec<_>>())
     };
     for s in &pass.segments {
         match s {
-            Segment::Group(g) => {
-                let (l, front) = group(g);
-                loops.extend(l);
-                outside += front;
-            }
+            Segment::Group(g) => loops.extend(group(g)),
             Segment::Blocks { trips, groups, .. } => {
-                let (mut inner, mut scatters) = (Vec::new(), 0);
-                for g in groups {
-                    let (l, front) = group(g);
-                    inner.extend(l);
-                    scatters += front;
-                }
                 loops.push(Loop {
                     trips: *trips,
                     gathers: 0,
-                    scatters,
-                    inner,
+                    scatters: 0,
+                    inner: groups.iter().flat_map(group).collect(),
                 });
             }
             other => panic!("a segment this test does not know: {other:?}"),
