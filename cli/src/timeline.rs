@@ -108,31 +108,9 @@ pub struct Summary {
     /// Prefetch on, deferred reduce-scatter.
     pub on: Prediction,
     /// Each `--compiled` report's schedule, simulated and replayed as compiled.
-    pub compiled: Vec<CompiledSummary>,
+    pub compiled: Vec<compared::CompiledSummary>,
     /// Files written.
     pub files: Vec<PathBuf>,
-}
-
-/// One `--compiled` report: its schedule simulated, and replayed as libtpu scheduled it.
-#[derive(Clone, Debug)]
-pub struct CompiledSummary {
-    /// `off` or `on` (prefetch, with or without deferral as the report's options say).
-    pub schedule: String,
-    /// The topology it was compiled for.
-    pub topology: String,
-    /// The simulated prediction of its schedule.
-    pub simulated: Prediction,
-    /// The forward pass replayed as compiled.
-    pub forward: compiled::CompiledPass,
-    /// The backward pass replayed as compiled.
-    pub backward: compiled::CompiledPass,
-}
-
-impl CompiledSummary {
-    /// The step as compiled: both passes replayed, and the simulation's outer parts.
-    pub fn step_seconds(&self) -> f64 {
-        self.forward.timeline.total + self.backward.timeline.total + self.simulated.outer
-    }
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -386,69 +364,10 @@ fn run_loaded(args: &TimelineArgs, loaded: Loaded) -> Result<Summary> {
     let mut files = Vec::new();
     let mut compiled = Vec::new();
     for path in &args.compiled {
-        let report = compiled::CompiledReport::read(path)?;
-        if report.model != args.model() || report.devices != devices {
-            return Err(invalid(format!(
-                "`{}` is a report of `{}` on {} devices; this timeline is `{}` on {devices}",
-                path.display(),
-                report.model,
-                report.devices,
-                args.model()
-            )));
-        }
-        let o = report.plan_options(options(PlanOptions::prefetch_deferred()))?;
-        let simulated = predict(model, o, &hw, devices, &accounting)?;
-        let times = crate::predict::kind_times(model, o, &hw, devices, &accounting)?;
-        let plan = stackscan::plan::Plan::new(&model.stack, o)?;
-        let sim = hw.sim_options();
-        let forward = compiled::replay(
-            &plan.forward,
-            model,
-            &times,
-            sim,
-            &report,
-            &simulated.forward,
-        )?;
-        let backward = compiled::replay(
-            &plan.backward,
-            model,
-            &times,
-            sim,
-            &report,
-            &simulated.backward,
-        )?;
-        let schedule = if o.prefetch_fsdp_weights { "on" } else { "off" };
-        for (pass, a, b) in [
-            ("forward", &simulated.forward, &forward.timeline),
-            ("backward", &simulated.backward, &backward.timeline),
-        ] {
-            let title = format!(
-                "{} on {} × {}: {pass}, prefetch {schedule}",
-                args.model(),
-                args.chips,
-                chip.name
-            );
-            let doc = render(
-                &title,
-                &[
-                    ("simulated from the plan", a),
-                    (
-                        &format!("as libtpu scheduled it for {}", report.tpu.topology),
-                        b,
-                    ),
-                ],
-            );
-            let path = args.out.join(format!("{pass}-compiled-{schedule}.svg"));
-            std::fs::write(&path, doc).map_err(|e| io(&path, e))?;
-            files.push(path);
-        }
-        compiled.push(CompiledSummary {
-            schedule: schedule.to_owned(),
-            topology: report.tpu.topology.clone(),
-            simulated,
-            forward,
-            backward,
-        });
+        let base = options(PlanOptions::prefetch_deferred());
+        let (c, written) = compared::compare(path, args, model, &hw, devices, &accounting, base)?;
+        compiled.push(c);
+        files.extend(written);
     }
     for (pass, a, b) in [
         ("forward", &off.forward, &on.forward),
@@ -477,7 +396,7 @@ fn run_loaded(args: &TimelineArgs, loaded: Loaded) -> Result<Summary> {
         "assumptions": ASSUMPTIONS,
         "off": prediction_json(&off),
         "on": prediction_json(&on),
-        "compiled": compiled.iter().map(compiled_json).collect::<Vec<_>>(),
+        "compiled": compiled.iter().map(compared::compiled_json).collect::<Vec<_>>(),
     });
     let path = args.out.join("schedule.json");
     let text = serde_json::to_string_pretty(&schedule)
@@ -534,34 +453,7 @@ pub fn report(
         )?;
     }
     for c in &s.compiled {
-        writeln!(
-            out,
-            "  prefetch {} as libtpu scheduled it for {}: step {:.2} ms (simulated {:.2}); forward {:.2} ms (exposed {:.2}), backward {:.2} ms (exposed {:.2})",
-            c.schedule,
-            c.topology,
-            c.step_seconds() * 1e3,
-            c.simulated.step_seconds() * 1e3,
-            c.forward.timeline.total * 1e3,
-            c.forward.timeline.exposed_communication * 1e3,
-            c.backward.timeline.total * 1e3,
-            c.backward.timeline.exposed_communication * 1e3,
-        )?;
-        for l in c.forward.loops.iter().chain(&c.backward.loops) {
-            // Where the compiled schedule and the plan's differ by more than a hundredth.
-            if (l.compiled - l.simulated).abs() > 0.01 * l.simulated.max(f64::MIN_POSITIVE) {
-                writeln!(
-                    out,
-                    "    {} ({} trip{}): {:.3} ms compiled, {:.3} simulated; {} of its {} collectives unhidden",
-                    l.label,
-                    l.trips,
-                    if l.trips == 1 { "" } else { "s" },
-                    l.compiled * 1e3,
-                    l.simulated * 1e3,
-                    l.unhidden.0,
-                    l.unhidden.1
-                )?;
-            }
-        }
+        compared::write_summary(c, out)?;
     }
     for f in &s.files {
         writeln!(out, "  wrote {}", f.display())?;
@@ -571,34 +463,6 @@ pub fn report(
 
 fn io(path: &std::path::Path, e: std::io::Error) -> Error {
     invalid(format!("cannot write `{}`: {e}", path.display()))
-}
-
-fn compiled_json(c: &CompiledSummary) -> Value {
-    let loops = |p: &compiled::CompiledPass| -> Vec<Value> {
-        p.loops
-            .iter()
-            .map(|l| {
-                json!({
-                    "label": l.label,
-                    "trips": l.trips,
-                    "simulated_seconds": l.simulated,
-                    "compiled_seconds": l.compiled,
-                    "unhidden_collectives": l.unhidden.0,
-                    "collectives": l.unhidden.1,
-                })
-            })
-            .collect()
-    };
-    json!({
-        "schedule": c.schedule,
-        "topology": c.topology,
-        "step_seconds": c.step_seconds(),
-        "simulated": prediction_json(&c.simulated),
-        "forward": timeline_json(&c.forward.timeline),
-        "backward": timeline_json(&c.backward.timeline),
-        "forward_loops": loops(&c.forward),
-        "backward_loops": loops(&c.backward),
-    })
 }
 
 fn prediction_json(p: &Prediction) -> Value {
@@ -648,7 +512,10 @@ fn timeline_json(t: &Timeline) -> Value {
     })
 }
 
+mod compared;
 pub mod compiled;
+
+pub use compared::CompiledSummary;
 
 #[cfg(test)]
 mod tests;
