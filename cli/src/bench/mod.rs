@@ -529,15 +529,9 @@ fn time_schedule(
     // The batches are made before the clock starts: the host overhead measured is the
     // trainer's, not the synthetic data's.
     let total = (args.warmup + args.steps) as u64;
+    let data = |i| c.architecture().synthetic_batch(i);
     let batches: Vec<Vec<Vec<HostInput>>> = (0..total)
-        .map(|step| {
-            step_inputs(
-                |i| c.architecture().synthetic_batch(i),
-                step * split.groups(),
-                split,
-                1,
-            )
-        })
+        .map(|step| step_inputs(data, step * split.groups(), split, 1))
         .collect();
     let warmup = args.warmup as usize;
     let reports = if args.sync {
