@@ -57,3 +57,4 @@ pub use pjrt::{
 };
 pub use pjrt::{AttributeValue, Topology, TopologyDevice, TopologyExecutable};
 pub use stackscan::{DType, TensorType};
+pub use workarounds::allow_gather_decomposition;

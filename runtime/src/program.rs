@@ -111,6 +111,7 @@ impl crate::Topology {
             Some(_) => crate::CompileOptions::partitions(&ids)?,
             None => crate::CompileOptions::replicas(&ids)?,
         };
+        let options = crate::workarounds::for_platform(self.platform(), options);
         self.compile(&program.emit()?, &adjust(options))
     }
 }

@@ -57,5 +57,109 @@ pub(crate) fn compile_options(client: &Client, options: &CompileOptions) -> Comp
             options = options.with_override(name, setting.value());
         }
     }
-    options
+    for_platform(client.platform(), options)
+}
+
+/// The field that names the HLO passes XLA skips, and the pass that turns a whole-slice
+/// all-gather into an all-reduce.
+const DISABLED_PASSES: &str = "xla_disable_hlo_passes";
+const ALL_GATHER_DECOMPOSER: &str = "all_gather_decomposer";
+
+/// `options` with the workarounds every compile for `platform` needs, a client or not (a
+/// compile for a topology has none).
+///
+/// On TPU: libtpu's `all_gather_decomposer` rewrites an all-gather whose group is every device
+/// of a program of 64 or more into an all-reduce of a zero buffer each device writes its shard
+/// into. That buffer doubles a gathered layer's memory, and where the rewrite also narrows f32
+/// weights to bf16 (TPU's default precision for products) the mixed-type all-reduce is never
+/// offloaded to the SparseCores: it runs synchronously on the TensorCores, and the prefetch
+/// gathers of an f32 step overlap nothing. Keeping the all-gathers, every prefetch gather runs
+/// asynchronously across the layer before it (docs/tpu.md). A caller that wants the compiler's
+/// own choice removes the pass from the option ([`allow_gather_decomposition`]).
+pub(crate) fn for_platform(platform: &str, options: CompileOptions) -> CompileOptions {
+    if platform != "tpu" {
+        return options;
+    }
+    let mut passes = disabled_passes(&options);
+    if passes.iter().any(|p| p == ALL_GATHER_DECOMPOSER) {
+        return options;
+    }
+    passes.push(ALL_GATHER_DECOMPOSER.to_owned());
+    options.with_override(DISABLED_PASSES, OverrideValue::String(passes.join(",")))
+}
+
+/// `options` without [`for_platform`]'s TPU workaround: libtpu decomposes whole-slice
+/// all-gathers as it would by itself (other disabled passes stay disabled).
+pub fn allow_gather_decomposition(options: CompileOptions) -> CompileOptions {
+    let passes: Vec<String> = disabled_passes(&options)
+        .into_iter()
+        .filter(|p| p != ALL_GATHER_DECOMPOSER)
+        .collect();
+    match passes.is_empty() {
+        true => options.without_override(DISABLED_PASSES),
+        false => options.with_override(DISABLED_PASSES, OverrideValue::String(passes.join(","))),
+    }
+}
+
+/// The passes `options` disables, as listed.
+fn disabled_passes(options: &CompileOptions) -> Vec<String> {
+    match options
+        .overrides()
+        .find(|(name, _)| *name == DISABLED_PASSES)
+    {
+        Some((_, OverrideValue::String(passes))) => passes
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn disabled(options: &CompileOptions) -> Option<String> {
+        options
+            .overrides()
+            .find(|(name, _)| *name == DISABLED_PASSES)
+            .map(|(_, v)| match v {
+                OverrideValue::String(s) => s.clone(),
+                other => panic!("not a list: {other:?}"),
+            })
+    }
+
+    #[test]
+    fn a_tpu_compile_keeps_its_all_gathers() {
+        let plain = CompileOptions::default();
+        assert_eq!(disabled(&for_platform("cpu", plain.clone())), None);
+        assert_eq!(disabled(&for_platform("cuda", plain.clone())), None);
+        let tpu = for_platform("tpu", plain);
+        assert_eq!(disabled(&tpu).as_deref(), Some("all_gather_decomposer"));
+        // Applied twice, listed once.
+        assert_eq!(
+            disabled(&for_platform("tpu", tpu.clone())).as_deref(),
+            Some("all_gather_decomposer")
+        );
+        assert_eq!(disabled(&allow_gather_decomposition(tpu)), None);
+    }
+
+    #[test]
+    fn passes_a_caller_disables_stay_disabled() {
+        let own = CompileOptions::default().with_override(
+            DISABLED_PASSES,
+            OverrideValue::String("bfloat16-propagation".into()),
+        );
+        let tpu = for_platform("tpu", own);
+        assert_eq!(
+            disabled(&tpu).as_deref(),
+            Some("bfloat16-propagation,all_gather_decomposer")
+        );
+        assert_eq!(
+            disabled(&allow_gather_decomposition(tpu)).as_deref(),
+            Some("bfloat16-propagation")
+        );
+    }
 }

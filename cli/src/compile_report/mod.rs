@@ -67,6 +67,11 @@ pub struct CompileReportArgs {
     /// With `--topology`: write the serialized TPU executable to this file.
     #[arg(long, value_name = "PATH", requires = "topology")]
     pub save_executable: Option<std::path::PathBuf>,
+    /// With `--topology`: let libtpu turn an all-gather over a whole slice of 64 devices or more
+    /// into an all-reduce, as it does by itself. stackscan turns that rewrite off on TPU: it
+    /// doubles a gathered layer's buffer, and for f32 weights runs the gather synchronously.
+    #[arg(long, requires = "topology")]
+    pub decompose_gathers: bool,
     /// Context parallelism (models with a context-parallel form): each sequence split over N devices, as `train
     /// --cp` (the memory per device of a long context is what it changes).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N")]

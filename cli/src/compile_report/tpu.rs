@@ -36,6 +36,9 @@ pub struct TpuReport {
     pub total: i64,
     /// HBM left over (negative: over by that much), where the HBM is known.
     pub headroom: Option<i64>,
+    /// Whether libtpu was left to turn whole-slice all-gathers into all-reduces
+    /// (`--decompose-gathers`); stackscan's TPU compiles turn that rewrite off.
+    pub gathers_decomposed: bool,
     /// Every collective of the program by kind and element type: bytes written per device,
     /// and how many run asynchronously (a start and a done) or not.
     pub collectives: Vec<CollectiveRow>,
@@ -295,7 +298,10 @@ pub(crate) fn report(
     let text = program.emit()?;
     let lower_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let compiled = slice.compile_program(&program);
+    let compiled = slice.compile_program_with(&program, |o| match args.decompose_gathers {
+        true => stackscan_runtime::allow_gather_decomposition(o),
+        false => o,
+    });
     let xla_compile_seconds = started.elapsed().as_secs_f64();
     let device = &slice.devices()[0];
     let hbm = device.memory_bytes();
@@ -370,6 +376,7 @@ pub(crate) fn report(
         collectives: collective_rows(&module),
         loops: loop_schedules(&module),
         out_of_memory,
+        gathers_decomposed: args.decompose_gathers,
     });
     Ok(report)
 }
@@ -410,8 +417,14 @@ impl std::fmt::Display for TpuReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "TPU slice         {} ({} devices, {})",
-            self.topology, self.slice_devices, self.device_kind
+            "TPU slice         {} ({} devices, {}){}",
+            self.topology,
+            self.slice_devices,
+            self.device_kind,
+            match self.gathers_decomposed {
+                true => ", whole-slice gathers left to libtpu to decompose",
+                false => "",
+            }
         )?;
         if self.out_of_memory.is_some() {
             write!(

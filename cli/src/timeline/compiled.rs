@@ -352,18 +352,23 @@ fn replay_stack(
     let mut spans = Vec::with_capacity(steps.len());
     let mut loops: Vec<LoopComparison> = Vec::new();
     let mut barrier = 0.0f64;
-    // The first step's own gather is issued before the first loop: it is waited for.
-    if let Some(first) = steps.first()
-        && first.gathers.contains(&first.layer)
-    {
+    // The prologue gather (the first step's own, when it runs on carried weights) is issued
+    // before the first loop and waited for; without prefetch the first step gathers its own
+    // layer in its loop body, like every other step.
+    let prologue = pass.prologue_gather();
+    if let Some(layer) = prologue {
         barrier = lanes.place(
             sim.gather_lane,
             OpKind::Gather,
-            (0, first.layer),
+            (0, layer),
             0.0,
-            time(first.layer).gather,
+            time(layer).gather,
         );
     }
+    // The epilogue reduce-scatter (the last step's own deferred gradient) is issued after the
+    // last loop, outside every body.
+    let epilogue = pass.epilogue_scatter();
+    let last = steps.len().saturating_sub(1);
     let mut pos = 0;
     while pos < steps.len() {
         let mut end = pos + 1;
@@ -396,13 +401,14 @@ fn replay_stack(
         let gather: f64 = trip
             .iter()
             .flat_map(|&i| steps[i].gathers.iter().map(move |&g| (i, g)))
-            .filter(|&(i, g)| !(i == 0 && g == steps[0].layer))
+            .filter(|&(i, g)| !(i == 0 && Some(g) == prologue))
             .map(|(_, g)| time(g).gather)
             .sum();
         let scatter: f64 = trip
             .iter()
-            .flat_map(|&i| steps[i].reduce_scatters.iter())
-            .map(|&g| time(g).reduce_scatter)
+            .flat_map(|&i| steps[i].reduce_scatters.iter().map(move |&g| (i, g)))
+            .filter(|&(i, g)| !(i == last && Some(g) == epilogue))
+            .map(|(_, g)| time(g).reduce_scatter)
             .sum();
         // The first loop's time counts the gather issued before it.
         let counted = if pos == 0 { 0.0 } else { barrier };
@@ -442,6 +448,15 @@ fn replay_stack(
             }),
         }
         pos = end;
+    }
+    if let Some(layer) = epilogue {
+        lanes.place(
+            sim.reduce_scatter_lane,
+            OpKind::ReduceScatter,
+            (last, layer),
+            barrier,
+            time(layer).reduce_scatter,
+        );
     }
     let total = lanes.bars.iter().map(|b| b.end).fold(barrier, f64::max);
     let compute: f64 = lanes

@@ -120,6 +120,13 @@ impl CompileOptions {
         self
     }
 
+    /// The same options without an override of the field `name`: the plugin's default or
+    /// `XLA_FLAGS` decide it again.
+    pub fn without_override(mut self, name: &str) -> Self {
+        self.proto.env_option_overrides.remove(name);
+        self
+    }
+
     /// The `DebugOptions` overrides set, by field name.
     pub fn overrides(&self) -> impl Iterator<Item = (&str, &OverrideValue)> {
         self.proto

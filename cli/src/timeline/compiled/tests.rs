@@ -148,3 +148,88 @@ fn collectives_share_their_time_by_the_bytes_they_write() {
     };
     assert_eq!(w.shares(), [0.5, 0.5]);
 }
+
+#[test]
+fn without_prefetch_the_first_gather_is_in_its_loop() {
+    // Two layers without prefetch: one ping-pong trip that gathers both (4 each), layer 0's
+    // at 0 and waited for at once, layer 1's in flight across layer 0's products. No gather
+    // runs before the loop: layer 0's 0–4, then layer 1's 4–8 beside the products (5 each),
+    // 4–24. Charging layer 0's gather ahead of the loop, as for a prefetch, would leave the
+    // body only layer 1's gather to share between its two windows, and end at 26.
+    let stack = Stack::homogeneous("L", 2).unwrap();
+    let plan = Plan::new(&stack, PlanOptions::baseline()).unwrap();
+    let (_, _, t) = three_layers();
+    let simulated = simulate(&plan.forward, &stack, &[t], SimOptions::default()).unwrap();
+    let loops = vec![CompiledLoop {
+        label: "forward L, layers 0–1, ping-pong".into(),
+        product_positions: vec![2, 3, 5, 6],
+        scheduled: 7,
+        gathers: Windows {
+            windows: vec![(0, 0), (1, 4)],
+            bytes: Vec::new(),
+        },
+        scatters: Windows::default(),
+    }];
+    let p = replay_stack(
+        &plan.forward,
+        &stack,
+        &["L".to_owned()],
+        &[t],
+        SimOptions::default(),
+        &loops,
+        &simulated,
+    )
+    .unwrap();
+    assert_eq!(p.timeline.total, 24.0);
+    assert_eq!(p.timeline.exposed_communication, 4.0);
+    assert_eq!(p.loops[0].compiled, 24.0);
+}
+
+#[test]
+fn the_epilogue_scatter_runs_after_the_last_loop() {
+    // Backward over layers 2, 1, 0 with prefetch and deferral: 20 a layer, reduce-scatter 6.
+    // The last step's own deferred gradient is reduce-scattered after the last loop: the pass
+    // ends 6 after the last body does, and that body is charged only its own work.
+    let (stack, plan, t) = three_layers();
+    let simulated = simulate(&plan.backward, &stack, &[t], SimOptions::default()).unwrap();
+    let labels: Vec<String> = places(&plan.backward, "backward", &|_| "L".to_owned())
+        .unwrap()
+        .into_iter()
+        .map(|p| p.label)
+        .fold(Vec::new(), |mut v, l| {
+            if !v.contains(&l) {
+                v.push(l);
+            }
+            v
+        });
+    let loops: Vec<CompiledLoop> = labels
+        .iter()
+        .map(|label| CompiledLoop {
+            label: label.clone(),
+            product_positions: vec![1, 2],
+            scheduled: 3,
+            gathers: Windows::default(),
+            scatters: Windows::default(),
+        })
+        .collect();
+    let p = replay_stack(
+        &plan.backward,
+        &stack,
+        &["L".to_owned()],
+        &[t],
+        SimOptions::default(),
+        &loops,
+        &simulated,
+    )
+    .unwrap();
+    let last = p.timeline.steps.last().unwrap();
+    assert_eq!(p.timeline.total, last.end + 6.0);
+    let epilogue = p
+        .timeline
+        .bars
+        .iter()
+        .filter(|b| b.op == OpKind::ReduceScatter)
+        .max_by(|a, b| a.start.total_cmp(&b.start))
+        .unwrap();
+    assert_eq!((epilogue.start, epilogue.end), (last.end, last.end + 6.0));
+}
