@@ -37,7 +37,12 @@ fn report(extra: &[&str]) -> Value {
 
 /// The report of `compile-report --model llama --topology TOPOLOGY --json` with `extra`.
 fn report_on(topology: &str, extra: &[&str]) -> Value {
-    let mut args = vec!["--model", "llama", "--topology", topology, "--json"];
+    model_report("llama", topology, extra)
+}
+
+/// The report of `compile-report --model MODEL --topology TOPOLOGY --json` with `extra`.
+fn model_report(model: &str, topology: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["--model", model, "--topology", topology, "--json"];
     args.extend(extra);
     let out = compile_report(&args);
     assert!(
@@ -253,4 +258,75 @@ fn the_mesh_of_a_topology_is_the_slice() {
         2,
         &["--topology", "--devices"],
     );
+}
+
+/// The tiny DeepSeek-V3 (dense layers, then MoE layers) and Qwen3.5 (GDN blocks nested in a
+/// block loop) compiled with prefetch on + deferred: every loop that gathers keeps each
+/// gather asynchronous across at least one product and tagged as a prefetch, and each
+/// backward loop's deferred reduce-scatters overlap its products (the pass's last loop, which
+/// runs layer 0, may scatter its own gradient after them).
+fn the_prefetch_as_compiled(model: &str) {
+    let on = loops(&model_report(model, "tpu7x:2x2x1", &[]));
+    let gathering = on.iter().filter(|l| n(&l.2, "count") > 0).count();
+    assert!(gathering >= 4, "{model}: too few loops gather: {on:?}");
+    let runs_layer_0 = |label: &str| label.contains("layer 0,") || label.contains("–0,");
+    for (label, _, gathers, scatters) in &on {
+        let all = n(gathers, "count");
+        assert_eq!(
+            n(gathers, "asynchronous"),
+            all,
+            "{model} {label}: {gathers}"
+        );
+        assert_eq!(n(gathers, "overlapping"), all, "{model} {label}: {gathers}");
+        assert_eq!(
+            n(gathers, "explicit_fsdp"),
+            all,
+            "{model} {label}: {gathers}"
+        );
+        let all = n(scatters, "count");
+        assert_eq!(
+            n(scatters, "asynchronous"),
+            all,
+            "{model} {label}: {scatters}"
+        );
+        if all > 0 && !runs_layer_0(label) {
+            assert_eq!(
+                n(scatters, "overlapping"),
+                all,
+                "{model} {label}: {scatters}"
+            );
+        }
+    }
+}
+
+/// The same models without prefetch: no gather spans a whole loop body, and none is tagged.
+fn no_prefetch_as_compiled(model: &str) {
+    let off = loops(&model_report(model, "tpu7x:2x2x1", &["--no-prefetch"]));
+    assert!(off.iter().any(|l| n(&l.2, "count") > 0), "{model}: {off:?}");
+    for (label, products, gathers, _) in &off {
+        if *products > 0 && n(gathers, "count") > 0 {
+            assert!(
+                n(gathers, "max_span") < *products,
+                "{model} {label}: a gather spans all {products} products: {gathers}"
+            );
+        }
+        assert_eq!(n(gathers, "explicit_fsdp"), 0, "{model} {label}: {gathers}");
+    }
+}
+
+#[test]
+fn deepseek3_prefetches_as_compiled() {
+    the_prefetch_as_compiled("deepseek3");
+}
+
+#[test]
+fn qwen35_prefetches_as_compiled() {
+    the_prefetch_as_compiled("qwen35");
+}
+
+#[test]
+#[ignore = "two more TPU compiles (about 3 minutes); the Llama's runs in CI"]
+fn deepseek3_and_qwen35_do_not_prefetch_when_off() {
+    no_prefetch_as_compiled("deepseek3");
+    no_prefetch_as_compiled("qwen35");
 }

@@ -44,19 +44,28 @@ fn forward_loops(window: (usize, usize)) -> Vec<CompiledLoop> {
     ]
 }
 
-fn forward(window: (usize, usize)) -> CompiledPass {
-    let (stack, plan, t) = three_layers();
-    let simulated = simulate(&plan.forward, &stack, &[t], SimOptions::default()).unwrap();
+/// `pass` of a one-kind `stack` (costs `t`) replayed over `loops`, beside its simulation.
+fn replay_one_kind(
+    pass: &Pass,
+    stack: &Stack,
+    t: KindTimes,
+    loops: &[CompiledLoop],
+) -> Result<CompiledPass> {
+    let simulated = simulate(pass, stack, &[t], SimOptions::default()).unwrap();
     replay_stack(
-        &plan.forward,
-        &stack,
+        pass,
+        stack,
         &["L".to_owned()],
         &[t],
         SimOptions::default(),
-        &forward_loops(window),
+        loops,
         &simulated,
     )
-    .unwrap()
+}
+
+fn forward(window: (usize, usize)) -> CompiledPass {
+    let (stack, plan, t) = three_layers();
+    replay_one_kind(&plan.forward, &stack, t, &forward_loops(window)).unwrap()
 }
 
 #[test]
@@ -89,20 +98,11 @@ fn a_gather_run_after_the_products_is_exposed() {
 #[test]
 fn a_loop_the_report_lacks_is_named() {
     let (stack, plan, t) = three_layers();
-    let simulated = simulate(&plan.forward, &stack, &[t], SimOptions::default()).unwrap();
     let mut loops = forward_loops((1, 7));
     loops.remove(1);
-    let e = replay_stack(
-        &plan.forward,
-        &stack,
-        &["L".to_owned()],
-        &[t],
-        SimOptions::default(),
-        &loops,
-        &simulated,
-    )
-    .unwrap_err()
-    .to_string();
+    let e = replay_one_kind(&plan.forward, &stack, t, &loops)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("no loop `forward L, layer 2, peeled`"), "{e}");
 }
 
@@ -159,7 +159,6 @@ fn without_prefetch_the_first_gather_is_in_its_loop() {
     let stack = Stack::homogeneous("L", 2).unwrap();
     let plan = Plan::new(&stack, PlanOptions::baseline()).unwrap();
     let (_, _, t) = three_layers();
-    let simulated = simulate(&plan.forward, &stack, &[t], SimOptions::default()).unwrap();
     let loops = vec![CompiledLoop {
         label: "forward L, layers 0–1, ping-pong".into(),
         product_positions: vec![2, 3, 5, 6],
@@ -170,16 +169,7 @@ fn without_prefetch_the_first_gather_is_in_its_loop() {
         },
         scatters: Windows::default(),
     }];
-    let p = replay_stack(
-        &plan.forward,
-        &stack,
-        &["L".to_owned()],
-        &[t],
-        SimOptions::default(),
-        &loops,
-        &simulated,
-    )
-    .unwrap();
+    let p = replay_one_kind(&plan.forward, &stack, t, &loops).unwrap();
     assert_eq!(p.timeline.total, 24.0);
     assert_eq!(p.timeline.exposed_communication, 4.0);
     assert_eq!(p.loops[0].compiled, 24.0);
@@ -191,7 +181,6 @@ fn the_epilogue_scatter_runs_after_the_last_loop() {
     // The last step's own deferred gradient is reduce-scattered after the last loop: the pass
     // ends 6 after the last body does, and that body is charged only its own work.
     let (stack, plan, t) = three_layers();
-    let simulated = simulate(&plan.backward, &stack, &[t], SimOptions::default()).unwrap();
     let labels: Vec<String> = places(&plan.backward, "backward", &|_| "L".to_owned())
         .unwrap()
         .into_iter()
@@ -212,16 +201,7 @@ fn the_epilogue_scatter_runs_after_the_last_loop() {
             scatters: Windows::default(),
         })
         .collect();
-    let p = replay_stack(
-        &plan.backward,
-        &stack,
-        &["L".to_owned()],
-        &[t],
-        SimOptions::default(),
-        &loops,
-        &simulated,
-    )
-    .unwrap();
+    let p = replay_one_kind(&plan.backward, &stack, t, &loops).unwrap();
     let last = p.timeline.steps.last().unwrap();
     assert_eq!(p.timeline.total, last.end + 6.0);
     let epilogue = p
