@@ -81,6 +81,10 @@ pub(crate) fn for_platform(platform: &str, options: CompileOptions) -> CompileOp
         return options;
     }
     let mut passes = disabled_passes(&options);
+    if passes.is_empty() {
+        // An override replaces the flag: the passes `XLA_FLAGS` disables stay disabled.
+        passes = flag_passes(&std::env::var("XLA_FLAGS").unwrap_or_default());
+    }
     if passes.iter().any(|p| p == ALL_GATHER_DECOMPOSER) {
         return options;
     }
@@ -107,14 +111,31 @@ fn disabled_passes(options: &CompileOptions) -> Vec<String> {
         .overrides()
         .find(|(name, _)| *name == DISABLED_PASSES)
     {
-        Some((_, OverrideValue::String(passes))) => passes
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(str::to_owned)
-            .collect(),
+        Some((_, OverrideValue::String(passes))) => pass_list(passes),
         _ => Vec::new(),
     }
+}
+
+/// The passes an `XLA_FLAGS` value disables (its last `--xla_disable_hlo_passes=`, as XLA
+/// reads a repeated flag).
+fn flag_passes(flags: &str) -> Vec<String> {
+    let prefix = format!("--{DISABLED_PASSES}=");
+    flags
+        .split_whitespace()
+        .filter_map(|f| f.strip_prefix(&prefix))
+        .next_back()
+        .map(pass_list)
+        .unwrap_or_default()
+}
+
+/// A comma-separated list of pass names.
+fn pass_list(passes: &str) -> Vec<String> {
+    passes
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 #[cfg(test)]
@@ -144,6 +165,19 @@ mod tests {
             Some("all_gather_decomposer")
         );
         assert_eq!(disabled(&allow_gather_decomposition(tpu)), None);
+    }
+
+    #[test]
+    fn passes_xla_flags_disables_are_read() {
+        assert_eq!(
+            flag_passes("--xla_dump_to=d --xla_disable_hlo_passes=a,b --xla_x=1"),
+            ["a", "b"]
+        );
+        assert_eq!(
+            flag_passes("--xla_disable_hlo_passes=a --xla_disable_hlo_passes=c"),
+            ["c"]
+        );
+        assert!(flag_passes("--xla_dump_to=d").is_empty());
     }
 
     #[test]
