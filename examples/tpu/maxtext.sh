@@ -6,15 +6,16 @@
 #   1. `deepseek3-tiny`: MaxText's model config of that name, and stackscan's DeepSeek-V3 at
 #      the same sizes (maxtext-deepseek3-tiny.toml), 2 sequences of 64 tokens a device;
 #   2. DeepSeek-V3 671B (`deepseek3-671b`, stackscan's `deepseek3` preset), bf16 compute,
-#      1 sequence of SEQ tokens a device.
+#      1 sequence of SEQ tokens a device, on FULL_TOPOLOGY (default tpu7x:4x4x4, MaxText's
+#      FULL_MAXTEXT_TOPOLOGY tpu7x-128: 64 chips, FSDP over its 128 devices).
 # Not run in CI. Needs a Python with `maxtext[tpu]==0.2.5` (it brings jax and libtpu 0.0.52,
 # the libtpu stackscan pins):
 #
 #   python3.12 -m venv mt && mt/bin/pip install "maxtext[tpu]==0.2.5"
 #   MAXTEXT_PYTHON=mt/bin/python3 examples/tpu/maxtext.sh [STACKSCAN_BINARY] [OUT]
 #
-# TOPOLOGY (default tpu7x:2x2x1, MaxText's `tpu7x-8`), MAXTEXT_TOPOLOGY (its name for the
-# same slice, default tpu7x-8), SEQ (default 4096) and FULL=0 (tiny only) adjust it.
+# TOPOLOGY (the tiny runs' slice, default tpu7x:2x2x1), MAXTEXT_TOPOLOGY (MaxText's name for
+# it, default tpu7x-8), SEQ (default 4096) and FULL=0 (tiny only) adjust it.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +25,8 @@ py=${MAXTEXT_PYTHON:-python3}
 topology=${TOPOLOGY:-tpu7x:2x2x1}
 mt_topology=${MAXTEXT_TOPOLOGY:-tpu7x-8}
 seq=${SEQ:-4096}
+full_topology=${FULL_TOPOLOGY:-tpu7x:4x4x4}
+full_mt_topology=${FULL_MAXTEXT_TOPOLOGY:-tpu7x-128}
 mkdir -p "$out"
 base=$("$py" -c 'import maxtext, os; print(os.path.join(os.path.dirname(maxtext.__file__), "configs", "base.yml"))')
 
@@ -67,6 +70,7 @@ for s in off on deferred; do
   stackscan "tiny-$s" --model deepseek3 --config "$here/maxtext-deepseek3-tiny.toml" "${flags[@]}"
 done
 if [ "${FULL:-1}" = 1 ]; then
+  topology=$full_topology mt_topology=$full_mt_topology
   maxtext full model_name=deepseek3-671b per_device_batch_size=1 max_target_length="$seq" \
     weight_dtype=float32 dtype=bfloat16
   for s in off on deferred; do

@@ -14,14 +14,32 @@ def gib(n):
     return n / 2**30
 
 
+# libtpu's refusal of a step that does not fit: "the total memory required for HLO
+# temporaries (115.91G) exceeds available HBM (94.74G)"; its unit letters are binary.
+OOM = re.compile(r"HLO temporaries \((\d+(?:\.\d+)?)([KMGT])\)")
+
+
+def oom_temporaries(text):
+    m = OOM.search(text)
+    if not m:
+        return None
+    return float(m.group(1)) * 2 ** (10 * "KMGT".index(m.group(2)) + 10)
+
+
 def maxtext_row(path):
+    """(state or None, temporaries, compile seconds or None), or None without either a memory
+    analysis or libtpu's refusal. A refused compile ends at the first line after the start
+    that says so."""
     text = open(path).read()
     m = re.search(r"Memory analysis: CompiledMemoryStats\((.*?)\)", text)
     start = re.search(r"^(\d+\.\d+) Jitting and compiling train step", text, re.M)
     done = re.search(r"^(\d+\.\d+) Jitting and compilation complete", text, re.M)
-    if not m:
-        return None
+    if not done:
+        done = re.search(r"^(\d+\.\d+) .*HLO temporaries \(", text, re.M)
     seconds = float(done.group(1)) - float(start.group(1)) if start and done else None
+    if not m:
+        temp = oom_temporaries(text)
+        return None if temp is None else (None, temp, seconds)
     stats = dict(re.findall(r"(\w+)=(\d+)", m.group(1)))
     state = int(stats["argument_size_in_bytes"]) + int(stats["output_size_in_bytes"]) - int(
         stats["alias_size_in_bytes"]
@@ -30,20 +48,27 @@ def maxtext_row(path):
     return state, temp, seconds
 
 
+def sizes(state, temp):
+    """The state, temporaries and total cells; a refused compile has no state or total."""
+    if state is None:
+        return "—", "does not fit: %.3f GiB" % gib(temp), "—"
+    return "%.3f GiB" % gib(state), "%.3f GiB" % gib(temp), "%.3f GiB" % gib(state + temp)
+
+
 print("| model | run | state / device | temp / device | total | compile |")
 print("|---|---|---|---|---|---|")
 for size in ("tiny", "full"):
     m = os.path.join(out, "maxtext-%s.log" % size)
     if os.path.exists(m) and (r := maxtext_row(m)):
         compile_s = "?" if r[2] is None else "%.0f s" % r[2]
-        print("| %s | MaxText 0.2.5 default | %.3f GiB | %.3f GiB | %.3f GiB | %s |"
-              % (size, gib(r[0]), gib(r[1]), gib(r[0] + r[1]), compile_s))
+        print("| %s | MaxText 0.2.5 default | %s | %s | %s | %s |"
+              % ((size,) + sizes(r[0], r[1]) + (compile_s,)))
     for s in ("off", "on", "deferred"):
         p = os.path.join(out, "stackscan-%s-%s.json" % (size, s))
         if not os.path.exists(p):
             continue
         t = json.load(open(p))
         tpu = t["tpu"]
-        state = tpu["arguments"] + tpu["outputs"] - tpu["alias"]
-        print("| %s | stackscan %s | %.3f GiB | %.3f GiB | %.3f GiB | %.0f s |"
-              % (size, s, gib(state), gib(tpu["temp"]), gib(tpu["total"]), t["xla_compile_seconds"]))
+        state = None if tpu["out_of_memory"] else tpu["arguments"] + tpu["outputs"] - tpu["alias"]
+        print("| %s | stackscan %s | %s | %s | %s | %.0f s |"
+              % ((size, s) + sizes(state, tpu["temp"]) + (t["xla_compile_seconds"],)))
