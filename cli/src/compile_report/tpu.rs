@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde::Serialize;
+use stackscan::Program;
 use stackscan::fsdp::{Adam, training_program};
 use stackscan_runtime::hlo::{HloComputation, OptimizedModule, ScheduledCollective, primitive};
 use stackscan_runtime::{ClientOptions, Plugin, Topology, plugin};
@@ -314,10 +315,7 @@ pub(crate) fn report(
             ..
         }) => {
             let temp = hbm_oom_temporaries(&message).unwrap_or(0);
-            let memory = stackscan_runtime::CompiledMemoryStats {
-                temp,
-                ..Default::default()
-            };
+            let memory = declared_memory(&program, temp);
             let module = OptimizedModule {
                 name: String::new(),
                 entry: String::new(),
@@ -381,6 +379,28 @@ pub(crate) fn report(
     Ok(report)
 }
 
+/// A device's arguments, outputs and donated bytes as the program's own types declare them,
+/// with `temp` the temporaries: libtpu refuses a step that does not fit before it reports
+/// them, and checks the temporaries alone against the HBM, while the state the program takes
+/// and returns sits beside them.
+fn declared_memory(program: &Program, temp: i64) -> stackscan_runtime::CompiledMemoryStats {
+    let main = program.main();
+    let params = main.param_types();
+    let bytes = |t: &stackscan::TensorType| t.size_in_bytes() as i64;
+    stackscan_runtime::CompiledMemoryStats {
+        arguments: params.iter().map(bytes).sum(),
+        outputs: main.result_types().iter().map(bytes).sum(),
+        alias: program
+            .aliases()
+            .iter()
+            .filter_map(|a| params.get(a.param))
+            .map(bytes)
+            .sum(),
+        temp,
+        ..Default::default()
+    }
+}
+
 /// The bytes of temporaries a libtpu out-of-memory refusal names ("the total memory required
 /// for HLO temporaries (164.94G) exceeds available HBM (94.74G)"; its unit letters are binary
 /// multiples).
@@ -426,24 +446,16 @@ impl std::fmt::Display for TpuReport {
                 false => "",
             }
         )?;
-        if self.out_of_memory.is_some() {
-            write!(
-                f,
-                "HBM per device    temporaries alone {:.1} GiB",
-                mib(self.temp) / 1024.0
-            )?;
-        } else {
-            write!(
-                f,
-                "HBM per device    arguments {:.1} MiB + outputs {:.1} - aliased {:.1} + temp {:.1} \
-                 = {:.1} MiB",
-                mib(self.arguments),
-                mib(self.outputs),
-                mib(self.alias),
-                mib(self.temp),
-                mib(self.total)
-            )?;
-        }
+        write!(
+            f,
+            "HBM per device    arguments {:.1} MiB + outputs {:.1} - aliased {:.1} + temp {:.1} \
+             = {:.1} MiB",
+            mib(self.arguments),
+            mib(self.outputs),
+            mib(self.alias),
+            mib(self.temp),
+            mib(self.total)
+        )?;
         match (self.hbm_bytes, self.headroom) {
             (Some(hbm), Some(left)) if left >= 0 => writeln!(
                 f,
@@ -460,7 +472,11 @@ impl std::fmt::Display for TpuReport {
             _ => writeln!(f, " (the chip's HBM is not reported)")?,
         }
         if let Some(why) = &self.out_of_memory {
-            writeln!(f, "the TPU compiler refused the step: {why}")?;
+            writeln!(
+                f,
+                "the TPU compiler refused the step (the temporaries are those it names, the \
+                 arguments and outputs the program's own): {why}"
+            )?;
         }
         for c in &self.collectives {
             let kind = match &c.stands_for {
@@ -515,7 +531,30 @@ impl std::fmt::Display for TpuReport {
 
 #[cfg(test)]
 mod tests {
-    use super::hbm_oom_temporaries;
+    use super::{declared_memory, hbm_oom_temporaries};
+    use stackscan::{Alias, DType, Program, Scope, TensorType};
+
+    #[test]
+    fn a_refused_step_keeps_the_state_its_program_declares() {
+        // (w: f32[4, 8], x: f32[2, 8]) -> (w', y: f32[2, 4]), w donated to w'.
+        let f = Scope::new("main");
+        let w = f.param(TensorType::new(DType::F32, [4, 8]));
+        let x = f.param(TensorType::new(DType::F32, [2, 8]));
+        let y = x.matmul(&w.transpose(&[1, 0]).unwrap()).unwrap();
+        let main = f.finish(&[w.clone(), y]).unwrap();
+        let program = Program::new(main)
+            .with_aliases(vec![Alias {
+                param: 0,
+                result: 0,
+            }])
+            .unwrap();
+        let m = declared_memory(&program, 1000);
+        assert_eq!(
+            (m.arguments, m.outputs, m.alias, m.temp),
+            (192, 160, 128, 1000)
+        );
+        assert_eq!(m.footprint(), 192 + 160 - 128 + 1000);
+    }
 
     #[test]
     fn an_out_of_memory_refusal_gives_its_temporaries() {
