@@ -48,11 +48,13 @@ def maxtext_row(path):
     return state, temp, seconds
 
 
-def sizes(state, temp):
-    """The state, temporaries and total cells; a refused compile has no state or total."""
+def sizes(state, temp, refused):
+    """The state, temporaries and total cells. A compile libtpu refused names its temporaries;
+    MaxText's log then has no state (None), stackscan's report takes it from the program."""
+    temp_cell = ("does not fit: %.3f GiB" if refused else "%.3f GiB") % gib(temp)
     if state is None:
-        return "—", "does not fit: %.3f GiB" % gib(temp), "—"
-    return "%.3f GiB" % gib(state), "%.3f GiB" % gib(temp), "%.3f GiB" % gib(state + temp)
+        return "—", temp_cell, "—"
+    return "%.3f GiB" % gib(state), temp_cell, "%.3f GiB" % gib(state + temp)
 
 
 print("| model | run | state / device | temp / device | total | compile |")
@@ -62,13 +64,14 @@ for size in ("tiny", "full"):
     if os.path.exists(m) and (r := maxtext_row(m)):
         compile_s = "?" if r[2] is None else "%.0f s" % r[2]
         print("| %s | MaxText 0.2.5 default | %s | %s | %s | %s |"
-              % ((size,) + sizes(r[0], r[1]) + (compile_s,)))
+              % ((size,) + sizes(r[0], r[1], r[0] is None) + (compile_s,)))
     for s in ("off", "on", "deferred"):
         p = os.path.join(out, "stackscan-%s-%s.json" % (size, s))
         if not os.path.exists(p):
             continue
         t = json.load(open(p))
         tpu = t["tpu"]
-        state = None if tpu["out_of_memory"] else tpu["arguments"] + tpu["outputs"] - tpu["alias"]
+        state = tpu["arguments"] + tpu["outputs"] - tpu["alias"]
+        cells = sizes(state, tpu["temp"], bool(tpu["out_of_memory"]))
         print("| %s | stackscan %s | %s | %s | %s | %.0f s |"
-              % ((size, s) + sizes(state, tpu["temp"]) + (t["xla_compile_seconds"],)))
+              % ((size, s) + cells + (t["xla_compile_seconds"],)))
