@@ -43,22 +43,22 @@ const F32_DIGESTS: [(&str, &str, &str); 4] = [
     (
         "llama",
         "tiny",
-        "928559a8e1e0d92b0174fe557eaac72f60fa931ed702facdc6ff20dddbd23519",
+        "dc86bac52e9d576e54e00044ce1fc66abc1e997c85cb968b07c2a7ba614f5887",
     ),
     (
         "deepseek3",
         "tiny",
-        "641ff50c8618483d5a8701a51d6bc9614ad8ffca08aabdfea12b2b91115ad69a",
+        "759e9bea6b4a29399101e97f0791b7c5b0237bada120090e07cdf28189dcab71",
     ),
     (
         "qwen35",
         "tiny",
-        "5396ec811e571901ced5dc0ed024d82d0d7edf5b83010a05828e96d802f697af",
+        "fc080dad80aa50db8c40f95ef2f4a3d07ed70e2a275fa2a8a3018b9448d59fb5",
     ),
     (
         "llama",
         "tiny-swa",
-        "b097d82c2746a2c3fd8024fd2a48b2bb0f7c6bba2f7383abd3861ea8fac1a0a8",
+        "9f91f2da88bcba01e7ac74f22b113b32dc86ae9efdcba6e9e92b0ee98393264e",
     ),
 ];
 

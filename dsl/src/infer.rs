@@ -54,6 +54,7 @@ pub(crate) fn infer(
         Op::TopK { k } => index::infer_top_k(&a, *k),
         Op::OptimizationBarrier => Ok(control::infer_optimization_barrier(&a)),
         Op::While { cond, body, .. } => control::infer_while(&a, cond, body),
+        Op::Case { branches, .. } => control::infer_case(&a, branches),
         Op::Scan {
             body,
             length,

@@ -82,7 +82,11 @@ impl Op {
     pub fn takes_scope_attributes(&self) -> bool {
         !matches!(
             self,
-            Op::While { .. } | Op::Scan { .. } | Op::Constant(_) | Op::Iota { .. }
+            Op::While { .. }
+                | Op::Case { .. }
+                | Op::Scan { .. }
+                | Op::Constant(_)
+                | Op::Iota { .. }
         )
     }
 }
@@ -392,6 +396,15 @@ pub enum Op {
         /// Frontend attributes for XLA, e.g. `skip-simplify-while-loops_trip-count-one`.
         frontend_attributes: Vec<(String, String)>,
     },
+    /// `stablehlo.case`: operands `[index, args…]`; runs `branches[index]` on `args` (the
+    /// last branch when `index` is out of range) and returns its results. Every branch takes
+    /// all of `args` and returns the same types. Not differentiable.
+    Case {
+        /// `args → results`, one function per branch.
+        branches: Vec<Function>,
+        /// Frontend attributes for XLA (a label a report on the compiled program reads).
+        frontend_attributes: Vec<(String, String)>,
+    },
     /// `jax.lax.scan`: operands `[carry…, xs…, consts…]`; results `[carry…, ys…]`. The body
     /// maps `[carry…, x…, consts…]` to `[carry…, y…]`, where `x` is one slice of `xs` along
     /// dimension 0 and `ys` stacks the `y`s.
@@ -497,6 +510,7 @@ impl Op {
             Op::TriangularSolve(_) => "triangular_solve",
             Op::OptimizationBarrier => "optimization_barrier",
             Op::While { .. } => "while",
+            Op::Case { .. } => "case",
             Op::Scan { .. } => "scan",
             Op::AllGather { .. } => "all_gather",
             Op::ReduceScatter { .. } => "reduce_scatter",
@@ -510,6 +524,7 @@ impl Op {
     pub fn regions(&self) -> Vec<&Function> {
         match self {
             Op::While { cond, body, .. } => vec![cond, body],
+            Op::Case { branches, .. } => branches.iter().collect(),
             Op::Scan { body, .. } => vec![body],
             _ => Vec::new(),
         }

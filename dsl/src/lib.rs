@@ -53,7 +53,7 @@ pub mod sim;
 mod types;
 
 pub use autodiff::{value_and_vjp, vjp, vjp_wrt};
-pub use builder::{Scope, Tensor};
+pub use builder::{Branch, Scope, Tensor};
 pub use dtype::{DType, UnknownDType};
 pub use emit::{Alias, Program, Sharding};
 pub use error::{Error, Result};

@@ -1,9 +1,11 @@
 //! The loops of an optimized program, read for `compile-report`: every `while` reachable
-//! from the entry, with its body's size and the bytes its copies write per trip.
+//! from the entry, and every labelled `conditional` (a kept single step, written as a case,
+//! `stackscan::fsdp` peeled steps), with its body's size and the bytes its copies write per
+//! trip.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use stackscan_runtime::hlo::{HloComputation, OptimizedModule};
+use stackscan_runtime::hlo::{HloComputation, HloInstruction, OptimizedModule};
 
 use super::LoopBody;
 
@@ -34,8 +36,7 @@ fn walk(
     out: &mut Vec<LoopBody>,
 ) {
     for i in &c.instructions {
-        let called = i.called.iter().filter_map(|id| by_id.get(id));
-        if i.opcode == "while" {
+        if is_loop(i) {
             let name = i
                 .attribute(stackscan::fsdp::LOOP_LABEL)
                 .map_or_else(|| i.name.clone(), str::to_owned);
@@ -44,9 +45,10 @@ fn walk(
             } else {
                 format!("{path} > {name}")
             };
-            // A while calls its condition and its body; both run every trip.
+            // A while calls its condition and its body, both run every trip; a kept step's
+            // case, its branches (one runs; the other returns zeros).
             let (mut own, mut inside, mut copied) = (0, 0, 0);
-            for body in called {
+            for body in bodies(i).filter_map(|id| by_id.get(&id)) {
                 let (o, f) = size(body, by_id, fused);
                 own += o;
                 inside += f;
@@ -55,14 +57,18 @@ fn walk(
             }
             out.push(LoopBody {
                 path: here,
-                trips: i.known_trip_count(),
+                trips: if i.opcode == "while" {
+                    i.known_trip_count()
+                } else {
+                    Some(1)
+                },
                 depth,
                 instructions: own,
                 fused: inside,
                 copied_bytes: copied,
             });
         } else if i.opcode != "fusion" {
-            for callee in called {
+            for callee in i.called.iter().filter_map(|id| by_id.get(id)) {
                 walk(callee, path, depth, by_id, fused, out);
             }
         }
@@ -77,7 +83,7 @@ fn size(
 ) -> (usize, usize) {
     let (mut own, mut inside) = (c.instructions.len(), 0);
     for i in &c.instructions {
-        if i.opcode == "while" {
+        if is_loop(i) {
             continue;
         }
         for callee in i.called.iter().filter_map(|id| by_id.get(id)) {
@@ -105,7 +111,8 @@ fn copied_bytes(
         .iter()
         .map(|i| match i.opcode.as_str() {
             "copy" => i.shape.bytes(),
-            "while" | "fusion" => 0,
+            _ if is_loop(i) => 0,
+            "fusion" => 0,
             _ => i
                 .called
                 .iter()
@@ -115,4 +122,22 @@ fn copied_bytes(
                 .sum(),
         })
         .sum()
+}
+
+/// Whether `i` is a loop of its own row: a `while`, or a `conditional` that stackscan
+/// labelled (a single step kept as a unit).
+pub(super) fn is_loop(i: &HloInstruction) -> bool {
+    i.opcode == "while"
+        || (i.opcode == "conditional" && i.attribute(stackscan::fsdp::LOOP_LABEL).is_some())
+}
+
+/// What of `i`'s called computations runs as its body: a while's condition and body; a kept
+/// step's branch that runs (the last; the other returns zeros and never runs).
+fn bodies(i: &HloInstruction) -> impl Iterator<Item = i64> + '_ {
+    let skip = if i.opcode == "conditional" {
+        i.called.len().saturating_sub(1)
+    } else {
+        0
+    };
+    i.called.iter().copied().skip(skip)
 }

@@ -151,18 +151,25 @@ impl CollectiveSpans {
     }
 }
 
-/// Every `while` of `module` with stackscan's label, and its body's schedule.
+/// Every loop of `module` with stackscan's label (a `while`, or a kept step's `conditional`),
+/// and its body's schedule.
 fn loop_schedules(module: &OptimizedModule) -> Vec<LoopSchedule> {
     let by_id: BTreeMap<i64, &HloComputation> =
         module.computations.iter().map(|c| (c.id, c)).collect();
     let mut out = Vec::new();
     for c in from_entry(module, &by_id) {
-        for i in c.instructions.iter().filter(|i| i.opcode == "while") {
+        for i in c.instructions.iter().filter(|i| super::loops::is_loop(i)) {
             let Some(label) = i.attribute(stackscan::fsdp::LOOP_LABEL) else {
                 continue;
             };
-            // A while calls its body, then its condition.
-            let Some(body) = i.called.first().and_then(|id| by_id.get(id)) else {
+            // A while calls its body, then its condition; a kept step's case, the branch
+            // that never runs, then the step.
+            let body = if i.opcode == "while" {
+                i.called.first()
+            } else {
+                i.called.last()
+            };
+            let Some(body) = body.and_then(|id| by_id.get(id)) else {
                 continue;
             };
             let schedule = module.schedule_of(body);

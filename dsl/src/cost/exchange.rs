@@ -50,6 +50,7 @@ pub fn dispatch_buffer(forward: &Function, experts: u64) -> Option<TensorType> {
                 .then(|| lhs.clone())
         }
         Op::Scan { body, .. } | Op::While { body, .. } => dispatch_buffer(body, experts),
+        Op::Case { branches, .. } => branches.iter().find_map(|b| dispatch_buffer(b, experts)),
         _ => None,
     })
 }

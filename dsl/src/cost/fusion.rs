@@ -87,6 +87,7 @@ fn class(op: &Op) -> Class {
         | Op::AllReduce { .. }
         | Op::AllToAll { .. }
         | Op::While { .. }
+        | Op::Case { .. }
         | Op::Scan { .. } => Class::Boundary,
     }
 }
@@ -214,6 +215,7 @@ pub(super) fn traffic(f: &Function, live: &[bool], rule: Rule) -> Fused {
                 | Op::AllReduce { .. }
                 | Op::AllToAll { .. }
                 | Op::While { .. }
+                | Op::Case { .. }
                 | Op::Scan { .. }
         );
         if launches {
@@ -272,6 +274,7 @@ pub(super) fn traffic(f: &Function, live: &[bool], rule: Rule) -> Fused {
                 | Op::AllReduce { .. }
                 | Op::AllToAll { .. }
                 | Op::While { .. }
+                | Op::Case { .. }
                 | Op::Scan { .. } => PerDType::default(),
                 _ => bytes(o),
             };
@@ -314,6 +317,7 @@ pub(super) fn traffic(f: &Function, live: &[bool], rule: Rule) -> Fused {
             | Op::AllReduce { .. }
             | Op::AllToAll { .. }
             | Op::While { .. }
+            | Op::Case { .. }
             | Op::Scan { .. } => PerDType::default(),
             _ => bytes(v),
         };

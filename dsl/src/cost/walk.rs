@@ -143,6 +143,17 @@ fn node_cost(f: &Function, node: &Node, accounting: &Accounting) -> Result<Cost>
                 }
             });
         }
+        // One branch runs; which, the index says at run time: the costliest is counted.
+        Op::Case { branches, .. } => {
+            let mut costliest = Cost::default();
+            for b in branches {
+                let c = of_with(b, accounting)?;
+                if c.flops() > costliest.flops() {
+                    costliest = c;
+                }
+            }
+            return Ok(costliest);
+        }
         Op::DotGeneral { dims, .. } => {
             let (lhs, rhs) = (operand(0)?, operand(1)?);
             let mut flops = dot_flops(lhs, rhs, dims)?;

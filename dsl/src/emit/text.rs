@@ -403,6 +403,42 @@ impl Writer {
         Ok(region(depth, &args, &body.out, &results, &f.result_types()))
     }
 
+    /// A region without arguments holding `f`, whose parameters are the enclosing values
+    /// named `args` (a `case` branch reads its operands by name).
+    pub(crate) fn capturing_region(
+        &mut self,
+        f: &Function,
+        args: &[String],
+        depth: usize,
+    ) -> Result<String, fmt::Error> {
+        let mut body = Writer {
+            out: String::new(),
+            names: Names(vec![String::new(); f.values.len()]),
+            counters: Counters {
+                next_value: self.counters.next_value,
+                next_channel: self.counters.next_channel,
+            },
+            mesh: self.mesh.clone(),
+            node_attributes: String::new(),
+            node_text: self.node_text,
+        };
+        if f.params.len() != args.len() {
+            return Err(fmt::Error);
+        }
+        for (&p, name) in f.params.iter().zip(args) {
+            body.names.0[p] = name.clone();
+        }
+        body.write_nodes(f, depth + 2)?;
+        let results = body.names.list(&f.results);
+        self.counters = body.counters;
+        let pad = indent(depth + 1);
+        Ok(format!(
+            "{{\n{body}{pad}  \"stablehlo.return\"({results}) : ({}) -> ()\n{pad}}}",
+            types(&f.result_types()),
+            body = body.out
+        ))
+    }
+
     /// Names `f`'s parameters with fresh `%{prefix}N` names; returns the `name: type`
     /// declarations, in order.
     pub(crate) fn name_params(&mut self, f: &Function, prefix: &str) -> Vec<String> {

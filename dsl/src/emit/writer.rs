@@ -109,6 +109,10 @@ fn node_text(w: &mut Writer, s: &Site<'_>) -> fmt::Result {
             body,
             frontend_attributes,
         } => control::write_while(w, s, cond, body, frontend_attributes),
+        Op::Case {
+            branches,
+            frontend_attributes,
+        } => control::write_case(w, s, branches, frontend_attributes),
         // `validate` rejects scans: they are lowered to `while` before writing.
         Op::Scan { .. } | Op::Softmax { .. } => Err(fmt::Error),
         Op::AllGather { dim, axis } => collective::write_all_gather(w, s, *dim, axis),

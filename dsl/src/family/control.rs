@@ -1,7 +1,9 @@
-//! Control flow: `while`, `scan` and `optimization_barrier`.
+//! Control flow: `while`, `case`, `scan` and `optimization_barrier`.
 //!
-//! `while` is written as itself, with its condition and body as regions; `scan` is lowered
-//! to `while` before writing (so the writer only checks it is gone). Their VJPs are
+//! `while` is written as itself, with its condition and body as regions; `case` with its
+//! branches as regions that read its operands by name (StableHLO's branches take no
+//! arguments); `scan` is lowered to `while` (a kept single trip to `case`) before writing
+//! (so the writer only checks it is gone). Their VJPs are
 //! `autodiff::rules::control`'s.
 
 use std::fmt;
@@ -46,6 +48,38 @@ pub(crate) fn infer_while(
         ));
     }
     Ok(carry)
+}
+
+/// `[index: i32[], args…]`: every branch maps `args` to the same result types.
+pub(crate) fn infer_case(a: &Operands<'_>, branches: &[Function]) -> Result<Vec<TensorType>> {
+    let Some((index, args)) = a.args.split_first() else {
+        return Err(Error::invalid(a.op, "expected an index operand"));
+    };
+    if *index != TensorType::scalar(DType::I32) {
+        return Err(Error::invalid(
+            a.op,
+            format!("the index must be tensor<i32>, not {index}"),
+        ));
+    }
+    let Some(first) = branches.first() else {
+        return Err(Error::invalid(a.op, "expected at least one branch"));
+    };
+    let results = first.result_types();
+    for (k, b) in branches.iter().enumerate() {
+        if b.param_types() != args || b.result_types() != results {
+            return Err(Error::invalid(
+                a.op,
+                format!(
+                    "branch {k} must map ({}) to ({}), not ({}) to ({})",
+                    list_types(args),
+                    list_types(&results),
+                    list_types(&b.param_types()),
+                    list_types(&b.result_types())
+                ),
+            ));
+        }
+    }
+    Ok(results)
 }
 
 pub(crate) fn infer_scan(
@@ -129,6 +163,39 @@ pub(crate) fn write_while(
             regions: &[c, b],
             attributes: &attributes,
             types: &s.signature(),
+            ..OpLine::default()
+        },
+    )
+}
+
+pub(crate) fn write_case(
+    w: &mut Writer,
+    s: &Site<'_>,
+    branches: &[Function],
+    frontend_attributes: &[(String, String)],
+) -> fmt::Result {
+    let args: Vec<String> = (1..s.node.operands.len())
+        .map(|i| w.operand(s.node, i))
+        .collect();
+    let regions = branches
+        .iter()
+        .map(|b| w.capturing_region(b, &args, s.depth))
+        .collect::<Result<Vec<_>, _>>()?;
+    let index = w.operand(s.node, 0);
+    let lhs = w.bind(s.node);
+    let mut all = frontend_attributes.to_vec();
+    all.extend(s.node.attributes.iter().cloned());
+    let attributes = crate::emit::text::frontend_attributes(&all);
+    let index_type = [TensorType::scalar(DType::I32)];
+    w.op(
+        s.depth,
+        OpLine {
+            lhs: &lhs,
+            name: s.node.op.name(),
+            operands: &index,
+            regions: &regions,
+            attributes: &attributes,
+            types: &crate::emit::text::signature(&index_type, &s.result_types()),
             ..OpLine::default()
         },
     )

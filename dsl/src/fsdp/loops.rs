@@ -7,12 +7,10 @@
 use crate::builder::{Scope, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::lower::KEEP_SINGLE_TRIP;
 use crate::plan::{Group, LoopForm, Segment};
 
 use super::state::{Around, Carry};
-
-/// Keeps XLA from folding a peeled single-trip loop into its surroundings.
-const KEEP_LOOP: (&str, &str) = ("skip-simplify-while-loops_trip-count-one", "true");
 
 /// The frontend attribute that names what a loop of a pass runs (`forward attn, layers 1–6,
 /// ping-pong`). XLA keeps frontend attributes through its passes, so a report on the optimized
@@ -24,7 +22,9 @@ pub const LOOP_LABEL: &str = "stackscan_loop";
 fn attributes(trips: usize, label: &str) -> Vec<(&str, &str)> {
     let mut out = vec![(LOOP_LABEL, label)];
     if trips == 1 {
-        out.push(KEEP_LOOP);
+        // Keeps the step a unit, not folded into its surroundings: the lowering writes a
+        // kept single trip as a `case` (see `lower::lower_kept_single_trip`).
+        out.push(KEEP_SINGLE_TRIP);
     }
     out
 }

@@ -14,6 +14,15 @@ pub(crate) fn vjp_while(op: &Op) -> Result<Grads> {
     })
 }
 
+pub(crate) fn vjp_case(op: &Op) -> Result<Grads> {
+    Err(Error::NotDifferentiable {
+        op: op.name(),
+        reason: "a case is built after differentiation (a kept single-trip scan); \
+                 differentiate the scan"
+            .into(),
+    })
+}
+
 /// The barrier passes cotangents through as it passes values.
 pub(crate) fn vjp_optimization_barrier(g: &[Option<Tensor>]) -> Grads {
     g.to_vec()

@@ -92,6 +92,7 @@ pub(super) fn vjp_rule(
         Op::TopK { .. } => index::vjp_top_k(&c),
         Op::OptimizationBarrier => Ok(control::vjp_optimization_barrier(g)),
         Op::While { .. } => control::vjp_while(op),
+        Op::Case { .. } => control::vjp_case(op),
         Op::Scan { .. } => control::vjp_scan(op, x, g, residuals.unwrap_or(&[])),
         Op::AllGather { dim, axis } => collective::vjp_all_gather(&c, *dim, axis),
         Op::ReduceScatter { dim, axis } => collective::vjp_reduce_scatter(&c, *dim, axis),

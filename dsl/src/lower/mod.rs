@@ -1,10 +1,11 @@
 //! Lowering `scan` to `stablehlo.while` (a counter, per-step dynamic slices of the scanned
-//! inputs, and per-step dynamic updates of the stacked outputs), and `softmax` to its
-//! composite: ops that exist for what autodiff makes of them, not for the emitter.
+//! inputs, and per-step dynamic updates of the stacked outputs) or, for a single trip asked
+//! to be kept, to `stablehlo.case`; and `softmax` to its composite: ops that exist for what
+//! autodiff makes of them, not for the emitter.
 //!
 //! A graph pass like autodiff, run by [`Program::emit`](crate::Program::emit) before writing:
 //! it replays the function through the builder ([`replay`]), so the lowered loops are checked
-//! like any other nodes and the emitter only ever sees `while`.
+//! like any other nodes and the emitter only ever sees `while` and `case`.
 
 use crate::builder::{Scope, Tensor};
 use crate::dtype::DType;
@@ -12,6 +13,17 @@ use crate::error::Result;
 use crate::ir::{Function, Op, ScanParts};
 use crate::replay::{NodeAt, Replay, replay};
 use crate::types::TensorType;
+
+mod kept_step;
+
+use kept_step::lower_kept_single_trip;
+
+/// The frontend attribute that asks XLA to keep a loop of one trip (it inlines one
+/// otherwise). On a scan of one trip with stacked outputs it makes the lowering write a
+/// `case` instead ([`lower_kept_single_trip`]); one whose outputs are all carried stays a
+/// loop.
+pub(crate) const KEEP_SINGLE_TRIP: (&str, &str) =
+    ("skip-simplify-while-loops_trip-count-one", "true");
 
 /// `f` with every `scan` (at any depth) replaced by an equivalent `while`, and every
 /// `softmax` by its composite.
@@ -78,6 +90,14 @@ impl Replay for Lowering {
             && let Some(scan) = ScanParts::of(&node.op)
         {
             let body = lower(scan.body, what)?;
+            let kept = scan
+                .frontend_attributes
+                .iter()
+                .any(|(k, v)| (k.as_str(), v.as_str()) == KEEP_SINGLE_TRIP);
+            let stacks = body.results.len() > scan.num_carry;
+            if scan.length == 1 && kept && stacks {
+                return lower_kept_single_trip(s, &scan, &body, operands);
+            }
             return lower_scan(s, &scan, &body, operands);
         }
         if let Op::Softmax { axis } = node.op {
@@ -91,6 +111,11 @@ impl Replay for Lowering {
             Op::While { cond, body, .. } => {
                 **cond = lower(cond, what)?;
                 **body = lower(body, what)?;
+            }
+            Op::Case { branches, .. } => {
+                for b in branches.iter_mut() {
+                    *b = lower(b, what)?;
+                }
             }
             Op::Scan { body, .. } => **body = lower(body, what)?,
             _ => return at.copy(),

@@ -1,0 +1,158 @@
+//! A scan of one trip that asks to be kept ([`KEEP_SINGLE_TRIP`]) and stacks outputs,
+//! lowered to a `case` on an index XLA cannot fold: its last branch runs the step, its first
+//! (never taken) returns zeros.
+//!
+//! A loop of one trip would keep the step as a unit too, but its stacked outputs (a peeled
+//! FSDP step's next weights and deferred gradient, shaped unlike what it takes) would be loop
+//! carries, each with a buffer to start from. libtpu makes each such buffer, whose contents
+//! are never read, an allocation that depends on nothing, and schedules all of a pass's at
+//! the pass's start (seeding it from the carry, as [`super::lower_scan`] does, does not hold
+//! it back there): every peeled step's outputs were live at once, seven layers of weights
+//! where the plan holds two. A case's results are allocated where it runs.
+//!
+//! A case's results are new buffers, so whatever of the carry passes through it would be
+//! copied: a carry the step leaves as it is (another kind's gradient stacks) is not passed
+//! through, and one it updates in place (a row of a stack written by `dynamic_update_slice`)
+//! has that update applied after the case, from the row and its start the case returns.
+
+use crate::builder::{Branch, Scope, Tensor};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ir::{Function, Op, ScanParts, ValueId};
+use crate::replay::replay;
+
+use super::{KEEP_SINGLE_TRIP, Lower, Lowering};
+
+/// What becomes of one carried value of the step.
+enum Carried {
+    /// The step returns it unchanged: it stays outside the case.
+    Through,
+    /// The step writes rows into it: each `(update, starts)`, in order, applied after the
+    /// case.
+    Updated(Vec<(ValueId, Vec<ValueId>)>),
+    /// Anything else: a result of the case.
+    Returned,
+}
+
+/// How the step `body` (parameters `[carry…, x…, consts…]`) produces carry `j`.
+fn carried(body: &Function, j: usize) -> Carried {
+    let param = body.params[j];
+    let mut at = body.results[j];
+    if at == param {
+        return Carried::Through;
+    }
+    let mut writes = Vec::new();
+    while let Some(node) = body.nodes.iter().find(|n| n.results.contains(&at)) {
+        if node.op != Op::DynamicUpdateSlice {
+            break;
+        }
+        writes.push((node.operands[1], node.operands[2..].to_vec()));
+        at = node.operands[0];
+        if at == param {
+            writes.reverse();
+            return Carried::Updated(writes);
+        }
+    }
+    Carried::Returned
+}
+
+/// The kept single trip of `scan` (whose `body` is already lowered) on `operands`.
+pub(super) fn lower_kept_single_trip(
+    s: &Scope,
+    scan: &ScanParts<'_>,
+    body: &Function,
+    operands: &[&Tensor],
+) -> Result<Vec<Tensor>> {
+    let (carry, xs, consts) = scan.split_operands(operands);
+    let mut args: Vec<Tensor> = carry.iter().map(|&t| t.clone()).collect();
+    for x in xs {
+        args.push(x.reshape(&x.dims()[1..])?);
+    }
+    args.extend(consts.iter().map(|&t| t.clone()));
+    let plan: Vec<Carried> = (0..scan.num_carry).map(|j| carried(body, j)).collect();
+    // The step's values the case returns: the carries it makes anew, the rows and starts it
+    // writes into the others, then its stacked outputs.
+    let mut returned: Vec<ValueId> = Vec::new();
+    for (j, c) in plan.iter().enumerate() {
+        match c {
+            Carried::Through => {}
+            Carried::Updated(writes) => {
+                for (update, starts) in writes {
+                    returned.push(*update);
+                    returned.extend(starts);
+                }
+            }
+            Carried::Returned => returned.push(body.results[j]),
+        }
+    }
+    returned.extend(&body.results[scan.num_carry..]);
+    let never: Branch<'_> = Box::new(|bs: &Scope| {
+        returned
+            .iter()
+            .map(|&v| bs.full(0.0, body.values[v].clone()))
+            .collect()
+    });
+    let step: Branch<'_> = Box::new(|bs: &Scope| {
+        let values = replay(bs, body, &args, &mut Lowering(Lower::ScansAndSoftmax))?;
+        Ok(returned.iter().map(|&v| values[v].clone()).collect())
+    });
+    let attrs: Vec<(&str, &str)> = scan
+        .frontend_attributes
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .filter(|&kv| kv != KEEP_SINGLE_TRIP)
+        .collect();
+    let index = opaque_one(s, &args)?;
+    let mut out = s
+        .case_with_attributes(&index, vec![never, step], &attrs)?
+        .into_iter();
+    let mut next = out.by_ref();
+    let mut results = Vec::with_capacity(scan.num_carry + returned.len());
+    for (j, c) in plan.iter().enumerate() {
+        results.push(match c {
+            Carried::Through => carry[j].clone(),
+            Carried::Updated(writes) => {
+                let mut v = carry[j].clone();
+                for (_, starts) in writes {
+                    let update = take(&mut next)?;
+                    let starts: Vec<Tensor> = (0..starts.len())
+                        .map(|_| take(&mut next))
+                        .collect::<Result<_>>()?;
+                    v = v.dynamic_update_slice(&update, &starts.iter().collect::<Vec<_>>())?;
+                }
+                v
+            }
+            Carried::Returned => take(&mut next)?,
+        });
+    }
+    for y in next {
+        results.push(y.expand_dims(0)?);
+    }
+    Ok(results)
+}
+
+/// The next of the case's results.
+fn take(results: &mut impl Iterator<Item = Tensor>) -> Result<Tensor> {
+    results
+        .next()
+        .ok_or_else(|| crate::error::Error::invalid("case", "internal: fewer results than planned"))
+}
+
+/// `1 + i32(a · 0)` for the first element `a` of the first non-empty floating tensor of
+/// `args`: one, on every finite input, which XLA does not fold (`NaN · 0` is NaN), so the
+/// case stays; any value but `0` runs the step. `1` where there is no such tensor.
+fn opaque_one(s: &Scope, args: &[Tensor]) -> Result<Tensor> {
+    let one = s.scalar(1.0, DType::I32)?;
+    let Some(a) = args
+        .iter()
+        .find(|t| t.dtype().is_float() && t.dims().iter().all(|&d| d > 0))
+    else {
+        return Ok(one);
+    };
+    let ones = vec![1; a.rank()];
+    let first = a
+        .slice(&vec![0; a.rank()], &ones, &ones)?
+        .reshape(&[])?
+        .convert(DType::F32)?;
+    one.add(&first.scale(0.0)?.convert(DType::I32)?)
+}
