@@ -114,6 +114,42 @@ fn rnn_scan() -> Result<Function> {
     s.finish(&[carry[0].clone(), ys[0].clone()])
 }
 
+/// One step kept as a unit (a scan of one trip that asks XLA to keep it) that stacks an
+/// output of another shape than its carries: written as a `case` on an index XLA cannot fold,
+/// whose last branch runs the step. Of its carries, `t` passes through (it stays outside the
+/// case) and `stack` has one row written (after the case, from the row and the start the
+/// case returns).
+fn kept_step() -> Result<Function> {
+    let s = Scope::new("kept_step");
+    let h0 = s.param(f32s(&[4]));
+    let t = s.param(f32s(&[4]));
+    let stack = s.param(f32s(&[3, 4]));
+    let w = s.param(f32s(&[4, 2]));
+    let attributes = [
+        ("skip-simplify-while-loops_trip-count-one", "true"),
+        ("stackscan_loop", "a kept step"),
+    ];
+    let (carry, ys) =
+        s.scan_with_attributes(&[h0, t, stack], &[], 1, false, &attributes, |bs, c, _| {
+            let h = c[0].tanh()?;
+            let row = bs.scalar(1.0, DType::I32)?;
+            let zero = bs.scalar(0.0, DType::I32)?;
+            let stack = c[2].dynamic_update_slice(&h.expand_dims(0)?, &[&row, &zero])?;
+            let y = h.dot_general(
+                &w,
+                DotDims {
+                    lhs_contract: vec![0],
+                    rhs_contract: vec![0],
+                    ..DotDims::default()
+                },
+            )?;
+            Ok((vec![h, c[1].clone(), stack], vec![y]))
+        })?;
+    let mut out = carry;
+    out.extend(ys);
+    s.finish(&out)
+}
+
 fn fsdp_axis() -> Axis {
     Axis {
         name: "fsdp".to_owned(),
@@ -151,6 +187,11 @@ fn mlp_backward() {
 #[test]
 fn scan_forward() {
     check("rnn_scan", || Program::new(rnn_scan()?).emit());
+}
+
+#[test]
+fn kept_single_step() {
+    check("kept_step", || Program::new(kept_step()?).emit());
 }
 
 #[test]

@@ -212,6 +212,78 @@ fn while_loop_with_captures_in_condition_and_body() {
     close(&out, &[5.25], 0.0);
 }
 
+/// A step kept as a unit (a scan of one trip that asks XLA to keep it) with a stacked output
+/// is lowered to a `case` whose results are rebuilt around it: a carry it returns as it is,
+/// a row it writes into a carried stack, a new carry and the stacked output all come out as
+/// the loop's would (hand-derived values).
+#[test]
+fn a_kept_single_step_returns_what_its_loop_would() {
+    let h0 = [0.5, -1.0, 2.0, 0.0];
+    let t = [7.0, 8.0, 9.0, 10.0];
+    let stack: Vec<f64> = (0..12).map(f64::from).collect();
+    let w = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, -1.0, 2.0];
+    let args = [
+        f64_arg(&[4], h0.to_vec()),
+        f64_arg(&[4], t.to_vec()),
+        f64_arg(&[3, 4], stack.clone()),
+        f64_arg(&[4, 2], w.to_vec()),
+    ];
+    let f = function("kept_step", &args, |p| {
+        let s = p[0].scope();
+        let attributes = [("skip-simplify-while-loops_trip-count-one", "true")];
+        let (mut carry, ys) =
+            s.scan_with_attributes(&p[..3], &[], 1, false, &attributes, |bs, c, _| {
+                let h = c[0].tanh()?;
+                let row = bs.scalar(1.0, DType::I32)?;
+                let zero = bs.scalar(0.0, DType::I32)?;
+                let stack = c[2].dynamic_update_slice(&h.expand_dims(0)?, &[&row, &zero])?;
+                let y = h.reshape(&[1, 4])?.matmul(&p[3])?.reshape(&[2])?;
+                Ok((vec![h, c[1].clone(), stack], vec![y]))
+            })?;
+        carry.extend(ys);
+        Ok(carry)
+    });
+    let text = stackscan::Program::new(f.clone()).emit().unwrap();
+    assert!(text.contains("stablehlo.case") && !text.contains("stablehlo.while"));
+    let out = Compiled::new(&common::cpu_client(1), &f).run(&args);
+    let h: Vec<f64> = h0.iter().map(|v: &f64| v.tanh()).collect();
+    close(&out[0], &h, 1e-15);
+    close(&out[1], &t, 0.0);
+    let mut written = stack;
+    written[4..8].copy_from_slice(&h);
+    close(&out[2], &written, 1e-15);
+    let y = [h[0] + h[2] - h[3], h[1] + h[2] + 2.0 * h[3]];
+    close(&out[3], &y, 1e-15);
+}
+
+/// `case` runs the branch its index names, and the last for an index out of range.
+#[test]
+fn case_runs_the_branch_its_index_names() {
+    let x = f64_arg(&[2], vec![3.0, -4.0]);
+    for (index, expected) in [
+        (0, [6.0, -8.0]),
+        (1, [9.0, 16.0]),
+        (2, [4.0, -3.0]),
+        (7, [4.0, -3.0]),
+        (-1, [4.0, -3.0]),
+    ] {
+        let args = [x.clone(), int_arg(&[], vec![index])];
+        let out = run1(&args, |p| {
+            let s = p[0].scope();
+            let twice: stackscan::Branch<'_> = Box::new(|_| Ok(vec![p[0].scale(2.0)?]));
+            let squared: stackscan::Branch<'_> = Box::new(|_| Ok(vec![p[0].mul(&p[0])?]));
+            let plus_one: stackscan::Branch<'_> = Box::new(|bs| {
+                Ok(vec![
+                    p[0].add(&bs.scalar(1.0, DType::F64)?.broadcast_to(&[2])?)?,
+                ])
+            });
+            let out = s.case_with_attributes(&p[1], vec![twice, squared, plus_one], &[])?;
+            Ok(out[0].clone())
+        });
+        close(&out, &expected, 0.0);
+    }
+}
+
 #[test]
 fn bf16_programs_run() {
     // Values exactly representable in bf16.

@@ -1,0 +1,30 @@
+module @kept_step {
+  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<4xf32>, %arg2: tensor<3x4xf32>, %arg3: tensor<4x2xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<3x4xf32>, tensor<1x2xf32>) {
+    %v4 = "stablehlo.constant"() <{value = dense<1> : tensor<i32>}> : () -> tensor<i32>
+    %v5 = "stablehlo.slice"(%arg0) <{start_indices = array<i64: 0>, limit_indices = array<i64: 1>, strides = array<i64: 1>}> : (tensor<4xf32>) -> tensor<1xf32>
+    %v6 = "stablehlo.reshape"(%v5) : (tensor<1xf32>) -> tensor<f32>
+    %v7 = "stablehlo.constant"() <{value = dense<0.0> : tensor<f32>}> : () -> tensor<f32>
+    %v8 = "stablehlo.multiply"(%v6, %v7) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    %v9 = "stablehlo.convert"(%v8) : (tensor<f32>) -> tensor<i32>
+    %v10 = "stablehlo.add"(%v4, %v9) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+    %v22:5 = "stablehlo.case"(%v10) ({
+        %v11 = "stablehlo.constant"() <{value = dense<0.0> : tensor<4xf32>}> : () -> tensor<4xf32>
+        %v12 = "stablehlo.constant"() <{value = dense<0.0> : tensor<1x4xf32>}> : () -> tensor<1x4xf32>
+        %v13 = "stablehlo.constant"() <{value = dense<0> : tensor<i32>}> : () -> tensor<i32>
+        %v14 = "stablehlo.constant"() <{value = dense<0> : tensor<i32>}> : () -> tensor<i32>
+        %v15 = "stablehlo.constant"() <{value = dense<0.0> : tensor<2xf32>}> : () -> tensor<2xf32>
+        "stablehlo.return"(%v11, %v12, %v13, %v14, %v15) : (tensor<4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>, tensor<2xf32>) -> ()
+      }, {
+        %v16 = "stablehlo.tanh"(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
+        %v17 = "stablehlo.constant"() <{value = dense<1> : tensor<i32>}> : () -> tensor<i32>
+        %v18 = "stablehlo.constant"() <{value = dense<0> : tensor<i32>}> : () -> tensor<i32>
+        %v19 = "stablehlo.reshape"(%v16) : (tensor<4xf32>) -> tensor<1x4xf32>
+        %v20 = "stablehlo.dynamic_update_slice"(%arg2, %v19, %v17, %v18) : (tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> tensor<3x4xf32>
+        %v21 = "stablehlo.dot_general"(%v16, %arg3) <{dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]>}> : (tensor<4xf32>, tensor<4x2xf32>) -> tensor<2xf32>
+        "stablehlo.return"(%v16, %v19, %v17, %v18, %v21) : (tensor<4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>, tensor<2xf32>) -> ()
+      }) {mhlo.frontend_attributes = {"stackscan_loop" = "a kept step"}} : (tensor<i32>) -> (tensor<4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>, tensor<2xf32>)
+    %v23 = "stablehlo.dynamic_update_slice"(%arg2, %v22#1, %v22#2, %v22#3) : (tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> tensor<3x4xf32>
+    %v24 = "stablehlo.reshape"(%v22#4) : (tensor<2xf32>) -> tensor<1x2xf32>
+    "func.return"(%v22#0, %arg1, %v23, %v24) : (tensor<4xf32>, tensor<4xf32>, tensor<3x4xf32>, tensor<1x2xf32>) -> ()
+  }
+}
