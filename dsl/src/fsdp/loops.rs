@@ -22,8 +22,9 @@ pub const LOOP_LABEL: &str = "stackscan_loop";
 fn attributes(trips: usize, label: &str) -> Vec<(&str, &str)> {
     let mut out = vec![(LOOP_LABEL, label)];
     if trips == 1 {
-        // Keeps the step a unit, not folded into its surroundings: the lowering writes a
-        // kept single trip as a `case` (see `lower::lower_kept_single_trip`).
+        // Keeps the step a unit, not folded into its surroundings. The lowering writes a
+        // kept single trip that stacks outputs (a peeled step's) as a `case`
+        // (`lower::lower_kept_single_trip`); one that carries all it returns stays a loop.
         out.push(KEEP_SINGLE_TRIP);
     }
     out

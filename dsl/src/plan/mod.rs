@@ -5,8 +5,8 @@
 //! for the next step, and (backward, deferred) the kind of the gradient it still has to
 //! reduce-scatter. Maximal runs of equal signatures share one loop: a run of two or more is a
 //! double-buffered ping-pong loop (`unroll = 2`, two layers per trip, an odd step peeled), a run
-//! of one is a single-trip loop (marked so XLA keeps it) because its carry holds another
-//! kind's buffers. A repeated block becomes an outer loop over one block's worth of steps,
+//! of one is a single-trip loop (marked so XLA keeps it; the lowering writes it as a `case`)
+//! because its carry holds another kind's buffers. A repeated block becomes an outer loop over one block's worth of steps,
 //! with only the steps that differ from every trip (a pass's first and last) around it, so
 //! the program is the same from two blocks to any depth. A step's [`Signature`] holds every
 //! fact the lowering needs to build it; the expanded [`Step`]s, derived from the same signatures, say for every layer what is
