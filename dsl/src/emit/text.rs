@@ -379,13 +379,10 @@ impl Writer {
         ))
     }
 
-    /// A region holding a nested function (loop condition or body).
-    pub(crate) fn function_region(
-        &mut self,
-        f: &Function,
-        depth: usize,
-    ) -> Result<String, fmt::Error> {
-        let mut body = Writer {
+    /// A writer for a region of this one's text: its own names, the same counters (taken
+    /// back when the region is written), mesh and node dispatch.
+    fn nested(&self) -> Writer {
+        Writer {
             out: String::new(),
             names: Names::default(),
             counters: Counters {
@@ -395,7 +392,16 @@ impl Writer {
             mesh: self.mesh.clone(),
             node_attributes: String::new(),
             node_text: self.node_text,
-        };
+        }
+    }
+
+    /// A region holding a nested function (loop condition or body).
+    pub(crate) fn function_region(
+        &mut self,
+        f: &Function,
+        depth: usize,
+    ) -> Result<String, fmt::Error> {
+        let mut body = self.nested();
         let args = body.name_params(f, "a");
         body.write_nodes(f, depth + 2)?;
         let results = body.names.list(&f.results);
@@ -411,20 +417,11 @@ impl Writer {
         args: &[String],
         depth: usize,
     ) -> Result<String, fmt::Error> {
-        let mut body = Writer {
-            out: String::new(),
-            names: Names(vec![String::new(); f.values.len()]),
-            counters: Counters {
-                next_value: self.counters.next_value,
-                next_channel: self.counters.next_channel,
-            },
-            mesh: self.mesh.clone(),
-            node_attributes: String::new(),
-            node_text: self.node_text,
-        };
         if f.params.len() != args.len() {
             return Err(fmt::Error);
         }
+        let mut body = self.nested();
+        body.names = Names(vec![String::new(); f.values.len()]);
         for (&p, name) in f.params.iter().zip(args) {
             body.names.0[p] = name.clone();
         }

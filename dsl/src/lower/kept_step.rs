@@ -17,7 +17,7 @@
 
 use crate::builder::{Branch, Scope, Tensor};
 use crate::dtype::DType;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ir::{Function, Op, ScanParts, ValueId};
 use crate::replay::replay;
 
@@ -103,10 +103,9 @@ pub(super) fn lower_kept_single_trip(
         .filter(|&kv| kv != KEEP_SINGLE_TRIP)
         .collect();
     let index = opaque_one(s, &args)?;
-    let mut out = s
+    let mut next = s
         .case_with_attributes(&index, vec![never, step], &attrs)?
         .into_iter();
-    let mut next = out.by_ref();
     let mut results = Vec::with_capacity(scan.num_carry + returned.len());
     for (j, c) in plan.iter().enumerate() {
         results.push(match c {
@@ -135,7 +134,7 @@ pub(super) fn lower_kept_single_trip(
 fn take(results: &mut impl Iterator<Item = Tensor>) -> Result<Tensor> {
     results
         .next()
-        .ok_or_else(|| crate::error::Error::invalid("case", "internal: fewer results than planned"))
+        .ok_or_else(|| Error::invalid("case", "internal: fewer results than planned"))
 }
 
 /// `1 + i32(a · 0)` for the first element `a` of the first non-empty floating tensor of
