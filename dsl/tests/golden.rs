@@ -92,6 +92,15 @@ fn mlp() -> Result<Function> {
     s.finish(&[y])
 }
 
+/// `v · M`: a vector's only dimension contracted with a matrix's first.
+fn vector_times_matrix() -> DotDims {
+    DotDims {
+        lhs_contract: vec![0],
+        rhs_contract: vec![0],
+        ..DotDims::default()
+    }
+}
+
 /// An RNN over 3 steps: `h ← tanh(h · W + x_t)`, returning the last state and every state.
 /// `W` is captured by the body, so it becomes a constant input of the scan.
 fn rnn_scan() -> Result<Function> {
@@ -100,14 +109,7 @@ fn rnn_scan() -> Result<Function> {
     let xs = s.param(f32s(&[3, 4]));
     let w = s.param(f32s(&[4, 4]));
     let (carry, ys) = s.scan(&[h0], &[xs], 3, false, |_, c, x| {
-        let hw = c[0].dot_general(
-            &w,
-            DotDims {
-                lhs_contract: vec![0],
-                rhs_contract: vec![0],
-                ..DotDims::default()
-            },
-        )?;
+        let hw = c[0].dot_general(&w, vector_times_matrix())?;
         let h = hw.add(&x[0])?.tanh()?;
         Ok((vec![h.clone()], vec![h]))
     })?;
@@ -135,14 +137,7 @@ fn kept_step() -> Result<Function> {
             let row = bs.scalar(1.0, DType::I32)?;
             let zero = bs.scalar(0.0, DType::I32)?;
             let stack = c[2].dynamic_update_slice(&h.expand_dims(0)?, &[&row, &zero])?;
-            let y = h.dot_general(
-                &w,
-                DotDims {
-                    lhs_contract: vec![0],
-                    rhs_contract: vec![0],
-                    ..DotDims::default()
-                },
-            )?;
+            let y = h.dot_general(&w, vector_times_matrix())?;
             Ok((vec![h, c[1].clone(), stack], vec![y]))
         })?;
     let mut out = carry;
