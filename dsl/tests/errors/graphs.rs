@@ -62,6 +62,29 @@ fn while_loop_with_a_bad_condition_or_body_is_invalid() {
 }
 
 #[test]
+fn case_with_a_bad_index_or_disagreeing_branches_is_invalid() {
+    let s = Scope::new("f");
+    let x = s.param(f32s(&[2]));
+    let index = s.scalar(1.0, DType::I32).unwrap();
+    // Branches that return different types.
+    let r = s.case_with_attributes(
+        &index,
+        vec![
+            Box::new(|_| Ok(vec![x.clone()])),
+            Box::new(|_| Ok(vec![x.sum(&[0])?])),
+        ],
+        &[],
+    );
+    let e = err_naming(r, "case");
+    assert!(e.to_string().contains("branch 1"), "{e}");
+    // An index that is not an i32 scalar, and no branch at all.
+    let r = s.case_with_attributes(&x, vec![Box::new(|_| Ok(vec![x.clone()]))], &[]);
+    assert!(err_naming(r, "case").to_string().contains("index"));
+    let r = s.case_with_attributes(&index, vec![], &[]);
+    assert!(matches!(err_naming(r, "case"), Error::InvalidOp { .. }));
+}
+
+#[test]
 fn reduce_scatter_of_an_indivisible_dim_is_invalid() {
     let s = Scope::new("f");
     let a = s.param(f32s(&[6, 3]));
