@@ -43,22 +43,22 @@ const F32_DIGESTS: [(&str, &str, &str); 4] = [
     (
         "llama",
         "tiny",
-        "dc86bac52e9d576e54e00044ce1fc66abc1e997c85cb968b07c2a7ba614f5887",
+        "75ac755166996bc5f85ed4dc298b22362e69edc389fbf3adffec2c80ff91fd2e",
     ),
     (
         "deepseek3",
         "tiny",
-        "759e9bea6b4a29399101e97f0791b7c5b0237bada120090e07cdf28189dcab71",
+        "38031e213b1b179316e72755c7b5c2a1f2d72c042a5571731b4a3266ada69efd",
     ),
     (
         "qwen35",
         "tiny",
-        "fc080dad80aa50db8c40f95ef2f4a3d07ed70e2a275fa2a8a3018b9448d59fb5",
+        "b7d7a1e57d51f5e0be1c14acf77fb5d70244eabb96678c232e484be6d5feed0f",
     ),
     (
         "llama",
         "tiny-swa",
-        "9f91f2da88bcba01e7ac74f22b113b32dc86ae9efdcba6e9e92b0ee98393264e",
+        "5375c365c4e65f0bd12373f5089fb96772cd87900b62d00de09f27a65e904a32",
     ),
 ];
 

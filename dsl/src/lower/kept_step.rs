@@ -13,7 +13,8 @@
 //! A case's results are new buffers, so whatever of the carry passes through it would be
 //! copied: a carry the step leaves as it is (another kind's gradient stacks) is not passed
 //! through, and one it updates in place (a row of a stack written by `dynamic_update_slice`)
-//! has that update applied after the case, from the row and its start the case returns.
+//! has that update applied after the case, from the row and its start the case returns, in a
+//! loop of one trip of its own ([`write_rows`]).
 
 use crate::builder::{Branch, Scope, Tensor};
 use crate::dtype::DType;
@@ -107,27 +108,68 @@ pub(super) fn lower_kept_single_trip(
         .case_with_attributes(&index, vec![never, step], &attrs)?
         .into_iter();
     let mut results = Vec::with_capacity(scan.num_carry + returned.len());
+    // Each written stack's rows and starts, in the case's order, written after it.
+    let mut written: Vec<Written> = Vec::new();
     for (j, c) in plan.iter().enumerate() {
         results.push(match c {
             Carried::Through => carry[j].clone(),
             Carried::Updated(writes) => {
-                let mut v = carry[j].clone();
+                let mut rows = Vec::with_capacity(writes.len());
                 for (_, starts) in writes {
                     let update = take(&mut next)?;
-                    let starts: Vec<Tensor> = (0..starts.len())
+                    let starts = (0..starts.len())
                         .map(|_| take(&mut next))
                         .collect::<Result<_>>()?;
-                    v = v.dynamic_update_slice(&update, &starts.iter().collect::<Vec<_>>())?;
+                    rows.push((update, starts));
                 }
-                v
+                written.push((j, rows));
+                carry[j].clone()
             }
             Carried::Returned => take(&mut next)?,
         });
     }
+    write_rows(s, &mut results, &written)?;
     for y in next {
         results.push(y.expand_dims(0)?);
     }
     Ok(results)
+}
+
+/// A stack the step writes rows into: its index among the carries, and each row with its
+/// starts, in the order written.
+type Written = (usize, Vec<(Tensor, Vec<Tensor>)>);
+
+/// Writes each stack's rows (`written`: its index in `stacks` and its `(row, starts)`s) in a
+/// loop of one trip kept by XLA, as the step's own loop did: in place, and a unit XLA fuses
+/// nothing across. Written in the enclosing computation instead, the last writes of a pass
+/// feed the optimizer's reads of the gradient stacks directly, and XLA CPU fused one write
+/// into each of two readers, copying the stack (all its layers) for the other.
+fn write_rows(s: &Scope, stacks: &mut [Tensor], written: &[Written]) -> Result<()> {
+    if written.is_empty() {
+        return Ok(());
+    }
+    let mut init = vec![s.scalar(0.0, DType::I32)?];
+    init.extend(written.iter().map(|(j, _)| stacks[*j].clone()));
+    let out = s.while_loop(
+        &init,
+        |cs, c| c[0].lt(&cs.scalar(1.0, DType::I32)?),
+        |bs, c| {
+            let mut next = vec![c[0].add(&bs.scalar(1.0, DType::I32)?)?];
+            for ((_, rows), stack) in written.iter().zip(&c[1..]) {
+                let mut v = stack.clone();
+                for (row, starts) in rows {
+                    v = v.dynamic_update_slice(row, &starts.iter().collect::<Vec<_>>())?;
+                }
+                next.push(v);
+            }
+            Ok(next)
+        },
+        &[KEEP_SINGLE_TRIP],
+    )?;
+    for ((j, _), v) in written.iter().zip(&out[1..]) {
+        stacks[*j] = v.clone();
+    }
+    Ok(())
 }
 
 /// The next of the case's results.

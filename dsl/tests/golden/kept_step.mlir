@@ -23,8 +23,20 @@ module @kept_step {
         %v21 = "stablehlo.dot_general"(%v16, %arg3) <{dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]>}> : (tensor<4xf32>, tensor<4x2xf32>) -> tensor<2xf32>
         "stablehlo.return"(%v16, %v19, %v17, %v18, %v21) : (tensor<4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>, tensor<2xf32>) -> ()
       }) {mhlo.frontend_attributes = {"stackscan_loop" = "a kept step"}} : (tensor<i32>) -> (tensor<4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>, tensor<2xf32>)
-    %v23 = "stablehlo.dynamic_update_slice"(%arg2, %v22#1, %v22#2, %v22#3) : (tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> tensor<3x4xf32>
-    %v24 = "stablehlo.reshape"(%v22#4) : (tensor<2xf32>) -> tensor<1x2xf32>
-    "func.return"(%v22#0, %arg1, %v23, %v24) : (tensor<4xf32>, tensor<4xf32>, tensor<3x4xf32>, tensor<1x2xf32>) -> ()
+    %v23 = "stablehlo.constant"() <{value = dense<0> : tensor<i32>}> : () -> tensor<i32>
+    %v39:5 = "stablehlo.while"(%v23, %arg2, %v22#1, %v22#2, %v22#3) ({
+      ^bb0(%a24: tensor<i32>, %a25: tensor<3x4xf32>, %a26: tensor<1x4xf32>, %a27: tensor<i32>, %a28: tensor<i32>):
+        %v29 = "stablehlo.constant"() <{value = dense<1> : tensor<i32>}> : () -> tensor<i32>
+        %v30 = "stablehlo.compare"(%a24, %v29) <{comparison_direction = #stablehlo<comparison_direction LT>, compare_type = #stablehlo<comparison_type SIGNED>}> : (tensor<i32>, tensor<i32>) -> tensor<i1>
+        "stablehlo.return"(%v30) : (tensor<i1>) -> ()
+      }, {
+      ^bb0(%a31: tensor<i32>, %a32: tensor<3x4xf32>, %a33: tensor<1x4xf32>, %a34: tensor<i32>, %a35: tensor<i32>):
+        %v36 = "stablehlo.constant"() <{value = dense<1> : tensor<i32>}> : () -> tensor<i32>
+        %v37 = "stablehlo.add"(%a31, %v36) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+        %v38 = "stablehlo.dynamic_update_slice"(%a32, %a33, %a34, %a35) : (tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> tensor<3x4xf32>
+        "stablehlo.return"(%v37, %v38, %a33, %a34, %a35) : (tensor<i32>, tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> ()
+      }) {mhlo.frontend_attributes = {"skip-simplify-while-loops_trip-count-one" = "true"}} : (tensor<i32>, tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> (tensor<i32>, tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>)
+    %v40 = "stablehlo.reshape"(%v22#4) : (tensor<2xf32>) -> tensor<1x2xf32>
+    "func.return"(%v22#0, %arg1, %v39#1, %v40) : (tensor<4xf32>, tensor<4xf32>, tensor<3x4xf32>, tensor<1x2xf32>) -> ()
   }
 }
