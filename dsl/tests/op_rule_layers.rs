@@ -25,10 +25,16 @@ fn layers() -> Vec<(Vec<String>, Vec<&'static str>)> {
     assert!(families.len() >= 9, "families: {families:?}");
     vec![
         (
-            vec!["dtype.rs", "types.rs", "ir.rs", "mesh.rs"]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+            vec![
+                "dtype.rs",
+                "types.rs",
+                "ir/mod.rs",
+                "ir/scan_parts.rs",
+                "mesh.rs",
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect(),
             IR.to_vec(),
         ),
         (vec!["emit/text.rs".to_owned()], IR.to_vec()),

@@ -28,6 +28,10 @@ use crate::ir::{Function, Literal, Node, Op, ValueId};
 use crate::replay::{Replay, replay};
 use crate::types::TensorType;
 
+mod case;
+
+pub use case::Branch;
+
 /// A function under construction.
 #[derive(Clone)]
 pub struct Scope(Rc<ScopeInner>);
@@ -474,58 +478,6 @@ impl Scope {
         Ok(out)
     }
 
-    /// `stablehlo.case`: runs branch `index` of `branches` (the last when `index` is out of
-    /// range) and returns its results; every branch must return the same types. The outer
-    /// tensors any branch uses are the case's operands, passed to every branch.
-    pub fn case_with_attributes(
-        &self,
-        index: &Tensor,
-        branches: Vec<Branch<'_>>,
-        frontend_attributes: &[(&str, &str)],
-    ) -> Result<Vec<Tensor>> {
-        let mut built = Vec::with_capacity(branches.len());
-        for branch in branches {
-            let (bs, _) = self.child("branch", &[]);
-            let results = branch(&bs)?;
-            built.push(bs.finish_region(&results)?);
-        }
-        // Every branch takes the union of what each captured, in order of first use.
-        let mut outer: Vec<ValueId> = Vec::new();
-        for &v in built.iter().flat_map(|(_, caps)| caps) {
-            if !outer.contains(&v) {
-                outer.push(v);
-            }
-        }
-        let mut functions = Vec::with_capacity(built.len());
-        for (mut f, caps) in built {
-            let own = f.params.clone();
-            let mut params = Vec::with_capacity(outer.len());
-            for &v in &outer {
-                match caps.iter().position(|&c| c == v) {
-                    Some(i) => params.push(own[i]),
-                    None => {
-                        let ty = self.0.func.borrow().values[v].clone();
-                        f.values.push(ty);
-                        params.push(f.values.len() - 1);
-                    }
-                }
-            }
-            f.params = params;
-            functions.push(f);
-        }
-        let mut operands = vec![index.clone()];
-        operands.extend(outer.iter().map(|&v| self.tensor(v)));
-        let refs: Vec<&Tensor> = operands.iter().collect();
-        let op = Op::Case {
-            branches: functions,
-            frontend_attributes: frontend_attributes
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        };
-        self.apply_here(op, &refs, None)
-    }
-
     /// `jax.lax.scan`: runs `body(carry, x_i)` for each slice `x_i` of `xs` along dimension 0
     /// and returns the final carry and the stacked per-step outputs. Outer tensors the body
     /// uses become constant inputs of the scan.
@@ -593,9 +545,6 @@ impl Scope {
         Ok((out, ys))
     }
 }
-
-/// One branch of [`Scope::case_with_attributes`]: its results, built in the scope given.
-pub type Branch<'a> = Box<dyn FnOnce(&Scope) -> Result<Vec<Tensor>> + 'a>;
 
 /// The replay pass of [`Scope::inline`]: every node copied as it is.
 struct Inline;
