@@ -12,6 +12,11 @@
 //! RoPE position not offset, a causal mask that lets a piece see a later piece, a gradient of
 //! the gathered keys not summed back over `context`, or a loss averaged over the wrong tokens
 //! changes the loss or a gradient far beyond the tolerance.
+//!
+//! The Llama's blockwise attention (`attention_block`: the online softmax over key blocks that
+//! context parallelism uses, asked for without it too) is checked the same way against the
+//! full score matrix: a block's mask not offset by its first key, a running maximum or
+//! denominator not rescaled, or a block left out moves the loss far beyond the tolerance.
 
 #![allow(
     clippy::unwrap_used,
@@ -169,6 +174,94 @@ fn deepseek3_on_context_and_expert_meshes_equals_the_unsharded_reference() {
             d.elementwise
         );
     }
+}
+
+#[test]
+fn llama_with_blockwise_attention_equals_the_full_scores() {
+    let client = common::cached_cpu_client(8, TARGET_TMP);
+    let (fsdp, rows) = (2, 4);
+    let plain = config((rows / fsdp) as i64);
+    let (tokens, labels) = synthetic_batch(&plain, rows as i64, 7);
+    let inputs = vec![
+        tokens_arg(tokens.clone(), rows),
+        tokens_arg(labels.clone(), rows),
+    ];
+    let reference = fixture(&client, &model(&plain), inputs, fsdp, 23);
+    let options = [
+        PlanOptions::baseline().with_unroll(1),
+        PlanOptions::prefetch_deferred().with_unroll(2),
+    ];
+    // Blocks of 2 and 4 of the 8 keys, on an FSDP mesh.
+    for block in [2, 4] {
+        let c = LlamaConfig {
+            attention_block: Some(block),
+            ..plain
+        };
+        let blocked = model(&c);
+        assert_ne!(
+            step_text(&blocked),
+            step_text(&model(&plain)),
+            "blocks of {block} keys"
+        );
+        let mesh = Mesh::new(&[("fsdp", fsdp)]).unwrap();
+        let d = check_on_mesh(&client, &blocked, &reference, &mesh, &options);
+        eprintln!(
+            "blocks of {block}: worst norm-wise deviation {:.2e}",
+            d.normwise
+        );
+    }
+    // Under context parallelism, blocks of 2 keys where a piece holds 4 positions.
+    let cp = 2;
+    let split = split_fixture(reference, &tokens, &labels, fsdp, cp);
+    let c = LlamaConfig {
+        attention_block: Some(2),
+        ..plain.with_context_parallel(fsdp * cp, cp).unwrap()
+    };
+    let mesh = Mesh::new(&[("fsdp", fsdp), (CONTEXT_AXIS, cp)]).unwrap();
+    let d = check_on_mesh(&client, &model(&c), &split, &mesh, &options);
+    eprintln!(
+        "2 × 2, blocks of 2: worst norm-wise deviation {:.2e}",
+        d.normwise
+    );
+}
+
+/// The emitted f32 step of `m` on one device.
+fn step_text(m: &stackscan::fsdp::StackModel) -> String {
+    let options = PlanOptions::prefetch_deferred();
+    stackscan::fsdp::train_step(m, options, &stackscan::Axis::new("fsdp", 1))
+        .unwrap()
+        .program
+        .emit()
+        .unwrap()
+}
+
+/// A block must divide the sequence, and blockwise attention has no sliding-window form: each
+/// refused when the model is built, naming the field.
+#[test]
+fn an_attention_block_that_does_not_split_the_sequence_is_refused() {
+    let build = |c: LlamaConfig| Architecture::build(&c).unwrap_err().to_string();
+    let e = build(LlamaConfig {
+        attention_block: Some(3),
+        ..config(1)
+    });
+    assert!(
+        e.contains("`attention_block` 3") && e.contains("`seq` 8"),
+        "{e}"
+    );
+    let e = build(LlamaConfig {
+        attention_block: Some(0),
+        ..config(1)
+    });
+    assert!(e.contains("`attention_block` 0"), "{e}");
+    let e = build(LlamaConfig {
+        attention_block: Some(4),
+        window: Some(4),
+        ..config(1)
+    });
+    assert!(
+        e.contains("`attention_block`") && e.contains("`window`"),
+        "{e}"
+    );
 }
 
 /// The split is checked where it is made: the context degree must divide the devices and the

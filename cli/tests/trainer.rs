@@ -103,6 +103,7 @@ fn micro_llama() -> LlamaConfig {
         seq: 4,
         batch_per_device: 2,
         window: None,
+        attention_block: None,
         tie_embeddings: false,
         norm_eps: 1e-5,
         context: 1,

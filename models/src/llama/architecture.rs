@@ -92,6 +92,10 @@ impl Architecture for LlamaConfig {
             .window
             .map(|w| format!("; a sliding window of {w} positions"))
             .unwrap_or_default()
+            + &self
+                .attention_block
+                .map(|b| format!("; attention {b} keys at a time"))
+                .unwrap_or_default()
             + &crate::llama::describe_context(self.seq, self.context)
     }
 

@@ -187,6 +187,7 @@ pub(crate) fn read(f: &Fields) -> Result<LlamaConfig> {
         },
         batch_per_device: 1,
         window: None,
+        attention_block: None,
         tie_embeddings: f.tie_word_embeddings.unwrap_or(false),
         norm_eps,
         context: 1,

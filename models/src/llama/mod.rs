@@ -63,6 +63,15 @@ pub struct LlamaConfig {
     /// `window − 1` positions before it. Absent, the default: every earlier position.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<i64>,
+    /// Attention computed this many keys at a time, an online softmax over key blocks
+    /// ([`stackscan::nn::context::blocked_causal_attention`]): a layer holds one block's
+    /// `[B, heads, seq, block]` scores where it would hold `[B, heads, seq, seq]`, in the
+    /// forward and again in its recompute and VJP, which at long sequences is most of a
+    /// step's temporaries. It must divide `seq`, and masks causally only (no `window`).
+    /// Absent, the default: the whole score matrix at once (under context parallelism, blocks
+    /// of one piece's length).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_block: Option<i64>,
     /// The RMSNorms' epsilon (`rms_norm_eps`; [`NORM_EPS`], Llama 3's, in every preset).
     pub norm_eps: f64,
     /// The LM head is the embedding's transpose, one weight (`tie_word_embeddings`, Llama 3.2
@@ -119,6 +128,7 @@ impl LlamaConfig {
             seq: 8,
             batch_per_device,
             window: None,
+            attention_block: None,
             tie_embeddings: false,
             norm_eps: NORM_EPS,
             context: 1,
@@ -182,6 +192,8 @@ pub struct AttentionDims {
     pub context: usize,
     /// Which keys a query attends to ([`LlamaConfig::window`]).
     pub mask: nn::Mask,
+    /// Keys per step of blockwise attention ([`LlamaConfig::attention_block`]).
+    pub block: Option<i64>,
 }
 
 impl AttentionDims {
@@ -235,6 +247,7 @@ impl LlamaConfig {
             out_std: self.out_std(),
             context: self.context,
             mask: self.mask(),
+            block: self.attention_block,
         }
     }
 
@@ -314,13 +327,24 @@ impl Attention<Tensor> {
             let k = context::gather_sequence(&k, &axis)?;
             let v = context::gather_sequence(&heads(&self.wv, nkv)?, &axis)?;
             let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
-            return context::blocked_causal_attention(&q, &k, &v, scale, &start, t)?
+            let block = c.block.unwrap_or(t);
+            return context::blocked_causal_attention(&q, &k, &v, scale, &start, block)?
                 .matmul(&self.wo);
         }
         let (q, k, v) = self.project(c, x, |t| c.rope(t))?;
         // Grouped-query attention: each key/value head serves heads/kv_heads query heads.
         let (k, v) = (nn::repeat_kv(&k, nh)?, nn::repeat_kv(&v, nh)?);
-        nn::masked_attention(&q, &k, &v, scale, c.mask)?.matmul(&self.wo)
+        match c.block {
+            Some(block) => {
+                if c.mask != nn::Mask::Causal {
+                    return Err(no_blocked_window());
+                }
+                let first = x.scope().from_i64s(&[0], stackscan::DType::I32, &[])?;
+                context::blocked_causal_attention(&q, &k, &v, scale, &first, block)?
+            }
+            None => nn::masked_attention(&q, &k, &v, scale, c.mask)?,
+        }
+        .matmul(&self.wo)
     }
 
     /// The query, key and value heads of `x: [B, T, d]` (`[B, T, heads, head_dim]`, keys and
@@ -346,6 +370,16 @@ fn no_context_window() -> Error {
         op: "llama",
         message: "context parallelism (`--cp`) attends causally; a sliding `window` has no \
                   context-parallel form"
+            .into(),
+    }
+}
+
+/// Blockwise attention's online softmax masks causally only.
+fn no_blocked_window() -> Error {
+    Error::InvalidOp {
+        op: "llama",
+        message: "`attention_block` attends causally; a sliding `window` has no blockwise form \
+                  here (set one or the other)"
             .into(),
     }
 }
@@ -499,6 +533,20 @@ fn check_heads(c: &LlamaConfig) -> Result<()> {
             op: "llama",
             message,
         })?;
+    }
+    if let Some(block) = c.attention_block {
+        if block <= 0 || c.seq % block != 0 {
+            return Err(Error::InvalidOp {
+                op: "llama",
+                message: format!(
+                    "`attention_block` {block} must be a positive divisor of `seq` {}",
+                    c.seq
+                ),
+            });
+        }
+        if c.window.is_some() {
+            return Err(no_blocked_window());
+        }
     }
     if let Some(window) = c.window {
         nn::Mask::SlidingWindow(window)
