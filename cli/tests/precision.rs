@@ -43,22 +43,22 @@ const F32_DIGESTS: [(&str, &str, &str); 4] = [
     (
         "llama",
         "tiny",
-        "75ac755166996bc5f85ed4dc298b22362e69edc389fbf3adffec2c80ff91fd2e",
+        "5b7751e72f9ef0701eb693cf75e81ef3dacb5182ed3707de29de4ffd564b5e34",
     ),
     (
         "deepseek3",
         "tiny",
-        "38031e213b1b179316e72755c7b5c2a1f2d72c042a5571731b4a3266ada69efd",
+        "6f8bc2539994f16ca9dd3e22dc2eb536db81d0d9864b5bc8d6e9a4d6a170405a",
     ),
     (
         "qwen35",
         "tiny",
-        "b7d7a1e57d51f5e0be1c14acf77fb5d70244eabb96678c232e484be6d5feed0f",
+        "decdad47acf11090b259346e360cfd339baae2571122345ea302bdb64d235497",
     ),
     (
         "llama",
         "tiny-swa",
-        "5375c365c4e65f0bd12373f5089fb96772cd87900b62d00de09f27a65e904a32",
+        "46b7c03322659063d18c235167266f16b5409371f22d4305380e9ca92db2c25c",
     ),
 ];
 

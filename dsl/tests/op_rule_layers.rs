@@ -29,6 +29,7 @@ fn layers() -> Vec<(Vec<String>, Vec<&'static str>)> {
                 "dtype.rs",
                 "types.rs",
                 "ir/mod.rs",
+                "ir/live.rs",
                 "ir/scan_parts.rs",
                 "mesh.rs",
             ]

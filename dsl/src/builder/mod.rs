@@ -29,6 +29,7 @@ use crate::replay::{Replay, replay};
 use crate::types::TensorType;
 
 mod case;
+mod depend;
 
 pub use case::Branch;
 

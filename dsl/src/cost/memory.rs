@@ -21,7 +21,6 @@ use crate::ir::{Function, ValueId};
 use crate::plan::PlanOptions;
 
 use super::fusion::{self, Rule};
-use super::walk::live_nodes;
 
 /// Bytes one device holds while a training step runs, by what holds them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -156,7 +155,7 @@ fn layer_backward_peak(
 pub fn working_set(f: &Function, rule: Rule) -> Result<u64> {
     let expanded = crate::lower::expand_softmax(f)?;
     let f = &expanded;
-    let live = live_nodes(f);
+    let live = f.live_nodes();
     let written = fusion::traffic(f, &live, rule).materialised;
     let mut alias: HashMap<ValueId, ValueId> = HashMap::new();
     let root = |alias: &HashMap<ValueId, ValueId>, v: ValueId| *alias.get(&v).unwrap_or(&v);

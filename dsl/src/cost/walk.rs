@@ -45,7 +45,7 @@ pub fn of_with(f: &Function, accounting: &Accounting) -> Result<Cost> {
     // A softmax is counted as the composite emission writes ([`Op::Softmax`]).
     let expanded = crate::lower::expand_softmax(f)?;
     let f = &expanded;
-    let live = live_nodes(f);
+    let live = f.live_nodes();
     let mut cost: Cost = f
         .nodes
         .iter()
@@ -62,34 +62,6 @@ pub fn of_with(f: &Function, accounting: &Accounting) -> Result<Cost> {
     cost.single_consumer_hbm_bytes += single.other;
     cost.single_consumer_kernels += single.kernels;
     Ok(cost)
-}
-
-/// Which nodes some result of `f` depends on. The others never run, since XLA removes dead
-/// code before compiling, and they do occur: [`vjp`](crate::vjp) replays the whole forward,
-/// including products whose values the backward never reads.
-pub(super) fn live_nodes(f: &Function) -> Vec<bool> {
-    let mut needed = vec![false; f.values.len()];
-    for &r in &f.results {
-        if let Some(n) = needed.get_mut(r) {
-            *n = true;
-        }
-    }
-    let mut live = vec![false; f.nodes.len()];
-    for (i, node) in f.nodes.iter().enumerate().rev() {
-        if node
-            .results
-            .iter()
-            .any(|&r| needed.get(r).copied().unwrap_or(false))
-        {
-            live[i] = true;
-            for &o in &node.operands {
-                if let Some(n) = needed.get_mut(o) {
-                    *n = true;
-                }
-            }
-        }
-    }
-    live
 }
 
 fn node_cost(f: &Function, node: &Node, accounting: &Accounting) -> Result<Cost> {

@@ -383,14 +383,9 @@ impl<'a> Lowering<'a> {
     /// may move (dynamic slices clamp it), and so may what is computed from it; the loss is
     /// then not finite either and the step is skipped.
     pub(super) fn after(&self, anchors: &[Tensor], index: &Tensor) -> Result<Tensor> {
-        anchors.iter().try_fold(index.clone(), |index, a| {
-            let ones = vec![1; a.rank()];
-            let first = a
-                .slice(&vec![0; a.rank()], &ones, &ones)?
-                .reshape(&[])?
-                .convert(DType::F32)?;
-            index.add(&first.scale(0.0)?.convert(index.dtype())?)
-        })
+        anchors
+            .iter()
+            .try_fold(index.clone(), |index, a| index.depending_on(a))
     }
 
     /// Ties `values` to `anchor` so that nothing reading them starts before `anchor` exists:

@@ -8,6 +8,7 @@
 use crate::dtype::DType;
 use crate::types::TensorType;
 
+mod live;
 mod scan_parts;
 
 pub use scan_parts::ScanParts;

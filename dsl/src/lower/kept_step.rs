@@ -16,6 +16,8 @@
 //! has that update applied after the case, from the row and its start the case returns, in a
 //! loop of one trip of its own ([`write_rows`]).
 
+use std::collections::HashMap;
+
 use crate::builder::{Branch, Scope, Tensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -35,15 +37,16 @@ enum Carried {
     Returned,
 }
 
-/// How the step `body` (parameters `[carry…, x…, consts…]`) produces carry `j`.
-fn carried(body: &Function, j: usize) -> Carried {
+/// How the step `body` (parameters `[carry…, x…, consts…]`) produces carry `j`, `made_by`
+/// giving the node that makes each value ([`makers`]).
+fn carried(body: &Function, made_by: &HashMap<ValueId, usize>, j: usize) -> Carried {
     let param = body.params[j];
     let mut at = body.results[j];
     if at == param {
         return Carried::Through;
     }
     let mut writes = Vec::new();
-    while let Some(node) = body.nodes.iter().find(|n| n.results.contains(&at)) {
+    while let Some(node) = made_by.get(&at).map(|&n| &body.nodes[n]) {
         if node.op != Op::DynamicUpdateSlice {
             break;
         }
@@ -55,6 +58,15 @@ fn carried(body: &Function, j: usize) -> Carried {
         }
     }
     Carried::Returned
+}
+
+/// The node of `body` that makes each of its values.
+fn makers(body: &Function) -> HashMap<ValueId, usize> {
+    body.nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(n, node)| node.results.iter().map(move |&v| (v, n)))
+        .collect()
 }
 
 /// The kept single trip of `scan` (whose `body` is already lowered) on `operands`.
@@ -70,7 +82,10 @@ pub(super) fn lower_kept_single_trip(
         args.push(x.reshape(&x.dims()[1..])?);
     }
     args.extend(consts.iter().map(|&t| t.clone()));
-    let plan: Vec<Carried> = (0..scan.num_carry).map(|j| carried(body, j)).collect();
+    let made_by = makers(body);
+    let plan: Vec<Carried> = (0..scan.num_carry)
+        .map(|j| carried(body, &made_by, j))
+        .collect();
     // The step's values the case returns: the carries it makes anew, the rows and starts it
     // writes into the others, then its stacked outputs.
     let mut returned: Vec<ValueId> = Vec::new();
@@ -87,6 +102,9 @@ pub(super) fn lower_kept_single_trip(
         }
     }
     returned.extend(&body.results[scan.num_carry..]);
+    // The step as the case runs it: what it returns, without the row writes made after it
+    // (they would make the whole stacks operands of the case).
+    let step_body = body.returning(&returned);
     let never: Branch<'_> = Box::new(|bs: &Scope| {
         returned
             .iter()
@@ -94,7 +112,7 @@ pub(super) fn lower_kept_single_trip(
             .collect()
     });
     let step: Branch<'_> = Box::new(|bs: &Scope| {
-        let values = replay(bs, body, &args, &mut Lowering(Lower::ScansAndSoftmax))?;
+        let values = replay(bs, &step_body, &args, &mut Lowering(Lower::ScansAndSoftmax))?;
         Ok(returned.iter().map(|&v| values[v].clone()).collect())
     });
     let attrs: Vec<(&str, &str)> = scan
@@ -180,20 +198,15 @@ fn take(results: &mut impl Iterator<Item = Tensor>) -> Result<Tensor> {
 }
 
 /// `1 + i32(a · 0)` for the first element `a` of the first non-empty floating tensor of
-/// `args`: one, on every finite input, which XLA does not fold (`NaN · 0` is NaN), so the
-/// case stays; any value but `0` runs the step. `1` where there is no such tensor.
+/// `args` ([`Tensor::depending_on`]): one on every finite input, and not a constant XLA can
+/// fold the case on; any value but `0` runs the step. `1` where there is no such tensor.
 fn opaque_one(s: &Scope, args: &[Tensor]) -> Result<Tensor> {
     let one = s.scalar(1.0, DType::I32)?;
-    let Some(a) = args
+    match args
         .iter()
         .find(|t| t.dtype().is_float() && t.dims().iter().all(|&d| d > 0))
-    else {
-        return Ok(one);
-    };
-    let ones = vec![1; a.rank()];
-    let first = a
-        .slice(&vec![0; a.rank()], &ones, &ones)?
-        .reshape(&[])?
-        .convert(DType::F32)?;
-    one.add(&first.scale(0.0)?.convert(DType::I32)?)
+    {
+        Some(a) => one.depending_on(a),
+        None => Ok(one),
+    }
 }

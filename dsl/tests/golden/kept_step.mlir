@@ -7,7 +7,7 @@ module @kept_step {
     %v8 = "stablehlo.multiply"(%v6, %v7) : (tensor<f32>, tensor<f32>) -> tensor<f32>
     %v9 = "stablehlo.convert"(%v8) : (tensor<f32>) -> tensor<i32>
     %v10 = "stablehlo.add"(%v4, %v9) : (tensor<i32>, tensor<i32>) -> tensor<i32>
-    %v22:5 = "stablehlo.case"(%v10) ({
+    %v21:5 = "stablehlo.case"(%v10) ({
         %v11 = "stablehlo.constant"() <{value = dense<0.0> : tensor<4xf32>}> : () -> tensor<4xf32>
         %v12 = "stablehlo.constant"() <{value = dense<0.0> : tensor<1x4xf32>}> : () -> tensor<1x4xf32>
         %v13 = "stablehlo.constant"() <{value = dense<0> : tensor<i32>}> : () -> tensor<i32>
@@ -19,24 +19,23 @@ module @kept_step {
         %v17 = "stablehlo.constant"() <{value = dense<1> : tensor<i32>}> : () -> tensor<i32>
         %v18 = "stablehlo.constant"() <{value = dense<0> : tensor<i32>}> : () -> tensor<i32>
         %v19 = "stablehlo.reshape"(%v16) : (tensor<4xf32>) -> tensor<1x4xf32>
-        %v20 = "stablehlo.dynamic_update_slice"(%arg2, %v19, %v17, %v18) : (tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> tensor<3x4xf32>
-        %v21 = "stablehlo.dot_general"(%v16, %arg3) <{dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]>}> : (tensor<4xf32>, tensor<4x2xf32>) -> tensor<2xf32>
-        "stablehlo.return"(%v16, %v19, %v17, %v18, %v21) : (tensor<4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>, tensor<2xf32>) -> ()
+        %v20 = "stablehlo.dot_general"(%v16, %arg3) <{dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]>}> : (tensor<4xf32>, tensor<4x2xf32>) -> tensor<2xf32>
+        "stablehlo.return"(%v16, %v19, %v17, %v18, %v20) : (tensor<4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>, tensor<2xf32>) -> ()
       }) {mhlo.frontend_attributes = {"stackscan_loop" = "a kept step"}} : (tensor<i32>) -> (tensor<4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>, tensor<2xf32>)
-    %v23 = "stablehlo.constant"() <{value = dense<0> : tensor<i32>}> : () -> tensor<i32>
-    %v39:5 = "stablehlo.while"(%v23, %arg2, %v22#1, %v22#2, %v22#3) ({
-      ^bb0(%a24: tensor<i32>, %a25: tensor<3x4xf32>, %a26: tensor<1x4xf32>, %a27: tensor<i32>, %a28: tensor<i32>):
-        %v29 = "stablehlo.constant"() <{value = dense<1> : tensor<i32>}> : () -> tensor<i32>
-        %v30 = "stablehlo.compare"(%a24, %v29) <{comparison_direction = #stablehlo<comparison_direction LT>, compare_type = #stablehlo<comparison_type SIGNED>}> : (tensor<i32>, tensor<i32>) -> tensor<i1>
-        "stablehlo.return"(%v30) : (tensor<i1>) -> ()
+    %v22 = "stablehlo.constant"() <{value = dense<0> : tensor<i32>}> : () -> tensor<i32>
+    %v38:5 = "stablehlo.while"(%v22, %arg2, %v21#1, %v21#2, %v21#3) ({
+      ^bb0(%a23: tensor<i32>, %a24: tensor<3x4xf32>, %a25: tensor<1x4xf32>, %a26: tensor<i32>, %a27: tensor<i32>):
+        %v28 = "stablehlo.constant"() <{value = dense<1> : tensor<i32>}> : () -> tensor<i32>
+        %v29 = "stablehlo.compare"(%a23, %v28) <{comparison_direction = #stablehlo<comparison_direction LT>, compare_type = #stablehlo<comparison_type SIGNED>}> : (tensor<i32>, tensor<i32>) -> tensor<i1>
+        "stablehlo.return"(%v29) : (tensor<i1>) -> ()
       }, {
-      ^bb0(%a31: tensor<i32>, %a32: tensor<3x4xf32>, %a33: tensor<1x4xf32>, %a34: tensor<i32>, %a35: tensor<i32>):
-        %v36 = "stablehlo.constant"() <{value = dense<1> : tensor<i32>}> : () -> tensor<i32>
-        %v37 = "stablehlo.add"(%a31, %v36) : (tensor<i32>, tensor<i32>) -> tensor<i32>
-        %v38 = "stablehlo.dynamic_update_slice"(%a32, %a33, %a34, %a35) : (tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> tensor<3x4xf32>
-        "stablehlo.return"(%v37, %v38, %a33, %a34, %a35) : (tensor<i32>, tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> ()
+      ^bb0(%a30: tensor<i32>, %a31: tensor<3x4xf32>, %a32: tensor<1x4xf32>, %a33: tensor<i32>, %a34: tensor<i32>):
+        %v35 = "stablehlo.constant"() <{value = dense<1> : tensor<i32>}> : () -> tensor<i32>
+        %v36 = "stablehlo.add"(%a30, %v35) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+        %v37 = "stablehlo.dynamic_update_slice"(%a31, %a32, %a33, %a34) : (tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> tensor<3x4xf32>
+        "stablehlo.return"(%v36, %v37, %a32, %a33, %a34) : (tensor<i32>, tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> ()
       }) {mhlo.frontend_attributes = {"skip-simplify-while-loops_trip-count-one" = "true"}} : (tensor<i32>, tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>) -> (tensor<i32>, tensor<3x4xf32>, tensor<1x4xf32>, tensor<i32>, tensor<i32>)
-    %v40 = "stablehlo.reshape"(%v22#4) : (tensor<2xf32>) -> tensor<1x2xf32>
-    "func.return"(%v22#0, %arg1, %v39#1, %v40) : (tensor<4xf32>, tensor<4xf32>, tensor<3x4xf32>, tensor<1x2xf32>) -> ()
+    %v39 = "stablehlo.reshape"(%v21#4) : (tensor<2xf32>) -> tensor<1x2xf32>
+    "func.return"(%v21#0, %arg1, %v38#1, %v39) : (tensor<4xf32>, tensor<4xf32>, tensor<3x4xf32>, tensor<1x2xf32>) -> ()
   }
 }
