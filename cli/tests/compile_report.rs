@@ -87,6 +87,39 @@ fn the_report_counts_what_it_compiled() {
     );
 }
 
+/// The report's config is the one the step was built from: the MoE flags given on the command
+/// line are in it, so a saved report says which program it read; a model without experts
+/// refuses them.
+#[test]
+fn the_reported_config_carries_the_moe_flags() {
+    let parse = |model: &str| {
+        let argv = [
+            "stackscan",
+            "compile-report",
+            "--model",
+            model,
+            "--devices",
+            "2",
+            "--dlhs-transpose-rhs",
+        ];
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::CompileReport(a) => a,
+            other => panic!("{other:?}"),
+        }
+    };
+    let report = compile_report::run(&parse("deepseek3")).unwrap();
+    assert_eq!(
+        report.config["dlhs_transpose_rhs"], true,
+        "{}",
+        report.config
+    );
+    assert_eq!(report.config["direct_token_gather"], false);
+    let err = compile_report::run(&parse("llama"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("--dlhs-transpose-rhs"), "{err}");
+}
+
 #[test]
 fn a_model_that_does_not_fit_is_a_usage_error() {
     // The tiny Llama's shards do not split over 3 devices.

@@ -169,7 +169,7 @@ impl MemoryComparison {
 pub struct CompileReport {
     /// The model.
     pub model: String,
-    /// The config as JSON.
+    /// The config the step was built from, as JSON (the MoE flags given set in it).
     pub config: serde_json::Value,
     /// Devices of the mesh.
     pub devices: usize,
@@ -398,11 +398,13 @@ pub(crate) fn declared_step(
         c = c.with_layers(usize::from(layers));
     }
     // The attribute's options with the config's precision; the flags over both.
-    let config = c.to_json();
     let moe = stackscan_models::jobs::MoeFlags {
         direct_token_gather: args.direct_token_gather,
         dlhs_transpose_rhs: args.dlhs_transpose_rhs,
     };
+    // The config the step is built from, MoE flags set, so a saved report says what it read
+    // (a model without experts refuses the flags when the job is made, below).
+    let config = c.with_moe_flags(moe).unwrap_or_else(|| c.clone()).to_json();
     let (job, layout) = stackscan_models::jobs::Job::on_layout(c, devices, ep, cp, moe)?;
     let (model, declared) = (job.model, job.options);
     let options: PlanOptions = args.schedule.apply(declared);
