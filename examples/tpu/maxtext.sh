@@ -73,10 +73,15 @@ if [ "${FULL:-1}" = 1 ]; then
   topology=$full_topology mt_topology=$full_mt_topology
   maxtext full model_name=deepseek3-671b per_device_batch_size=1 max_target_length="$seq" \
     weight_dtype=float32 dtype=bfloat16
-  for s in off on deferred; do
+  # off-u1 and deferred-u1: one layer a loop trip, as MaxText scans.
+  for s in off on deferred off-u1 deferred-u1; do
     flags=()
-    [ "$s" = off ] && flags=(--no-prefetch)
-    [ "$s" = on ] && flags=(--no-defer)
+    case $s in
+      off) flags=(--no-prefetch) ;;
+      on) flags=(--no-defer) ;;
+      off-u1) flags=(--no-prefetch --unroll 1) ;;
+      deferred-u1) flags=(--unroll 1) ;;
+    esac
     stackscan "full-$s" --model deepseek3 --config deepseek3 --seq "$seq" --precision bf16 \
       "${flags[@]}"
   done

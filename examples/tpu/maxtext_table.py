@@ -65,7 +65,7 @@ for size in ("tiny", "full"):
         compile_s = "?" if r[2] is None else "%.0f s" % r[2]
         print("| %s | MaxText 0.2.5 default | %s | %s | %s | %s |"
               % ((size,) + sizes(r[0], r[1], r[0] is None) + (compile_s,)))
-    for s in ("off", "on", "deferred"):
+    for s in ("off", "on", "deferred", "off-u1", "deferred-u1"):
         p = os.path.join(out, "stackscan-%s-%s.json" % (size, s))
         if not os.path.exists(p):
             continue
