@@ -4,7 +4,9 @@
 # deferred, f32 master weights with bf16 compute:
 #   1. DeepSeek-V3 671B, FSDP only;
 #   2. DeepSeek-V3 671B, expert parallelism 4 (`--ep 4`);
-#   3. Qwen3.5-35B-A3B, the nested [GDN, GDN, GDN, attention] × 10 scan.
+#   3. Qwen3.5-35B-A3B, the nested [GDN, GDN, GDN, attention] × 10 scan;
+# and DeepSeek-V3 671B as it fits the default slice: expert parallelism 32 (8 experts a rank)
+# and 1024 tokens a device.
 # Each compile's JSON report goes to OUT, and a table of HBM per device, overlapped
 # collectives and compile time is printed at the end. Not run in CI: each compile takes
 # minutes on a 2-core machine.
@@ -43,6 +45,8 @@ for schedule in off on; do
   run "deepseek3-fsdp-$schedule" --model deepseek3 --config deepseek3 "${flags[@]}"
   run "deepseek3-ep4-$schedule" --model deepseek3 --config deepseek3 --ep 4 "${flags[@]}"
   run "qwen35-$schedule" --model qwen35 --config qwen35-35b-a3b "${flags[@]}"
+  run "deepseek3-ep32-seq1024-$schedule" --model deepseek3 --config deepseek3 --ep 32 \
+    --seq 1024 "${flags[@]}"
 done
 
 python3 "$(dirname "$0")/table.py" "$out"/*.json
