@@ -211,6 +211,62 @@ fn over_a_whole_large_slice_the_prefetch_gathers_stay_asynchronous() {
     }
 }
 
+/// The most temporary bytes live at once (`--dump`: libtpu's buffer assignment) of the tiny
+/// Llama's step with `extra`, and the allocation they were packed in.
+fn live_peak(extra: &[&str]) -> (u64, u64) {
+    let dir = dump_dir(&extra.join(""));
+    let mut args = extra.to_vec();
+    args.extend(["--dump", dir.to_str().unwrap()]);
+    let r = report(&args);
+    let _ = std::fs::remove_dir_all(&dir);
+    let p = &r["tpu"]["live_peak"];
+    (n(p, "bytes"), n(p, "allocation"))
+}
+
+/// A fresh directory for one compile's dump.
+fn dump_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "stackscan-tpu-dump-{}-{}",
+        std::process::id(),
+        tag.replace('-', "")
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// What the plan holds, the program holds: prefetch keeps one more gathered layer live at
+/// once, and deferral one more layer's unreduced gradient, read from libtpu's buffer
+/// assignment rather than its allocation (which packs the same values its own way, and at
+/// this size grows by more than it holds). Seven layers' expert weights once lived at once
+/// in a prefetching step (docs/tpu.md); a regression of that kind is far outside the bound.
+#[test]
+fn the_prefetch_holds_one_more_layer_at_once() {
+    use stackscan_models::registry::Architecture;
+    let (m, _) = stackscan_models::llama::LlamaConfig::tiny()
+        .build()
+        .unwrap();
+    // One layer's weights, gathered in f32 (the tiny step's precision), and its gradient.
+    let layer: u64 = m.kinds[0]
+        .params
+        .iter()
+        .map(|p| 4 * p.shape.iter().product::<i64>() as u64)
+        .sum();
+    let off = live_peak(&["--no-prefetch"]);
+    let on = live_peak(&["--no-defer"]);
+    let deferred = live_peak(&[]);
+    eprintln!(
+        "one layer {layer} B; live at once / allocated: off {off:?}, on {on:?}, deferred {deferred:?}"
+    );
+    for (bytes, allocation) in [off, on, deferred] {
+        assert!(bytes > 0 && bytes <= allocation);
+    }
+    assert!(on.0 <= off.0 + layer, "on {on:?} against off {off:?}");
+    assert!(
+        deferred.0 <= off.0 + 2 * layer,
+        "deferred {deferred:?} against off {off:?}"
+    );
+}
+
 #[test]
 fn no_gather_spans_a_whole_layer_when_prefetch_is_off() {
     let r = report(&["--no-prefetch"]);

@@ -2,8 +2,7 @@
 thinks a body takes and how much of that is collective time it could not hide, with each
 asynchronous collective's estimated start and done, from a compile dumped with
 
-    XLA_FLAGS="--xla_dump_to=DIR --xla_dump_latency_hiding_schedule=true" \\
-        stackscan compile-report --topology tpu7x:2x2x1 ...
+    stackscan compile-report --topology tpu7x:2x2x1 ... --dump DIR
     python3 examples/tpu/lhs_schedule.py DIR [LABEL]
 
 `*.schedule.txt` (the scheduler's text proto: the module, then one `computation_schedules`
@@ -119,8 +118,8 @@ def main():
     (schedule,) = glob.glob(os.path.join(out, "*.schedule.txt"))[:1] or [None]
     hlo_files = glob.glob(os.path.join(out, "*after_optimizations.txt"))
     if schedule is None or not hlo_files:
-        sys.exit("%s: no *.schedule.txt and *after_optimizations.txt (dump with "
-                 "--xla_dump_latency_hiding_schedule=true)" % out)
+        sys.exit("%s: no *.schedule.txt and *after_optimizations.txt (compile-report "
+                 "--dump DIR writes both)" % out)
     lines = open(schedule).read().splitlines()
     computations, instructions, first = read_module(lines)
     labels, products = labels_and_products(open(hlo_files[0]).read())

@@ -7,6 +7,7 @@
 //!
 //! Figures for reading, never asserts; [`CompileReport`] is also written as JSON (`--json`).
 
+pub mod live_peak;
 mod loops;
 mod phases;
 mod tpu;
@@ -72,6 +73,12 @@ pub struct CompileReportArgs {
     /// doubles a gathered layer's buffer, and for f32 weights runs the gather synchronously.
     #[arg(long, requires = "topology")]
     pub decompose_gathers: bool,
+    /// With `--topology`: keep libtpu's dump of the compile in DIR (its optimized program,
+    /// buffer assignment and latency-hiding schedule, as `XLA_FLAGS=--xla_dump_to=DIR` writes
+    /// them) and report from it the most temporary bytes live at once, beside the temporary
+    /// allocation libtpu packed them in.
+    #[arg(long, value_name = "DIR", requires = "topology")]
+    pub dump: Option<std::path::PathBuf>,
     /// Context parallelism (models with a context-parallel form): each sequence split over N devices, as `train
     /// --cp` (the memory per device of a long context is what it changes).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), value_name = "N")]

@@ -45,6 +45,9 @@ pub struct TpuReport {
     pub collectives: Vec<CollectiveRow>,
     /// Each layer loop as scheduled, outermost first.
     pub loops: Vec<LoopSchedule>,
+    /// With `--dump`: the most temporary bytes live at once, read from libtpu's buffer
+    /// assignment (none where the step was refused).
+    pub live_peak: Option<super::live_peak::LivePeak>,
     /// libtpu's refusal where the step does not fit its HBM: the compile stops before a
     /// program exists, and `temp` is then the temporaries the refusal names (arguments and
     /// outputs unknown, the collectives and loops empty).
@@ -306,9 +309,23 @@ pub(crate) fn report(
     let text = program.emit()?;
     let lower_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let compiled = slice.compile_program_with(&program, |o| match args.decompose_gathers {
-        true => stackscan_runtime::allow_gather_decomposition(o),
-        false => o,
+    let compiled = slice.compile_program_with(&program, |o| {
+        let o = match args.decompose_gathers {
+            true => stackscan_runtime::allow_gather_decomposition(o),
+            false => o,
+        };
+        match &args.dump {
+            Some(dir) => o
+                .with_override(
+                    "xla_dump_to",
+                    stackscan_runtime::OverrideValue::String(dir.display().to_string()),
+                )
+                .with_override(
+                    "xla_dump_latency_hiding_schedule",
+                    stackscan_runtime::OverrideValue::Bool(true),
+                ),
+            None => o,
+        }
     });
     let xla_compile_seconds = started.elapsed().as_secs_f64();
     let device = &slice.devices()[0];
@@ -380,6 +397,10 @@ pub(crate) fn report(
         headroom: hbm.map(|h| h - total),
         collectives: collective_rows(&module),
         loops: loop_schedules(&module),
+        live_peak: match (&args.dump, &out_of_memory) {
+            (Some(dir), None) => Some(super::live_peak::read(dir)?),
+            _ => None,
+        },
         out_of_memory,
         gathers_decomposed: args.decompose_gathers,
     });
@@ -477,6 +498,18 @@ impl std::fmt::Display for TpuReport {
                 mib(-left) / 1024.0
             )?,
             _ => writeln!(f, " (the chip's HBM is not reported)")?,
+        }
+        if let Some(p) = &self.live_peak {
+            writeln!(
+                f,
+                "temporaries live {:.1} MiB at most at once (at {}), of the {:.1} MiB allocated",
+                mib(p.bytes as i64),
+                p.at,
+                mib(p.allocation as i64)
+            )?;
+            for (name, bytes, shape) in &p.largest {
+                writeln!(f, "  {:>10.2} MiB  {name}  {shape}", mib(*bytes as i64))?;
+            }
         }
         if let Some(why) = &self.out_of_memory {
             writeln!(
