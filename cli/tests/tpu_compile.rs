@@ -381,8 +381,11 @@ fn qwen35_prefetches_as_compiled() {
 }
 
 #[test]
-#[ignore = "two more TPU compiles (about 3 minutes); the Llama's runs in CI"]
-fn deepseek3_and_qwen35_do_not_prefetch_when_off() {
+fn deepseek3_does_not_prefetch_when_off() {
     no_prefetch_as_compiled("deepseek3");
+}
+
+#[test]
+fn qwen35_does_not_prefetch_when_off() {
     no_prefetch_as_compiled("qwen35");
 }
