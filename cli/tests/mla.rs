@@ -27,6 +27,7 @@ const SMALL: MlaConfig = MlaConfig {
     rope_theta: 10_000.0,
     eps: 1e-6,
     rope_scaling: None,
+    attention_block: None,
     context: 1,
 };
 
@@ -255,6 +256,50 @@ fn matches_host(c: &MlaConfig, t: i64) {
             "y[{i}] = {g}, want {w}"
         );
     }
+}
+
+/// Blockwise attention (`attention_block`: the online softmax over key blocks) is the same
+/// attention: blocks of 2 and 3 of 6 positions against the host implementation, which attends
+/// to every earlier position at once, and its VJP against central differences.
+#[test]
+fn blockwise_attention_matches_the_host_implementation() {
+    for block in [2, 3] {
+        let c = MlaConfig {
+            attention_block: Some(block),
+            ..SMALL
+        };
+        matches_host(&c, 6);
+    }
+    let c = MlaConfig {
+        attention_block: Some(2),
+        ..SMALL
+    };
+    let client = common::cpu_client(1);
+    check_vjp(
+        &client,
+        "mla, blocks of 2",
+        &random_args(&c, 4, 17),
+        TOL,
+        layer(&c),
+    );
+}
+
+/// A block that does not split the sequence is refused with the config, naming the field.
+#[test]
+fn an_attention_block_that_does_not_split_the_sequence_is_refused() {
+    let small = stackscan_models::deepseek3::DeepSeek3Config::small(3, 1, 1);
+    let bad = stackscan_models::deepseek3::DeepSeek3Config {
+        mla: MlaConfig {
+            attention_block: Some(3),
+            ..small.mla
+        },
+        ..small
+    };
+    let e = bad.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("mla.attention_block` 3") && e.contains("`seq` 8"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -57,6 +57,12 @@ pub struct MlaConfig {
     /// config); none: plain RoPE.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rope_scaling: Option<Yarn>,
+    /// Keys per step of blockwise causal attention (the online softmax of
+    /// [`nn::context::blocked_causal_attention`]): a layer holds `[B, heads, seq, block]`
+    /// scores instead of `[B, heads, seq, seq]`. It must divide the sequence. Absent, the
+    /// default: the whole score matrix (under context parallelism, blocks of a piece).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_block: Option<i64>,
     /// Devices each sequence is split over (context parallelism): set by the model from its
     /// run's layout, never read from a file. 1: none.
     #[serde(skip, default = "crate::llama::one")]
@@ -254,11 +260,16 @@ pub fn mla(c: &MlaConfig, x: &Tensor, w: &Mla<Tensor>) -> Result<Tensor> {
     };
     let (k, v) = keys_and_values(c, w, &c_kv, &k_rope)?;
     let scale = attention_factor / (c.qk_head() as f64).sqrt();
-    match &start {
-        Some(start) => {
-            nn::context::blocked_causal_attention(&q, &k, &v, scale, start, t)?.matmul(&w.out)
+    match (&start, c.attention_block) {
+        (Some(start), block) => {
+            nn::context::blocked_causal_attention(&q, &k, &v, scale, start, block.unwrap_or(t))?
+                .matmul(&w.out)
         }
-        None => nn::causal_attention(&q, &k, &v, scale)?.matmul(&w.out),
+        (None, Some(block)) => {
+            let first = x.scope().from_i64s(&[0], stackscan::DType::I32, &[])?;
+            nn::context::blocked_causal_attention(&q, &k, &v, scale, &first, block)?.matmul(&w.out)
+        }
+        (None, None) => nn::causal_attention(&q, &k, &v, scale)?.matmul(&w.out),
     }
 }
 

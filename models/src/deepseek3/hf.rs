@@ -339,6 +339,7 @@ pub(crate) fn read(f: &Fields) -> Result<DeepSeek3Config> {
             // epsilon there; `rms_norm_eps` is the layers' and the final norm's (checked above).
             eps: crate::deepseek3::NORM_EPS,
             rope_scaling: yarn(f.rope_scaling.as_ref())?,
+            attention_block: None,
             context: 1,
         },
         dense_ffn: positive(f.intermediate_size, "intermediate_size")?,

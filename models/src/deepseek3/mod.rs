@@ -166,6 +166,7 @@ impl DeepSeek3Config {
                 rope_theta: 10_000.0,
                 eps: 1e-6,
                 rope_scaling: None,
+                attention_block: None,
                 context: 1,
             },
             dense_ffn: 32,
@@ -214,6 +215,15 @@ impl DeepSeek3Config {
             return invalid(format!(
                 "`DeepSeek3Config.mla.d` is {} but `d` is {}: attention reads the model's width",
                 self.mla.d, self.d
+            ));
+        }
+        if let Some(block) = self.mla.attention_block
+            && (block <= 0 || self.seq % block != 0)
+        {
+            return invalid(format!(
+                "`DeepSeek3Config.mla.attention_block` {block} must be a positive divisor of \
+                 `seq` {}",
+                self.seq
             ));
         }
         if self.dense_layers > self.layers {
