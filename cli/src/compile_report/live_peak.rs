@@ -10,6 +10,10 @@
 //! number of allocation bytes covered by live values at one position (values sharing bytes
 //! counted once). It is what the prefetch's memory is bounded by: one more gathered layer
 //! live at once, where the allocation may grow by more.
+//!
+//! The loop-carried values, which libtpu's buffer assignment marks `(phi)`, count like any
+//! other: the weights a step gathers for the next and the gradient it defers are carries, so a
+//! reading without them misses exactly what prefetch and deferral hold.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -223,14 +227,14 @@ mod tests {
     use super::*;
 
     /// Three values of a 300-byte allocation: `a` [0, 100) live at 0–1, `b` [100, 200) at
-    /// 1–2, `c` [0, 100) (sharing `a`'s bytes) at 2–3. The busiest position is 1 or 2, 200
-    /// bytes each; the first of them is reported.
+    /// 1–2 (loop-carried, `(phi)`), `c` [0, 100) (sharing `a`'s bytes) at 2–3. The busiest
+    /// position is 1 or 2, 200 bytes each (100 if `b` were left out); the first is reported.
     const BUFFERS: &str = "\
 allocation 0: size 64, parameter 0, shape |f32[16]| at ShapeIndex {}:
  value: <1 p @0> (size=64,offset=0): f32[16]{0}
 allocation 1: size 300, preallocated-temp:
  value: <2 a @0> (size=100,offset=0): f32[25]{0}
- value: <3 b @0> (size=100,offset=100): f32[25]{0}
+ value: <3 b (phi) @0> (size=100,offset=100): f32[25]{0}
  value: <4 c @0> (size=100,offset=0): f32[25]{0}
 ";
     const RANGES: &str = "\
